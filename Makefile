@@ -1,0 +1,41 @@
+# Thin wrapper around meson. `make demo` and `make check` install missing Debian packages
+# first (scripts/deps), so both work on a fresh Debian 12 machine.
+BUILD   ?= build
+MESON   ?= meson
+SETUP   ?=
+WERROR  ?= $(if $(CI),-Dwerror=true,)
+
+.PHONY: all deps demo check bench fuzz clean format tidy
+all: $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+deps:
+	@scripts/deps --check >/dev/null 2>&1 || scripts/deps
+
+$(BUILD)/build.ninja:
+	@scripts/deps --check >/dev/null 2>&1 || scripts/deps
+	$(MESON) setup $(BUILD) $(WERROR) $(SETUP)
+
+demo: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+	scripts/demo $(BUILD)
+
+check: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+	$(MESON) test -C $(BUILD) --print-errorlogs $(TESTARGS)
+
+bench: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+	bench/run $(BUILD)
+
+fuzz: deps
+	scripts/fuzz $(FUZZ_SECONDS)
+
+format:
+	clang-format -i $$(git ls-files 'src/*.[ch]' 'tests/*.[ch]' 'fuzz/*.c')
+
+tidy: $(BUILD)/build.ninja
+	ninja -C $(BUILD) clang-tidy
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,1 @@
+/* allocate: not written yet */

@@ -1,0 +1,1 @@
+/* cdi: not written yet */

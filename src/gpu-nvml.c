@@ -1,0 +1,1 @@
+/* gpu-nvml: not written yet */

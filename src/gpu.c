@@ -1,0 +1,1 @@
+/* gpu: not written yet */

@@ -1,0 +1,1 @@
+/* grpc: not written yet */

@@ -1,0 +1,1 @@
+/* kubelet: not written yet */

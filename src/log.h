@@ -1,0 +1,58 @@
+#pragma once
+
+/*
+ * Structured logging: one logfmt line per event on stderr.
+ *
+ *   ts=2026-01-05T10:00:00.123Z level=warn module=kubelet msg="register failed, retrying" err=...
+ *
+ * The message is a fixed, greppable string; variable parts go in the printf-style key=value
+ * tail. The level is checked before any argument is evaluated.
+ */
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+enum log_level {
+	LOG_LEVEL_DEBUG,
+	LOG_LEVEL_INFO,
+	LOG_LEVEL_WARN,
+	LOG_LEVEL_ERROR,
+	LOG_LEVEL_COUNT,
+	LOG_LEVEL_INVALID = -22,
+};
+
+extern enum log_level log_max_level;
+
+/* Parses "debug", "info", "warn" or "error"; returns the level or LOG_LEVEL_INVALID. */
+enum log_level log_level_from_string(const char *s);
+
+/*
+ * Writes one line. @module may be NULL. @fmt formats the key=value tail and may be NULL.
+ * Returns @r as -abs(r), so callers can write `return log_emit(...)`.
+ */
+int log_emit(enum log_level level, const char *module, int r, const char *msg, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+/* Quotes @s for a logfmt value into @buf (always NUL-terminated); returns buf. */
+const char *log_quote(char *buf, unsigned size, const char *s);
+
+#ifndef LOG_MODULE
+#define LOG_MODULE NULL
+#endif
+
+#define log_at(lvl, r, msg, ...)                                                                   \
+	({                                                                                         \
+		int _r = (r);                                                                      \
+		(lvl) >= log_max_level ? log_emit((lvl), LOG_MODULE, _r, (msg), __VA_ARGS__)       \
+				       : (_r < 0 ? _r : -_r);                                      \
+	})
+
+#define log_debug(msg, ...) ((void)log_at(LOG_LEVEL_DEBUG, 0, msg, __VA_ARGS__))
+#define log_info(msg, ...)  ((void)log_at(LOG_LEVEL_INFO, 0, msg, __VA_ARGS__))
+#define log_warn(msg, ...)  ((void)log_at(LOG_LEVEL_WARN, 0, msg, __VA_ARGS__))
+#define log_error(msg, ...) ((void)log_at(LOG_LEVEL_ERROR, 0, msg, __VA_ARGS__))
+/* The _errno forms add err= and errno= and return -abs(r). */
+#define log_debug_errno(r, msg, ...) log_at(LOG_LEVEL_DEBUG, r, msg, __VA_ARGS__)
+#define log_info_errno(r, msg, ...)  log_at(LOG_LEVEL_INFO, r, msg, __VA_ARGS__)
+#define log_warn_errno(r, msg, ...)  log_at(LOG_LEVEL_WARN, r, msg, __VA_ARGS__)
+#define log_error_errno(r, msg, ...) log_at(LOG_LEVEL_ERROR, r, msg, __VA_ARGS__)

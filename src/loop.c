@@ -1,0 +1,1 @@
+/* loop: not written yet */

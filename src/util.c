@@ -1,0 +1,315 @@
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+usec_t now_usec(void)
+{
+	struct timespec ts;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (usec_t)ts.tv_sec * USEC_PER_SEC + (usec_t)ts.tv_nsec / 1000;
+}
+
+int fd_close(int fd)
+{
+	if (fd >= 0) {
+		int saved = errno;
+
+		(void)close(fd);
+		errno = saved;
+	}
+	return -1;
+}
+
+int safe_atou64(const char *s, uint64_t *ret)
+{
+	unsigned long long v;
+	char *end = NULL;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno == ERANGE)
+		return -ERANGE;
+	if (errno != 0 || !end || *end != 0)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+int safe_atou(const char *s, unsigned *ret)
+{
+	uint64_t v;
+	int r = safe_atou64(s, &v);
+
+	if (r < 0)
+		return r;
+	if (v > UINT_MAX)
+		return -ERANGE;
+	*ret = (unsigned)v;
+	return 0;
+}
+
+int safe_atoi(const char *s, int *ret)
+{
+	long v;
+	char *end = NULL;
+
+	if (!s || !*s || (*s != '-' && (*s < '0' || *s > '9')))
+		return -EINVAL;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno == ERANGE || v > INT_MAX || v < INT_MIN)
+		return -ERANGE;
+	if (errno != 0 || !end || *end != 0 || end == s)
+		return -EINVAL;
+	*ret = (int)v;
+	return 0;
+}
+
+int parse_duration(const char *s, usec_t *ret)
+{
+	static const struct {
+		const char *suffix;
+		usec_t mul;
+	} units[] = {
+		{ "ns", 0 }, { "us", 1 }, { "ms", USEC_PER_MSEC }, { "s", USEC_PER_SEC },
+		{ "m", 60 * USEC_PER_SEC }, { "h", 3600 * USEC_PER_SEC },
+	};
+	usec_t total = 0;
+
+	if (!s || !*s)
+		return -EINVAL;
+	if (streq(s, "0")) {
+		*ret = 0;
+		return 0;
+	}
+	while (*s) {
+		uint64_t v = 0;
+		size_t best = 0;
+		int u = -1;
+
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		while (*s >= '0' && *s <= '9') {
+			if (v > (UINT64_MAX - 9) / 10)
+				return -ERANGE;
+			v = v * 10 + (uint64_t)(*s++ - '0');
+		}
+		for (size_t i = 0; i < ELEMENTSOF(units); i++) {
+			size_t n = strlen(units[i].suffix);
+
+			if (strncmp(s, units[i].suffix, n) == 0 && n > best &&
+			    !(n == 1 && s[0] == 'm' && s[1] == 's')) {
+				best = n;
+				u = (int)i;
+			}
+		}
+		if (u < 0)
+			return -EINVAL;
+		s += best;
+		if (units[u].mul == 0) {
+			v /= 1000;
+		} else {
+			if (v > UINT64_MAX / units[u].mul)
+				return -ERANGE;
+			v *= units[u].mul;
+		}
+		if (total > UINT64_MAX - v)
+			return -ERANGE;
+		total += v;
+	}
+	*ret = total;
+	return 0;
+}
+
+int buf_reserve(struct buf *b, size_t more)
+{
+	size_t want, ncap;
+	uint8_t *p;
+
+	if (more > SIZE_MAX - b->len - 1)
+		return -ENOMEM;
+	want = b->len + more + 1;
+	if (want <= b->cap)
+		return 0;
+	ncap = b->cap ? b->cap : 256;
+	while (ncap < want)
+		ncap = ncap > SIZE_MAX / 2 ? want : ncap * 2;
+	p = realloc(b->data, ncap);
+	if (!p)
+		return -ENOMEM;
+	b->data = p;
+	b->cap = ncap;
+	return 0;
+}
+
+int buf_append(struct buf *b, const void *p, size_t n)
+{
+	int r = buf_reserve(b, n);
+
+	if (r < 0)
+		return r;
+	if (n)
+		memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = 0;
+	return 0;
+}
+
+int buf_printf(struct buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n, r;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -EINVAL;
+	r = buf_reserve(b, (size_t)n);
+	if (r < 0)
+		return r;
+	va_start(ap, fmt);
+	(void)vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+	return 0;
+}
+
+void buf_consume(struct buf *b, size_t n)
+{
+	if (n >= b->len) {
+		b->len = 0;
+		return;
+	}
+	memmove(b->data, b->data + n, b->len - n);
+	b->len -= n;
+}
+
+void buf_release(struct buf *b)
+{
+	b->data = mfree(b->data);
+	b->len = b->cap = 0;
+}
+
+int read_file(const char *path, size_t max, char **ret, size_t *ret_len)
+{
+	struct buf b = { 0 };
+	int fd, r;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		ssize_t n;
+
+		r = buf_reserve(&b, 4096);
+		if (r < 0)
+			goto out;
+		n = read(fd, b.data + b.len, b.cap - b.len - 1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			goto out;
+		}
+		if (n == 0)
+			break;
+		b.len += (size_t)n;
+		if (b.len > max) {
+			r = -EFBIG;
+			goto out;
+		}
+	}
+	r = buf_reserve(&b, 0);
+	if (r < 0)
+		goto out;
+	b.data[b.len] = 0;
+	*ret = (char *)b.data;
+	if (ret_len)
+		*ret_len = b.len;
+	b.data = NULL;
+	r = 0;
+out:
+	buf_release(&b);
+	fd_close(fd);
+	return r;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t len, unsigned mode)
+{
+	char *tmp = NULL;
+	size_t off = 0;
+	int fd = -1, r;
+
+	if (asprintf(&tmp, "%s.tmp.%ld", path, (long)getpid()) < 0)
+		return -ENOMEM;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (fd < 0) {
+		r = -errno;
+		goto out;
+	}
+	while (off < len) {
+		ssize_t n = write(fd, (const char *)data + off, len - off);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			goto out_unlink;
+		}
+		off += (size_t)n;
+	}
+	if (fchmod(fd, mode) < 0 || fsync(fd) < 0) {
+		r = -errno;
+		goto out_unlink;
+	}
+	if (rename(tmp, path) < 0) {
+		r = -errno;
+		goto out_unlink;
+	}
+	r = 0;
+	goto out;
+out_unlink:
+	(void)unlink(tmp);
+out:
+	fd_close(fd);
+	free(tmp);
+	return r;
+}
+
+char *path_join(const char *dir, const char *name)
+{
+	size_t dl = strlen(dir);
+	char *p = NULL;
+
+	while (dl > 1 && dir[dl - 1] == '/')
+		dl--;
+	while (*name == '/')
+		name++;
+	if (asprintf(&p, "%.*s/%s", (int)dl, dir, name) < 0)
+		return NULL;
+	return p;
+}
+
+char *strdup_safe(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+bool streq_ptr(const char *a, const char *b)
+{
+	if (!a || !b)
+		return a == b;
+	return strcmp(a, b) == 0;
+}

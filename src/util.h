@@ -1,0 +1,80 @@
+#pragma once
+
+/* Small helpers shared by every module: time, fds, number parsing, growable buffers. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+typedef uint64_t usec_t;
+#define USEC_INFINITY ((usec_t)UINT64_MAX)
+#define USEC_PER_SEC  ((usec_t)1000000ULL)
+#define USEC_PER_MSEC ((usec_t)1000ULL)
+
+#define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+#define MIN(a, b)     ((a) < (b) ? (a) : (b))
+#define MAX(a, b)     ((a) > (b) ? (a) : (b))
+#define WARN_UNUSED   __attribute__((warn_unused_result))
+
+/* CLOCK_MONOTONIC in microseconds. */
+usec_t now_usec(void);
+
+/* Closes @fd if >= 0, preserving errno; returns -1 so callers can write fd = fd_close(fd). */
+int fd_close(int fd);
+
+/* free() that returns NULL: p = mfree(p). */
+static inline void *mfree(void *p)
+{
+	free(p);
+	return NULL;
+}
+
+/*
+ * Strict number parsing: the whole string must be a number in range, no sign for unsigned,
+ * no leading or trailing space. Return 0, or -EINVAL (not a number) / -ERANGE (out of range).
+ */
+int safe_atou64(const char *s, uint64_t *ret) WARN_UNUSED;
+int safe_atou(const char *s, unsigned *ret) WARN_UNUSED;
+int safe_atoi(const char *s, int *ret) WARN_UNUSED;
+
+/* Parses a Go-style duration ("5s", "250ms", "1m30s", "0"); returns 0, -EINVAL or -ERANGE. */
+int parse_duration(const char *s, usec_t *ret) WARN_UNUSED;
+
+/* A growable byte buffer. Zero-initialised is empty. */
+struct buf {
+	uint8_t *data;
+	size_t len;
+	size_t cap;
+};
+
+/* Makes room for @more bytes; returns 0 or -ENOMEM. */
+int buf_reserve(struct buf *b, size_t more) WARN_UNUSED;
+/* Appends; returns 0 or -ENOMEM. */
+int buf_append(struct buf *b, const void *p, size_t n) WARN_UNUSED;
+/* Appends printf output; returns 0, -ENOMEM or -EINVAL. */
+int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3))) WARN_UNUSED;
+/* Drops the first @n bytes. */
+void buf_consume(struct buf *b, size_t n);
+void buf_release(struct buf *b);
+
+/*
+ * Reads a whole file of at most @max bytes into a NUL-terminated heap buffer.
+ * Returns 0, -errno from open/read, or -EFBIG when the file is larger than @max.
+ */
+int read_file(const char *path, size_t max, char **ret, size_t *ret_len) WARN_UNUSED;
+
+/*
+ * Writes @len bytes to @path atomically (temporary file in the same directory, fsync,
+ * rename) with @mode. Returns 0 or -errno.
+ */
+int write_file_atomic(const char *path, const void *data, size_t len, unsigned mode) WARN_UNUSED;
+
+/* Joins a directory and a file name with exactly one '/'; returns a heap string or NULL. */
+char *path_join(const char *dir, const char *name) WARN_UNUSED;
+
+/* strdup that returns NULL for NULL. */
+char *strdup_safe(const char *s) WARN_UNUSED;
+
+bool streq_ptr(const char *a, const char *b);
+#define streq(a, b) (strcmp((a), (b)) == 0)
