@@ -22,44 +22,44 @@ struct gpu_monitor;
 #define GPU_NAME_MAX 96
 
 struct gpu_device {
-	unsigned index;                 /* NVML index */
-	char uuid[GPU_UUID_MAX];        /* "GPU-8d1f..." */
-	char name[GPU_NAME_MAX];        /* "NVIDIA A2" */
-	unsigned minor;                 /* /dev/nvidia<minor> */
-	uint64_t mem_total;             /* bytes */
-	char pci_bus_id[32];            /* as NVML gives it: "00000000:01:00.0" */
-	int numa_node;                  /* -1: unknown (no TopologyInfo) */
-	int cc_major, cc_minor;         /* compute capability */
-	char arch[32];                  /* "ampere", ... or "unknown" */
-	bool mig_enabled;               /* such GPUs are skipped by discovery (logged) */
-	bool events_supported;          /* false: health is polled */
-	bool integrated;                /* Tegra iGPU, unified memory */
+	unsigned index;		 /* NVML index */
+	char uuid[GPU_UUID_MAX]; /* "GPU-8d1f..." */
+	char name[GPU_NAME_MAX]; /* "NVIDIA A2" */
+	unsigned minor;		 /* /dev/nvidia<minor> */
+	uint64_t mem_total;	 /* bytes */
+	char pci_bus_id[32];	 /* as NVML gives it: "00000000:01:00.0" */
+	int numa_node;		 /* -1: unknown (no TopologyInfo) */
+	int cc_major, cc_minor;	 /* compute capability */
+	char arch[32];		 /* "ampere", ... or "unknown" */
+	bool mig_enabled;	 /* such GPUs are skipped by discovery (logged) */
+	bool events_supported;	 /* false: health is polled */
+	bool integrated;	 /* Tegra iGPU, unified memory */
 };
 
 struct gpu_info {
-	char driver_version[80];        /* "550.54.15" */
-	int cuda_driver_version;        /* 12040 for CUDA 12.4 */
-	char lib_version[80];           /* NVML library version */
+	char driver_version[80]; /* "550.54.15" */
+	int cuda_driver_version; /* 12040 for CUDA 12.4 */
+	char lib_version[80];	 /* NVML library version */
 	unsigned n_devices;
-	struct gpu_device *devices;     /* usable devices, by index; MIG-enabled ones left out */
-	unsigned n_skipped;             /* MIG-enabled and others left out */
+	struct gpu_device *devices; /* usable devices, by index; MIG-enabled ones left out */
+	unsigned n_skipped;	    /* MIG-enabled and others left out */
 };
 
 void gpu_info_release(struct gpu_info *info);
 
 /* Health-relevant events, as the backend reports them. */
 enum gpu_event_kind {
-	GPU_EVENT_XID,           /* critical XID; xid holds the code */
-	GPU_EVENT_ECC_SINGLE,    /* single-bit ECC: counted only */
-	GPU_EVENT_ECC_DOUBLE,    /* double-bit ECC: unhealthy */
-	GPU_EVENT_LOST,          /* GPU fell off the bus */
-	GPU_EVENT_DRIVER_CHANGED,/* library/driver mismatch or reload: re-initialise */
+	GPU_EVENT_XID,		  /* critical XID; xid holds the code */
+	GPU_EVENT_ECC_SINGLE,	  /* single-bit ECC: counted only */
+	GPU_EVENT_ECC_DOUBLE,	  /* double-bit ECC: unhealthy */
+	GPU_EVENT_LOST,		  /* GPU fell off the bus */
+	GPU_EVENT_DRIVER_CHANGED, /* library/driver mismatch or reload: re-initialise */
 	GPU_EVENT_COUNT,
 };
 
 struct gpu_event {
 	enum gpu_event_kind kind;
-	int gpu;                 /* index into gpu_info.devices, or -1 for all GPUs */
+	int gpu; /* index into gpu_info.devices, or -1 for all GPUs */
 	uint64_t xid;
 };
 
@@ -103,9 +103,10 @@ struct gpu_backend {
 };
 
 struct gpu_nvml_opts {
-	const char *lib_path;    /* NULL: loader search for libnvidia-ml.so.1, then under driver_root */
+	const char *lib_path; /* NULL: loader search for libnvidia-ml.so.1, then under driver_root */
 	const char *driver_root; /* "/" */
-	const char *sysfs_root;  /* "/sys": numa_node read from <sysfs>/bus/pci/devices/<id>/numa_node */
+	const char *
+		sysfs_root; /* "/sys": numa_node read from <sysfs>/bus/pci/devices/<id>/numa_node */
 };
 
 /*
@@ -113,7 +114,8 @@ struct gpu_nvml_opts {
  * -ENOSYS (a required symbol missing), -EXDEV (driver/library version mismatch), or another
  * -errno; @reterr gets a heap message that names what is missing and how to fix it.
  */
-int gpu_nvml_open(const struct gpu_nvml_opts *o, struct gpu_backend **ret, char **reterr) WARN_UNUSED;
+int gpu_nvml_open(const struct gpu_nvml_opts *o, struct gpu_backend **ret,
+		  char **reterr) WARN_UNUSED;
 
 static inline void gpu_backend_close(struct gpu_backend *b)
 {
@@ -129,17 +131,17 @@ enum gpu_health {
 };
 
 struct gpu_monitor_opts {
-	usec_t poll_interval;        /* 5 s: probe period for GPUs without events */
-	usec_t recovery_quiet;       /* 0: off. >0: an unhealthy GPU that probes fine and saw no
+	usec_t poll_interval;	      /* 5 s: probe period for GPUs without events */
+	usec_t recovery_quiet;	      /* 0: off. >0: an unhealthy GPU that probes fine and saw no
 	                                critical XID for this long becomes healthy again */
-	const uint64_t *ignored_xids;/* on top of the built-in application XIDs */
+	const uint64_t *ignored_xids; /* on top of the built-in application XIDs */
 	unsigned n_ignored_xids;
-	bool disable_all;            /* DP_DISABLE_HEALTHCHECKS=all */
-	bool disable_xids;           /* DP_DISABLE_HEALTHCHECKS=xids */
+	bool disable_all;  /* DP_DISABLE_HEALTHCHECKS=all */
+	bool disable_xids; /* DP_DISABLE_HEALTHCHECKS=xids */
 };
 
 struct gpu_monitor_stats {
-	uint64_t events;             /* every event read, ignored ones included */
+	uint64_t events; /* every event read, ignored ones included */
 	uint64_t xids_ignored;
 	uint64_t ecc_single;
 	uint64_t ecc_double;
@@ -170,4 +172,5 @@ bool gpu_xid_is_application(uint64_t xid);
  * Parses DP_DISABLE_HEALTHCHECKS with NVIDIA's syntax ("all", "xids", or a comma list of
  * XIDs, possibly mixed). Returns 0 or -EINVAL; fills the opts fields (xids: heap array).
  */
-int gpu_parse_disable_healthchecks(const char *s, struct gpu_monitor_opts *o, uint64_t **ret_xids) WARN_UNUSED;
+int gpu_parse_disable_healthchecks(const char *s, struct gpu_monitor_opts *o,
+				   uint64_t **ret_xids) WARN_UNUSED;

@@ -78,10 +78,10 @@ void grpc_timeout_format(usec_t usec, char *buf, size_t size);
  * Server limits. Zero fields take the default shown.
  */
 struct grpc_limits {
-	size_t max_recv_msg;             /* 16 MiB: largest request message accepted */
-	size_t max_send_msg;             /* 4 MiB - 1: largest message we send (kubelet limit) */
-	unsigned max_conns;              /* 64: connections past this are refused (GOAWAY) */
-	size_t max_conn_buffered;        /* max_recv_msg + 4 MiB: per-connection buffered bytes */
+	size_t max_recv_msg;		 /* 16 MiB: largest request message accepted */
+	size_t max_send_msg;		 /* 4 MiB - 1: largest message we send (kubelet limit) */
+	unsigned max_conns;		 /* 64: connections past this are refused (GOAWAY) */
+	size_t max_conn_buffered;	 /* max_recv_msg + 4 MiB: per-connection buffered bytes */
 	unsigned max_concurrent_streams; /* 128: SETTINGS_MAX_CONCURRENT_STREAMS (>= 100) */
 };
 
@@ -90,7 +90,8 @@ struct grpc_limits {
  * during the call). The handler must eventually call grpc_call_finish() (unary: after one
  * grpc_call_send()), unless the call is closed first. It may do so inside the handler.
  */
-typedef void grpc_handler_fn(struct grpc_call *call, const uint8_t *req, size_t len, void *userdata);
+typedef void grpc_handler_fn(struct grpc_call *call, const uint8_t *req, size_t len,
+			     void *userdata);
 
 /*
  * Runs once when the call ends for any reason: finished and flushed, cancelled by the peer
@@ -100,19 +101,19 @@ typedef void grpc_handler_fn(struct grpc_call *call, const uint8_t *req, size_t 
 typedef void grpc_call_close_fn(struct grpc_call *call, enum grpc_status status, void *userdata);
 
 struct grpc_method {
-	const char *path;       /* "/v1beta1.DevicePlugin/Allocate" */
-	bool server_streaming;  /* ListAndWatch */
+	const char *path;      /* "/v1beta1.DevicePlugin/Allocate" */
+	bool server_streaming; /* ListAndWatch */
 	grpc_handler_fn *handler;
 };
 
 struct grpc_server_stats {
-	unsigned conns;          /* open now */
+	unsigned conns; /* open now */
 	unsigned conns_peak;
-	unsigned conns_refused;  /* over max_conns */
-	unsigned streams;        /* open now */
+	unsigned conns_refused; /* over max_conns */
+	unsigned streams;	/* open now */
 	unsigned streams_peak;
-	uint64_t calls;          /* dispatched to a handler */
-	uint64_t goaways;        /* connections ended with GOAWAY for an error */
+	uint64_t calls;	  /* dispatched to a handler */
+	uint64_t goaways; /* connections ended with GOAWAY for an error */
 };
 
 /*
@@ -120,7 +121,8 @@ struct grpc_server_stats {
  * every handler. Returns 0, -ENOMEM or -EINVAL.
  */
 int grpc_server_new(struct loop *l, const struct grpc_method *methods, size_t n_methods,
-		    const struct grpc_limits *limits, void *userdata, struct grpc_server **ret) WARN_UNUSED;
+		    const struct grpc_limits *limits, void *userdata,
+		    struct grpc_server **ret) WARN_UNUSED;
 
 /*
  * Listens on the unix socket @path: an existing file there is removed first (stale socket),
@@ -152,7 +154,8 @@ void grpc_server_get_stats(const struct grpc_server *s, struct grpc_server_stats
  * negative errno once the connection is dead (protocol error, GOAWAY sent).
  */
 struct grpc_server_conn;
-int grpc_server_conn_new_mem(struct grpc_server *s, struct buf *out, struct grpc_server_conn **ret) WARN_UNUSED;
+int grpc_server_conn_new_mem(struct grpc_server *s, struct buf *out,
+			     struct grpc_server_conn **ret) WARN_UNUSED;
 int grpc_server_conn_feed(struct grpc_server_conn *c, const uint8_t *data, size_t len);
 struct grpc_server_conn *grpc_server_conn_free(struct grpc_server_conn *c);
 
@@ -195,11 +198,12 @@ uint64_t grpc_call_conn_id(const struct grpc_call *c);
  * Pointers are valid only during the callback. The call object is freed after it returns.
  */
 typedef void grpc_client_done_fn(struct grpc_client_call *cc, int r, enum grpc_status status,
-				 const char *message, const uint8_t *resp, size_t len, void *userdata);
+				 const char *message, const uint8_t *resp, size_t len,
+				 void *userdata);
 
 struct grpc_client_opts {
-	usec_t timeout;       /* deadline from now; 0: none (no grpc-timeout sent) */
-	size_t max_recv_msg;  /* 0: 16 MiB */
+	usec_t timeout;	       /* deadline from now; 0: none (no grpc-timeout sent) */
+	size_t max_recv_msg;   /* 0: 16 MiB */
 	const char *authority; /* NULL: "localhost" */
 };
 
@@ -209,8 +213,9 @@ struct grpc_client_opts {
  * (then @done never runs); failures to connect are reported through @done.
  */
 int grpc_client_call_start(struct loop *l, const char *sock, const char *path, const uint8_t *req,
-			   size_t len, const struct grpc_client_opts *opts, grpc_client_done_fn *done,
-			   void *userdata, struct grpc_client_call **ret) WARN_UNUSED;
+			   size_t len, const struct grpc_client_opts *opts,
+			   grpc_client_done_fn *done, void *userdata,
+			   struct grpc_client_call **ret) WARN_UNUSED;
 /* Aborts the call: @done does not run. NULL-safe, returns NULL. */
 struct grpc_client_call *grpc_client_call_cancel(struct grpc_client_call *cc);
 

@@ -40,11 +40,11 @@ const char *log_quote(char *buf, unsigned size, const char *s);
 #define LOG_MODULE NULL
 #endif
 
-#define log_at(lvl, r, msg, ...)                                                                   \
-	({                                                                                         \
-		int _r = (r);                                                                      \
-		(lvl) >= log_max_level ? log_emit((lvl), LOG_MODULE, _r, (msg), __VA_ARGS__)       \
-				       : (_r < 0 ? _r : -_r);                                      \
+#define log_at(lvl, r, msg, ...)                                                               \
+	({                                                                                     \
+		int _r = (r);                                                                  \
+		(lvl) >= log_max_level ? log_emit((lvl), LOG_MODULE, _r, (msg), __VA_ARGS__) : \
+					 (_r < 0 ? _r : -_r);                                  \
 	})
 
 #define log_debug(msg, ...) ((void)log_at(LOG_LEVEL_DEBUG, 0, msg, __VA_ARGS__))

@@ -54,7 +54,8 @@ int loop_io_set_events(struct loop_io *io, uint32_t events);
 struct loop_io *loop_io_free(struct loop_io *io);
 
 /* A one-shot timer, disarmed at creation. Returns 0 or -ENOMEM. */
-int loop_timer_new(struct loop *l, loop_timer_fn *fn, void *userdata, struct loop_timer **ret) WARN_UNUSED;
+int loop_timer_new(struct loop *l, loop_timer_fn *fn, void *userdata,
+		   struct loop_timer **ret) WARN_UNUSED;
 /* (Re)arms @t to fire @after_usec from now (0: on the next iteration). */
 void loop_timer_arm(struct loop_timer *t, usec_t after_usec);
 /* Arms @t for the absolute CLOCK_MONOTONIC time @when_usec. */
@@ -67,7 +68,8 @@ struct loop_timer *loop_timer_free(struct loop_timer *t);
  * A wake-up that other threads trigger with loop_wake_signal(); several signals before the
  * loop runs collapse into one callback. Returns 0 or -errno.
  */
-int loop_wake_new(struct loop *l, loop_wake_fn *fn, void *userdata, struct loop_wake **ret) WARN_UNUSED;
+int loop_wake_new(struct loop *l, loop_wake_fn *fn, void *userdata,
+		  struct loop_wake **ret) WARN_UNUSED;
 /* Thread-safe and async-signal-safe. */
 void loop_wake_signal(struct loop_wake *w);
 struct loop_wake *loop_wake_free(struct loop_wake *w);
@@ -79,6 +81,6 @@ struct loop_wake *loop_wake_free(struct loop_wake *w);
 int loop_signal_add(struct loop *l, int signo, loop_signal_fn *fn, void *userdata) WARN_UNUSED;
 
 /* Watches the directory @path with inotify @mask (IN_CREATE, IN_DELETE, ...). Returns 0 or -errno. */
-int loop_watch_new(struct loop *l, const char *path, uint32_t mask, loop_watch_fn *fn, void *userdata,
-		   struct loop_watch **ret) WARN_UNUSED;
+int loop_watch_new(struct loop *l, const char *path, uint32_t mask, loop_watch_fn *fn,
+		   void *userdata, struct loop_watch **ret) WARN_UNUSED;
 struct loop_watch *loop_watch_free(struct loop_watch *w);

@@ -82,8 +82,12 @@ int parse_duration(const char *s, usec_t *ret)
 		const char *suffix;
 		usec_t mul;
 	} units[] = {
-		{ "ns", 0 }, { "us", 1 }, { "ms", USEC_PER_MSEC }, { "s", USEC_PER_SEC },
-		{ "m", 60 * USEC_PER_SEC }, { "h", 3600 * USEC_PER_SEC },
+		{ "ns", 0 },
+		{ "us", 1 },
+		{ "ms", USEC_PER_MSEC },
+		{ "s", USEC_PER_SEC },
+		{ "m", 60 * USEC_PER_SEC },
+		{ "h", 3600 * USEC_PER_SEC },
 	};
 	usec_t total = 0;
 

@@ -53,7 +53,8 @@ int buf_reserve(struct buf *b, size_t more) WARN_UNUSED;
 /* Appends; returns 0 or -ENOMEM. */
 int buf_append(struct buf *b, const void *p, size_t n) WARN_UNUSED;
 /* Appends printf output; returns 0, -ENOMEM or -EINVAL. */
-int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3))) WARN_UNUSED;
+int buf_printf(struct buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3))) WARN_UNUSED;
 /* Drops the first @n bytes. */
 void buf_consume(struct buf *b, size_t n);
 void buf_release(struct buf *b);

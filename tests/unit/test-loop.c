@@ -1,0 +1,243 @@
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include "loop.h"
+#include "unit.h"
+
+static int order[8];
+static int n_order;
+
+static void record_timer(struct loop_timer *t, void *userdata)
+{
+	order[n_order++] = (int)(intptr_t)userdata;
+}
+
+static void test_timers_fire_in_order(void **state)
+{
+	struct loop *l = NULL;
+	struct loop_timer *t[3];
+	usec_t start;
+
+	assert_int_equal(loop_new(&l), 0);
+	n_order = 0;
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(loop_timer_new(l, record_timer, (void *)(intptr_t)i, &t[i]), 0);
+	loop_timer_arm(t[0], 30 * USEC_PER_MSEC);
+	loop_timer_arm(t[1], 10 * USEC_PER_MSEC);
+	loop_timer_arm(t[2], 20 * USEC_PER_MSEC);
+	assert_true(loop_timer_armed(t[0]));
+	start = now_usec();
+	while (n_order < 3 && now_usec() - start < USEC_PER_SEC)
+		assert_int_equal(loop_run_once(l, 100 * USEC_PER_MSEC), 0);
+	assert_int_equal(n_order, 3);
+	assert_int_equal(order[0], 1);
+	assert_int_equal(order[1], 2);
+	assert_int_equal(order[2], 0);
+	assert_true(now_usec() - start >= 30 * USEC_PER_MSEC);
+	assert_false(loop_timer_armed(t[0]));
+	for (int i = 0; i < 3; i++)
+		loop_timer_free(t[i]);
+	loop_free(l);
+}
+
+static struct loop_timer *victim;
+
+static void free_other_timer(struct loop_timer *t, void *userdata)
+{
+	victim = loop_timer_free(victim);
+	order[n_order++] = 7;
+}
+
+static void test_timer_freed_in_callback_does_not_fire(void **state)
+{
+	struct loop *l = NULL;
+	struct loop_timer *a = NULL;
+
+	assert_int_equal(loop_new(&l), 0);
+	n_order = 0;
+	assert_int_equal(loop_timer_new(l, free_other_timer, NULL, &a), 0);
+	assert_int_equal(loop_timer_new(l, record_timer, (void *)(intptr_t)5, &victim), 0);
+	loop_timer_arm(a, 0);
+	loop_timer_arm(victim, 5 * USEC_PER_MSEC);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(loop_run_once(l, 20 * USEC_PER_MSEC), 0);
+	/* The first timer freed the second before it was due: it must never run. */
+	assert_int_equal(n_order, 1);
+	assert_int_equal(order[0], 7);
+	assert_null(victim);
+	loop_timer_free(a);
+	loop_free(l);
+}
+
+static void timer_disarmed_never_fires(void **state)
+{
+	struct loop *l = NULL;
+	struct loop_timer *t = NULL;
+
+	assert_int_equal(loop_new(&l), 0);
+	n_order = 0;
+	assert_int_equal(loop_timer_new(l, record_timer, NULL, &t), 0);
+	loop_timer_arm(t, 5 * USEC_PER_MSEC);
+	loop_timer_disarm(t);
+	assert_int_equal(loop_run_once(l, 30 * USEC_PER_MSEC), 0);
+	assert_int_equal(n_order, 0);
+	loop_timer_free(t);
+	loop_free(l);
+}
+
+struct io_state {
+	int reads;
+	char got[16];
+	struct loop_io *io;
+};
+
+static void on_readable(struct loop_io *io, int fd, uint32_t events, void *userdata)
+{
+	struct io_state *s = userdata;
+	ssize_t n;
+
+	assert_true(events & EPOLLIN);
+	n = read(fd, s->got, sizeof(s->got) - 1);
+	assert_true(n > 0);
+	s->got[n] = 0;
+	s->reads++;
+	/* Freeing ourselves inside the callback must be safe. */
+	s->io = loop_io_free(s->io);
+}
+
+static void test_io_readable_and_self_free(void **state)
+{
+	struct loop *l = NULL;
+	struct io_state s = { 0 };
+	int p[2];
+
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(loop_new(&l), 0);
+	assert_int_equal(loop_io_new(l, p[0], EPOLLIN, on_readable, &s, &s.io), 0);
+	assert_int_equal(loop_run_once(l, 10 * USEC_PER_MSEC), 0);
+	assert_int_equal(s.reads, 0);
+	assert_int_equal(write(p[1], "hello", 5), 5);
+	assert_int_equal(loop_run_once(l, 100 * USEC_PER_MSEC), 0);
+	assert_int_equal(s.reads, 1);
+	assert_string_equal(s.got, "hello");
+	assert_null(s.io);
+	assert_int_equal(write(p[1], "again", 5), 5);
+	assert_int_equal(loop_run_once(l, 10 * USEC_PER_MSEC), 0);
+	assert_int_equal(s.reads, 1);
+	close(p[0]);
+	close(p[1]);
+	loop_free(l);
+}
+
+static int wakes;
+
+static void on_wake(struct loop_wake *w, void *userdata)
+{
+	wakes++;
+	loop_exit(userdata, 42);
+}
+
+static void *wake_thread(void *arg)
+{
+	usleep(20000);
+	loop_wake_signal(arg);
+	loop_wake_signal(arg);
+	return NULL;
+}
+
+static void test_wake_from_thread_exits_loop(void **state)
+{
+	struct loop *l = NULL;
+	struct loop_wake *w = NULL;
+	pthread_t th;
+
+	wakes = 0;
+	assert_int_equal(loop_new(&l), 0);
+	assert_int_equal(loop_wake_new(l, on_wake, l, &w), 0);
+	assert_int_equal(pthread_create(&th, NULL, wake_thread, w), 0);
+	assert_int_equal(loop_run(l), 42);
+	assert_true(loop_exiting(l));
+	pthread_join(th, NULL);
+	assert_int_equal(wakes, 1); /* two signals collapsed into one callback */
+	loop_wake_free(w);
+	loop_free(l);
+}
+
+static int got_signal;
+
+static void on_signal(struct loop *l, int signo, void *userdata)
+{
+	got_signal = signo;
+}
+
+static void test_signal_through_signalfd(void **state)
+{
+	struct loop *l = NULL;
+
+	got_signal = 0;
+	assert_int_equal(loop_new(&l), 0);
+	assert_int_equal(loop_signal_add(l, SIGUSR1, on_signal, NULL), 0);
+	assert_int_equal(loop_signal_add(l, SIGUSR1, on_signal, NULL), -EEXIST);
+	assert_int_equal(loop_signal_add(l, 0, on_signal, NULL), -EINVAL);
+	assert_int_equal(kill(getpid(), SIGUSR1), 0);
+	assert_int_equal(loop_run_once(l, 100 * USEC_PER_MSEC), 0);
+	assert_int_equal(got_signal, SIGUSR1);
+	loop_free(l);
+}
+
+static char seen_name[64];
+static uint32_t seen_mask;
+
+static void on_watch(struct loop_watch *w, const char *name, uint32_t mask, void *userdata)
+{
+	snprintf(seen_name, sizeof(seen_name), "%s", name);
+	seen_mask |= mask;
+}
+
+static void test_inotify_create_and_delete(void **state)
+{
+	char dir[] = "/tmp/test-loop-XXXXXX", file[128];
+	struct loop *l = NULL;
+	struct loop_watch *w = NULL;
+	FILE *f;
+
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(loop_new(&l), 0);
+	assert_int_equal(loop_watch_new(l, "/nonexistent/dir", IN_CREATE, on_watch, NULL, &w),
+			 -ENOENT);
+	assert_int_equal(loop_watch_new(l, dir, IN_CREATE | IN_DELETE, on_watch, NULL, &w), 0);
+	snprintf(file, sizeof(file), "%s/kubelet.sock", dir);
+	f = fopen(file, "w");
+	assert_non_null(f);
+	fclose(f);
+	assert_int_equal(unlink(file), 0);
+	assert_int_equal(loop_run_once(l, 100 * USEC_PER_MSEC), 0);
+	assert_string_equal(seen_name, "kubelet.sock");
+	assert_true(seen_mask & IN_CREATE);
+	assert_true(seen_mask & IN_DELETE);
+	loop_watch_free(w);
+	loop_free(l);
+	rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_timers_fire_in_order),
+		cmocka_unit_test(test_timer_freed_in_callback_does_not_fire),
+		cmocka_unit_test(timer_disarmed_never_fires),
+		cmocka_unit_test(test_io_readable_and_self_free),
+		cmocka_unit_test(test_wake_from_thread_exits_loop),
+		cmocka_unit_test(test_signal_through_signalfd),
+		cmocka_unit_test(test_inotify_create_and_delete),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
