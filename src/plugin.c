@@ -1,1 +1,764 @@
-/* plugin: not written yet */
+#include "plugin.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "deviceplugin.pb-c.h"
+#include "gpu.h"
+#include "resource.h"
+
+#define LOG_MODULE "plugin"
+#include "log.h"
+
+/* Units handed out by Allocate count as live for this long even before pod-resources shows them. */
+#define RECENT_ALLOC_USEC (30 * USEC_PER_SEC)
+
+struct watcher {
+	struct grpc_call *call;
+	struct plugin *plugin;
+	struct watcher *next;
+};
+
+struct recent_alloc {
+	usec_t when;
+	unsigned *devs;
+	size_t n;
+	struct recent_alloc *next;
+};
+
+struct plugin {
+	const struct plugin_ctx *ctx;
+	struct resource *res;
+	struct grpc_server *server;
+	char *path;
+	dev_t sock_dev;
+	ino_t sock_ino;
+	struct watcher *watchers;
+	unsigned n_watchers;
+	struct buf snap; /* last snapshot sent (encoded ListAndWatchResponse) */
+	bool have_snap;
+	uint64_t *live; /* gpumem: devices in use per pod-resources, or NULL */
+	struct recent_alloc *recent;
+	int mask_slot;
+	bool shutting_down;
+	plugin_event_fn *on_stream_lost;
+	void *userdata;
+	void (*shutdown_done)(void *userdata);
+	void *shutdown_userdata;
+	struct plugin_stats stats;
+};
+
+/* --- health and gpumem masking --- */
+
+static bool dev_live(const struct plugin *p, unsigned d)
+{
+	if (p->live && (p->live[d / 64] >> (d % 64) & 1))
+		return true;
+	for (const struct recent_alloc *ra = p->recent; ra; ra = ra->next)
+		for (size_t i = 0; i < ra->n; i++)
+			if (ra->devs[i] == d)
+				return true;
+	return false;
+}
+
+static void expire_recent(struct plugin *p)
+{
+	usec_t now = now_usec();
+	struct recent_alloc **pp = &p->recent;
+
+	while (*pp) {
+		struct recent_alloc *ra = *pp;
+
+		if (now - ra->when > RECENT_ALLOC_USEC) {
+			*pp = ra->next;
+			free(ra->devs);
+			free(ra);
+		} else {
+			pp = &ra->next;
+		}
+	}
+}
+
+static unsigned slot_free_units(const struct plugin *p, unsigned s)
+{
+	const struct resource_gpu *g = &p->res->gpus[s];
+	unsigned used = 0;
+
+	if (p->live)
+		for (unsigned i = 0; i < g->count; i++)
+			used += p->live[(g->first + i) / 64] >> ((g->first + i) % 64) & 1;
+	for (const struct recent_alloc *ra = p->recent; ra; ra = ra->next)
+		for (size_t i = 0; i < ra->n; i++)
+			if (ra->devs[i] >= g->first && ra->devs[i] < g->first + g->count &&
+			    !(p->live && (p->live[ra->devs[i] / 64] >> (ra->devs[i] % 64) & 1)))
+				used++;
+	return used > g->count ? 0 : g->count - used;
+}
+
+/*
+ * placement: mask offers the free units of one GPU only: the healthy one with the most free
+ * units. It moves only when another has at least maskHysteresisMiB more free, or when its GPU
+ * turns unhealthy; ties go to the lower index.
+ */
+static void update_mask(struct plugin *p)
+{
+	const struct resource *r = p->res;
+	int best = -1, cur = p->mask_slot;
+	unsigned best_free = 0;
+
+	if (r->kind != RESOURCE_GPUMEM || !p->ctx->mask || r->n_gpus < 2) {
+		p->mask_slot = -1;
+		return;
+	}
+	expire_recent(p);
+	for (unsigned s = 0; s < r->n_gpus; s++) {
+		unsigned f;
+
+		if (!p->ctx->gpu_healthy[r->gpus[s].gpu])
+			continue;
+		f = slot_free_units(p, s);
+		if (best < 0 || f > best_free) {
+			best = (int)s;
+			best_free = f;
+		}
+	}
+	if (cur >= 0 && best >= 0 && cur != best && p->ctx->gpu_healthy[r->gpus[cur].gpu]) {
+		uint64_t cur_mib = (uint64_t)slot_free_units(p, (unsigned)cur) * r->unit_mib;
+		uint64_t best_mib = (uint64_t)best_free * r->unit_mib;
+
+		if (best_mib < cur_mib + p->ctx->mask_hysteresis_mib)
+			best = cur;
+	}
+	if (best != p->mask_slot)
+		log_info("gpumem mask moved", "resource=%s gpu_from=%d gpu_to=%d free_units=%u",
+			 r->name, p->mask_slot >= 0 ? (int)r->gpus[p->mask_slot].gpu : -1,
+			 best >= 0 ? (int)r->gpus[best].gpu : -1,
+			 best >= 0 ? slot_free_units(p, (unsigned)best) : 0);
+	p->mask_slot = best;
+}
+
+static bool device_healthy(const struct resource *r, unsigned d, void *userdata)
+{
+	const struct plugin *p = userdata;
+	unsigned s = resource_device_slot(r, d);
+
+	if (!p->ctx->gpu_healthy[r->gpus[s].gpu])
+		return false;
+	if (p->mask_slot < 0 || (unsigned)p->mask_slot == s)
+		return true;
+	return dev_live(p, d);
+}
+
+/* --- ListAndWatch --- */
+
+static int send_snapshot(struct watcher *w, const struct buf *snap)
+{
+	int r = grpc_call_send(w->call, snap->data, snap->len);
+
+	if (r < 0)
+		return log_warn_errno(r, "sending device list failed", "resource=%s bytes=%zu",
+				      w->plugin->res->name, snap->len);
+	w->plugin->stats.snapshots_sent++;
+	return 0;
+}
+
+void plugin_refresh(struct plugin *p)
+{
+	struct buf nb = { 0 };
+	int r;
+
+	if (p->shutting_down)
+		return;
+	update_mask(p);
+	r = resource_encode_list(p->res, p->ctx->numa, device_healthy, p, &nb);
+	if (r < 0) {
+		log_error_errno(r, "encoding device list failed", "resource=%s", p->res->name);
+		return;
+	}
+	if (p->have_snap && nb.len == p->snap.len && memcmp(nb.data, p->snap.data, nb.len) == 0) {
+		buf_release(&nb);
+		return;
+	}
+	if (nb.len > p->ctx->limits.max_send_msg && p->ctx->limits.max_send_msg) {
+		log_error("device list too large for the kubelet, keeping the previous one",
+			  "resource=%s bytes=%zu limit=%zu", p->res->name, nb.len,
+			  p->ctx->limits.max_send_msg);
+		buf_release(&nb);
+		return;
+	}
+	buf_release(&p->snap);
+	p->snap = nb;
+	p->have_snap = true;
+	p->stats.last_list_bytes = nb.len;
+	for (struct watcher *w = p->watchers; w; w = w->next)
+		(void)send_snapshot(w, &p->snap);
+}
+
+static void watch_closed(struct grpc_call *call, enum grpc_status status, void *userdata)
+{
+	struct watcher *w = userdata;
+	struct plugin *p = w->plugin;
+
+	for (struct watcher **pp = &p->watchers; *pp; pp = &(*pp)->next)
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	p->n_watchers--;
+	free(w);
+	if (p->shutting_down)
+		return;
+	log_warn("ListAndWatch stream ended by the kubelet", "resource=%s grpc_status=%s",
+		 p->res->name, grpc_status_name((int)status));
+	if (p->on_stream_lost)
+		p->on_stream_lost(p, p->userdata);
+}
+
+static void handle_list_and_watch(struct grpc_call *call, const uint8_t *req, size_t len,
+				  void *userdata)
+{
+	struct plugin *p = userdata;
+	struct watcher *w;
+
+	if (p->shutting_down) {
+		(void)grpc_call_finish(call, GRPC_STATUS_UNAVAILABLE,
+				       "device plugin is shutting down");
+		return;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		(void)grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	w->call = call;
+	w->plugin = p;
+	w->next = p->watchers;
+	p->watchers = w;
+	p->n_watchers++;
+	grpc_call_set_close_cb(call, watch_closed, w);
+	if (!p->have_snap)
+		plugin_refresh(p);
+	else
+		update_mask(p);
+	log_info("ListAndWatch stream opened", "resource=%s devices=%u bytes=%zu", p->res->name,
+		 p->res->n_devices, p->snap.len);
+	(void)send_snapshot(w, &p->snap);
+}
+
+/* --- unary helpers --- */
+
+static void reply(struct grpc_call *call, const ProtobufCMessage *m)
+{
+	size_t n = protobuf_c_message_get_packed_size(m);
+	uint8_t *b = malloc(n ? n : 1);
+	int r;
+
+	if (!b) {
+		(void)grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	protobuf_c_message_pack(m, b);
+	r = grpc_call_send(call, b, n);
+	free(b);
+	if (r == -EMSGSIZE)
+		(void)grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+				       "response larger than the kubelet accepts (4 MiB)");
+	else if (r < 0)
+		(void)grpc_call_finish(call, grpc_status_from_errno(r),
+				       "sending the response failed");
+	else
+		(void)grpc_call_finish(call, GRPC_STATUS_OK, NULL);
+}
+
+static void fail(struct grpc_call *call, enum grpc_status st, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void fail(struct grpc_call *call, enum grpc_status st, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	(void)vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_warn("request refused", "method=%s grpc_status=%s err=\"%s\"", grpc_call_path(call),
+		 grpc_status_name((int)st), msg);
+	(void)grpc_call_finish(call, st, msg);
+}
+
+static void handle_options(struct grpc_call *call, const uint8_t *req, size_t len, void *userdata)
+{
+	V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+
+	o.pre_start_required = false;
+	o.get_preferred_allocation_available = true;
+	reply(call, &o.base);
+}
+
+static void handle_prestart(struct grpc_call *call, const uint8_t *req, size_t len, void *userdata)
+{
+	V1beta1__PreStartContainerRequest *m =
+		v1beta1__pre_start_container_request__unpack(NULL, len, req);
+	V1beta1__PreStartContainerResponse o = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
+
+	if (!m) {
+		fail(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed PreStartContainerRequest");
+		return;
+	}
+	v1beta1__pre_start_container_request__free_unpacked(m, NULL);
+	reply(call, &o.base);
+}
+
+/*
+ * Maps request IDs to device indices. Unknown and duplicate IDs are errors when @strict;
+ * otherwise they are skipped. Returns the count, or -EINVAL with @bad naming the ID.
+ */
+static int map_ids(const struct plugin *p, char **ids, size_t n, bool strict, uint64_t *seen,
+		   unsigned *out, const char **bad, const char **why)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int d = resource_device_lookup(p->res, ids[i], strlen(ids[i]));
+
+		if (d < 0) {
+			if (!strict)
+				continue;
+			*bad = ids[i];
+			*why = "unknown device";
+			return -EINVAL;
+		}
+		if (seen[d / 64] >> (d % 64) & 1) {
+			if (!strict)
+				continue;
+			*bad = ids[i];
+			*why = "duplicate device";
+			return -EINVAL;
+		}
+		seen[d / 64] |= (uint64_t)1 << (d % 64);
+		out[k++] = (unsigned)d;
+	}
+	return (int)k;
+}
+
+static void handle_preferred(struct grpc_call *call, const uint8_t *req, size_t len, void *userdata)
+{
+	struct plugin *p = userdata;
+	const struct resource *res = p->res;
+	V1beta1__PreferredAllocationRequest *m;
+	V1beta1__PreferredAllocationResponse out = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
+	V1beta1__ContainerPreferredAllocationResponse **crs = NULL, *cr = NULL;
+	struct resource_pref_ctx pctx = { .numa = p->ctx->numa,
+					  .distance = p->ctx->distance,
+					  .n_all = p->ctx->info->n_devices };
+	uint64_t *seen = NULL;
+	unsigned *avail = NULL, *must = NULL, *pick = NULL;
+	char *idbuf = NULL;
+	size_t nwords = (res->n_devices + 63) / 64 + 1;
+
+	p->stats.preferred++;
+	m = v1beta1__preferred_allocation_request__unpack(NULL, len, req);
+	if (!m) {
+		fail(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed PreferredAllocationRequest");
+		return;
+	}
+	crs = calloc(m->n_container_requests ? m->n_container_requests : 1, sizeof(*crs));
+	seen = malloc(nwords * sizeof(*seen));
+	if (!crs || !seen)
+		goto oom;
+	out.container_responses = crs;
+	for (size_t c = 0; c < m->n_container_requests; c++) {
+		const V1beta1__ContainerPreferredAllocationRequest *q = m->container_requests[c];
+		const char *bad = NULL, *why = NULL;
+		int na, nm, np;
+		char *ip;
+
+		if (q->allocation_size < 0 ||
+		    (size_t)q->allocation_size > q->n_available_deviceids) {
+			fail(call, GRPC_STATUS_INVALID_ARGUMENT,
+			     "allocation_size %d is out of range (%zu devices available)",
+			     q->allocation_size, q->n_available_deviceids);
+			goto out;
+		}
+		free(avail);
+		free(must);
+		free(pick);
+		avail = malloc((q->n_available_deviceids + 1) * sizeof(*avail));
+		must = malloc((q->n_must_include_deviceids + 1) * sizeof(*must));
+		pick = malloc(((size_t)q->allocation_size + 1) * sizeof(*pick));
+		if (!avail || !must || !pick)
+			goto oom;
+		memset(seen, 0, nwords * sizeof(*seen));
+		nm = map_ids(p, q->must_include_deviceids, q->n_must_include_deviceids, true, seen,
+			     must, &bad, &why);
+		if (nm < 0) {
+			fail(call, GRPC_STATUS_INVALID_ARGUMENT, "must-include %s: %s", why, bad);
+			goto out;
+		}
+		na = map_ids(p, q->available_deviceids, q->n_available_deviceids, false, seen,
+			     avail, &bad, &why);
+		if ((unsigned)nm > (unsigned)q->allocation_size) {
+			fail(call, GRPC_STATUS_INVALID_ARGUMENT,
+			     "%d must-include devices exceed allocation_size %d", nm,
+			     q->allocation_size);
+			goto out;
+		}
+		np = resource_preferred(res, &pctx, avail, (size_t)na, must, (size_t)nm,
+					(unsigned)q->allocation_size, pick);
+		if (np < 0) {
+			fail(call, grpc_status_from_errno(np), "choosing devices failed");
+			goto out;
+		}
+		cr = calloc(1, sizeof(*cr));
+		if (!cr)
+			goto oom;
+		v1beta1__container_preferred_allocation_response__init(cr);
+		crs[out.n_container_responses++] = cr;
+		cr->deviceids = calloc((size_t)np + 1, sizeof(char *));
+		/* One block for every ID string: 163,840 units need no 163,840 mallocs. */
+		idbuf = realloc(NULL, (size_t)np * 128 + 1);
+		if (!cr->deviceids || !idbuf)
+			goto oom;
+		ip = idbuf;
+		for (int i = 0; i < np; i++) {
+			size_t l = resource_device_id(res, pick[i], ip);
+
+			cr->deviceids[i] = ip;
+			ip += l + 1;
+		}
+		cr->n_deviceids = (size_t)np;
+		/* The string block is kept in the slot past the last ID until the reply is packed. */
+		cr->deviceids[np] = idbuf;
+		idbuf = NULL;
+	}
+	reply(call, &out.base);
+	goto out;
+oom:
+	fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+out:
+	for (size_t c = 0; crs && c < out.n_container_responses; c++) {
+		if (crs[c]->deviceids)
+			free(crs[c]->deviceids[crs[c]->n_deviceids]);
+		free(crs[c]->deviceids);
+		free(crs[c]);
+	}
+	free(idbuf);
+	free(crs);
+	free(seen);
+	free(avail);
+	free(must);
+	free(pick);
+	v1beta1__preferred_allocation_request__free_unpacked(m, NULL);
+}
+
+static void remember_alloc(struct plugin *p, const unsigned *devs, size_t n)
+{
+	struct recent_alloc *ra = calloc(1, sizeof(*ra));
+
+	if (!ra)
+		return;
+	ra->devs = malloc((n + 1) * sizeof(*devs));
+	if (!ra->devs) {
+		free(ra);
+		return;
+	}
+	memcpy(ra->devs, devs, n * sizeof(*devs));
+	ra->n = n;
+	ra->when = now_usec();
+	ra->next = p->recent;
+	p->recent = ra;
+}
+
+/* Builds one container's response. Returns 0, or a gRPC status with @msg filled. */
+static enum grpc_status allocate_one(struct plugin *p, const V1beta1__ContainerAllocateRequest *q,
+				     uint64_t *seen, size_t nwords,
+				     V1beta1__ContainerAllocateResponse **ret, char *msg,
+				     size_t msgsz)
+{
+	const struct resource *res = p->res;
+	const struct gpu_device *gpus[64];
+	uint64_t limits[64];
+	unsigned *devs = NULL, slots_used = 0, slot_units[64] = { 0 };
+	const char *bad = NULL, *why = NULL;
+	struct alloc_extra extra = { 0 };
+	size_t n_gpus = 0;
+	enum grpc_status st = GRPC_STATUS_OK;
+	int n, r;
+
+	if (q->n_devices_ids == 0) {
+		snprintf(msg, msgsz, "invalid allocation request for \"%s\": no devices requested",
+			 res->name);
+		return GRPC_STATUS_INVALID_ARGUMENT;
+	}
+	devs = malloc(q->n_devices_ids * sizeof(*devs));
+	if (!devs) {
+		snprintf(msg, msgsz, "out of memory");
+		return GRPC_STATUS_RESOURCE_EXHAUSTED;
+	}
+	memset(seen, 0, nwords * sizeof(*seen));
+	n = map_ids(p, q->devices_ids, q->n_devices_ids, true, seen, devs, &bad, &why);
+	if (n < 0) {
+		snprintf(msg, msgsz, "invalid allocation request for \"%s\": %s: %s", res->name,
+			 why, bad);
+		st = GRPC_STATUS_INVALID_ARGUMENT;
+		goto out;
+	}
+	if (res->kind == RESOURCE_REPLICA && res->fail_requests_gt_one && n > 1) {
+		snprintf(
+			msg, msgsz,
+			"invalid allocation request for \"%s\": invalid request: maximum request size for shared resources is 1; found %d",
+			res->name, n);
+		st = GRPC_STATUS_INVALID_ARGUMENT;
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		unsigned s = resource_device_slot(res, devs[i]);
+
+		if (!p->ctx->gpu_healthy[res->gpus[s].gpu]) {
+			char id[128];
+
+			resource_device_id(res, devs[i], id);
+			snprintf(
+				msg, msgsz,
+				"invalid allocation request for \"%s\": device %s is unhealthy (GPU %u)",
+				res->name, id, res->gpus[s].gpu);
+			st = GRPC_STATUS_INVALID_ARGUMENT;
+			goto out;
+		}
+		if (slot_units[s]++ == 0)
+			slots_used |= 1u << s;
+	}
+	/* GPUs in slot order (= GPU index order), each delivered once. */
+	for (unsigned s = 0; s < res->n_gpus && n_gpus < ELEMENTSOF(gpus); s++) {
+		if (!(slots_used >> s & 1))
+			continue;
+		gpus[n_gpus] = &p->ctx->info->devices[res->gpus[s].gpu];
+		limits[n_gpus] = (uint64_t)slot_units[s] * res->unit_mib;
+		n_gpus++;
+	}
+	if (res->kind == RESOURCE_GPUMEM) {
+		if (n_gpus > 1 && !p->ctx->split_allow) {
+			snprintf(
+				msg, msgsz,
+				"gpumem request of %d units (%llu MiB) spans %zu GPUs and onSplit is reject: a container's nvidia.com/gpumem must come from one GPU; retry the pod, or set edgegpu.sharing.memory.onSplit: allow",
+				n, (unsigned long long)((uint64_t)n * res->unit_mib), n_gpus);
+			st = GRPC_STATUS_FAILED_PRECONDITION;
+			goto out;
+		}
+		extra.mem_limit_mib = limits;
+	}
+	r = alloc_response_new(&p->ctx->alloc, gpus, n_gpus, &extra, ret);
+	if (r < 0) {
+		snprintf(msg, msgsz, "building the allocate response failed: %s", strerror(-r));
+		st = grpc_status_from_errno(r);
+		goto out;
+	}
+	if (res->kind == RESOURCE_GPUMEM)
+		remember_alloc(p, devs, (size_t)n);
+out:
+	free(devs);
+	return st;
+}
+
+static void handle_allocate(struct grpc_call *call, const uint8_t *req, size_t len, void *userdata)
+{
+	struct plugin *p = userdata;
+	V1beta1__AllocateRequest *m;
+	V1beta1__AllocateResponse out = V1BETA1__ALLOCATE_RESPONSE__INIT;
+	V1beta1__ContainerAllocateResponse **crs = NULL;
+	size_t nwords = (p->res->n_devices + 63) / 64 + 1;
+	uint64_t *seen = NULL;
+	char msg[1024];
+
+	p->stats.allocates++;
+	m = v1beta1__allocate_request__unpack(NULL, len, req);
+	if (!m) {
+		p->stats.allocate_errors++;
+		fail(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed AllocateRequest");
+		return;
+	}
+	crs = calloc(m->n_container_requests + 1, sizeof(*crs));
+	seen = malloc(nwords * sizeof(*seen));
+	if (!crs || !seen) {
+		fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+		goto out;
+	}
+	out.container_responses = crs;
+	for (size_t c = 0; c < m->n_container_requests; c++) {
+		enum grpc_status st = allocate_one(p, m->container_requests[c], seen, nwords,
+						   &crs[c], msg, sizeof(msg));
+
+		if (st != GRPC_STATUS_OK) {
+			p->stats.allocate_errors++;
+			fail(call, st, "%s", msg);
+			goto out;
+		}
+		out.n_container_responses++;
+	}
+	log_debug("allocate", "resource=%s containers=%zu", p->res->name, m->n_container_requests);
+	reply(call, &out.base);
+	if (p->res->kind == RESOURCE_GPUMEM && p->ctx->mask)
+		plugin_refresh(p);
+out:
+	for (size_t c = 0; crs && c < out.n_container_responses; c++)
+		alloc_response_free(crs[c]);
+	free(crs);
+	free(seen);
+	v1beta1__allocate_request__free_unpacked(m, NULL);
+}
+
+static const struct grpc_method methods[] = {
+	{ "/v1beta1.DevicePlugin/GetDevicePluginOptions", false, handle_options },
+	{ "/v1beta1.DevicePlugin/ListAndWatch", true, handle_list_and_watch },
+	{ "/v1beta1.DevicePlugin/GetPreferredAllocation", false, handle_preferred },
+	{ "/v1beta1.DevicePlugin/Allocate", false, handle_allocate },
+	{ "/v1beta1.DevicePlugin/PreStartContainer", false, handle_prestart },
+};
+
+int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_event_fn *on_stream_lost,
+	       void *userdata, struct plugin **ret)
+{
+	struct plugin *p;
+	int e;
+
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->ctx = ctx;
+	p->mask_slot = -1;
+	p->on_stream_lost = on_stream_lost;
+	p->userdata = userdata;
+	p->path = path_join(ctx->dir, r->socket);
+	if (!p->path) {
+		free(p);
+		return -ENOMEM;
+	}
+	e = grpc_server_new(ctx->loop, methods, ELEMENTSOF(methods), &ctx->limits, p, &p->server);
+	if (e < 0) {
+		free(p->path);
+		free(p);
+		return e;
+	}
+	p->res = r;
+	*ret = p;
+	return 0;
+}
+
+int plugin_listen(struct plugin *p)
+{
+	struct stat st;
+	int r;
+
+	r = grpc_server_listen(p->server, p->path);
+	if (r < 0)
+		return log_error_errno(r, "serving device plugin socket failed",
+				       "resource=%s path=%s", p->res->name, p->path);
+	if (stat(p->path, &st) == 0) {
+		p->sock_dev = st.st_dev;
+		p->sock_ino = st.st_ino;
+	}
+	log_info("serving device plugin socket", "resource=%s path=%s", p->res->name, p->path);
+	return 0;
+}
+
+bool plugin_socket_ok(const struct plugin *p)
+{
+	struct stat st;
+
+	return stat(p->path, &st) == 0 && st.st_ino == p->sock_ino && st.st_dev == p->sock_dev;
+}
+
+void plugin_set_resource(struct plugin *p, struct resource *r)
+{
+	struct recent_alloc *ra;
+
+	resource_free(p->res);
+	p->res = r;
+	p->live = mfree(p->live);
+	while ((ra = p->recent)) {
+		p->recent = ra->next;
+		free(ra->devs);
+		free(ra);
+	}
+	p->mask_slot = -1;
+	plugin_refresh(p);
+}
+
+const struct resource *plugin_resource(const struct plugin *p)
+{
+	return p->res;
+}
+
+void plugin_set_live(struct plugin *p, const uint64_t *bitmap)
+{
+	size_t nwords = (p->res->n_devices + 63) / 64 + 1;
+
+	if (!bitmap) {
+		p->live = mfree(p->live);
+	} else {
+		if (!p->live)
+			p->live = calloc(nwords, sizeof(uint64_t));
+		if (!p->live)
+			return;
+		memcpy(p->live, bitmap, nwords * sizeof(uint64_t));
+	}
+	plugin_refresh(p);
+}
+
+unsigned plugin_watchers(const struct plugin *p)
+{
+	return p->n_watchers;
+}
+
+const char *plugin_socket_path(const struct plugin *p)
+{
+	return p->path;
+}
+
+void plugin_get_stats(const struct plugin *p, struct plugin_stats *ret)
+{
+	*ret = p->stats;
+	ret->mask_slot = p->mask_slot;
+	grpc_server_get_stats(p->server, &ret->grpc);
+}
+
+static void shutdown_complete(struct grpc_server *s, void *userdata)
+{
+	struct plugin *p = userdata;
+
+	if (p->shutdown_done)
+		p->shutdown_done(p->shutdown_userdata);
+}
+
+void plugin_shutdown(struct plugin *p, usec_t grace_usec, void (*done)(void *userdata),
+		     void *userdata)
+{
+	p->shutting_down = true;
+	p->shutdown_done = done;
+	p->shutdown_userdata = userdata;
+	grpc_server_shutdown(p->server, grace_usec, shutdown_complete, p);
+}
+
+struct plugin *plugin_free(struct plugin *p)
+{
+	struct recent_alloc *ra;
+
+	if (!p)
+		return NULL;
+	p->shutting_down = true;
+	p->server = grpc_server_free(p->server);
+	while ((ra = p->recent)) {
+		p->recent = ra->next;
+		free(ra->devs);
+		free(ra);
+	}
+	free(p->live);
+	buf_release(&p->snap);
+	resource_free(p->res);
+	free(p->path);
+	free(p);
+	return NULL;
+}

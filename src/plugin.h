@@ -1,0 +1,80 @@
+#pragma once
+
+/*
+ * The v1beta1.DevicePlugin service for one resource: a gRPC server on its socket in the
+ * device-plugin directory, GetDevicePluginOptions, ListAndWatch (a full snapshot at once and
+ * on every change, never an empty list, the stream held open until shutdown),
+ * GetPreferredAllocation, Allocate and PreStartContainer. Logs (module=plugin).
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "allocate.h"
+#include "grpc.h"
+#include "util.h"
+
+struct loop;
+struct gpu_info;
+struct resource;
+struct plugin;
+
+/* Shared by every plugin; owned by the daemon, which keeps it valid while plugins live. */
+struct plugin_ctx {
+	struct loop *loop;
+	const char *dir; /* device-plugin directory */
+	const struct gpu_info *info;
+	const bool *gpu_healthy; /* per gpu_info index */
+	const int *numa;	 /* per gpu_info index; -1 none */
+	const int *distance;	 /* n x n topology distances, or NULL */
+	struct alloc_opts alloc;
+	bool split_allow;	      /* gpumem onSplit: allow */
+	bool mask;		      /* gpumem placement: mask */
+	uint64_t mask_hysteresis_mib; /* 1024 */
+	struct grpc_limits limits;
+};
+
+/* The stream ended by the peer (the kubelet went away or dropped us): re-register. */
+typedef void plugin_event_fn(struct plugin *p, void *userdata);
+
+/* Takes ownership of @r. Returns 0 or -errno. */
+int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_event_fn *on_stream_lost,
+	       void *userdata, struct plugin **ret) WARN_UNUSED;
+
+/* (Re)creates the socket <dir>/<r->socket>, replacing a stale file. Returns 0 or -errno. */
+int plugin_listen(struct plugin *p) WARN_UNUSED;
+/* True when our socket file is still there and is ours. */
+bool plugin_socket_ok(const struct plugin *p);
+
+/* Recomputes the snapshot and pushes it to every open ListAndWatch stream if it changed. */
+void plugin_refresh(struct plugin *p);
+
+/* Replaces the resource (SIGHUP with a changed device list); takes ownership; refreshes. */
+void plugin_set_resource(struct plugin *p, struct resource *r);
+const struct resource *plugin_resource(const struct plugin *p);
+
+/* Marks devices as in use (from the pod-resources API); gpumem masking reads this. */
+void plugin_set_live(struct plugin *p, const uint64_t *bitmap);
+
+/* Number of open ListAndWatch streams. */
+unsigned plugin_watchers(const struct plugin *p);
+const char *plugin_socket_path(const struct plugin *p);
+
+struct plugin_stats {
+	uint64_t snapshots_sent; /* messages pushed on streams */
+	uint64_t allocates;
+	uint64_t allocate_errors;
+	uint64_t preferred;
+	size_t last_list_bytes;
+	int mask_slot; /* gpumem: the slot whose free units are offered, -1 none */
+	struct grpc_server_stats grpc;
+};
+void plugin_get_stats(const struct plugin *p, struct plugin_stats *ret);
+
+/*
+ * Graceful stop: ListAndWatch streams finish with OK (the kubelet unregisters the resource),
+ * the socket is removed. @done may be NULL.
+ */
+void plugin_shutdown(struct plugin *p, usec_t grace_usec, void (*done)(void *userdata),
+		     void *userdata);
+struct plugin *plugin_free(struct plugin *p);
