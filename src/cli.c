@@ -1,9 +1,158 @@
 #include "cli.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "config.h"
+#include "daemon.h"
+#include "gpu.h"
+#include "resource.h"
 #include "version.h"
+
+#define LOG_MODULE "cli"
+#include "log.h"
+
+extern char **environ;
+
+#define MAX_FLAGS 64
+
+struct cli_args {
+	struct config_flag flags[MAX_FLAGS];
+	size_t n_flags;
+	const char *positional[4];
+	size_t n_positional;
+	bool json;
+};
+
+static void usage(FILE *f)
+{
+	fputs("usage: edgegpu [serve] [FLAGS]\n"
+	      "       edgegpu discover [--json] [FLAGS]\n"
+	      "       edgegpu check-config FILE [FLAGS]\n"
+	      "       edgegpu version\n"
+	      "\n"
+	      "Kubernetes device plugin for edge GPUs: nvidia.com/gpu (whole or time-sliced) and\n"
+	      "nvidia.com/gpumem (memory slices) over the kubelet device-plugin API v1beta1.\n"
+	      "\n"
+	      "Common flags (flag > environment > config file > default; see docs/config.md):\n"
+	      "  --config-file FILE             CONFIG_FILE\n"
+	      "  --device-plugin-path DIR       DEVICE_PLUGIN_PATH (/var/lib/kubelet/device-plugins)\n"
+	      "  --kubelet-socket PATH          KUBELET_SOCKET (\"\" disables registration)\n"
+	      "  --nvml-lib PATH                NVML_LIB (default: loader search, then the driver root)\n"
+	      "  --driver-root DIR              NVIDIA_DRIVER_ROOT (/)\n"
+	      "  --dev-root DIR                 NVIDIA_DEV_ROOT (= driver root)\n"
+	      "  --device-list-strategy LIST    DEVICE_LIST_STRATEGY (envvar|volume-mounts|cdi-annotations|cdi-cri)\n"
+	      "  --device-id-strategy S         DEVICE_ID_STRATEGY (uuid|index)\n"
+	      "  --pass-device-specs            PASS_DEVICE_SPECS\n"
+	      "  --fail-on-init-error[=BOOL]    FAIL_ON_INIT_ERROR (true)\n",
+	      f);
+}
+
+/*
+ * Splits argv into config flags and positional arguments. Returns 0, or 2 (usage error, already
+ * reported on stderr).
+ */
+static int parse_args(int argc, char **argv, bool allow_json, struct cli_args *a)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i], *name, *eq, *value = NULL;
+		bool is_bool = false;
+		char nbuf[128];
+
+		if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+			usage(stdout);
+			exit(0);
+		}
+		if (allow_json && strcmp(arg, "--json") == 0) {
+			a->json = true;
+			continue;
+		}
+		if (strncmp(arg, "--", 2) != 0) {
+			if (a->n_positional == ELEMENTSOF(a->positional)) {
+				fprintf(stderr, "edgegpu: unexpected argument '%s'\n", arg);
+				return 2;
+			}
+			a->positional[a->n_positional++] = arg;
+			continue;
+		}
+		name = arg + 2;
+		eq = strchr(name, '=');
+		if (eq) {
+			if ((size_t)(eq - name) >= sizeof(nbuf)) {
+				fprintf(stderr, "edgegpu: unknown flag '%s'\n", arg);
+				return 2;
+			}
+			memcpy(nbuf, name, (size_t)(eq - name));
+			nbuf[eq - name] = 0;
+			name = nbuf;
+			value = eq + 1;
+		}
+		if (!config_flag_lookup(name, &is_bool)) {
+			fprintf(stderr,
+				"edgegpu: unknown flag '--%s' (see 'edgegpu --help' and docs/config.md)\n",
+				name);
+			return 2;
+		}
+		if (!value && !is_bool) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "edgegpu: flag '--%s' needs a value\n", name);
+				return 2;
+			}
+			value = argv[++i];
+		}
+		if (a->n_flags == MAX_FLAGS) {
+			fprintf(stderr, "edgegpu: too many flags\n");
+			return 2;
+		}
+		a->flags[a->n_flags].name = strdup(name); /* name may point into nbuf */
+		a->flags[a->n_flags].value = value;
+		if (!a->flags[a->n_flags].name) {
+			fprintf(stderr, "edgegpu: out of memory\n");
+			return 2;
+		}
+		a->n_flags++;
+	}
+	return 0;
+}
+
+static void free_args(struct cli_args *a)
+{
+	for (size_t i = 0; i < a->n_flags; i++)
+		free((char *)a->flags[i].name);
+	a->n_flags = 0;
+}
+
+static void print_diag(const struct config_diag *d)
+{
+	for (size_t i = 0; i < d->n_warnings; i++) {
+		char *s = config_error_to_string(&d->warnings[i]);
+
+		fprintf(stderr, "warning: %s\n", s ? s : "?");
+		free(s);
+	}
+	for (size_t i = 0; i < d->n_errors; i++) {
+		char *s = config_error_to_string(&d->errors[i]);
+
+		fprintf(stderr, "error: %s\n", s ? s : "?");
+		free(s);
+	}
+}
+
+static int build_config(const struct cli_args *a, struct config *c)
+{
+	struct config_diag d = { 0 };
+	int r;
+
+	r = config_init(c);
+	if (r >= 0)
+		r = config_build(c, environ, a->flags, a->n_flags, &d);
+	print_diag(&d);
+	config_diag_release(&d);
+	return r;
+}
 
 static int verb_version(int argc, char **argv)
 {
@@ -11,10 +160,203 @@ static int verb_version(int argc, char **argv)
 	return 0;
 }
 
+static int verb_serve(int argc, char **argv)
+{
+	struct cli_args a = { 0 };
+	int r;
+
+	r = parse_args(argc, argv, false, &a);
+	if (r == 0 && a.n_positional) {
+		fprintf(stderr, "edgegpu: unexpected argument '%s'\n", a.positional[0]);
+		r = 2;
+	}
+	if (r == 0)
+		r = daemon_run(environ, a.flags, a.n_flags);
+	free_args(&a);
+	return r;
+}
+
+static int verb_check_config(int argc, char **argv)
+{
+	struct cli_args a = { 0 };
+	struct config c = { 0 };
+	struct buf out = { 0 };
+	int r;
+
+	r = parse_args(argc, argv, false, &a);
+	if (r != 0)
+		goto out;
+	if (a.n_positional != 1) {
+		fprintf(stderr, "usage: edgegpu check-config FILE\n");
+		r = 2;
+		goto out;
+	}
+	if (a.n_flags == MAX_FLAGS) {
+		r = 2;
+		goto out;
+	}
+	a.flags[a.n_flags].name = strdup("config-file");
+	a.flags[a.n_flags].value = a.positional[0];
+	if (!a.flags[a.n_flags].name) {
+		r = 1;
+		goto out;
+	}
+	a.n_flags++;
+	if (build_config(&a, &c) < 0) {
+		fprintf(stderr, "%s: invalid config\n", a.positional[0]);
+		r = 1;
+		goto out;
+	}
+	if (config_dump(&c, &out) < 0) {
+		r = 1;
+		goto out;
+	}
+	fwrite(out.data, 1, out.len, stdout);
+	r = 0;
+out:
+	buf_release(&out);
+	config_release(&c);
+	free_args(&a);
+	return r;
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; s && *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
+static const char *kind_name(enum resource_kind k)
+{
+	return k == RESOURCE_GPU ? "gpu" : k == RESOURCE_REPLICA ? "time-sliced" : "gpumem";
+}
+
+static int verb_discover(int argc, char **argv)
+{
+	struct cli_args a = { 0 };
+	struct config c = { 0 };
+	struct gpu_nvml_opts o = { 0 };
+	struct gpu_backend *b = NULL;
+	struct gpu_info info = { 0 };
+	struct resource *res[32];
+	char *err = NULL;
+	int r, n = 0, rc = 1;
+
+	log_max_level = LOG_LEVEL_WARN;
+	r = parse_args(argc, argv, true, &a);
+	if (r != 0) {
+		rc = r;
+		goto out;
+	}
+	if (build_config(&a, &c) < 0)
+		goto out;
+	o.lib_path = c.nvml_lib;
+	o.driver_root = c.container_driver_root;
+	r = gpu_nvml_open(&o, &b, &err);
+	if (r < 0) {
+		fprintf(stderr, "edgegpu: %s\n", err ? err : strerror(-r));
+		goto out;
+	}
+	r = b->ops->discover(b, &info, &err);
+	if (r < 0) {
+		fprintf(stderr, "edgegpu: discovery failed: %s\n", err ? err : strerror(-r));
+		goto out;
+	}
+	n = daemon_build_resources(&c, &info, res, ELEMENTSOF(res));
+	if (a.json) {
+		printf("{\"driver_version\":");
+		json_str(stdout, info.driver_version);
+		printf(",\"cuda_driver_version\":%d,\"nvml_version\":", info.cuda_driver_version);
+		json_str(stdout, info.lib_version);
+		printf(",\"skipped\":%u,\"gpus\":[", info.n_skipped);
+		for (unsigned i = 0; i < info.n_devices; i++) {
+			const struct gpu_device *g = &info.devices[i];
+
+			printf("%s{\"index\":%u,\"uuid\":", i ? "," : "", g->index);
+			json_str(stdout, g->uuid);
+			printf(",\"name\":");
+			json_str(stdout, g->name);
+			printf(",\"minor\":%u,\"memory_mib\":%llu,\"pci_bus_id\":", g->minor,
+			       (unsigned long long)(g->mem_total >> 20));
+			json_str(stdout, g->pci_bus_id);
+			printf(",\"numa_node\":%d,\"compute_capability\":\"%d.%d\",\"architecture\":",
+			       g->numa_node, g->cc_major, g->cc_minor);
+			json_str(stdout, g->arch);
+			printf(",\"events_supported\":%s}", g->events_supported ? "true" : "false");
+		}
+		printf("],\"resources\":[");
+		for (int i = 0; i < n; i++) {
+			printf("%s{\"name\":", i ? "," : "");
+			json_str(stdout, res[i]->name);
+			printf(",\"kind\":\"%s\",\"socket\":", kind_name(res[i]->kind));
+			json_str(stdout, res[i]->socket);
+			printf(",\"devices\":%u,\"list_bytes\":%zu", res[i]->n_devices,
+			       resource_list_size(res[i], NULL));
+			if (res[i]->kind == RESOURCE_GPUMEM) {
+				printf(",\"unit_mib\":%llu,\"unit_mib_configured\":%llu",
+				       (unsigned long long)res[i]->unit_mib,
+				       (unsigned long long)res[i]->unit_mib_asked);
+				if (res[i]->unit_mib != res[i]->unit_mib_asked)
+					printf(",\"warning\":\"unit doubled from %llu to %llu MiB to keep the ListAndWatch message under 3 MiB: a request counts units, the limit is units x %llu MiB\"",
+					       (unsigned long long)res[i]->unit_mib_asked,
+					       (unsigned long long)res[i]->unit_mib,
+					       (unsigned long long)res[i]->unit_mib);
+			}
+			printf("}");
+		}
+		printf("]}\n");
+	} else {
+		printf("driver %s, CUDA driver %d.%d, %u GPU(s)%s\n", info.driver_version,
+		       info.cuda_driver_version / 1000, info.cuda_driver_version % 1000 / 10,
+		       info.n_devices, info.n_skipped ? " (some MIG-enabled GPUs skipped)" : "");
+		for (unsigned i = 0; i < info.n_devices; i++) {
+			const struct gpu_device *g = &info.devices[i];
+
+			printf("  %u  %s  %-24s %6llu MiB  /dev/nvidia%u  pci %s  numa %d  cc %d.%d%s\n",
+			       g->index, g->uuid, g->name, (unsigned long long)(g->mem_total >> 20),
+			       g->minor, g->pci_bus_id, g->numa_node, g->cc_major, g->cc_minor,
+			       g->events_supported ? "" : "  (no events: polled)");
+		}
+		for (int i = 0; i < n; i++) {
+			printf("resource %s (%s): %u devices", res[i]->name,
+			       kind_name(res[i]->kind), res[i]->n_devices);
+			if (res[i]->kind == RESOURCE_GPUMEM)
+				printf(", unit %llu MiB%s", (unsigned long long)res[i]->unit_mib,
+				       res[i]->unit_mib != res[i]->unit_mib_asked ?
+					       " (doubled to fit the kubelet's limit)" :
+					       "");
+			printf("\n");
+		}
+	}
+	for (int i = 0; i < n; i++)
+		resource_free(res[i]);
+	rc = n < 0 ? 1 : 0;
+out:
+	free(err);
+	gpu_info_release(&info);
+	gpu_backend_close(b);
+	config_release(&c);
+	free_args(&a);
+	return rc;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(int argc, char **argv);
 } verbs[] = {
+	{ "serve", verb_serve },
+	{ "discover", verb_discover },
+	{ "check-config", verb_check_config },
 	{ "version", verb_version },
 };
 
@@ -22,9 +364,19 @@ int cli_main(int argc, char **argv)
 {
 	const char *verb = argc > 1 ? argv[1] : "serve";
 
-	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+	if (argc > 1 &&
+	    (strcmp(verb, "--help") == 0 || strcmp(verb, "-h") == 0 || strcmp(verb, "help") == 0)) {
+		usage(stdout);
+		return 0;
+	}
+	if (argc > 1 && strcmp(verb, "--version") == 0)
+		return verb_version(argc, argv);
+	if (argc > 1 && strncmp(verb, "--", 2) == 0)
+		return verb_serve(argc, argv);
+	for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
 		if (strcmp(verb, verbs[i].name) == 0)
-			return verbs[i].fn(argc - 1, argv + 1);
-	fprintf(stderr, "edgegpu: unknown command '%s'\n", verb);
+			return verbs[i].fn(argc > 1 ? argc - 1 : argc, argc > 1 ? argv + 1 : argv);
+	fprintf(stderr, "edgegpu: unknown command '%s'\n\n", verb);
+	usage(stderr);
 	return 2;
 }

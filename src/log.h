@@ -36,9 +36,7 @@ int log_emit(enum log_level level, const char *module, int r, const char *msg, c
 /* Quotes @s for a logfmt value into @buf (always NUL-terminated); returns buf. */
 const char *log_quote(char *buf, unsigned size, const char *s);
 
-#ifndef LOG_MODULE
-#define LOG_MODULE NULL
-#endif
+/* A module that logs defines LOG_MODULE ("plugin", ...) before using the macros below. */
 
 #define log_at(lvl, r, msg, ...)                                                               \
 	({                                                                                     \
