@@ -13,6 +13,7 @@
 #include "kubelet.h"
 #include "loop.h"
 #include "plugin.h"
+#include "podres.h"
 #include "resource.h"
 
 #define LOG_MODULE "daemon"
@@ -21,6 +22,7 @@
 #define STOP_GRACE	(500 * USEC_PER_MSEC)
 #define STOP_DEADLINE	(900 * USEC_PER_MSEC)
 #define NO_NVML_LOG_GAP (300 * USEC_PER_SEC)
+#define PODRES_INTERVAL (2 * USEC_PER_SEC)
 
 struct dplugin {
 	struct daemon *d;
@@ -52,6 +54,8 @@ struct daemon {
 	struct kubelet *kubelet;
 	struct dplugin *plugins;
 	unsigned n_stopping;
+
+	struct podres *podres;
 
 	struct loop_timer *rediscover;
 	struct loop_timer *stop_deadline;
@@ -452,6 +456,71 @@ static void apply_ctx_from_config(struct daemon *d)
 	d->ctx.limits.max_conns = c->grpc.max_connections;
 }
 
+/* --- gpumem masking: which units live pods hold, from the kubelet's pod-resources API --- */
+
+struct live_scan {
+	const struct resource *res;
+	uint64_t *bits;
+	unsigned n;
+};
+
+static void mark_live(const char *resource, const char *id, void *userdata)
+{
+	struct live_scan *ls = userdata;
+	int dev;
+
+	if (!resource || !id || !streq(resource, ls->res->name))
+		return;
+	dev = resource_device_lookup(ls->res, id, strlen(id));
+	if (dev < 0)
+		return;
+	ls->bits[dev / 64] |= (uint64_t)1 << (dev % 64);
+	ls->n++;
+}
+
+static void on_podres(struct podres *pr, const uint8_t *resp, size_t len, void *userdata)
+{
+	struct daemon *d = userdata;
+
+	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
+		struct live_scan ls = { .res = plugin_resource(dp->plugin) };
+
+		if (ls.res->kind != RESOURCE_GPUMEM || dp->stopping)
+			continue;
+		ls.bits = calloc((ls.res->n_devices + 63) / 64 + 1, sizeof(uint64_t));
+		if (!ls.bits)
+			return;
+		if (podres_for_each_device(resp, len, mark_live, &ls) < 0) {
+			log_warn("malformed pod-resources answer, ignoring", "bytes=%zu", len);
+			free(ls.bits);
+			return;
+		}
+		log_debug("pod-resources answer", "resource=%s live_units=%u", ls.res->name, ls.n);
+		plugin_set_live(dp->plugin, ls.bits);
+		free(ls.bits);
+	}
+}
+
+static void update_podres(struct daemon *d)
+{
+	bool need = false;
+
+	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
+		const struct resource *r = plugin_resource(dp->plugin);
+
+		if (!dp->stopping && r->kind == RESOURCE_GPUMEM && r->n_gpus >= 2 && d->ctx.mask)
+			need = true;
+	}
+	if (!need || !d->cfg.pod_resources_socket || !*d->cfg.pod_resources_socket) {
+		d->podres = podres_free(d->podres);
+		return;
+	}
+	if (!d->podres && podres_new(d->loop, d->cfg.pod_resources_socket, PODRES_INTERVAL,
+				     on_podres, d, &d->podres) == 0)
+		log_info("watching pod-resources for gpumem placement", "socket=%s",
+			 d->cfg.pod_resources_socket);
+}
+
 /*
  * Brings the plugins in line with the config and GPUs: same resource name -> new device list on
  * the open stream; added -> new plugin and registration; removed -> closed.
@@ -482,6 +551,7 @@ static int sync_plugins(struct daemon *d)
 	for (int i = 0; i < n; i++)
 		if (res[i])
 			(void)dplugin_add(d, res[i]);
+	update_podres(d);
 	return n;
 }
 
@@ -584,6 +654,7 @@ static void on_stop_signal(struct loop *l, int signo, void *userdata)
 	log_info("stopping", "signal=%s", signo == SIGTERM ? "SIGTERM" : "SIGINT");
 	d->stopping = true;
 	loop_timer_disarm(d->rediscover);
+	d->podres = podres_free(d->podres);
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
 		dplugin_stop(dp);
 	if (d->n_stopping == 0)
@@ -727,6 +798,7 @@ out:
 		d.plugins = dp->next;
 		dplugin_free(dp);
 	}
+	d.podres = podres_free(d.podres);
 	d.kubelet = kubelet_free(d.kubelet);
 	gpu_state_release(&d);
 	gpu_backend_close(d.backend);
