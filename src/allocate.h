@@ -28,25 +28,25 @@ enum alloc_id_strategy {
 	ALLOC_ID_INDEX,
 };
 
-#define ALLOC_CDI_KIND_DEFAULT		"k8s.device-plugin.nvidia.com/gpu"
-#define ALLOC_CDI_ANNOTATION_PREFIX	"cdi.k8s.io/"
-#define ALLOC_VOLUME_MOUNTS_DIR		"/var/run/nvidia-container-devices"
-/* Room for any "<kind>=<id>" name built from a gpu_device (uuid is < GPU_UUID_MAX). */
-#define ALLOC_CDI_NAME_MAX		256
+#define ALLOC_CDI_KIND_DEFAULT	    "k8s.device-plugin.nvidia.com/gpu"
+#define ALLOC_CDI_ANNOTATION_PREFIX "cdi.k8s.io/"
+#define ALLOC_VOLUME_MOUNTS_DIR	    "/var/run/nvidia-container-devices"
+/* Room for "<kind>=<id>" from a gpu_device with a kind of up to 150 characters. */
+#define ALLOC_CDI_NAME_MAX 256
 
 struct alloc_opts {
-	unsigned strategies;             /* enum alloc_strategy bits; 0 means envvar */
+	unsigned strategies; /* enum alloc_strategy bits; 0 means envvar */
 	enum alloc_id_strategy id_strategy;
 	bool pass_device_specs;
-	const char *dev_root;            /* host prefix for DeviceSpec.host_path; NULL or "/" */
+	const char *dev_root;		   /* host prefix for DeviceSpec.host_path; NULL or "/" */
 	const char *cdi_annotation_prefix; /* NULL: "cdi.k8s.io/" */
-	const char *cdi_kind;            /* NULL: "k8s.device-plugin.nvidia.com/gpu" */
+	const char *cdi_kind;		   /* NULL: "k8s.device-plugin.nvidia.com/gpu" */
 };
 
 /* A bind mount added to one allocation (a file or a directory of the host). */
 struct alloc_mount {
 	const char *container_path; /* absolute */
-	const char *host_path;      /* absolute */
+	const char *host_path;	    /* absolute */
 	bool read_only;
 };
 

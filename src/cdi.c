@@ -1,1 +1,577 @@
-/* cdi: not written yet */
+#include "cdi.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "gpu.h"
+
+#define CDI_VERSION "0.5.0"
+
+/* Common device nodes, in the order NVIDIA's generated spec lists them; each only if present. */
+static const char *const control_nodes[] = {
+	"/dev/nvidia-uvm",
+	"/dev/nvidia-uvm-tools",
+	"/dev/nvidiactl",
+	"/dev/nvidia-modeset",
+};
+
+/* Where the driver's libraries live, relative to the driver root, most common first. */
+static const char *const lib_dirs[] = {
+	"/usr/lib/x86_64-linux-gnu",
+	"/usr/lib/aarch64-linux-gnu",
+	"/usr/lib64",
+	"/lib/x86_64-linux-gnu",
+	"/lib/aarch64-linux-gnu",
+	"/lib64",
+	"/usr/lib",
+	"/lib",
+};
+
+static const char *const bin_dirs[] = {
+	"/usr/bin",
+	"/usr/sbin",
+	"/bin",
+	"/sbin",
+};
+
+/*
+ * The compute and video libraries of the driver, found as <name>.so.<driver version>. The
+ * soname is mounted too (same host file), because without nvidia-ctk's create-symlinks hook
+ * nothing else would create libcuda.so.1 in the container. Graphics libraries are left out.
+ */
+static const struct driver_lib {
+	const char *name;
+	const char *soname; /* NULL: the versioned name is the soname */
+	bool required;
+} driver_libs[] = {
+	{ "libcuda.so", "libcuda.so.1", true },
+	{ "libcudadebugger.so", "libcudadebugger.so.1", false },
+	{ "libnvidia-ml.so", "libnvidia-ml.so.1", false },
+	{ "libnvidia-ptxjitcompiler.so", "libnvidia-ptxjitcompiler.so.1", false },
+	{ "libnvidia-nvvm.so", "libnvidia-nvvm.so.4", false },
+	{ "libnvidia-opencl.so", "libnvidia-opencl.so.1", false },
+	{ "libnvidia-cfg.so", "libnvidia-cfg.so.1", false },
+	{ "libnvidia-allocator.so", "libnvidia-allocator.so.1", false },
+	{ "libnvidia-gpucomp.so", NULL, false },
+	{ "libnvidia-pkcs11.so", NULL, false },
+	{ "libnvidia-pkcs11-openssl3.so", NULL, false },
+	{ "libnvcuvid.so", "libnvcuvid.so.1", false },
+	{ "libnvidia-encode.so", "libnvidia-encode.so.1", false },
+	{ "libnvidia-opticalflow.so", "libnvidia-opticalflow.so.1", false },
+};
+
+static const char *const driver_bins[] = {
+	"nvidia-smi",
+	"nvidia-debugdump",
+	"nvidia-persistenced",
+	"nvidia-cuda-mps-control",
+	"nvidia-cuda-mps-server",
+};
+
+#define MAX_MOUNTS (2 * ELEMENTSOF(driver_libs) + ELEMENTSOF(driver_bins))
+
+struct spec_mount {
+	char *host_path;
+	char *container_path;
+};
+
+struct spec {
+	struct spec_mount mounts[MAX_MOUNTS];
+	size_t n_mounts;
+	const char *lib_dirs[ELEMENTSOF(lib_dirs)]; /* container dirs holding mounted libraries */
+	size_t n_lib_dirs;
+};
+
+static void spec_release(struct spec *s)
+{
+	for (size_t i = 0; i < s->n_mounts; i++) {
+		free(s->mounts[i].host_path);
+		free(s->mounts[i].container_path);
+	}
+	s->n_mounts = 0;
+}
+
+static void set_err(char **reterr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_err(char **reterr, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!reterr)
+		return;
+	va_start(ap, fmt);
+	if (vasprintf(reterr, fmt, ap) < 0)
+		*reterr = NULL;
+	va_end(ap);
+}
+
+/* <root><path> with @root's trailing slashes dropped, so "/" + "/dev/x" is "/dev/x". */
+static char *root_join(const char *root, const char *path)
+{
+	size_t n = strlen(root);
+	char *p = NULL;
+
+	while (n > 0 && root[n - 1] == '/')
+		n--;
+	if (asprintf(&p, "%.*s%s", (int)n, root, path) < 0)
+		return NULL;
+	return p;
+}
+
+/* Returns 1 if <root><path> exists (as a regular file when @regular), 0 if not, or -ENOMEM. */
+static int exists(const char *root, const char *path, bool regular)
+{
+	struct stat st;
+	char *p = root_join(root, path);
+	int r;
+
+	if (!p)
+		return -ENOMEM;
+	r = stat(p, &st) == 0 && (!regular || S_ISREG(st.st_mode));
+	free(p);
+	return r;
+}
+
+static int spec_add_mount(struct spec *s, const char *root, const char *path,
+			  const char *container_path)
+{
+	struct spec_mount *m = &s->mounts[s->n_mounts];
+
+	m->host_path = root_join(root, path);
+	m->container_path = strdup(container_path);
+	if (!m->host_path || !m->container_path) {
+		free(m->host_path);
+		free(m->container_path);
+		return -ENOMEM;
+	}
+	s->n_mounts++;
+	return 0;
+}
+
+/*
+ * Finds <dir>/@file under @root in the first of @dirs that has it and mounts it at the same
+ * path in the container (and at <dir>/@soname when set). Returns 1 if found, 0 if not, or
+ * -ENOMEM; sets *@ret_dir to the directory.
+ */
+static int spec_find_mount(struct spec *s, const char *root, const char *const *dirs, size_t n_dirs,
+			   const char *file, const char *soname, const char **ret_dir)
+{
+	char path[PATH_MAX], soname_path[PATH_MAX];
+
+	for (size_t i = 0; i < n_dirs; i++) {
+		int r;
+
+		(void)snprintf(path, sizeof(path), "%s/%s", dirs[i], file);
+		r = exists(root, path, true);
+		if (r < 0)
+			return r;
+		if (r == 0)
+			continue;
+		r = spec_add_mount(s, root, path, path);
+		if (r < 0)
+			return r;
+		if (soname) {
+			(void)snprintf(soname_path, sizeof(soname_path), "%s/%s", dirs[i], soname);
+			r = spec_add_mount(s, root, path, soname_path);
+			if (r < 0)
+				return r;
+		}
+		if (ret_dir)
+			*ret_dir = dirs[i];
+		return 1;
+	}
+	return 0;
+}
+
+static void spec_add_lib_dir(struct spec *s, const char *dir)
+{
+	for (size_t i = 0; i < s->n_lib_dirs; i++)
+		if (streq(s->lib_dirs[i], dir))
+			return;
+	s->lib_dirs[s->n_lib_dirs++] = dir;
+}
+
+static int spec_find_files(struct spec *s, const char *root, const char *version, char **reterr)
+{
+	char file[256];
+	int r;
+
+	for (size_t i = 0; i < ELEMENTSOF(driver_libs); i++) {
+		const char *dir = NULL;
+
+		(void)snprintf(file, sizeof(file), "%s.%s", driver_libs[i].name, version);
+		r = spec_find_mount(s, root, lib_dirs, ELEMENTSOF(lib_dirs), file,
+				    driver_libs[i].soname, &dir);
+		if (r < 0)
+			return r;
+		if (r == 0 && driver_libs[i].required) {
+			set_err(reterr, "failed to locate %s under %s", file, root);
+			return -ENOENT;
+		}
+		if (r > 0)
+			spec_add_lib_dir(s, dir);
+	}
+	for (size_t i = 0; i < ELEMENTSOF(driver_bins); i++) {
+		r = spec_find_mount(s, root, bin_dirs, ELEMENTSOF(bin_dirs), driver_bins[i], NULL,
+				    NULL);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* CDI's rule (ValidateDeviceName): [A-Za-z0-9] first and last, [A-Za-z0-9_.:-] between. */
+static bool cdi_device_name_valid(const char *n)
+{
+	size_t len = strlen(n);
+
+	if (len == 0)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)n[i];
+		bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+			     (c >= 'A' && c <= 'Z');
+
+		if (alnum)
+			continue;
+		if (i == 0 || i == len - 1 || !strchr("_-.:", c))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * A small JSON writer: two-space indentation, one member or element per line. Errors are
+ * sticky in @r, so callers check once at the end.
+ */
+struct json {
+	struct buf *b;
+	unsigned depth;
+	bool comma; /* a value was written at this level */
+	bool key;   /* a key was just written: its value follows on the same line */
+	int r;
+};
+
+static void json_raw(struct json *j, const char *s, size_t n)
+{
+	if (j->r == 0)
+		j->r = buf_append(j->b, s, n);
+}
+
+static void json_prefix(struct json *j)
+{
+	if (j->key) {
+		j->key = false;
+		return;
+	}
+	if (j->comma)
+		json_raw(j, ",", 1);
+	if (j->depth > 0) {
+		json_raw(j, "\n", 1);
+		for (unsigned i = 0; i < j->depth; i++)
+			json_raw(j, "  ", 2);
+	}
+}
+
+static void json_escape(struct json *j, const char *s)
+{
+	const char *run = s;
+
+	if (!alloc_utf8_valid(s)) {
+		if (j->r == 0)
+			j->r = -EINVAL;
+		return;
+	}
+	json_raw(j, "\"", 1);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		char esc[8];
+
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		json_raw(j, run, (size_t)(s - run));
+		run = s + 1;
+		switch (c) {
+		case '"':
+			json_raw(j, "\\\"", 2);
+			break;
+		case '\\':
+			json_raw(j, "\\\\", 2);
+			break;
+		case '\n':
+			json_raw(j, "\\n", 2);
+			break;
+		case '\t':
+			json_raw(j, "\\t", 2);
+			break;
+		case '\r':
+			json_raw(j, "\\r", 2);
+			break;
+		default:
+			(void)snprintf(esc, sizeof(esc), "\\u%04x", c);
+			json_raw(j, esc, 6);
+			break;
+		}
+	}
+	json_raw(j, run, (size_t)(s - run));
+	json_raw(j, "\"", 1);
+}
+
+static void json_open(struct json *j, char c)
+{
+	json_prefix(j);
+	json_raw(j, &c, 1);
+	j->depth++;
+	j->comma = false;
+}
+
+static void json_close(struct json *j, char c)
+{
+	j->depth--;
+	if (j->comma) {
+		json_raw(j, "\n", 1);
+		for (unsigned i = 0; i < j->depth; i++)
+			json_raw(j, "  ", 2);
+	}
+	json_raw(j, &c, 1);
+	j->comma = true;
+}
+
+static void json_key(struct json *j, const char *k)
+{
+	json_prefix(j);
+	json_escape(j, k);
+	json_raw(j, ": ", 2);
+	j->key = true;
+}
+
+static void json_str(struct json *j, const char *s)
+{
+	json_prefix(j);
+	json_escape(j, s);
+	j->comma = true;
+}
+
+static void json_kv(struct json *j, const char *k, const char *v)
+{
+	json_key(j, k);
+	json_str(j, v);
+}
+
+static void json_device_node(struct json *j, const char *dev_root, const char *path)
+{
+	char *host = root_join(dev_root, path);
+
+	if (!host) {
+		if (j->r == 0)
+			j->r = -ENOMEM;
+		return;
+	}
+	json_open(j, '{');
+	json_kv(j, "path", path);
+	json_kv(j, "hostPath", host);
+	json_close(j, '}');
+	free(host);
+}
+
+static void json_devices(struct json *j, const struct cdi_opts *o, const struct gpu_info *info,
+			 const char *dev_root)
+{
+	json_key(j, "devices");
+	json_open(j, '[');
+	for (unsigned i = 0; i < info->n_devices; i++) {
+		const struct gpu_device *g = &info->devices[i];
+		char id[GPU_UUID_MAX], node[32];
+
+		(void)snprintf(node, sizeof(node), "/dev/nvidia%u", g->minor);
+		json_open(j, '{');
+		json_kv(j, "name", alloc_gpu_id(o->id_strategy, g, id, sizeof(id)));
+		json_key(j, "containerEdits");
+		json_open(j, '{');
+		json_key(j, "deviceNodes");
+		json_open(j, '[');
+		json_device_node(j, dev_root, node);
+		json_close(j, ']');
+		json_close(j, '}');
+		json_close(j, '}');
+	}
+	json_close(j, ']');
+}
+
+static void json_common_edits(struct json *j, const struct cdi_opts *o, const struct spec *s,
+			      const char *dev_root)
+{
+	static const char *const options[] = { "ro", "nosuid", "nodev", "bind" };
+	bool any_node = false;
+
+	json_key(j, "containerEdits");
+	json_open(j, '{');
+	json_key(j, "env");
+	json_open(j, '[');
+	json_str(j, "NVIDIA_VISIBLE_DEVICES=void");
+	json_close(j, ']');
+	for (size_t i = 0; i < ELEMENTSOF(control_nodes); i++) {
+		int r = exists(dev_root, control_nodes[i], false);
+
+		if (r < 0 && j->r == 0)
+			j->r = r;
+		if (r <= 0)
+			continue;
+		if (!any_node) {
+			json_key(j, "deviceNodes");
+			json_open(j, '[');
+			any_node = true;
+		}
+		json_device_node(j, dev_root, control_nodes[i]);
+	}
+	if (any_node)
+		json_close(j, ']');
+	json_key(j, "mounts");
+	json_open(j, '[');
+	for (size_t i = 0; i < s->n_mounts; i++) {
+		json_open(j, '{');
+		json_kv(j, "hostPath", s->mounts[i].host_path);
+		json_kv(j, "containerPath", s->mounts[i].container_path);
+		json_key(j, "options");
+		json_open(j, '[');
+		for (size_t k = 0; k < ELEMENTSOF(options); k++)
+			json_str(j, options[k]);
+		json_close(j, ']');
+		json_close(j, '}');
+	}
+	json_close(j, ']');
+	if (o->ldcache_hook_path && s->n_lib_dirs > 0) {
+		json_key(j, "hooks");
+		json_open(j, '[');
+		json_open(j, '{');
+		json_kv(j, "hookName", "createContainer");
+		json_kv(j, "path", o->ldcache_hook_path);
+		json_key(j, "args");
+		json_open(j, '[');
+		json_str(j, "nvidia-ctk");
+		json_str(j, "hook");
+		json_str(j, "update-ldcache");
+		for (size_t i = 0; i < s->n_lib_dirs; i++) {
+			json_str(j, "--folder");
+			json_str(j, s->lib_dirs[i]);
+		}
+		json_close(j, ']');
+		json_close(j, '}');
+		json_close(j, ']');
+	}
+	json_close(j, '}');
+}
+
+int cdi_spec_render(const struct cdi_opts *o, const struct gpu_info *info, struct buf *out,
+		    char **reterr)
+{
+	const char *driver_root = o->driver_root ? o->driver_root : "/";
+	const char *dev_root = o->dev_root ? o->dev_root : driver_root;
+	const char *ver = info->driver_version;
+	struct buf b = { 0 };
+	struct json j = { .b = &b };
+	struct spec s = { 0 };
+	int r;
+
+	if (!ver[0] || strchr(ver, '/') || !alloc_utf8_valid(ver)) {
+		set_err(reterr, "invalid driver version \"%s\" for the CDI spec", ver);
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < info->n_devices; i++) {
+		char id[GPU_UUID_MAX];
+
+		alloc_gpu_id(o->id_strategy, &info->devices[i], id, sizeof(id));
+		if (!cdi_device_name_valid(id)) {
+			set_err(reterr, "invalid CDI device name for GPU %u",
+				info->devices[i].index);
+			return -EINVAL;
+		}
+	}
+	r = spec_find_files(&s, driver_root, ver, reterr);
+	if (r == -ENOMEM)
+		set_err(reterr, "out of memory rendering the CDI spec");
+	if (r < 0)
+		goto out;
+
+	json_open(&j, '{');
+	json_kv(&j, "cdiVersion", CDI_VERSION);
+	json_kv(&j, "kind", ALLOC_CDI_KIND_DEFAULT);
+	json_devices(&j, o, info, dev_root);
+	json_common_edits(&j, o, &s, dev_root);
+	json_close(&j, '}');
+	json_raw(&j, "\n", 1);
+	r = j.r;
+	if (r == 0)
+		r = buf_append(out, b.data, b.len);
+	if (r == -EINVAL)
+		set_err(reterr, "a path for the CDI spec is not valid UTF-8");
+	else if (r < 0)
+		set_err(reterr, "out of memory rendering the CDI spec");
+out:
+	spec_release(&s);
+	buf_release(&b);
+	return r;
+}
+
+/* mkdir -p with mode 0755 for the parts that are missing. */
+static int mkdir_p(const char *dir)
+{
+	char *p = NULL;
+	int r = 0;
+
+	if (!dir[0])
+		return -EINVAL;
+	p = strdup(dir);
+	if (!p)
+		return -ENOMEM;
+	for (char *s = p + 1;; s++) {
+		char c = *s;
+
+		if (c != '/' && c != '\0')
+			continue;
+		*s = '\0';
+		if (mkdir(p, 0755) < 0 && errno != EEXIST) {
+			r = -errno;
+			break;
+		}
+		*s = c;
+		if (c == '\0')
+			break;
+	}
+	free(p);
+	return r;
+}
+
+int cdi_spec_write(const struct cdi_opts *o, const struct gpu_info *info, char **reterr)
+{
+	const char *dir = o->spec_dir ? o->spec_dir : CDI_SPEC_DIR;
+	struct buf b = { 0 };
+	char *path = NULL;
+	int r;
+
+	r = cdi_spec_render(o, info, &b, reterr);
+	if (r < 0)
+		return r;
+	r = mkdir_p(dir);
+	if (r < 0) {
+		set_err(reterr, "failed to create CDI spec directory %s: %s", dir, strerror(-r));
+		goto out;
+	}
+	path = path_join(dir, CDI_SPEC_FILE_NAME);
+	if (!path) {
+		r = -ENOMEM;
+		set_err(reterr, "out of memory writing the CDI spec");
+		goto out;
+	}
+	r = write_file_atomic(path, b.data, b.len, 0644);
+	if (r < 0)
+		set_err(reterr, "failed to write CDI spec %s: %s", path, strerror(-r));
+out:
+	free(path);
+	buf_release(&b);
+	return r;
+}

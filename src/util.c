@@ -297,8 +297,8 @@ char *path_join(const char *dir, const char *name)
 	size_t dl = strlen(dir);
 	char *p = NULL;
 
-	while (dl > 1 && dir[dl - 1] == '/')
-		dl--;
+	while (dl > 0 && dir[dl - 1] == '/')
+		dl--; /* "/" becomes "" so the result is "/name" */
 	while (*name == '/')
 		name++;
 	if (asprintf(&p, "%.*s/%s", (int)dl, dir, name) < 0)

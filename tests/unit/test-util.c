@@ -96,6 +96,9 @@ static void test_files(void **state)
 	p = path_join("/a/b//", "/c");
 	assert_string_equal(p, "/a/b/c");
 	free(p);
+	p = path_join("/", "x");
+	assert_string_equal(p, "/x");
+	free(p);
 	assert_int_equal(rmdir(dir), 0);
 }
 

@@ -1,0 +1,498 @@
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cdi.h"
+#include "gpu.h"
+#include "oom.h"
+#include "unit.h"
+#include "util.h"
+
+#define VER   "550.54.15"
+#define UUID0 "GPU-abcdef00-1111-2222-3333-444444444440"
+#define UUID1 "GPU-abcdef01-1111-2222-3333-444444444441"
+#define LIBD  "/usr/lib/x86_64-linux-gnu"
+
+static char tmp[64];
+static char root[96]; /* driver root; also the dev root unless a test says otherwise */
+
+static struct gpu_device devices[] = {
+	{ .index = 0, .uuid = UUID0, .minor = 3 },
+	{ .index = 1, .uuid = UUID1, .minor = 7 },
+};
+static struct gpu_info info = { .driver_version = VER, .n_devices = 2, .devices = devices };
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+/* Creates <base><rel> as an empty file (or a directory when rel ends in '/'), parents too. */
+static void make(const char *base, const char *rel)
+{
+	char path[512];
+	size_t len;
+
+	(void)snprintf(path, sizeof(path), "%s%s", base, rel);
+	len = strlen(path);
+	for (size_t i = 1; i < len; i++)
+		if (path[i] == '/') {
+			path[i] = '\0';
+			assert_true(mkdir(path, 0755) == 0 || errno == EEXIST);
+			path[i] = '/';
+		}
+	if (path[len - 1] != '/') {
+		int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+		assert_true(fd >= 0);
+		close(fd);
+	}
+}
+
+static int setup(void **state)
+{
+	(void)snprintf(tmp, sizeof(tmp), "/tmp/test-cdi-XXXXXX");
+	if (!mkdtemp(tmp))
+		return -1;
+	(void)snprintf(root, sizeof(root), "%s/driver", tmp);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	return nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* The fake driver root of every test: some libraries, another version, nvidia-smi, nodes. */
+static void make_root(const char *r)
+{
+	static const char *const files[] = {
+		LIBD "/libcuda.so." VER,
+		LIBD "/libcuda.so.535.104.05",
+		LIBD "/libnvidia-ml.so." VER,
+		LIBD "/libnvidia-nvvm.so." VER,
+		LIBD "/libnvidia-gpucomp.so." VER,
+		LIBD "/libnvidia-cfg.so." VER "/", /* a directory: not a library */
+		"/lib64/libnvidia-ptxjitcompiler.so." VER,
+		"/usr/bin/nvidia-smi",
+		"/dev/nvidiactl",
+		"/dev/nvidia-uvm",
+		"/dev/nvidia3",
+		"/dev/nvidia7",
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(files); i++)
+		make(r, files[i]);
+}
+
+/* Replaces every "@R@" in @t with @r and every "@D@" with @d. */
+static char *expand(const char *t, const char *r, const char *d)
+{
+	struct buf b = { 0 };
+
+	for (const char *p = t; *p;) {
+		if (strncmp(p, "@R@", 3) == 0 || strncmp(p, "@D@", 3) == 0) {
+			const char *s = p[1] == 'R' ? r : d;
+
+			assert_int_equal(buf_append(&b, s, strlen(s)), 0);
+			p += 3;
+		} else {
+			assert_int_equal(buf_append(&b, p, 1), 0);
+			p++;
+		}
+	}
+	assert_int_equal(buf_append(&b, "", 1), 0);
+	return (char *)b.data;
+}
+
+#define MOUNT(host, ctr)                            \
+	"      {\n"                                 \
+	"        \"hostPath\": \"@R@" host "\",\n"  \
+	"        \"containerPath\": \"" ctr "\",\n" \
+	"        \"options\": [\n"                  \
+	"          \"ro\",\n"                       \
+	"          \"nosuid\",\n"                   \
+	"          \"nodev\",\n"                    \
+	"          \"bind\"\n"                      \
+	"        ]\n"                               \
+	"      }"
+
+#define DEVICE(name, node)                            \
+	"    {\n"                                     \
+	"      \"name\": \"" name "\",\n"             \
+	"      \"containerEdits\": {\n"               \
+	"        \"deviceNodes\": [\n"                \
+	"          {\n"                               \
+	"            \"path\": \"" node "\",\n"       \
+	"            \"hostPath\": \"@D@" node "\"\n" \
+	"          }\n"                               \
+	"        ]\n"                                 \
+	"      }\n"                                   \
+	"    }"
+
+#define NODE(node)                                \
+	"      {\n"                               \
+	"        \"path\": \"" node "\",\n"       \
+	"        \"hostPath\": \"@D@" node "\"\n" \
+	"      }"
+
+/* The whole spec for the 2-GPU info over make_root(), devices named by @a and @b. */
+#define SPEC(a, b, hooks)                                                                                                                                                                                                                                                                                                                                                \
+	"{\n"                                                                                                                                                                                                                                                                                                                                                            \
+	"  \"cdiVersion\": \"0.5.0\",\n"                                                                                                                                                                                                                                                                                                                                 \
+	"  \"kind\": \"k8s.device-plugin.nvidia.com/gpu\",\n"                                                                                                                                                                                                                                                                                                            \
+	"  \"devices\": [\n" DEVICE(a, "/dev/nvidia3") ",\n" DEVICE(                                                                                                                                                                                                                                                                                                     \
+		b,                                                                                                                                                                                                                                                                                                                                                       \
+		"/dev/nvidia7") "\n"                                                                                                                                                                                                                                                                                                                                     \
+				"  ],\n"                                                                                                                                                                                                                                                                                                                                 \
+				"  \"containerEdits\": {\n"                                                                                                                                                                                                                                                                                                              \
+				"    \"env\": [\n"                                                                                                                                                                                                                                                                                                                       \
+				"      \"NVIDIA_VISIBLE_DEVICES=void\"\n"                                                                                                                                                                                                                                                                                                \
+				"    ],\n"                                                                                                                                                                                                                                                                                                                               \
+				"    \"deviceNodes\": [\n" NODE("/dev/nvidia-uvm") ",\n" NODE(                                                                                                                                                                                                                                                                           \
+					"/dev/nvidiactl") "\n"                                                                                                                                                                                                                                                                                                           \
+							  "    ],\n"                                                                                                                                                                                                                                                                                                     \
+							  "    \"mounts\": [\n" MOUNT(LIBD "/libcuda.so." VER, LIBD "/libcuda.so." VER) ",\n" MOUNT(LIBD "/libcuda.so." VER, LIBD "/libcuda.so.1") ",\n" MOUNT(LIBD "/libnvidia-ml.so." VER, LIBD "/libnvidia-ml.so." VER) ",\n" MOUNT(                                                                                  \
+								  LIBD "/libnvidia-ml.so." VER,                                                                                                                                                                                                                                                                          \
+								  LIBD                                                                                                                                                                                                                                                                                                   \
+								  "/libnvidia-ml.so.1") ",\n" MOUNT("/lib64/libnvidia-ptxjitcompiler.so." VER,                                                                                                                                                                                                                           \
+												    "/lib64/libnvidia-ptxjitcompiler.so." VER) ",\n" MOUNT("/lib64/libnvidia-ptxjitcompiler.so." VER,                                                                                                                                                                    \
+																			   "/lib64/libnvidia-ptxjitcompiler.so.1") ",\n" MOUNT(LIBD                                                                                                                                                      \
+																									       "/libnvidia-nvvm.so." VER,                                                                                                                                \
+																									       LIBD                                                                                                                                                      \
+																									       "/libnvidia-nvvm.so." VER) ",\n" MOUNT(LIBD                                                                                                               \
+																														      "/libnvidia-nvvm.so." VER,                                                                                         \
+																														      LIBD                                                                                                               \
+																														      "/libnvidia-nvvm.so.4") ",\n" MOUNT(LIBD                                                                           \
+																																			  "/libnvidia-gpucomp.so." VER,                                                  \
+																																			  LIBD                                                                           \
+																																			  "/libnvidia-gpucomp.so." VER) ",\n" MOUNT("/usr/bin/nvidia-smi",               \
+																																								    "/usr/bin/nvidia-smi") "\n"          \
+																																											   "    ]" hooks \
+																																											   "\n"          \
+																																											   "  }\n"       \
+																																											   "}\n"
+
+static void assert_render(const struct cdi_opts *o, const char *tmpl, const char *r, const char *d)
+{
+	struct buf out = { 0 };
+	char *want = expand(tmpl, r, d);
+	char *err = NULL;
+
+	assert_int_equal(buf_append(&out, "keep:", 5), 0);
+	assert_int_equal(cdi_spec_render(o, &info, &out, &err), 0);
+	assert_null(err);
+	assert_int_equal(buf_append(&out, "", 1), 0);
+	assert_int_equal(strncmp((char *)out.data, "keep:", 5), 0); /* appended */
+	assert_string_equal((char *)out.data + 5, want);
+	free(want);
+	buf_release(&out);
+}
+
+static void test_render(void **state)
+{
+	struct cdi_opts o = { .driver_root = root, .id_strategy = ALLOC_ID_UUID };
+
+	make_root(root);
+	assert_render(&o, SPEC(UUID0, UUID1, ""), root, root);
+
+	/* Index names, and a trailing slash on the root changes no path. */
+	{
+		char slash[128];
+
+		(void)snprintf(slash, sizeof(slash), "%s//", root);
+		o.driver_root = slash;
+		o.id_strategy = ALLOC_ID_INDEX;
+		assert_render(&o, SPEC("0", "1", ""), root, root);
+	}
+}
+
+static void test_render_dev_root(void **state)
+{
+	char dev[128];
+	struct cdi_opts o = { .driver_root = root };
+
+	/* The nodes are looked up and pointed at under the dev root, the files under the driver root. */
+	make_root(root);
+	(void)snprintf(dev, sizeof(dev), "%s/devroot", tmp);
+	make(dev, "/dev/nvidiactl");
+	make(dev, "/dev/nvidia-uvm");
+	o.dev_root = dev;
+	assert_render(&o, SPEC(UUID0, UUID1, ""), root, dev);
+
+	/* With only nvidia-uvm-tools and modeset there, exactly those two are listed. */
+	(void)snprintf(dev, sizeof(dev), "%s/devroot2", tmp);
+	make(dev, "/dev/nvidia-uvm-tools");
+	make(dev, "/dev/nvidia-modeset");
+	{
+		struct buf out = { 0 };
+		char *want = expand("\"deviceNodes\": [\n" NODE("/dev/nvidia-uvm-tools") ",\n" NODE(
+					    "/dev/nvidia-modeset") "\n    ],\n    \"mounts\"",
+				    root, dev);
+
+		assert_int_equal(cdi_spec_render(&o, &info, &out, NULL), 0);
+		assert_int_equal(buf_append(&out, "", 1), 0);
+		assert_non_null(strstr((char *)out.data, want));
+		free(want);
+		buf_release(&out);
+	}
+
+	/* No control node at all: no common deviceNodes key. */
+	(void)snprintf(dev, sizeof(dev), "%s/devroot3", tmp);
+	make(dev, "/dev/");
+	{
+		struct buf out = { 0 };
+
+		assert_int_equal(cdi_spec_render(&o, &info, &out, NULL), 0);
+		assert_int_equal(buf_append(&out, "", 1), 0);
+		assert_non_null(strstr((char *)out.data, "\"env\": [\n      "
+							 "\"NVIDIA_VISIBLE_DEVICES=void\"\n    ],\n"
+							 "    \"mounts\""));
+		buf_release(&out);
+	}
+}
+
+static void test_ldcache_hook(void **state)
+{
+	struct cdi_opts o = { .driver_root = root, .ldcache_hook_path = "/usr/bin/nvidia-ctk" };
+
+	make_root(root);
+	assert_render(&o,
+		      SPEC(UUID0, UUID1,
+			   ",\n"
+			   "    \"hooks\": [\n"
+			   "      {\n"
+			   "        \"hookName\": \"createContainer\",\n"
+			   "        \"path\": \"/usr/bin/nvidia-ctk\",\n"
+			   "        \"args\": [\n"
+			   "          \"nvidia-ctk\",\n"
+			   "          \"hook\",\n"
+			   "          \"update-ldcache\",\n"
+			   "          \"--folder\",\n"
+			   "          \"" LIBD "\",\n"
+			   "          \"--folder\",\n"
+			   "          \"/lib64\"\n"
+			   "        ]\n"
+			   "      }\n"
+			   "    ]"),
+		      root, root);
+}
+
+static void test_missing_libcuda(void **state)
+{
+	char other[128], want[256];
+	struct cdi_opts o = { .driver_root = root };
+	struct buf out = { 0 };
+	char *err = NULL;
+
+	/* Only a libcuda of another version: that is not the driver's. */
+	(void)snprintf(other, sizeof(other), "%s/other-root", tmp);
+	make(other, LIBD "/libcuda.so.535.104.05");
+	make(other, LIBD "/libnvidia-ml.so." VER);
+	o.driver_root = other;
+	assert_int_equal(cdi_spec_render(&o, &info, &out, &err), -ENOENT);
+	(void)snprintf(want, sizeof(want), "failed to locate libcuda.so." VER " under %s", other);
+	assert_non_null(err);
+	assert_string_equal(err, want);
+	assert_int_equal(out.len, 0);
+	free(err);
+	err = NULL;
+
+	/* cdi_spec_write fails the same way and writes nothing. */
+	(void)snprintf(want, sizeof(want), "%s/missing-spec-dir", tmp);
+	o.spec_dir = want;
+	assert_int_equal(cdi_spec_write(&o, &info, &err), -ENOENT);
+	assert_non_null(strstr(err, "failed to locate libcuda.so." VER));
+	assert_int_equal(access(want, F_OK), -1);
+	free(err);
+}
+
+static void test_invalid(void **state)
+{
+	struct gpu_device bad[] = { { .index = 0, .uuid = "GPU bad name", .minor = 0 } };
+	struct gpu_info bad_info = { .driver_version = VER, .n_devices = 1, .devices = bad };
+	struct gpu_info no_ver = { .n_devices = 2, .devices = devices };
+	struct cdi_opts o = { .driver_root = root };
+	struct buf out = { 0 };
+	char *err = NULL;
+
+	make_root(root);
+	assert_int_equal(cdi_spec_render(&o, &no_ver, &out, &err), -EINVAL);
+	assert_non_null(err);
+	err = mfree(err);
+	(void)snprintf(no_ver.driver_version, sizeof(no_ver.driver_version), "../../x");
+	assert_int_equal(cdi_spec_render(&o, &no_ver, &out, NULL), -EINVAL);
+
+	/* A name CDI refuses (ValidateDeviceName) fails here, not in the runtime. */
+	assert_int_equal(cdi_spec_render(&o, &bad_info, &out, &err), -EINVAL);
+	assert_non_null(err);
+	err = mfree(err);
+	(void)snprintf(bad[0].uuid, sizeof(bad[0].uuid), "GPU-x-");
+	assert_int_equal(cdi_spec_render(&o, &bad_info, &out, NULL), -EINVAL);
+	/* ...but the index strategy does not use the UUID. */
+	o.id_strategy = ALLOC_ID_INDEX;
+	assert_int_equal(cdi_spec_render(&o, &bad_info, &out, NULL), 0);
+	assert_int_equal(buf_append(&out, "", 1), 0);
+	assert_non_null(strstr((char *)out.data, "\"name\": \"0\""));
+	buf_release(&out);
+}
+
+static void test_escaping(void **state)
+{
+	/* A root with a quote, a backslash and a tab must come out as valid JSON escapes. */
+	char odd[128], bad[128];
+	struct cdi_opts o = { 0 };
+	struct buf out = { 0 };
+
+	(void)snprintf(odd, sizeof(odd), "%s/a\"b\\c\td", tmp);
+	make(odd, LIBD "/libcuda.so." VER);
+	o.driver_root = odd;
+	assert_int_equal(cdi_spec_render(&o, &info, &out, NULL), 0);
+	assert_int_equal(buf_append(&out, "", 1), 0);
+	assert_non_null(strstr((char *)out.data, "/a\\\"b\\\\c\\td" LIBD "/libcuda.so." VER "\""));
+	assert_null(strchr((char *)out.data, '\t'));
+	buf_release(&out);
+
+	/* A root that is not UTF-8 cannot be written as JSON. */
+	(void)snprintf(bad, sizeof(bad), "%s/\xff", tmp);
+	make(bad, LIBD "/libcuda.so." VER);
+	o.driver_root = bad;
+	assert_int_equal(cdi_spec_render(&o, &info, &out, NULL), -EINVAL);
+	assert_int_equal(out.len, 0);
+}
+
+static void test_write(void **state)
+{
+	char dir[128], path[256];
+	struct cdi_opts o = { .driver_root = root };
+	struct buf want = { 0 };
+	struct dirent *de;
+	struct stat st;
+	size_t len = 0, n = 0;
+	char *data = NULL, *err = NULL;
+	mode_t old;
+	DIR *d;
+
+	make_root(root);
+	(void)snprintf(dir, sizeof(dir), "%s/run/cdi", tmp); /* neither part exists yet */
+	o.spec_dir = dir;
+	old = umask(077); /* the mode is 0644 whatever the umask */
+	assert_int_equal(cdi_spec_write(&o, &info, &err), 0);
+	umask(old);
+	assert_null(err);
+
+	(void)snprintf(path, sizeof(path), "%s/k8s.device-plugin.nvidia.com-gpu.json", dir);
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0644);
+	assert_int_equal(cdi_spec_render(&o, &info, &want, NULL), 0);
+	assert_int_equal(read_file(path, 1 << 20, &data, &len), 0);
+	assert_int_equal(len, want.len);
+	assert_memory_equal(data, want.data, len);
+	data = mfree(data);
+
+	/* Rewriting replaces the file and leaves no temporary file behind. */
+	devices[1].minor = 9;
+	assert_int_equal(cdi_spec_write(&o, &info, NULL), 0);
+	devices[1].minor = 7;
+	assert_int_equal(read_file(path, 1 << 20, &data, &len), 0);
+	assert_non_null(strstr(data, "/dev/nvidia9"));
+	data = mfree(data);
+	d = opendir(dir);
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.') {
+			assert_string_equal(de->d_name, "k8s.device-plugin.nvidia.com-gpu.json");
+			n++;
+		}
+	closedir(d);
+	assert_int_equal(n, 1);
+	buf_release(&want);
+
+	/* A spec dir that cannot be created is an error that names it. */
+	(void)snprintf(dir, sizeof(dir), "%s/run/cdi/k8s.device-plugin.nvidia.com-gpu.json/x", tmp);
+	assert_true(cdi_spec_write(&o, &info, &err) < 0);
+	assert_non_null(err);
+	assert_non_null(strstr(err, dir));
+	free(err);
+}
+
+/*
+ * Every allocation failure gives -ENOMEM and leaves nothing behind: no output, no file, no
+ * leak (valgrind/ASan), never a spec that silently lacks a library or a node.
+ */
+static void test_oom(void **state)
+{
+	struct cdi_opts o = { .driver_root = root, .ldcache_hook_path = "/usr/bin/nvidia-ctk" };
+	struct buf want = { 0 };
+	char dir[128], path[256];
+	long failed, n;
+
+	make_root(root);
+	assert_int_equal(cdi_spec_render(&o, &info, &want, NULL), 0);
+
+	failed = oom_failed;
+	for (n = 0;; n++) {
+		struct buf out = { 0 };
+		char *err = NULL;
+		int r;
+
+		oom_fail_at(n);
+		r = cdi_spec_render(&o, &info, &out, &err);
+		oom_off();
+		if (r == 0) {
+			assert_int_equal(out.len, want.len);
+			assert_memory_equal(out.data, want.data, want.len);
+			assert_null(err);
+			buf_release(&out);
+			break;
+		}
+		assert_int_equal(r, -ENOMEM);
+		assert_int_equal(out.len, 0);
+		free(err);
+	}
+	assert_int_equal(oom_failed - failed, n);
+	assert_true(n > 30);
+
+	(void)snprintf(dir, sizeof(dir), "%s/oom/cdi", tmp);
+	(void)snprintf(path, sizeof(path), "%s/" CDI_SPEC_FILE_NAME, dir);
+	o.spec_dir = dir;
+	for (n = 0;; n++) {
+		char *err = NULL;
+		int r;
+
+		oom_fail_at(n);
+		r = cdi_spec_write(&o, &info, &err);
+		oom_off();
+		free(err);
+		if (r == 0)
+			break;
+		assert_int_equal(r, -ENOMEM);
+		assert_int_equal(access(path, F_OK), -1);
+	}
+	assert_int_equal(access(path, F_OK), 0);
+	buf_release(&want);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_render, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_render_dev_root, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ldcache_hook, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_missing_libcuda, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_invalid, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_escaping, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_write, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_oom, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
