@@ -262,6 +262,7 @@ static int verb_discover(int argc, char **argv)
 		goto out;
 	o.lib_path = c.nvml_lib;
 	o.driver_root = c.container_driver_root;
+	o.sysfs_root = getenv("EDGEGPU_SYSFS_ROOT"); /* tests: a fake /sys */
 	r = gpu_nvml_open(&o, &b, &err);
 	if (r < 0) {
 		fprintf(stderr, "edgegpu: %s\n", err ? err : strerror(-r));

@@ -158,7 +158,7 @@ static int discover(struct daemon *d)
 	struct gpu_nvml_opts o = {
 		.lib_path = d->cfg.nvml_lib,
 		.driver_root = d->cfg.container_driver_root,
-		.sysfs_root = NULL,
+		.sysfs_root = getenv("EDGEGPU_SYSFS_ROOT"), /* tests: a fake /sys */
 	};
 	char *err = NULL;
 	unsigned n;
