@@ -663,23 +663,14 @@ static void on_stop_signal(struct loop *l, int signo, void *userdata)
 		loop_timer_arm(d->stop_deadline, STOP_DEADLINE);
 }
 
-static bool same_gpus(const struct gpu_info *a, const struct gpu_info *b)
-{
-	if (a->n_devices != b->n_devices)
-		return false;
-	for (unsigned i = 0; i < a->n_devices; i++)
-		if (!streq(a->devices[i].uuid, b->devices[i].uuid))
-			return false;
-	return true;
-}
-
 static void on_hup(struct loop *l, int signo, void *userdata)
 {
 	struct daemon *d = userdata;
 	struct config_diag dg = { 0 };
 	struct config nc = { 0 };
-	struct gpu_info old = { 0 };
+	char(*old_uuid)[GPU_UUID_MAX] = NULL;
 	bool *old_health = NULL;
+	unsigned old_n = d->info.n_devices;
 	int r;
 
 	if (d->stopping)
@@ -702,36 +693,30 @@ static void on_hup(struct loop *l, int signo, void *userdata)
 		(void)bring_up(d);
 		return;
 	}
-	/* Keep health across the reload when the same GPUs come back. */
-	old.n_devices = d->info.n_devices;
-	old.devices = calloc(old.n_devices, sizeof(*old.devices));
-	old_health = calloc(old.n_devices, sizeof(*old_health));
-	if (!old.devices || !old_health)
+	/* Discovery must not run beside the monitor: stop it, and carry each GPU's faults over. */
+	old_uuid = calloc(old_n, sizeof(*old_uuid));
+	old_health = calloc(old_n, sizeof(*old_health));
+	if (!old_uuid || !old_health)
 		goto out;
-	memcpy(old.devices, d->info.devices, old.n_devices * sizeof(*old.devices));
-	memcpy(old_health, d->gpu_healthy, old.n_devices * sizeof(*old_health));
-	{
-		struct gpu_monitor *keep = d->monitor;
-
-		d->monitor = NULL; /* discover() would free it */
-		r = discover(d);
-		d->monitor = keep;
+	for (unsigned i = 0; i < old_n; i++) {
+		memcpy(old_uuid[i], d->info.devices[i].uuid, GPU_UUID_MAX);
+		old_health[i] = d->gpu_healthy[i];
 	}
+	r = discover(d); /* frees the monitor */
 	if (r < 0) {
-		log_error_errno(r, "GPU discovery failed on reload", "reason=\"%s\"",
-				d->backend_err ? d->backend_err : "");
+		log_error_errno(r, "GPU discovery failed on reload, keeping the devices unchanged",
+				"reason=\"%s\"", d->backend_err ? d->backend_err : "");
 		goto out;
 	}
-	if (same_gpus(&old, &d->info)) {
-		memcpy(d->gpu_healthy, old_health, old.n_devices * sizeof(*old_health));
-	} else {
-		d->monitor = gpu_monitor_free(d->monitor);
-		if (d->info.n_devices)
-			(void)start_monitor(d);
-	}
+	if (d->info.n_devices && start_monitor(d) == 0)
+		for (unsigned i = 0; i < d->info.n_devices; i++)
+			for (unsigned k = 0; k < old_n; k++)
+				if (!old_health[k] && streq(old_uuid[k], d->info.devices[i].uuid))
+					gpu_monitor_mark_unhealthy(d->monitor, i,
+								   "unhealthy before the reload");
 	(void)sync_plugins(d);
 out:
-	free(old.devices);
+	free(old_uuid);
 	free(old_health);
 }
 

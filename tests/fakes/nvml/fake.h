@@ -1,0 +1,145 @@
+#pragma once
+
+/*
+ * Internal state of the fake NVML library (tests/fakes/nvml). One process-wide state under
+ * one mutex: the fixture's GPUs, the injected failures, the call counters and the event
+ * sets. The exported NVML functions (fake-api.c) and the control socket thread
+ * (fake-control.c) both work on it with fake.mu held.
+ */
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nvml-api.h"
+
+#define FAKE_MAX_GPUS  16
+#define FAKE_MAX_SETS  16
+#define FAKE_MAX_PROCS 16
+#define FAKE_GEN_SLOTS 4
+
+/* One id per exported function, for counters, failure injection and NOT_SUPPORTED. */
+#define FAKE_FN_ID(sym, r, params) FAKE_FN_##sym,
+enum fake_fn {
+	NVML_API_FUNCTIONS(FAKE_FN_ID, NVML_OWN_TYPE)
+	NVML_API_FAKE_FUNCTIONS(FAKE_FN_ID, NVML_OWN_TYPE) FAKE_FN_COUNT,
+};
+#define FAKE_FN_WORDS ((FAKE_FN_COUNT + 63) / 64)
+
+struct fake_proc {
+	unsigned pid;
+	unsigned long long used;
+};
+
+struct fake_gpu {
+	char name[NVML_BUF_NAME_V2];
+	char uuid[NVML_BUF_UUID_V2];
+	char pci_bus_id[NVML_BUF_PCI_BUS_ID];
+	unsigned minor;
+	unsigned pci_device_id, pci_subsystem_id;
+	unsigned long long mem_total, mem_used;
+	unsigned temp, temp_slowdown, temp_shutdown, temp_gpu_max;
+	unsigned power_mw, power_limit_mw;
+	unsigned util_gpu, util_mem;
+	unsigned clock_graphics, clock_sm, clock_mem, clock_video;
+	unsigned sm_count;
+	bool ecc;
+	unsigned long long ecc_corrected, ecc_uncorrected;
+	bool events_set; /* false: derived from ecc */
+	unsigned long long events;
+	int cc_major, cc_minor;
+	unsigned arch;
+	bool mig;
+	char numa[16]; /* written to the fake sysfs; "" = no file */
+	unsigned n_procs;
+	struct fake_proc procs[FAKE_MAX_PROCS];
+	int topo[FAKE_MAX_GPUS]; /* common ancestor level with GPU j, -1 = default */
+	bool lost;
+	uint64_t not_supported[FAKE_FN_WORDS];
+};
+
+struct fake_fail {
+	bool active;
+	enum nvml_return code;
+	uint64_t nth; /* 0: every call; else the nth call after the rule was set */
+	uint64_t seen;
+};
+
+/* The fixture: what a file describes. */
+struct fake_fixture {
+	char driver_version[NVML_BUF_DRIVER_VERSION];
+	char nvml_version[NVML_BUF_NVML_VERSION];
+	char kernel_version[NVML_BUF_DRIVER_VERSION];
+	int cuda_version;
+	enum nvml_return init_error;
+	bool mismatch;
+	uint64_t not_supported[FAKE_FN_WORDS];
+	struct fake_fail fail[FAKE_FN_COUNT];
+	unsigned n_gpus;
+	struct fake_gpu gpus[FAKE_MAX_GPUS];
+};
+
+struct fake_event {
+	unsigned gpu;
+	unsigned long long type, data;
+};
+
+struct fake_set {
+	bool used;
+	unsigned gen;
+	unsigned long long mask[FAKE_MAX_GPUS];
+	bool lost_pending;
+	struct fake_event *q;
+	size_t head, len, cap;
+};
+
+struct fake_handle {
+	unsigned magic;
+	unsigned gpu;
+	unsigned gen;
+};
+
+struct fake_state {
+	pthread_mutex_t mu;
+	pthread_cond_t cond; /* CLOCK_MONOTONIC; broadcast on every change a waiter cares about */
+	struct fake_fixture fx;
+	char fixture_error[256]; /* non-empty: the fixture did not load; nvmlInit fails */
+	bool stale;		 /* driver reloaded: everything UNINITIALIZED until nvmlInit */
+	unsigned gen;		 /* handle generation, bumped by reload */
+	int init_count;
+	unsigned waiters; /* threads blocked in nvmlEventSetWait_v2 */
+	uint64_t counts[FAKE_FN_COUNT];
+	struct fake_set sets[FAKE_MAX_SETS];
+	struct fake_handle handles[FAKE_GEN_SLOTS][FAKE_MAX_GPUS];
+};
+
+extern struct fake_state fake;
+extern const char *const fake_fn_names[FAKE_FN_COUNT];
+
+/* Function id by name, or -1. */
+int fake_fn_lookup(const char *name);
+/* Return code by name ("GPU_IS_LOST", "NVML_ERROR_GPU_IS_LOST", "SUCCESS") or number; -1 if bad. */
+int fake_code_lookup(const char *s);
+const char *fake_error_string(enum nvml_return r);
+
+/* Fixture file: returns 0, or -1 with a message in @err. */
+int fake_fixture_load(const char *path, struct fake_fixture *fx, char *err, size_t errlen);
+/* "00000000:01:00.0" -> domain, bus, device, function; returns 0 or -1. */
+int fake_parse_bus_id(const char *s, unsigned v[4]);
+void fake_fixture_defaults(struct fake_fixture *fx);
+/* One key of a GPU section / of the global part; 0 or -1 with a message. */
+int fake_gpu_set(struct fake_gpu *g, unsigned index, const char *key, const char *value, char *err,
+		 size_t errlen);
+int fake_global_set(struct fake_fixture *fx, const char *key, const char *value, char *err,
+		    size_t errlen);
+void fake_gpu_defaults(struct fake_gpu *g, unsigned index);
+/* "00000000:01:00.0" -> "0000:01:00.0" (sysfs form); returns 0 or -1. */
+int fake_sysfs_bus_id(const char *bus_id, char *out, size_t outlen);
+
+/* Queues an event for @gpu on every set that registered @type for it; returns how many. With fake.mu held. */
+unsigned fake_deliver(unsigned gpu, unsigned long long type, unsigned long long data);
+
+/* Control socket (fake-control.c). */
+int fake_control_start(const char *path);
+void fake_control_stop(void);

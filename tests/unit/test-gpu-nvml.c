@@ -1,0 +1,693 @@
+/*
+ * The NVML backend against the fake libnvidia-ml.so.1 (tests/fakes/nvml), loaded through the
+ * real dlopen path. With EDGEGPU_NVML_REAL=1 only the "real" group runs, against the
+ * driver's library (scripts/hw-check).
+ */
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <ftw.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fake-client.h"
+#include "gpu.h"
+#include "unit.h"
+#include "util.h"
+
+#ifndef FAKE_NVML_LIB
+#error "FAKE_NVML_LIB (the built fake libnvidia-ml.so.1) must be defined"
+#endif
+
+struct env {
+	char dir[64];
+	char sysfs[128];
+	char proc[128];
+	char sock[128];
+	struct gpu_backend *b;
+	struct gpu_info info;
+	char *err;
+};
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static int setup(void **state)
+{
+	struct env *e = calloc(1, sizeof(*e));
+
+	assert_non_null(e);
+	(void)snprintf(e->dir, sizeof(e->dir), "/tmp/test-gpu-nvml-XXXXXX");
+	assert_non_null(mkdtemp(e->dir));
+	(void)snprintf(e->sysfs, sizeof(e->sysfs), "%s/sys", e->dir);
+	(void)snprintf(e->proc, sizeof(e->proc), "%s/proc", e->dir);
+	(void)snprintf(e->sock, sizeof(e->sock), "%s/ctl.sock", e->dir);
+	assert_int_equal(setenv("EDGEGPU_FAKE_NVML_CONTROL", e->sock, 1), 0);
+	assert_int_equal(setenv("EDGEGPU_FAKE_NVML_SYSFS", e->sysfs, 1), 0);
+	assert_int_equal(setenv("EDGEGPU_FAKE_NVML_PROCFS", e->proc, 1), 0);
+	*state = e;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct env *e = *state;
+
+	gpu_info_release(&e->info);
+	gpu_backend_close(e->b);
+	free(e->err);
+	(void)nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(e);
+	return 0;
+}
+
+/* Opens @lib with the fixture @fixture (a file in tests/fakes/nvml/fixtures). */
+static int open_fake(struct env *e, const char *lib, const char *fixture)
+{
+	char path[512];
+	struct gpu_nvml_opts o = {
+		.lib_path = lib,
+		.sysfs_root = e->sysfs,
+		.proc_root = e->proc,
+	};
+
+	(void)snprintf(path, sizeof(path), "%s/%s", FAKE_NVML_FIXTURES, fixture);
+	assert_int_equal(setenv("EDGEGPU_FAKE_NVML_FIXTURE", path, 1), 0);
+	free(e->err);
+	e->err = NULL;
+	return gpu_nvml_open(&o, &e->b, &e->err);
+}
+
+static void open_discover(struct env *e, const char *lib, const char *fixture)
+{
+	int r = open_fake(e, lib, fixture);
+
+	if (r < 0)
+		print_error("open: %d %s\n", r, e->err ? e->err : "");
+	assert_int_equal(r, 0);
+	r = e->b->ops->discover(e->b, &e->info, &e->err);
+	if (r < 0)
+		print_error("discover: %d %s\n", r, e->err ? e->err : "");
+	assert_int_equal(r, 0);
+}
+
+static void ctl(const char *cmd)
+{
+	char reply[256];
+	int r = fake_nvml_ctl(NULL, cmd, reply, sizeof(reply));
+
+	if (r < 0)
+		print_error("fake nvml \"%s\": %d %s\n", cmd, r, reply);
+	assert_int_equal(r, 0);
+}
+
+static void test_discover_two(void **state)
+{
+	struct env *e = *state;
+	const struct gpu_device *d;
+	struct gpu_sample s;
+
+	open_discover(e, FAKE_NVML_LIB, "two-gpus.conf");
+	assert_string_equal(e->info.driver_version, "550.54.15");
+	assert_string_equal(e->info.lib_version, "12.550.54.15");
+	assert_int_equal(e->info.cuda_driver_version, 12040);
+	assert_int_equal(e->info.n_devices, 2);
+	assert_int_equal(e->info.n_skipped, 0);
+
+	d = &e->info.devices[0];
+	assert_int_equal(d->index, 0);
+	assert_string_equal(d->uuid, "GPU-8d1f3c2a-5b6e-4f70-9a1b-2c3d4e5f6a70");
+	assert_string_equal(d->name, "NVIDIA A2");
+	assert_int_equal(d->minor, 0);
+	assert_int_equal(d->mem_total, 15356ULL << 20);
+	assert_string_equal(d->pci_bus_id, "00000000:17:00.0");
+	assert_int_equal(d->numa_node, 0);
+	assert_int_equal(d->cc_major, 8);
+	assert_int_equal(d->cc_minor, 6);
+	assert_string_equal(d->arch, "ampere");
+	assert_false(d->mig_enabled);
+	assert_true(d->events_supported);
+	assert_false(d->integrated);
+
+	d = &e->info.devices[1];
+	assert_int_equal(d->index, 1);
+	assert_string_equal(d->uuid, "GPU-1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d");
+	assert_string_equal(d->name, "NVIDIA L4");
+	assert_int_equal(d->minor, 1);
+	assert_int_equal(d->mem_total, 23034ULL << 20);
+	assert_string_equal(d->pci_bus_id, "00000000:CA:00.0");
+	assert_int_equal(d->numa_node, 1); /* sysfs path lower-cased: 0000:ca:00.0 */
+	assert_int_equal(d->cc_major, 8);
+	assert_int_equal(d->cc_minor, 9);
+	assert_string_equal(d->arch, "ada");
+	assert_false(d->mig_enabled);
+	assert_true(d->events_supported);
+
+	assert_int_equal(e->b->ops->distance(e->b, 0, 1), 20);
+	assert_int_equal(e->b->ops->distance(e->b, 1, 0), 20);
+	assert_int_equal(e->b->ops->distance(e->b, 0, 0), 0);
+	assert_int_equal(e->b->ops->distance(e->b, 0, 2), -EINVAL);
+	assert_int_equal(e->b->ops->probe(e->b, 0), 0);
+	assert_int_equal(e->b->ops->probe(e->b, 1), 0);
+	assert_int_equal(e->b->ops->probe(e->b, 2), -EINVAL);
+
+	assert_int_equal(e->b->ops->sample(e->b, 0, &s), 0);
+	assert_true(fabs(s.temperature_c - 41) < 1e-9);
+	assert_true(fabs(s.power_w - 21.5) < 1e-9);
+	assert_true(fabs(s.power_limit_w - 60) < 1e-9);
+	assert_int_equal(s.mem_total, 15356ULL << 20);
+	assert_int_equal(s.mem_used, 512ULL << 20);
+	assert_true(fabs(s.util_gpu - 35) < 1e-9);
+	assert_true(fabs(s.util_mem - 12) < 1e-9);
+	assert_true(fabs(s.sm_clock_mhz - 1770) < 1e-9);
+	assert_true(fabs(s.mem_clock_mhz - 6251) < 1e-9);
+	assert_true(fabs(s.temp_slowdown_c - 90) < 1e-9);
+	assert_true(fabs(s.temp_shutdown_c - 95) < 1e-9);
+	assert_int_equal(s.ecc_corrected, 3);
+	assert_int_equal(s.ecc_uncorrected, 0);
+
+	/* A runtime change through the control socket shows in the next sample. */
+	ctl("temp 0 77");
+	assert_int_equal(e->b->ops->sample(e->b, 0, &s), 0);
+	assert_true(fabs(s.temperature_c - 77) < 1e-9);
+}
+
+static void test_numa(void **state)
+{
+	struct env *e = *state;
+	char dir[256], path[300];
+	FILE *f;
+
+	/* GPU 3's file is written here, with junk in it; the fake writes GPU 1's and 2's. */
+	(void)snprintf(dir, sizeof(dir), "%s/bus/pci/devices/0000:04:00.0", e->sysfs);
+	(void)snprintf(path, sizeof(path), "%s/numa_node", dir);
+	assert_int_equal(mkdir(e->sysfs, 0755), 0);
+	(void)snprintf(path, sizeof(path), "%s/bus", e->sysfs);
+	assert_int_equal(mkdir(path, 0755), 0);
+	(void)snprintf(path, sizeof(path), "%s/bus/pci", e->sysfs);
+	assert_int_equal(mkdir(path, 0755), 0);
+	(void)snprintf(path, sizeof(path), "%s/bus/pci/devices", e->sysfs);
+	assert_int_equal(mkdir(path, 0755), 0);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	(void)snprintf(path, sizeof(path), "%s/numa_node", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	(void)fputs("junk\n", f);
+	(void)fclose(f);
+
+	open_discover(e, FAKE_NVML_LIB, "numa.conf");
+	assert_int_equal(e->info.n_devices, 4);
+	assert_int_equal(e->info.devices[0].numa_node, -1); /* no file */
+	assert_int_equal(e->info.devices[1].numa_node, -1); /* "-1" */
+	assert_int_equal(e->info.devices[2].numa_node, 1);  /* "1" */
+	assert_int_equal(e->info.devices[3].numa_node, -1); /* "junk" */
+	(void)snprintf(path, sizeof(path), "%s/bus/pci/devices/0000:03:00.0/numa_node", e->sysfs);
+	assert_int_equal(access(path, R_OK), 0); /* the path discovery read */
+}
+
+static void test_mig_skipped(void **state)
+{
+	struct env *e = *state;
+
+	open_discover(e, FAKE_NVML_LIB, "mig.conf");
+	assert_int_equal(e->info.n_devices, 1);
+	assert_int_equal(e->info.n_skipped, 1);
+	assert_int_equal(e->info.devices[0].index, 1);
+	assert_string_equal(e->info.devices[0].uuid, "GPU-a1000000-0000-4000-8000-000000000001");
+	assert_non_null(e->info.skipped);
+	assert_non_null(strstr(e->info.skipped[0], "GPU-a1000000-0000-4000-8000-000000000000"));
+	assert_non_null(strstr(e->info.skipped[0], "MIG mode is enabled"));
+	assert_non_null(strstr(e->info.skipped[0], "not supported"));
+	/* The backend's indices follow the usable devices: 0 is the whole GPU. */
+	assert_int_equal(e->b->ops->probe(e->b, 0), 0);
+	assert_int_equal(e->b->ops->probe(e->b, 1), -EINVAL);
+}
+
+static void test_lib_missing(void **state)
+{
+	struct env *e = *state;
+	struct gpu_nvml_opts o = { .driver_root = e->dir };
+	void *system_nvml;
+	char want[256];
+	int r;
+
+	r = open_fake(e, "/nonexistent/lib/libnvidia-ml.so.1", "two-gpus.conf");
+	assert_int_equal(r, -ENOENT);
+	assert_null(e->b);
+	assert_non_null(e->err);
+	assert_non_null(strstr(e->err, "/nonexistent/lib/libnvidia-ml.so.1"));
+	assert_non_null(strstr(e->err, "--nvml-lib"));
+
+	/* No --nvml-lib: the loader's search, then the driver root's library directories. */
+	free(e->err);
+	e->err = NULL;
+	system_nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	r = gpu_nvml_open(&o, &e->b, &e->err);
+	if (system_nvml) {
+		/* This host has a driver: the loader's search finds it first. */
+		(void)dlclose(system_nvml);
+		assert_true(r == 0 || r == -EXDEV || r == -ENXIO);
+		return;
+	}
+	assert_int_equal(r, -ENOENT);
+	assert_non_null(e->err);
+	(void)snprintf(want, sizeof(want), "%s/usr/lib64/libnvidia-ml.so.1", e->dir);
+	assert_non_null(strstr(e->err, want));
+	assert_non_null(strstr(e->err, "Install the NVIDIA driver"));
+	assert_non_null(strstr(e->err, "--driver-root"));
+	assert_non_null(strstr(e->err, "NVIDIA container runtime"));
+}
+
+static void test_driver_root_search(void **state)
+{
+	struct env *e = *state;
+	char dir[256], cmd[600], path[512];
+	struct gpu_nvml_opts o = { .driver_root = e->dir, .sysfs_root = e->sysfs };
+	void *system_nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	int r;
+
+	if (system_nvml) {
+		/* The loader's search wins on a host with a driver; covered by the real group. */
+		(void)dlclose(system_nvml);
+		assert_int_equal(gpu_nvml_open(&o, &e->b, &e->err), 0);
+		return;
+	}
+	(void)snprintf(dir, sizeof(dir), "%s/usr/lib64", e->dir);
+	(void)snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && cp '%s' '%s/'", dir, FAKE_NVML_LIB, dir);
+	assert_int_equal(system(cmd), 0);
+	(void)snprintf(path, sizeof(path), "%s/two-gpus.conf", FAKE_NVML_FIXTURES);
+	assert_int_equal(setenv("EDGEGPU_FAKE_NVML_FIXTURE", path, 1), 0);
+	r = gpu_nvml_open(&o, &e->b, &e->err);
+	assert_int_equal(r, 0);
+	assert_int_equal(e->b->ops->discover(e->b, &e->info, &e->err), 0);
+	assert_int_equal(e->info.n_devices, 2);
+	assert_int_equal(fake_nvml_count("nvmlInit_v2"), 1);
+}
+
+static void test_init_failure(void **state)
+{
+	struct env *e = *state;
+	int r = open_fake(e, FAKE_NVML_LIB, "init-fail.conf");
+
+	assert_int_equal(r, -ENXIO);
+	assert_null(e->b);
+	assert_non_null(e->err);
+	assert_non_null(strstr(e->err, "Driver Not Loaded"));
+	assert_non_null(strstr(e->err, "modprobe nvidia"));
+}
+
+static void test_version_mismatch(void **state)
+{
+	struct env *e = *state;
+	int r = open_fake(e, FAKE_NVML_LIB, "mismatch.conf");
+
+	assert_int_equal(r, -EXDEV);
+	assert_non_null(e->err);
+	assert_non_null(strstr(e->err, "12.550.54.15")); /* the library */
+	assert_non_null(strstr(e->err, "535.104.05"));	 /* the kernel module, from /proc */
+	assert_non_null(strstr(e->err, "version mismatch"));
+	assert_non_null(strstr(e->err, "reboot"));
+	assert_non_null(strstr(e->err, "modprobe nvidia"));
+}
+
+static void test_missing_symbol(void **state)
+{
+	struct env *e = *state;
+	int r = open_fake(e, FAKE_NVML_NOSYM_LIB, "two-gpus.conf");
+
+	assert_int_equal(r, -ENOSYS);
+	assert_null(e->b);
+	assert_non_null(e->err);
+	assert_non_null(strstr(e->err, "nvmlDeviceGetMinorNumber"));
+	assert_non_null(strstr(e->err, FAKE_NVML_NOSYM_LIB));
+}
+
+static void test_old_driver(void **state)
+{
+	struct env *e = *state;
+	struct gpu_sample s;
+
+	open_discover(e, FAKE_NVML_OLD_LIB, "two-gpus.conf");
+	assert_int_equal(e->info.n_devices, 2);
+	/* PCI info through _v2, the architecture from the compute capability. */
+	assert_string_equal(e->info.devices[1].pci_bus_id, "00000000:CA:00.0");
+	assert_int_equal(fake_nvml_count("nvmlDeviceGetPciInfo_v2"), 2);
+	assert_int_equal(fake_nvml_count("nvmlDeviceGetPciInfo_v3"), 0);
+	assert_string_equal(e->info.devices[0].arch, "ampere");
+	assert_string_equal(e->info.devices[1].arch, "ada");
+	assert_int_equal(e->info.cuda_driver_version, 12040); /* v1 function */
+	assert_int_equal(e->b->ops->distance(e->b, 0, 1), -EOPNOTSUPP);
+	assert_int_equal(e->b->ops->sample(e->b, 0, &s), 0);
+	assert_true(isnan(s.temperature_c));
+	assert_true(isnan(s.power_w));
+	assert_true(isnan(s.sm_clock_mhz));
+	assert_int_equal(s.ecc_corrected, UINT64_MAX);
+	assert_int_equal(s.mem_total, 15356ULL << 20);
+}
+
+static void test_not_supported_and_nth_failure(void **state)
+{
+	struct env *e = *state;
+	struct gpu_sample s;
+
+	open_discover(e, FAKE_NVML_LIB, "two-gpus.conf");
+	ctl("set 0 not_supported nvmlDeviceGetPowerUsage,nvmlDeviceGetTemperature");
+	assert_int_equal(e->b->ops->sample(e->b, 0, &s), 0);
+	assert_true(isnan(s.power_w));
+	assert_true(isnan(s.temperature_c));
+	assert_true(fabs(s.sm_clock_mhz - 1770) < 1e-9);
+	assert_int_equal(e->b->ops->sample(e->b, 1, &s), 0);
+	assert_true(fabs(s.power_w - 16) < 1e-9);
+
+	/* The second nvmlDeviceGetUUID call from now fails: GPU 1 is skipped, with the reason. */
+	ctl("fail nvmlDeviceGetUUID GPU_IS_LOST 2");
+	gpu_info_release(&e->info);
+	assert_int_equal(e->b->ops->discover(e->b, &e->info, &e->err), 0);
+	assert_int_equal(e->info.n_devices, 1);
+	assert_int_equal(e->info.n_skipped, 1);
+	assert_non_null(strstr(e->info.skipped[0], "GPU 1"));
+	assert_non_null(strstr(e->info.skipped[0], "nvmlDeviceGetUUID"));
+	assert_non_null(strstr(e->info.skipped[0], "GPU is lost"));
+	/* Only that call: the next discovery sees both again. */
+	gpu_info_release(&e->info);
+	assert_int_equal(e->b->ops->discover(e->b, &e->info, &e->err), 0);
+	assert_int_equal(e->info.n_devices, 2);
+
+	/* A mismatch during discovery fails it with -EXDEV. */
+	ctl("mismatch on");
+	gpu_info_release(&e->info);
+	assert_int_equal(e->b->ops->discover(e->b, &e->info, &e->err), -EXDEV);
+	assert_non_null(strstr(e->err, "550.54.15"));
+}
+
+static void test_probe_lost(void **state)
+{
+	struct env *e = *state;
+
+	open_discover(e, FAKE_NVML_LIB, "two-gpus.conf");
+	ctl("lost 1");
+	assert_int_equal(e->b->ops->probe(e->b, 1), -ENODEV);
+	assert_int_equal(e->b->ops->probe(e->b, 0), 0);
+	ctl("back 1");
+	assert_int_equal(e->b->ops->probe(e->b, 1), 0);
+	ctl("mismatch on");
+	assert_int_equal(e->b->ops->probe(e->b, 0), -EXDEV);
+	ctl("mismatch off"); /* like a module reload: stale until re-initialised */
+	assert_int_equal(e->b->ops->probe(e->b, 0), -EXDEV);
+	assert_int_equal(e->b->ops->reinit(e->b, &e->err), 0);
+	assert_int_equal(e->b->ops->probe(e->b, 0), 0);
+	assert_int_equal(e->b->ops->probe(e->b, 1), 0);
+	assert_int_equal(fake_nvml_count("nvmlInit_v2"), 2);
+	assert_int_equal(fake_nvml_count("nvmlShutdown"), 1);
+
+	/* A reinit that still meets a mismatch says so. */
+	ctl("mismatch on");
+	assert_int_equal(e->b->ops->reinit(e->b, &e->err), -EXDEV);
+	assert_non_null(strstr(e->err, "12.550.54.15"));
+	assert_int_equal(e->b->ops->probe(e->b, 0), -EXDEV);
+	ctl("mismatch off");
+	assert_int_equal(e->b->ops->reinit(e->b, &e->err), 0);
+	assert_int_equal(e->b->ops->probe(e->b, 0), 0);
+}
+
+struct injector {
+	const char *cmd;
+	usec_t sent;
+};
+
+/* Waits until a thread is blocked in nvmlEventSetWait_v2, then injects. */
+static void *inject_when_waiting(void *arg)
+{
+	struct injector *inj = arg;
+	char reply[64];
+
+	for (int i = 0; i < 500; i++) {
+		if (fake_nvml_ctl(NULL, "waiters", reply, sizeof(reply)) == 0 &&
+		    strcmp(reply, "1") == 0)
+			break;
+		(void)usleep(2000);
+	}
+	(void)usleep(20000);
+	inj->sent = now_usec();
+	(void)fake_nvml_ctlf("%s", inj->cmd);
+	return NULL;
+}
+
+static int wait_with(struct env *e, const char *cmd, usec_t timeout, struct gpu_event *ev,
+		     usec_t *latency)
+{
+	struct injector inj = { .cmd = cmd };
+	pthread_t t;
+	int r;
+
+	assert_int_equal(pthread_create(&t, NULL, inject_when_waiting, &inj), 0);
+	r = e->b->ops->event_wait(e->b, timeout, ev);
+	*latency = now_usec() - inj.sent;
+	assert_int_equal(pthread_join(t, NULL), 0);
+	return r;
+}
+
+static void test_events(void **state)
+{
+	struct env *e = *state;
+	struct gpu_event ev;
+	usec_t t0, latency;
+	int r;
+
+	open_discover(e, FAKE_NVML_LIB, "two-gpus.conf");
+	assert_int_equal(e->b->ops->events_open(e->b), 0);
+
+	/* A blocked wait wakes at once on an injected XID. */
+	r = wait_with(e, "xid 1 79", 10 * USEC_PER_SEC, &ev, &latency);
+	assert_int_equal(r, 1);
+	assert_int_equal(ev.kind, GPU_EVENT_XID);
+	assert_int_equal(ev.gpu, 1);
+	assert_int_equal(ev.xid, 79);
+	assert_true(latency < 200 * USEC_PER_MSEC);
+
+	/* And honours its timeout when nothing comes. */
+	t0 = now_usec();
+	r = e->b->ops->event_wait(e->b, 300 * USEC_PER_MSEC, &ev);
+	assert_int_equal(r, 0);
+	assert_true(now_usec() - t0 >= 290 * USEC_PER_MSEC);
+	assert_true(now_usec() - t0 < USEC_PER_SEC);
+
+	ctl("ecc 0 single");
+	assert_int_equal(e->b->ops->event_wait(e->b, USEC_PER_SEC, &ev), 1);
+	assert_int_equal(ev.kind, GPU_EVENT_ECC_SINGLE);
+	assert_int_equal(ev.gpu, 0);
+	ctl("ecc 1 double");
+	assert_int_equal(e->b->ops->event_wait(e->b, USEC_PER_SEC, &ev), 1);
+	assert_int_equal(ev.kind, GPU_EVENT_ECC_DOUBLE);
+	assert_int_equal(ev.gpu, 1);
+
+	r = wait_with(e, "lost 0", 10 * USEC_PER_SEC, &ev, &latency);
+	assert_int_equal(r, 1);
+	assert_int_equal(ev.kind, GPU_EVENT_LOST);
+	assert_int_equal(ev.gpu, -1);
+	assert_true(latency < 200 * USEC_PER_MSEC);
+	ctl("back 0");
+
+	r = wait_with(e, "mismatch on", 10 * USEC_PER_SEC, &ev, &latency);
+	assert_int_equal(r, 1);
+	assert_int_equal(ev.kind, GPU_EVENT_DRIVER_CHANGED);
+	assert_int_equal(ev.gpu, -1);
+	ctl("mismatch off");
+	assert_int_equal(e->b->ops->event_wait(e->b, USEC_PER_SEC, &ev), 1);
+	assert_int_equal(ev.kind, GPU_EVENT_DRIVER_CHANGED); /* stale until re-initialised */
+
+	/* After a re-init the set is gone until opened again. */
+	assert_int_equal(e->b->ops->reinit(e->b, &e->err), 0);
+	assert_int_equal(e->b->ops->event_wait(e->b, USEC_PER_SEC, &ev), -EBADF);
+	assert_int_equal(e->b->ops->events_open(e->b), 0);
+	ctl("xid 0 48");
+	assert_int_equal(e->b->ops->event_wait(e->b, USEC_PER_SEC, &ev), 1);
+	assert_int_equal(ev.kind, GPU_EVENT_XID);
+	assert_int_equal(ev.gpu, 0);
+	assert_int_equal(ev.xid, 48);
+
+	/* Other errors become -errno. */
+	ctl("fail nvmlEventSetWait_v2 UNKNOWN");
+	assert_int_equal(e->b->ops->event_wait(e->b, USEC_PER_SEC, &ev), -EIO);
+	e->b->ops->events_close(e->b);
+	assert_int_equal(fake_nvml_count("nvmlEventSetFree"), 2);
+}
+
+static void test_events_unsupported(void **state)
+{
+	struct env *e = *state;
+	char reply[64];
+
+	open_discover(e, FAKE_NVML_LIB, "no-events.conf");
+	assert_false(e->info.devices[0].events_supported);
+	assert_true(e->info.devices[1].events_supported);
+	assert_string_equal(e->info.devices[0].arch, "kepler");
+	assert_int_equal(e->b->ops->events_open(e->b), 0);
+	/* Only GPU 1 was registered. */
+	assert_int_equal(fake_nvml_ctl(NULL, "xid 0 79", reply, sizeof(reply)), 0);
+	assert_string_equal(reply, "delivered=0");
+	assert_int_equal(fake_nvml_ctl(NULL, "xid 1 79", reply, sizeof(reply)), 0);
+	assert_string_equal(reply, "delivered=1");
+	e->b->ops->events_close(e->b);
+
+	/* No GPU with events at all: -EOPNOTSUPP, and no set left behind. */
+	ctl("set 1 events none");
+	gpu_info_release(&e->info);
+	assert_int_equal(e->b->ops->discover(e->b, &e->info, &e->err), 0);
+	assert_false(e->info.devices[1].events_supported);
+	assert_int_equal(e->b->ops->events_open(e->b), -EOPNOTSUPP);
+	assert_int_equal(fake_nvml_ctl(NULL, "sets", reply, sizeof(reply)), 0);
+	assert_string_equal(reply, "0");
+}
+
+static void test_hotplug(void **state)
+{
+	struct env *e = *state;
+	char cmd[600];
+
+	open_discover(e, FAKE_NVML_LIB, "zero-gpus.conf");
+	assert_int_equal(e->info.n_devices, 0);
+	assert_int_equal(e->b->ops->events_open(e->b), -EOPNOTSUPP);
+	/* GPUs appear without a driver reload: the next discovery sees them. */
+	(void)snprintf(cmd, sizeof(cmd), "load %s/two-gpus.conf", FAKE_NVML_FIXTURES);
+	ctl(cmd);
+	gpu_info_release(&e->info);
+	assert_int_equal(e->b->ops->discover(e->b, &e->info, &e->err), 0);
+	assert_int_equal(e->info.n_devices, 2);
+	assert_int_equal(e->b->ops->probe(e->b, 1), 0);
+	/* A reload with another fixture: stale until re-initialised, then the GPUs it keeps. */
+	(void)snprintf(cmd, sizeof(cmd), "reload %s/mig.conf", FAKE_NVML_FIXTURES);
+	ctl(cmd);
+	assert_int_equal(e->b->ops->probe(e->b, 0), -EXDEV);
+	assert_int_equal(e->b->ops->reinit(e->b, &e->err), 0);
+	assert_int_equal(e->b->ops->probe(e->b, 0), -ENODEV); /* its UUID is gone */
+	gpu_info_release(&e->info);
+	assert_int_equal(e->b->ops->discover(e->b, &e->info, &e->err), 0);
+	assert_int_equal(e->info.n_devices, 1);
+	assert_int_equal(e->info.n_skipped, 1);
+}
+
+/* --- the driver's own library (scripts/hw-check sets EDGEGPU_NVML_REAL=1) --- */
+
+static void test_real(void **state)
+{
+	struct env *e = *state;
+	struct gpu_nvml_opts o = { .lib_path = getenv("EDGEGPU_NVML_LIB") };
+	struct gpu_event ev;
+	int r;
+
+	r = gpu_nvml_open(&o, &e->b, &e->err);
+	if (r < 0)
+		print_error("open: %d %s\n", r, e->err ? e->err : "");
+	assert_int_equal(r, 0);
+	r = e->b->ops->discover(e->b, &e->info, &e->err);
+	if (r < 0)
+		print_error("discover: %d %s\n", r, e->err ? e->err : "");
+	assert_int_equal(r, 0);
+	print_message("driver %s, CUDA %d, NVML %s, %u GPUs, %u skipped\n", e->info.driver_version,
+		      e->info.cuda_driver_version, e->info.lib_version, e->info.n_devices,
+		      e->info.n_skipped);
+	assert_true(e->info.n_devices + e->info.n_skipped >= 1);
+	assert_true(e->info.driver_version[0] != 0);
+	for (unsigned i = 0; i < e->info.n_skipped; i++)
+		print_message("skipped: %s\n", e->info.skipped[i]);
+	for (unsigned i = 0; i < e->info.n_devices; i++) {
+		const struct gpu_device *d = &e->info.devices[i];
+		struct gpu_sample s;
+
+		print_message("GPU %u: %s %s minor=%u mem=%llu MiB pci=%s numa=%d cc=%d.%d arch=%s "
+			      "events=%s\n",
+			      d->index, d->uuid, d->name, d->minor,
+			      (unsigned long long)(d->mem_total >> 20), d->pci_bus_id, d->numa_node,
+			      d->cc_major, d->cc_minor, d->arch,
+			      d->events_supported ? "yes" : "no");
+		assert_int_equal(strncmp(d->uuid, "GPU-", 4), 0);
+		assert_true(d->name[0] != 0);
+		/* DDDDDDDD:BB:DD.F */
+		assert_int_equal(strlen(d->pci_bus_id), 16);
+		assert_int_equal(strspn(d->pci_bus_id, "0123456789abcdefABCDEF:."), 16);
+		assert_true(d->pci_bus_id[8] == ':' && d->pci_bus_id[11] == ':' &&
+			    d->pci_bus_id[14] == '.');
+		assert_true(d->numa_node >= -1);
+		assert_true(d->integrated || d->mem_total > 0);
+		assert_string_not_equal(d->arch, "");
+		assert_int_equal(e->b->ops->probe(e->b, i), 0);
+		assert_int_equal(e->b->ops->sample(e->b, i, &s), 0);
+		print_message("GPU %u: %.0f C, %.1f W of %.1f W, util %.0f%%, sm %.0f MHz\n", i,
+			      s.temperature_c, s.power_w, s.power_limit_w, s.util_gpu,
+			      s.sm_clock_mhz);
+		if (i > 0) {
+			r = e->b->ops->distance(e->b, 0, i);
+			assert_true(r >= 0 || r == -EOPNOTSUPP);
+		}
+	}
+	r = e->b->ops->events_open(e->b);
+	assert_true(r == 0 || r == -EOPNOTSUPP);
+	if (r == 0) {
+		r = e->b->ops->event_wait(e->b, 200 * USEC_PER_MSEC, &ev);
+		assert_true(r == 0 || r == 1);
+		e->b->ops->events_close(e->b);
+	}
+	assert_int_equal(e->b->ops->reinit(e->b, &e->err), 0);
+	assert_int_equal(e->b->ops->probe(e->b, 0), e->info.n_devices ? 0 : -EINVAL);
+
+	/* Closing unloads the library (dlclose); loading it again must work. */
+	{
+		struct gpu_info again = { 0 };
+		unsigned n = e->info.n_devices;
+
+		gpu_backend_close(e->b);
+		e->b = NULL;
+		assert_int_equal(gpu_nvml_open(&o, &e->b, &e->err), 0);
+		assert_int_equal(e->b->ops->discover(e->b, &again, &e->err), 0);
+		assert_int_equal(again.n_devices, n);
+		for (unsigned i = 0; i < n; i++)
+			assert_string_equal(again.devices[i].uuid, e->info.devices[i].uuid);
+		gpu_info_release(&again);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest fake[] = {
+		cmocka_unit_test_setup_teardown(test_discover_two, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_numa, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mig_skipped, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lib_missing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_driver_root_search, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_init_failure, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_version_mismatch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_missing_symbol, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_old_driver, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_not_supported_and_nth_failure, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_probe_lost, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_events, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_events_unsupported, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hotplug, setup, teardown),
+	};
+	const struct CMUnitTest real[] = {
+		cmocka_unit_test_setup_teardown(test_real, setup, teardown),
+	};
+	const char *mode = getenv("EDGEGPU_NVML_REAL");
+	const char *ld = getenv("LD_LIBRARY_PATH");
+
+	/* The loader's search must be the system's (see tests/unit/meson.build). */
+	if (ld && strstr(ld, "fakes/nvml")) {
+		(void)fprintf(stderr, "LD_LIBRARY_PATH holds a fake NVML directory: %s\n", ld);
+		return 1;
+	}
+
+	if (mode && streq(mode, "1"))
+		return cmocka_run_group_tests_name("gpu-nvml-real", real, NULL, NULL);
+	return cmocka_run_group_tests_name("gpu-nvml", fake, NULL, NULL);
+}

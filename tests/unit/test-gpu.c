@@ -1,0 +1,620 @@
+/*
+ * The GPU health monitor on a real loop, with the real NVML backend on the fake
+ * libnvidia-ml.so.1, driven through the fake's control socket; plus the device-model helpers.
+ */
+
+#include <errno.h>
+#include <ftw.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fake-client.h"
+#include "gpu.h"
+#include "loop.h"
+#include "unit.h"
+#include "util.h"
+
+#define MAX_GPUS 4
+
+struct env {
+	char dir[64];
+	char sock[128];
+	struct loop *loop;
+	struct gpu_backend *b;
+	struct gpu_info info;
+	struct gpu_monitor *m;
+	char *err;
+	/* what the callback saw */
+	unsigned calls;
+	unsigned calls_gpu[MAX_GPUS];
+	enum gpu_health seen[MAX_GPUS];
+	usec_t changed_at[MAX_GPUS];
+	char reason[MAX_GPUS][160];
+};
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static int setup(void **state)
+{
+	struct env *e = calloc(1, sizeof(*e));
+
+	assert_non_null(e);
+	(void)snprintf(e->dir, sizeof(e->dir), "/tmp/test-gpu-XXXXXX");
+	assert_non_null(mkdtemp(e->dir));
+	(void)snprintf(e->sock, sizeof(e->sock), "%s/ctl.sock", e->dir);
+	assert_int_equal(setenv("EDGEGPU_FAKE_NVML_CONTROL", e->sock, 1), 0);
+	(void)unsetenv("EDGEGPU_FAKE_NVML_SYSFS");
+	(void)unsetenv("EDGEGPU_FAKE_NVML_PROCFS");
+	assert_int_equal(loop_new(&e->loop), 0);
+	*state = e;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct env *e = *state;
+
+	e->m = gpu_monitor_free(e->m);
+	gpu_info_release(&e->info);
+	gpu_backend_close(e->b);
+	e->loop = loop_free(e->loop);
+	free(e->err);
+	(void)nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(e);
+	return 0;
+}
+
+static void on_health(struct gpu_monitor *m, unsigned gpu, enum gpu_health health,
+		      const char *reason, void *userdata)
+{
+	struct env *e = userdata;
+
+	assert_ptr_equal(m, e->m);
+	assert_true(gpu < e->info.n_devices && gpu < MAX_GPUS);
+	assert_int_not_equal(health, e->seen[gpu]); /* called on changes only */
+	e->calls++;
+	e->calls_gpu[gpu]++;
+	e->seen[gpu] = health;
+	e->changed_at[gpu] = now_usec();
+	(void)snprintf(e->reason[gpu], sizeof(e->reason[gpu]), "%s", reason);
+}
+
+static void start(struct env *e, const char *fixture, const struct gpu_monitor_opts *o)
+{
+	char path[512];
+	int r;
+
+	(void)snprintf(path, sizeof(path), "%s/%s", FAKE_NVML_FIXTURES, fixture);
+	assert_int_equal(setenv("EDGEGPU_FAKE_NVML_FIXTURE", path, 1), 0);
+	r = gpu_nvml_open(&(struct gpu_nvml_opts){ .lib_path = FAKE_NVML_LIB,
+						   .sysfs_root = e->dir },
+			  &e->b, &e->err);
+	if (r < 0)
+		print_error("open: %s\n", e->err ? e->err : "");
+	assert_int_equal(r, 0);
+	assert_int_equal(e->b->ops->discover(e->b, &e->info, &e->err), 0);
+	assert_int_equal(gpu_monitor_new(e->loop, e->b, &e->info, o, on_health, e, &e->m), 0);
+	for (unsigned i = 0; i < e->info.n_devices; i++)
+		assert_int_equal(gpu_monitor_health(e->m, i), GPU_HEALTHY);
+}
+
+static void ctl(const char *cmd)
+{
+	char reply[256];
+	int r = fake_nvml_ctl(NULL, cmd, reply, sizeof(reply));
+
+	if (r < 0)
+		print_error("fake nvml \"%s\": %d %s\n", cmd, r, reply);
+	assert_int_equal(r, 0);
+}
+
+static unsigned ctl_number(const char *cmd)
+{
+	char reply[64];
+
+	assert_int_equal(fake_nvml_ctl(NULL, cmd, reply, sizeof(reply)), 0);
+	return (unsigned)strtoul(reply, NULL, 10);
+}
+
+/* Runs the loop until the monitor thread blocks in nvmlEventSetWait_v2. */
+static void wait_for_waiter(struct env *e)
+{
+	for (int i = 0; i < 500 && ctl_number("waiters") == 0; i++)
+		assert_int_equal(loop_run_once(e->loop, 10 * USEC_PER_MSEC), 0);
+	assert_int_equal(ctl_number("waiters"), 1);
+}
+
+typedef bool cond_fn(struct env *e, void *arg);
+
+/* Runs the loop until @cond holds or @timeout passes; returns whether it held. */
+static bool run_until(struct env *e, cond_fn *cond, void *arg, usec_t timeout)
+{
+	usec_t end = now_usec() + timeout;
+
+	while (!cond(e, arg)) {
+		if (now_usec() >= end)
+			return false;
+		assert_int_equal(loop_run_once(e->loop, 5 * USEC_PER_MSEC), 0);
+	}
+	return true;
+}
+
+static void run_for(struct env *e, usec_t t)
+{
+	usec_t end = now_usec() + t;
+
+	while (now_usec() < end)
+		assert_int_equal(loop_run_once(e->loop, 10 * USEC_PER_MSEC), 0);
+}
+
+struct want {
+	unsigned gpu;
+	enum gpu_health health;
+};
+
+static bool health_is(struct env *e, void *arg)
+{
+	const struct want *w = arg;
+
+	return gpu_monitor_health(e->m, w->gpu) == w->health && e->seen[w->gpu] == w->health;
+}
+
+static bool events_reach(struct env *e, void *arg)
+{
+	struct gpu_monitor_stats s;
+
+	gpu_monitor_get_stats(e->m, &s);
+	return s.events >= *(uint64_t *)arg;
+}
+
+static bool all_unhealthy(struct env *e, void *arg)
+{
+	for (unsigned i = 0; i < e->info.n_devices; i++)
+		if (gpu_monitor_health(e->m, i) != GPU_UNHEALTHY)
+			return false;
+	return true;
+}
+
+static bool all_healthy(struct env *e, void *arg)
+{
+	for (unsigned i = 0; i < e->info.n_devices; i++)
+		if (gpu_monitor_health(e->m, i) != GPU_HEALTHY)
+			return false;
+	return true;
+}
+
+static void expect(struct env *e, unsigned gpu, enum gpu_health h, usec_t timeout)
+{
+	struct want w = { gpu, h };
+
+	if (!run_until(e, health_is, &w, timeout))
+		fail_msg("gpu %u is not %s after %llu ms", gpu,
+			 h == GPU_HEALTHY ? "healthy" : "unhealthy",
+			 (unsigned long long)(timeout / USEC_PER_MSEC));
+}
+
+static void wait_events(struct env *e, uint64_t n)
+{
+	struct gpu_monitor_stats s;
+
+	if (!run_until(e, events_reach, &n, 10 * USEC_PER_SEC)) {
+		gpu_monitor_get_stats(e->m, &s);
+		fail_msg("%llu events seen, waited for %llu", (unsigned long long)s.events,
+			 (unsigned long long)n);
+	}
+}
+
+static void test_xid_unhealthy(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_stats s;
+	usec_t sent;
+
+	start(e, "two-gpus.conf", NULL);
+	wait_for_waiter(e);
+	sent = now_usec();
+	ctl("xid 0 79");
+	expect(e, 0, GPU_UNHEALTHY, USEC_PER_SEC);
+	assert_true(e->changed_at[0] - sent < USEC_PER_SEC);
+	assert_non_null(strstr(e->reason[0], "79"));
+	assert_int_equal(gpu_monitor_health(e->m, 1), GPU_HEALTHY);
+	assert_int_equal(e->calls, 1);
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.events, 1);
+	assert_int_equal(s.xids, 1);
+	assert_int_equal(s.xids_ignored, 0);
+	/* Without recovery it stays unhealthy, even though its probes pass. */
+	run_for(e, 400 * USEC_PER_MSEC);
+	assert_int_equal(gpu_monitor_health(e->m, 0), GPU_UNHEALTHY);
+	assert_int_equal(e->calls, 1);
+}
+
+static void test_application_xids_ignored(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_stats s;
+	const uint64_t extra[] = { 48 };
+	struct gpu_monitor_opts o = { .ignored_xids = extra, .n_ignored_xids = 1 };
+
+	start(e, "two-gpus.conf", &o);
+	wait_for_waiter(e);
+	ctl("xid 0 13");
+	ctl("xid 0 31");
+	ctl("xid 1 43");
+	ctl("xid 1 45");
+	ctl("xid 0 68");
+	ctl("xid 1 109");
+	ctl("xid 0 48"); /* configured */
+	wait_events(e, 7);
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.xids_ignored, 7);
+	assert_int_equal(s.xids, 0);
+	assert_true(all_healthy(e, NULL));
+	assert_int_equal(e->calls, 0);
+}
+
+static void test_ecc(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_stats s;
+
+	start(e, "two-gpus.conf", NULL);
+	wait_for_waiter(e);
+	ctl("ecc 1 single 3");
+	wait_events(e, 3);
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.ecc_single, 3);
+	assert_true(all_healthy(e, NULL));
+	ctl("ecc 1 double");
+	expect(e, 1, GPU_UNHEALTHY, USEC_PER_SEC);
+	assert_non_null(strstr(e->reason[1], "double-bit"));
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.ecc_double, 1);
+	assert_int_equal(gpu_monitor_health(e->m, 0), GPU_HEALTHY);
+}
+
+static void test_polled_gpu(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_opts o = { .poll_interval = 100 * USEC_PER_MSEC };
+	struct gpu_monitor_stats s;
+	uint64_t before;
+
+	start(e, "no-events.conf", &o);
+	assert_false(e->info.devices[0].events_supported);
+	before = fake_nvml_count("nvmlDeviceGetMemoryInfo");
+	run_for(e, 650 * USEC_PER_MSEC);
+	/* Both GPUs probed every 100 ms: at least 5 rounds. */
+	assert_true(fake_nvml_count("nvmlDeviceGetMemoryInfo") - before >= 10);
+	gpu_monitor_get_stats(e->m, &s);
+	assert_true(s.probes >= 10);
+	assert_int_equal(s.probe_failures, 0);
+	assert_true(all_healthy(e, NULL));
+	assert_int_equal(e->calls, 0);
+	/* An XID on it never arrives (no events), but a lost GPU is found by the probe. */
+	ctl("lost 0");
+	expect(e, 0, GPU_UNHEALTHY, USEC_PER_SEC);
+	assert_non_null(strstr(e->reason[0], "lost"));
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.lost, 1);
+	assert_int_equal(gpu_monitor_health(e->m, 1), GPU_HEALTHY);
+	run_for(e, 300 * USEC_PER_MSEC);
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.lost, 1); /* counted once, not once per probe */
+}
+
+static void test_lost_gpu(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_stats s;
+
+	start(e, "two-gpus.conf", NULL);
+	wait_for_waiter(e);
+	ctl("lost 1");
+	expect(e, 1, GPU_UNHEALTHY, USEC_PER_SEC);
+	assert_int_equal(gpu_monitor_health(e->m, 0), GPU_HEALTHY);
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.lost, 1);
+	/* Events keep flowing for the other GPU. */
+	ctl("xid 0 79");
+	expect(e, 0, GPU_UNHEALTHY, USEC_PER_SEC);
+}
+
+static void test_runtime_mismatch(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_stats s;
+
+	start(e, "two-gpus.conf", NULL);
+	wait_for_waiter(e);
+	ctl("mismatch on");
+	if (!run_until(e, all_unhealthy, NULL, USEC_PER_SEC))
+		fail_msg("a mismatch did not make every GPU unhealthy");
+	assert_int_equal(e->calls, 2);
+	/* Re-initialisation keeps failing while the mismatch lasts, with back-off. */
+	run_for(e, 500 * USEC_PER_MSEC);
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.reinits, 0);
+	assert_true(s.reinit_failures >= 2 && s.reinit_failures <= 5);
+	ctl("mismatch off");
+	if (!run_until(e, all_healthy, NULL, 3 * USEC_PER_SEC))
+		fail_msg("the GPUs did not come back after the mismatch ended");
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.reinits, 1);
+	assert_true(fake_nvml_count("nvmlInit_v2") >= 2);
+	/* Events were registered again. */
+	wait_for_waiter(e);
+	ctl("xid 1 79");
+	expect(e, 1, GPU_UNHEALTHY, USEC_PER_SEC);
+}
+
+static void test_driver_reload(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_stats s;
+
+	start(e, "two-gpus.conf", NULL);
+	wait_for_waiter(e);
+	ctl("reload");
+	if (!run_until(e, all_unhealthy, NULL, USEC_PER_SEC))
+		fail_msg("a driver reload did not make every GPU unhealthy");
+	if (!run_until(e, all_healthy, NULL, 2 * USEC_PER_SEC))
+		fail_msg("the GPUs did not come back after the reload");
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.reinits, 1);
+	assert_int_equal(e->calls, 4);
+}
+
+static void test_recovery(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_opts o = { .recovery_quiet = 300 * USEC_PER_MSEC };
+	struct gpu_monitor_stats s;
+	usec_t bad;
+
+	start(e, "two-gpus.conf", &o);
+	wait_for_waiter(e);
+	ctl("xid 0 79");
+	expect(e, 0, GPU_UNHEALTHY, USEC_PER_SEC);
+	/* Another critical XID restarts the quiet period. */
+	run_for(e, 200 * USEC_PER_MSEC);
+	ctl("xid 0 79");
+	wait_events(e, 2);
+	bad = now_usec();
+	expect(e, 0, GPU_HEALTHY, 2 * USEC_PER_SEC);
+	assert_true(e->changed_at[0] - bad >= 250 * USEC_PER_MSEC);
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.recoveries, 1);
+	/* A lost GPU recovers only once it answers again. */
+	ctl("lost 1");
+	expect(e, 1, GPU_UNHEALTHY, USEC_PER_SEC);
+	run_for(e, 500 * USEC_PER_MSEC);
+	assert_int_equal(gpu_monitor_health(e->m, 1), GPU_UNHEALTHY);
+	ctl("back 1");
+	expect(e, 1, GPU_HEALTHY, 2 * USEC_PER_SEC);
+}
+
+static void test_wait_backoff(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_stats s;
+	uint64_t calls;
+	usec_t t0;
+
+	/* Every event wait fails at once, from the start. */
+	start(e, "two-gpus.conf", NULL);
+	ctl("fail nvmlEventSetWait_v2 UNKNOWN");
+	calls = fake_nvml_count("nvmlEventSetWait_v2");
+	t0 = now_usec();
+	run_for(e, 2 * USEC_PER_SEC);
+	calls = fake_nvml_count("nvmlEventSetWait_v2") - calls;
+	print_message("%llu failing waits in %llu ms\n", (unsigned long long)calls,
+		      (unsigned long long)((now_usec() - t0) / USEC_PER_MSEC));
+	/* 100 + 200 + 400 + 800 ms: about 5 in 2 s, under 20/s; a spinning loop makes millions. */
+	assert_true(calls >= 2);
+	assert_true(calls < 40);
+	gpu_monitor_get_stats(e->m, &s);
+	assert_true(s.wait_errors >= calls && s.wait_errors < 40);
+	/* The GPUs answer their probes, so they stay healthy. */
+	assert_true(all_healthy(e, NULL));
+	/* Once the wait works again, events flow. */
+	ctl("fail nvmlEventSetWait_v2 off");
+	wait_for_waiter(e);
+	ctl("xid 1 79");
+	expect(e, 1, GPU_UNHEALTHY, USEC_PER_SEC);
+}
+
+static void test_xid_storm(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_stats s;
+
+	start(e, "two-gpus.conf", NULL);
+	wait_for_waiter(e);
+	/* 10,000 events: only GPU 1 gets a critical one, in the middle. */
+	ctl("xid 0 13 4000");
+	ctl("xid 1 31 3000");
+	ctl("xid 1 79");
+	ctl("xid 0 43 2999");
+	wait_events(e, 10000);
+	run_for(e, 50 * USEC_PER_MSEC);
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.events, 10000);
+	assert_int_equal(s.xids, 1);
+	assert_int_equal(s.xids_ignored, 9999);
+	assert_int_equal(gpu_monitor_health(e->m, 0), GPU_HEALTHY);
+	assert_int_equal(gpu_monitor_health(e->m, 1), GPU_UNHEALTHY);
+	assert_int_equal(e->calls, 1);
+}
+
+static void test_disable(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_opts o = { .disable_all = true, .poll_interval = 50 * USEC_PER_MSEC };
+	char reply[64];
+
+	start(e, "two-gpus.conf", &o);
+	assert_int_equal(fake_nvml_count("nvmlEventSetCreate"), 0);
+	assert_int_equal(fake_nvml_ctl(NULL, "xid 0 79", reply, sizeof(reply)), 0);
+	assert_string_equal(reply, "delivered=0");
+	ctl("lost 1");
+	run_for(e, 300 * USEC_PER_MSEC);
+	assert_true(all_healthy(e, NULL));
+	assert_int_equal(fake_nvml_count("nvmlDeviceGetMemoryInfo"), 2); /* discovery only */
+}
+
+static void test_disable_xids(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_opts o = { .disable_xids = true };
+	struct gpu_monitor_stats s;
+
+	start(e, "two-gpus.conf", &o);
+	wait_for_waiter(e);
+	ctl("xid 0 79");
+	ctl("xid 0 48");
+	wait_events(e, 2);
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.xids_ignored, 2);
+	assert_true(all_healthy(e, NULL));
+	ctl("ecc 0 double");
+	expect(e, 0, GPU_UNHEALTHY, USEC_PER_SEC);
+}
+
+static void test_free_is_quick(void **state)
+{
+	struct env *e = *state;
+	usec_t t0;
+
+	start(e, "two-gpus.conf", NULL);
+	wait_for_waiter(e);
+	t0 = now_usec();
+	e->m = gpu_monitor_free(e->m);
+	assert_null(e->m);
+	assert_true(now_usec() - t0 < 400 * USEC_PER_MSEC);
+	assert_int_equal(fake_nvml_count("nvmlEventSetFree"), 1);
+	assert_null(gpu_monitor_free(NULL));
+}
+
+static void test_no_gpus(void **state)
+{
+	struct env *e = *state;
+
+	start(e, "zero-gpus.conf", NULL);
+	assert_int_equal(e->info.n_devices, 0);
+	assert_int_equal(gpu_monitor_health(e->m, 0), GPU_UNHEALTHY); /* out of range */
+	run_for(e, 50 * USEC_PER_MSEC);
+}
+
+static void test_parse_disable_healthchecks(void **state)
+{
+	struct gpu_monitor_opts o = { 0 };
+	const uint64_t config[] = { 94 };
+	uint64_t *xids = NULL;
+
+	assert_int_equal(gpu_parse_disable_healthchecks(NULL, &o, &xids), 0);
+	assert_null(xids);
+	assert_int_equal(gpu_parse_disable_healthchecks("", &o, &xids), 0);
+	assert_false(o.disable_all || o.disable_xids);
+
+	assert_int_equal(gpu_parse_disable_healthchecks("all", &o, &xids), 0);
+	assert_true(o.disable_all);
+	assert_null(xids);
+	o = (struct gpu_monitor_opts){ 0 };
+	assert_int_equal(gpu_parse_disable_healthchecks(" XIDS ", &o, &xids), 0);
+	assert_true(o.disable_xids);
+	assert_false(o.disable_all);
+
+	/* NVIDIA's example: "48, 79" adds both to the ignore list. */
+	o = (struct gpu_monitor_opts){ .ignored_xids = config, .n_ignored_xids = 1 };
+	assert_int_equal(gpu_parse_disable_healthchecks("48, 79", &o, &xids), 0);
+	assert_non_null(xids);
+	assert_ptr_equal(o.ignored_xids, xids);
+	assert_int_equal(o.n_ignored_xids, 3);
+	assert_int_equal(xids[0], 94);
+	assert_int_equal(xids[1], 48);
+	assert_int_equal(xids[2], 79);
+	assert_false(o.disable_all || o.disable_xids);
+	free(xids);
+
+	o = (struct gpu_monitor_opts){ 0 };
+	assert_int_equal(gpu_parse_disable_healthchecks(" 13 ,, All,\t109 ", &o, &xids), 0);
+	assert_true(o.disable_all);
+	assert_int_equal(o.n_ignored_xids, 2);
+	assert_int_equal(xids[0], 13);
+	assert_int_equal(xids[1], 109);
+	free(xids);
+
+	/* A malformed item changes nothing. */
+	o = (struct gpu_monitor_opts){ .ignored_xids = config, .n_ignored_xids = 1 };
+	assert_int_equal(gpu_parse_disable_healthchecks("48,abc", &o, &xids), -EINVAL);
+	assert_null(xids);
+	assert_ptr_equal(o.ignored_xids, config);
+	assert_int_equal(o.n_ignored_xids, 1);
+	assert_int_equal(gpu_parse_disable_healthchecks("-1", &o, &xids), -EINVAL);
+	assert_int_equal(gpu_parse_disable_healthchecks("48 79", &o, &xids), -EINVAL);
+	assert_int_equal(gpu_parse_disable_healthchecks("99999999999999999999999", &o, &xids),
+			 -EINVAL);
+	assert_false(o.disable_all || o.disable_xids);
+}
+
+static void test_xid_is_application(void **state)
+{
+	const uint64_t app[] = { 13, 31, 43, 45, 68, 109 };
+	const uint64_t critical[] = { 0, 1, 48, 63, 64, 74, 79, 92, 94, 95, 119, 999 };
+
+	for (size_t i = 0; i < ELEMENTSOF(app); i++)
+		assert_true(gpu_xid_is_application(app[i]));
+	for (size_t i = 0; i < ELEMENTSOF(critical); i++)
+		assert_false(gpu_xid_is_application(critical[i]));
+}
+
+static void test_info_release(void **state)
+{
+	struct gpu_info info = { 0 };
+
+	gpu_info_release(NULL);
+	gpu_info_release(&info);
+	info.devices = calloc(2, sizeof(*info.devices));
+	info.n_devices = 2;
+	info.skipped = calloc(1, sizeof(char *));
+	info.skipped[0] = strdup("GPU 2: skipped");
+	info.n_skipped = 1;
+	gpu_info_release(&info);
+	assert_null(info.devices);
+	assert_null(info.skipped);
+	assert_int_equal(info.n_devices + info.n_skipped, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_xid_unhealthy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_application_xids_ignored, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ecc, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_polled_gpu, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lost_gpu, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_runtime_mismatch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_driver_reload, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_recovery, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wait_backoff, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_xid_storm, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_disable, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_disable_xids, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_free_is_quick, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_gpus, setup, teardown),
+		cmocka_unit_test(test_parse_disable_healthchecks),
+		cmocka_unit_test(test_xid_is_application),
+		cmocka_unit_test(test_info_release),
+	};
+
+	return cmocka_run_group_tests_name("gpu", tests, NULL, NULL);
+}
