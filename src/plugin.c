@@ -41,7 +41,8 @@ struct plugin {
 	unsigned n_watchers;
 	struct buf snap; /* last snapshot sent (encoded ListAndWatchResponse) */
 	bool have_snap;
-	uint64_t *live; /* gpumem: devices in use per pod-resources, or NULL */
+	uint64_t *live;	  /* gpumem: devices in use per pod-resources, or NULL */
+	uint64_t *in_use; /* live | recent, rebuilt by update_mask() */
 	struct recent_alloc *recent;
 	int mask_slot;
 	bool shutting_down;
@@ -54,15 +55,9 @@ struct plugin {
 
 /* --- health and gpumem masking --- */
 
-static bool dev_live(const struct plugin *p, unsigned d)
+static inline bool bit_get(const uint64_t *bits, unsigned d)
 {
-	if (p->live && (p->live[d / 64] >> (d % 64) & 1))
-		return true;
-	for (const struct recent_alloc *ra = p->recent; ra; ra = ra->next)
-		for (size_t i = 0; i < ra->n; i++)
-			if (ra->devs[i] == d)
-				return true;
-	return false;
+	return bits[d / 64] >> (d % 64) & 1;
 }
 
 static void expire_recent(struct plugin *p)
@@ -83,20 +78,36 @@ static void expire_recent(struct plugin *p)
 	}
 }
 
+/* Rebuilds the in-use bitmap: units pod-resources lists, and units we handed out lately. */
+static int rebuild_in_use(struct plugin *p)
+{
+	size_t nwords = (p->res->n_devices + 63) / 64 + 1;
+
+	expire_recent(p);
+	if (!p->in_use) {
+		p->in_use = calloc(nwords, sizeof(uint64_t));
+		if (!p->in_use)
+			return -ENOMEM;
+	}
+	if (p->live)
+		memcpy(p->in_use, p->live, nwords * sizeof(uint64_t));
+	else
+		memset(p->in_use, 0, nwords * sizeof(uint64_t));
+	for (const struct recent_alloc *ra = p->recent; ra; ra = ra->next)
+		for (size_t i = 0; i < ra->n; i++)
+			if (ra->devs[i] < p->res->n_devices)
+				p->in_use[ra->devs[i] / 64] |= (uint64_t)1 << (ra->devs[i] % 64);
+	return 0;
+}
+
 static unsigned slot_free_units(const struct plugin *p, unsigned s)
 {
 	const struct resource_gpu *g = &p->res->gpus[s];
 	unsigned used = 0;
 
-	if (p->live)
-		for (unsigned i = 0; i < g->count; i++)
-			used += p->live[(g->first + i) / 64] >> ((g->first + i) % 64) & 1;
-	for (const struct recent_alloc *ra = p->recent; ra; ra = ra->next)
-		for (size_t i = 0; i < ra->n; i++)
-			if (ra->devs[i] >= g->first && ra->devs[i] < g->first + g->count &&
-			    !(p->live && (p->live[ra->devs[i] / 64] >> (ra->devs[i] % 64) & 1)))
-				used++;
-	return used > g->count ? 0 : g->count - used;
+	for (unsigned i = 0; i < g->count; i++)
+		used += bit_get(p->in_use, g->first + i);
+	return g->count - used;
 }
 
 /*
@@ -110,11 +121,10 @@ static void update_mask(struct plugin *p)
 	int best = -1, cur = p->mask_slot;
 	unsigned best_free = 0;
 
-	if (r->kind != RESOURCE_GPUMEM || !p->ctx->mask || r->n_gpus < 2) {
+	if (r->kind != RESOURCE_GPUMEM || !p->ctx->mask || r->n_gpus < 2 || rebuild_in_use(p) < 0) {
 		p->mask_slot = -1;
 		return;
 	}
-	expire_recent(p);
 	for (unsigned s = 0; s < r->n_gpus; s++) {
 		unsigned f;
 
@@ -150,7 +160,7 @@ static bool device_healthy(const struct resource *r, unsigned d, void *userdata)
 		return false;
 	if (p->mask_slot < 0 || (unsigned)p->mask_slot == s)
 		return true;
-	return dev_live(p, d);
+	return bit_get(p->in_use, d);
 }
 
 /* --- ListAndWatch --- */
@@ -678,6 +688,7 @@ void plugin_set_resource(struct plugin *p, struct resource *r)
 	resource_free(p->res);
 	p->res = r;
 	p->live = mfree(p->live);
+	p->in_use = mfree(p->in_use);
 	while ((ra = p->recent)) {
 		p->recent = ra->next;
 		free(ra->devs);
@@ -756,6 +767,7 @@ struct plugin *plugin_free(struct plugin *p)
 		free(ra);
 	}
 	free(p->live);
+	free(p->in_use);
 	buf_release(&p->snap);
 	resource_free(p->res);
 	free(p->path);

@@ -298,9 +298,9 @@ unsigned resource_device_slot(const struct resource *r, unsigned i)
 	return lo;
 }
 
-size_t resource_device_id(const struct resource *r, unsigned i, char *buf)
+/* The ID of the @off-th device of slot @s. */
+static size_t slot_device_id(const struct resource *r, unsigned s, unsigned off, char *buf)
 {
-	unsigned s = resource_device_slot(r, i), off = i - r->gpus[s].first;
 	char tmp[8];
 	size_t n = 0;
 
@@ -321,6 +321,13 @@ size_t resource_device_id(const struct resource *r, unsigned i, char *buf)
 		buf[1 + n] = 0;
 		return 1 + n;
 	}
+}
+
+size_t resource_device_id(const struct resource *r, unsigned i, char *buf)
+{
+	unsigned s = resource_device_slot(r, i);
+
+	return slot_device_id(r, s, i - r->gpus[s].first, buf);
 }
 
 static int slot_by_uuid(const struct resource *r, const char *id, size_t len)
@@ -397,28 +404,25 @@ int resource_encode_list(const struct resource *r, const int *numa, resource_hea
 			 void *userdata, struct buf *out)
 {
 	char id[128];
+	uint8_t *p;
 	int e;
 
+	/* Room for every device as "Unhealthy" (2 bytes longer than "Healthy", same varints). */
 	out->len = 0;
 	e = buf_reserve(out, resource_list_size(r, numa) + (size_t)r->n_devices * 2 + 64);
 	if (e < 0)
 		return e;
+	p = out->data;
 	for (unsigned s = 0; s < r->n_gpus; s++) {
 		const struct resource_gpu *g = &r->gpus[s];
 		int n = r->kind == RESOURCE_GPUMEM || !numa ? -1 : numa[g->gpu];
 
 		for (unsigned i = 0; i < g->count; i++) {
-			unsigned dev = g->first + i;
-			size_t idl = resource_device_id(r, dev, id);
-			bool ok = health(r, dev, userdata);
+			size_t idl = slot_device_id(r, s, i, id);
+			bool ok = health(r, g->first + i, userdata);
 			const char *h = ok ? "Healthy" : "Unhealthy";
 			size_t hl = ok ? 7 : 9, d = device_msg_len(idl, hl, n);
-			uint8_t *p;
 
-			e = buf_reserve(out, d + 16);
-			if (e < 0)
-				return e;
-			p = out->data + out->len;
 			*p++ = 0x0a;
 			put_varint(&p, d);
 			*p++ = 0x0a;
@@ -442,9 +446,9 @@ int resource_encode_list(const struct resource *r, const int *numa, resource_hea
 					put_varint(&p, (uint64_t)n);
 				}
 			}
-			out->len = (size_t)(p - out->data);
 		}
 	}
+	out->len = (size_t)(p - out->data);
 	return 0;
 }
 
