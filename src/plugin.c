@@ -9,6 +9,7 @@
 
 #include "deviceplugin.pb-c.h"
 #include "gpu.h"
+#include "pbwire.h"
 #include "resource.h"
 
 #define LOG_MODULE "plugin"
@@ -354,70 +355,142 @@ static int map_ids(const struct plugin *p, char **ids, size_t n, bool strict, ui
 	return (int)k;
 }
 
+/* One ContainerPreferredAllocationRequest, decoded in place (IDs mapped, never copied). */
+struct pref_req {
+	unsigned *avail, *must;
+	size_t n_avail, n_must;
+	int64_t size;
+};
+
+/*
+ * Decodes a ContainerPreferredAllocationRequest in one pass after a counting pass: available
+ * IDs this resource does not have are skipped (the kubelet may list anything); an unknown or
+ * duplicate must-include ID is an error. @seen and @must_bits are zeroed bitmaps.
+ * Returns 0, -EBADMSG, -ENOMEM, or -EINVAL with @bad/@badlen naming the ID.
+ */
+static int decode_pref(const struct plugin *p, const uint8_t *data, size_t len, uint64_t *seen,
+		       uint64_t *must_bits, struct pref_req *q, const char **why,
+		       const uint8_t **bad, size_t *badlen)
+{
+	struct pb_reader rd;
+	struct pb_field f;
+	size_t na = 0, nm = 0, k = 0;
+	int r;
+
+	pb_reader_init(&rd, data, len);
+	while ((r = pb_next(&rd, &f)) > 0) {
+		na += f.number == 1;
+		nm += f.number == 2;
+	}
+	if (r < 0)
+		return r;
+	q->avail = malloc((na + 1) * sizeof(*q->avail));
+	q->must = malloc((nm + 1) * sizeof(*q->must));
+	if (!q->avail || !q->must)
+		return -ENOMEM;
+	pb_reader_init(&rd, data, len);
+	while (pb_next(&rd, &f) > 0) {
+		int d;
+
+		if (f.number == 3 && f.wire == PB_VARINT) {
+			q->size = (int64_t)(int32_t)f.varint;
+			continue;
+		}
+		if ((f.number != 1 && f.number != 2) || f.wire != PB_LEN)
+			continue;
+		d = resource_device_lookup(p->res, (const char *)f.data, f.len);
+		if (f.number == 1) {
+			if (d >= 0 && !(seen[d / 64] >> (d % 64) & 1)) {
+				seen[d / 64] |= (uint64_t)1 << (d % 64);
+				q->avail[q->n_avail++] = (unsigned)d;
+			}
+			continue;
+		}
+		if (d < 0 || (must_bits[d / 64] >> (d % 64) & 1)) {
+			*why = d < 0 ? "unknown device" : "duplicate device";
+			*bad = f.data;
+			*badlen = f.len;
+			return -EINVAL;
+		}
+		must_bits[d / 64] |= (uint64_t)1 << (d % 64);
+		q->must[q->n_must++] = (unsigned)d;
+	}
+	/* must-include devices are not also candidates */
+	for (size_t i = 0; i < q->n_avail; i++)
+		if (!(must_bits[q->avail[i] / 64] >> (q->avail[i] % 64) & 1))
+			q->avail[k++] = q->avail[i];
+	q->n_avail = k;
+	return 0;
+}
+
 static void handle_preferred(struct grpc_call *call, const uint8_t *req, size_t len, void *userdata)
 {
 	struct plugin *p = userdata;
 	const struct resource *res = p->res;
-	V1beta1__PreferredAllocationRequest *m;
 	V1beta1__PreferredAllocationResponse out = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
-	V1beta1__ContainerPreferredAllocationResponse **crs = NULL, *cr = NULL;
+	V1beta1__ContainerPreferredAllocationResponse *crs[16], *cr;
 	struct resource_pref_ctx pctx = { .numa = p->ctx->numa,
 					  .distance = p->ctx->distance,
 					  .n_all = p->ctx->info->n_devices };
-	uint64_t *seen = NULL;
-	unsigned *avail = NULL, *must = NULL, *pick = NULL;
-	char *idbuf = NULL;
 	size_t nwords = (res->n_devices + 63) / 64 + 1;
+	struct pref_req q = { 0 };
+	uint64_t *seen = NULL, *must_bits = NULL;
+	unsigned *pick = NULL;
+	usec_t t0 = now_usec();
+	struct pb_reader rd;
+	struct pb_field f;
+	int r;
 
 	p->stats.preferred++;
-	m = v1beta1__preferred_allocation_request__unpack(NULL, len, req);
-	if (!m) {
-		fail(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed PreferredAllocationRequest");
-		return;
-	}
-	crs = calloc(m->n_container_requests ? m->n_container_requests : 1, sizeof(*crs));
-	seen = malloc(nwords * sizeof(*seen));
-	if (!crs || !seen)
-		goto oom;
 	out.container_responses = crs;
-	for (size_t c = 0; c < m->n_container_requests; c++) {
-		const V1beta1__ContainerPreferredAllocationRequest *q = m->container_requests[c];
-		const char *bad = NULL, *why = NULL;
-		int na, nm, np;
+	seen = malloc(nwords * sizeof(*seen));
+	must_bits = malloc(nwords * sizeof(*must_bits));
+	if (!seen || !must_bits)
+		goto oom;
+	pb_reader_init(&rd, req, len);
+	while ((r = pb_next(&rd, &f)) > 0) {
+		const char *why = NULL;
+		const uint8_t *bad = NULL;
+		size_t badlen = 0;
 		char *ip;
+		int np;
 
-		if (q->allocation_size < 0 ||
-		    (size_t)q->allocation_size > q->n_available_deviceids) {
+		if (f.number != 1 || f.wire != PB_LEN)
+			continue;
+		if (out.n_container_responses == ELEMENTSOF(crs)) {
 			fail(call, GRPC_STATUS_INVALID_ARGUMENT,
-			     "allocation_size %d is out of range (%zu devices available)",
-			     q->allocation_size, q->n_available_deviceids);
+			     "too many container requests (at most %zu)", ELEMENTSOF(crs));
 			goto out;
 		}
-		free(avail);
-		free(must);
+		free(q.avail);
+		free(q.must);
 		free(pick);
-		avail = malloc((q->n_available_deviceids + 1) * sizeof(*avail));
-		must = malloc((q->n_must_include_deviceids + 1) * sizeof(*must));
-		pick = malloc(((size_t)q->allocation_size + 1) * sizeof(*pick));
-		if (!avail || !must || !pick)
-			goto oom;
+		pick = NULL;
+		memset(&q, 0, sizeof(q));
 		memset(seen, 0, nwords * sizeof(*seen));
-		nm = map_ids(p, q->must_include_deviceids, q->n_must_include_deviceids, true, seen,
-			     must, &bad, &why);
-		if (nm < 0) {
-			fail(call, GRPC_STATUS_INVALID_ARGUMENT, "must-include %s: %s", why, bad);
+		memset(must_bits, 0, nwords * sizeof(*must_bits));
+		r = decode_pref(p, f.data, f.len, seen, must_bits, &q, &why, &bad, &badlen);
+		if (r == -ENOMEM)
+			goto oom;
+		if (r == -EINVAL) {
+			fail(call, GRPC_STATUS_INVALID_ARGUMENT, "must-include %s: %.*s", why,
+			     (int)MIN(badlen, 128), (const char *)bad);
 			goto out;
 		}
-		na = map_ids(p, q->available_deviceids, q->n_available_deviceids, false, seen,
-			     avail, &bad, &why);
-		if ((unsigned)nm > (unsigned)q->allocation_size) {
+		if (r < 0)
+			break;
+		if (q.size < 0 || (uint64_t)q.size > q.n_avail + q.n_must ||
+		    (size_t)q.size < q.n_must) {
 			fail(call, GRPC_STATUS_INVALID_ARGUMENT,
-			     "%d must-include devices exceed allocation_size %d", nm,
-			     q->allocation_size);
+			     "allocation_size %lld is out of range (%zu devices available, %zu must-include)",
+			     (long long)q.size, q.n_avail + q.n_must, q.n_must);
 			goto out;
 		}
-		np = resource_preferred(res, &pctx, avail, (size_t)na, must, (size_t)nm,
-					(unsigned)q->allocation_size, pick);
+		pick = malloc(((size_t)q.size + 1) * sizeof(*pick));
+		if (!pick)
+			goto oom;
+		np = resource_preferred(res, &pctx, q.avail, q.n_avail, q.must, q.n_must,
+					(unsigned)q.size, pick);
 		if (np < 0) {
 			fail(call, grpc_status_from_errno(np), "choosing devices failed");
 			goto out;
@@ -427,12 +500,14 @@ static void handle_preferred(struct grpc_call *call, const uint8_t *req, size_t 
 			goto oom;
 		v1beta1__container_preferred_allocation_response__init(cr);
 		crs[out.n_container_responses++] = cr;
+		/* One block for every ID string (the slot past the last ID holds it until packed). */
 		cr->deviceids = calloc((size_t)np + 1, sizeof(char *));
-		/* One block for every ID string: 163,840 units need no 163,840 mallocs. */
-		idbuf = realloc(NULL, (size_t)np * 128 + 1);
-		if (!cr->deviceids || !idbuf)
+		ip = malloc((size_t)np * 128 + 1);
+		if (!cr->deviceids || !ip) {
+			free(ip);
 			goto oom;
-		ip = idbuf;
+		}
+		cr->deviceids[np] = ip;
 		for (int i = 0; i < np; i++) {
 			size_t l = resource_device_id(res, pick[i], ip);
 
@@ -440,28 +515,30 @@ static void handle_preferred(struct grpc_call *call, const uint8_t *req, size_t 
 			ip += l + 1;
 		}
 		cr->n_deviceids = (size_t)np;
-		/* The string block is kept in the slot past the last ID until the reply is packed. */
-		cr->deviceids[np] = idbuf;
-		idbuf = NULL;
+	}
+	if (r < 0) {
+		fail(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed PreferredAllocationRequest");
+		goto out;
 	}
 	reply(call, &out.base);
+	log_debug("preferred allocation",
+		  "resource=%s bytes=%zu available=%zu size=%lld dur_us=%llu", res->name, len,
+		  q.n_avail + q.n_must, (long long)q.size, (unsigned long long)(now_usec() - t0));
 	goto out;
 oom:
 	fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 out:
-	for (size_t c = 0; crs && c < out.n_container_responses; c++) {
+	for (size_t c = 0; c < out.n_container_responses; c++) {
 		if (crs[c]->deviceids)
 			free(crs[c]->deviceids[crs[c]->n_deviceids]);
 		free(crs[c]->deviceids);
 		free(crs[c]);
 	}
-	free(idbuf);
-	free(crs);
 	free(seen);
-	free(avail);
-	free(must);
+	free(must_bits);
+	free(q.avail);
+	free(q.must);
 	free(pick);
-	v1beta1__preferred_allocation_request__free_unpacked(m, NULL);
 }
 
 static void remember_alloc(struct plugin *p, const unsigned *devs, size_t n)
@@ -583,6 +660,8 @@ static void handle_allocate(struct grpc_call *call, const uint8_t *req, size_t l
 	uint64_t *seen = NULL;
 	char msg[1024];
 
+	usec_t t0 = now_usec();
+
 	p->stats.allocates++;
 	m = v1beta1__allocate_request__unpack(NULL, len, req);
 	if (!m) {
@@ -608,8 +687,9 @@ static void handle_allocate(struct grpc_call *call, const uint8_t *req, size_t l
 		}
 		out.n_container_responses++;
 	}
-	log_debug("allocate", "resource=%s containers=%zu", p->res->name, m->n_container_requests);
 	reply(call, &out.base);
+	log_debug("allocate", "resource=%s containers=%zu bytes=%zu dur_us=%llu", p->res->name,
+		  m->n_container_requests, len, (unsigned long long)(now_usec() - t0));
 	if (p->res->kind == RESOURCE_GPUMEM && p->ctx->mask)
 		plugin_refresh(p);
 out:

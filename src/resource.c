@@ -245,6 +245,9 @@ int resource_new(const struct resource_spec *spec, const struct gpu_info *info,
 			}
 		}
 		assign_letters(r);
+		memset(r->letter_slot, -1, sizeof(r->letter_slot));
+		for (unsigned s = 0; s < r->n_gpus; s++)
+			r->letter_slot[r->gpus[s].letter - 'a'] = (signed char)s;
 		for (;;) {
 			next = 0;
 			for (unsigned s = 0; s < r->n_gpus; s++) {
@@ -370,19 +373,23 @@ int resource_device_lookup(const struct resource *r, const char *id, size_t len)
 	default: {
 		uint64_t off = 0;
 
-		if (len < 2 || len > 6 || (id[1] == '0' && len > 2))
+		/* The hot path of a 163,840-ID request: no searching, no allocation. */
+		if (len < 2 || len > 6 || (id[1] == '0' && len > 2) || id[0] < 'a' || id[0] > 'z')
 			return -ENOENT;
-		for (s = 0; s < (int)r->n_gpus; s++)
-			if (r->gpus[s].letter == id[0])
-				break;
-		if (s == (int)r->n_gpus)
+		s = r->letter_slot[id[0] - 'a'];
+		if (s < 0)
 			return -ENOENT;
 		for (size_t i = 1; i < len; i++) {
-			const char *p = memchr(b36, id[i], 36);
+			char c = id[i];
+			unsigned v;
 
-			if (!p || !id[i])
+			if (c >= '0' && c <= '9')
+				v = (unsigned)(c - '0');
+			else if (c >= 'a' && c <= 'z')
+				v = (unsigned)(c - 'a') + 10;
+			else
 				return -ENOENT;
-			off = off * 36 + (uint64_t)(p - b36);
+			off = off * 36 + v;
 		}
 		if (off >= r->gpus[s].count)
 			return -ENOENT;
