@@ -68,17 +68,17 @@ static void log_diag(const struct config_diag *dg, bool errors_are_fatal)
 	for (size_t i = 0; i < dg->n_warnings; i++) {
 		char *s = config_error_to_string(&dg->warnings[i]);
 
-		log_warn("config setting ignored", "detail=\"%s\"", s ? s : "?");
+		log_warn("config setting ignored", "detail=%s", log_q(s ? s : "?"));
 		free(s);
 	}
 	for (size_t i = 0; i < dg->n_errors; i++) {
 		char *s = config_error_to_string(&dg->errors[i]);
 
 		if (errors_are_fatal)
-			log_error("invalid config", "detail=\"%s\"", s ? s : "?");
+			log_error("invalid config", "detail=%s", log_q(s ? s : "?"));
 		else
-			log_error("invalid config, keeping the previous one", "detail=\"%s\"",
-				  s ? s : "?");
+			log_error("invalid config, keeping the previous one", "detail=%s",
+				  log_q(s ? s : "?"));
 		free(s);
 	}
 }
@@ -93,9 +93,9 @@ static void on_health(struct gpu_monitor *m, unsigned gpu, enum gpu_health healt
 	if (gpu >= d->info.n_devices)
 		return;
 	d->gpu_healthy[gpu] = health == GPU_HEALTHY;
-	log_info("device health changed", "device=%s gpu=%u healthy=%s reason=\"%s\"",
+	log_info("device health changed", "device=%s gpu=%u healthy=%s reason=%s",
 		 d->info.devices[gpu].uuid, gpu, health == GPU_HEALTHY ? "yes" : "no",
-		 reason ? reason : "");
+		 log_q(reason ? reason : ""));
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
 		plugin_refresh(dp->plugin);
 }
@@ -127,8 +127,8 @@ static int start_monitor(struct daemon *d)
 		r = gpu_parse_disable_healthchecks(d->cfg.health.disable_healthchecks, &dis,
 						   &d->disabled_xids);
 		if (r < 0)
-			return log_error_errno(r, "invalid DP_DISABLE_HEALTHCHECKS", "value=\"%s\"",
-					       d->cfg.health.disable_healthchecks);
+			return log_error_errno(r, "invalid DP_DISABLE_HEALTHCHECKS", "value=%s",
+					       log_q(d->cfg.health.disable_healthchecks));
 		o.disable_all = dis.disable_all;
 		o.disable_xids = dis.disable_xids;
 		if (dis.n_ignored_xids) {
@@ -192,9 +192,9 @@ static int discover(struct daemon *d)
 		d->gpu_healthy[i] = true;
 		d->numa[i] = g->numa_node;
 		log_info("found GPU",
-			 "gpu=%u device=%s name=\"%s\" memory_mib=%llu minor=%u numa=%d pci=%s", i,
-			 g->uuid, g->name, (unsigned long long)(g->mem_total >> 20), g->minor,
-			 g->numa_node, g->pci_bus_id);
+			 "gpu=%u device=%s name=%s memory_mib=%llu minor=%u numa=%d pci=%s", i,
+			 g->uuid, log_q(g->name), (unsigned long long)(g->mem_total >> 20),
+			 g->minor, g->numa_node, g->pci_bus_id);
 	}
 	/* Topology is read once; an error falls back to a plain choice, never a failed admission. */
 	for (unsigned i = 0; i < n; i++)
@@ -271,8 +271,10 @@ int daemon_build_resources(const struct config *cfg, const struct gpu_info *info
 			goto out;
 		}
 		if (sp->kind != kind) {
-			log_error("one resource name is used for two kinds of sharing",
-				  "resource=%s", sp->name);
+			log_error(
+				"one resource name is used for two kinds of sharing",
+				"resource=%s hint=%s", sp->name,
+				log_q("some of its GPUs are time-sliced or memory-shared and others whole: give the shared ones another name (rename, or renameByDefault: true), or share all of them"));
 			r = -EINVAL;
 			goto out;
 		}
@@ -287,8 +289,8 @@ int daemon_build_resources(const struct config *cfg, const struct gpu_info *info
 
 		r = resource_new(&set->specs[i], info, &ret[n], &err);
 		if (r < 0) {
-			log_error_errno(r, "invalid resource", "resource=%s reason=\"%s\"",
-					set->specs[i].name, err ? err : "");
+			log_error_errno(r, "invalid resource", "resource=%s reason=%s",
+					set->specs[i].name, log_q(err ? err : ""));
 			free(err);
 			while (n > 0) {
 				n--;
@@ -424,8 +426,8 @@ static int write_cdi(struct daemon *d)
 		return 0;
 	r = cdi_spec_write(&o, &d->info, &err);
 	if (r < 0)
-		log_error_errno(r, "unable to create cdi spec file", "dir=%s reason=\"%s\"",
-				o.spec_dir, err ? err : "");
+		log_error_errno(r, "unable to create cdi spec file", "dir=%s reason=%s", o.spec_dir,
+				log_q(err ? err : ""));
 	else
 		log_info("cdi spec written", "dir=%s", o.spec_dir);
 	free(err);
@@ -568,7 +570,8 @@ static int bring_up(struct daemon *d)
 		if (!d->backend_err_logged || now - d->backend_err_logged >= NO_NVML_LOG_GAP) {
 			log_warn_errno(
 				n, "GPU discovery failed, registering nothing, retrying",
-				"reason=\"%s\" retry_s=%llu", d->backend_err ? d->backend_err : "",
+				"reason=%s retry_s=%llu",
+				log_q(d->backend_err ? d->backend_err : ""),
 				(unsigned long long)(d->cfg.rediscover_interval / USEC_PER_SEC));
 			d->backend_err_logged = now;
 		}
@@ -705,7 +708,7 @@ static void on_hup(struct loop *l, int signo, void *userdata)
 	r = discover(d); /* frees the monitor */
 	if (r < 0) {
 		log_error_errno(r, "GPU discovery failed on reload, keeping the devices unchanged",
-				"reason=\"%s\"", d->backend_err ? d->backend_err : "");
+				"reason=%s", log_q(d->backend_err ? d->backend_err : ""));
 		goto out;
 	}
 	if (d->info.n_devices && start_monitor(d) == 0)
@@ -768,8 +771,8 @@ int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flag
 	if (r < 0 && d.cfg.fail_on_init_error) {
 		log_error_errno(
 			r, "initialisation failed",
-			"reason=\"%s\" hint=\"set failOnInitError: false to keep running on nodes without a GPU\"",
-			d.backend_err ? d.backend_err : "");
+			"reason=%s hint=\"set failOnInitError: false to keep running on nodes without a GPU\"",
+			log_q(d.backend_err ? d.backend_err : ""));
 		goto out;
 	}
 	rc = loop_run(d.loop);

@@ -342,7 +342,7 @@ static void start_reinit(struct gpu_monitor *m);
 static void driver_changed(struct gpu_monitor *m, const char *why)
 {
 	if (!m->reinit_pending)
-		log_warn("nvidia driver changed, re-initialising nvml", "reason=\"%s\"", why);
+		log_warn("nvidia driver changed, re-initialising nvml", "reason=%s", log_q(why));
 	for (unsigned i = 0; i < m->n_gpus; i++) {
 		m->gpus[i].driver = true;
 		update_health(m, i, why);

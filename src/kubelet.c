@@ -196,14 +196,13 @@ static void reg_done(struct grpc_client_call *cc, int r, enum grpc_status status
 	if (reg->failures <= 3 || reg->failures % 10 == 0) {
 		if (r < 0)
 			log_warn_errno(r, "register failed, retrying",
-				       "resource=%s socket=%s reason=\"%s\" attempt=%u",
-				       reg->resource, reg->k->sock, message ? message : "",
-				       reg->failures);
+				       "resource=%s socket=%s reason=%s attempt=%u", reg->resource,
+				       reg->k->sock, log_q(message ? message : ""), reg->failures);
 		else
 			log_warn("register refused by the kubelet, retrying",
-				 "resource=%s grpc_status=%s reason=\"%s\" attempt=%u",
-				 reg->resource, grpc_status_name((int)status),
-				 message ? message : "", reg->failures);
+				 "resource=%s grpc_status=%s reason=%s attempt=%u", reg->resource,
+				 grpc_status_name((int)status), log_q(message ? message : ""),
+				 reg->failures);
 	}
 	if (reg->fn)
 		reg->fn(reg, false, reg->userdata);

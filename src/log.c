@@ -53,6 +53,14 @@ const char *log_quote(char *buf, unsigned size, const char *s)
 	return buf;
 }
 
+const char *log_q(const char *s)
+{
+	static __thread char bufs[8][512];
+	static __thread unsigned next;
+
+	return log_quote(bufs[next++ % 8], sizeof(bufs[0]), s ? s : "");
+}
+
 int log_emit(enum log_level level, const char *module, int r, const char *msg, const char *fmt, ...)
 {
 	char line[4096], q[512];

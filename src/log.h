@@ -36,6 +36,12 @@ int log_emit(enum log_level level, const char *module, int r, const char *msg, c
 /* Quotes @s for a logfmt value into @buf (always NUL-terminated); returns buf. */
 const char *log_quote(char *buf, unsigned size, const char *s);
 
+/*
+ * log_quote() into one of a few thread-local buffers, for use in a log call's arguments:
+ * log_warn("x", "reason=%s", log_q(msg)). Up to 8 per call; each value at most 511 bytes.
+ */
+const char *log_q(const char *s);
+
 /* A module that logs defines LOG_MODULE ("plugin", ...) before using the macros below. */
 
 #define log_at(lvl, r, msg, ...)                                                               \

@@ -295,8 +295,8 @@ static void fail(struct grpc_call *call, enum grpc_status st, const char *fmt, .
 	va_start(ap, fmt);
 	(void)vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	log_warn("request refused", "method=%s grpc_status=%s err=\"%s\"", grpc_call_path(call),
-		 grpc_status_name((int)st), msg);
+	log_warn("request refused", "method=%s grpc_status=%s err=%s", grpc_call_path(call),
+		 grpc_status_name((int)st), log_q(msg));
 	(void)grpc_call_finish(call, st, msg);
 }
 

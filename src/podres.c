@@ -42,12 +42,13 @@ static void list_done(struct grpc_client_call *cc, int r, enum grpc_status statu
 		if (p->failures++ % 30 == 0) {
 			if (r < 0)
 				log_warn_errno(r, "pod-resources List failed, retrying",
-					       "socket=%s reason=\"%s\"", p->socket,
-					       message ? message : "");
+					       "socket=%s reason=%s", p->socket,
+					       log_q(message ? message : ""));
 			else
 				log_warn("pod-resources List refused, retrying",
-					 "socket=%s grpc_status=%s reason=\"%s\"", p->socket,
-					 grpc_status_name((int)status), message ? message : "");
+					 "socket=%s grpc_status=%s reason=%s", p->socket,
+					 grpc_status_name((int)status),
+					 log_q(message ? message : ""));
 		}
 		return;
 	}
