@@ -211,24 +211,30 @@ func (k *kubelet) start() error {
 
 // stop ends this kubelet incarnation: every server and plugin connection goes away at once.
 // A stopped grpc listener unlinks its socket (Go's UnixListener does), as the kubelet's does.
+//
+// The servers stop first: a plugin that re-registers as soon as its stream ends must find no
+// kubelet.sock, as with a real kubelet, and not a Register handler of this dying incarnation
+// that would read the next epoch and leave a live endpoint behind in it.
 func (k *kubelet) stop() {
 	k.mu.Lock()
-	k.epoch++
-	eps := k.endpoints
-	k.endpoints = nil
 	srv, psrv := k.regServer, k.podresServer
 	k.regServer, k.podresServer = nil, nil
-	k.notifyLocked()
 	k.mu.Unlock()
-	for _, ep := range eps {
-		ep.raw.closeAll()
-		ep.conn.Close()
-	}
 	if srv != nil {
 		srv.Stop()
 	}
 	if psrv != nil {
 		psrv.Stop()
+	}
+	k.mu.Lock()
+	k.epoch++
+	eps := k.endpoints
+	k.endpoints = nil
+	k.notifyLocked()
+	k.mu.Unlock()
+	for _, ep := range eps {
+		ep.raw.closeAll()
+		ep.conn.Close()
 	}
 }
 

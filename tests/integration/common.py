@@ -1,0 +1,96 @@
+"""Shared pieces of the integration tests: the test base class and small helpers."""
+
+import os
+import sys
+import time
+import unittest
+import warnings
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+
+from edgegpu import (RESOURCE, Node, load_fixture, mono_us)  # noqa: E402,F401
+
+__all__ = ["RESOURCE", "Node", "load_fixture", "mono_us", "FIXTURES", "uuids", "NodeTest",
+           "main"]
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+
+
+def uuids(fixture):
+    return [g["uuid"] for g in load_fixture(fixture)["gpus"]]
+
+
+class NodeTest(unittest.TestCase):
+    """Each test gets fresh nodes from self.node(); on failure their logs are printed."""
+
+    maxDiff = None
+
+    def node(self, fixture="two-gpus.conf", **kw):
+        n = Node(fixture=fixture, **kw)
+        self.addCleanup(self._close_node, n)
+        return n
+
+    def _failed(self):
+        res = getattr(getattr(self, "_outcome", None), "result", None)
+        if res is None:
+            return True
+        return any(getattr(t, "test_case", t) is self for t, _ in res.failures + res.errors)
+
+    def _close_node(self, n):
+        if self._failed():
+            print(f"\n===== {self.id()}: node {n.root}", file=sys.stderr)
+            n.dump()
+        n.close()
+        if n.emu.stderr_text.strip():
+            # A Go panic or race report in the emulator is a failure of the test run.
+            self.assertNotIn("panic", n.emu.stderr_text, n.emu.stderr_text[-2000:])
+
+    def up(self, fixture="two-gpus.conf", config=None, healthy=None, **kw):
+        """A node with the daemon registered and its first device list seen."""
+        n = self.node(fixture, **{k: v for k, v in kw.items() if k in ("start_emulator",)})
+        d = n.start_daemon(config=config, **{k: v for k, v in kw.items()
+                                             if k != "start_emulator"})
+        n.wait_register(timeout=10)
+        want = len(load_fixture(fixture)["gpus"]) if healthy is None else healthy
+        n.wait_devices(healthy_count=want, timeout=5)
+        return n, d
+
+    def assertWithin(self, seconds, t0_us, t1_us, what):
+        dt = (t1_us - t0_us) / 1e6
+        self.assertLessEqual(dt, seconds, f"{what} took {dt:.3f}s (limit {seconds}s)")
+        return dt
+
+    CANCELLED_TEXTS = ("context canceled", "code = Canceled",
+                       "kubelet restarted during registration")
+
+    def assertFailedRegistersInterrupted(self, node):
+        """Every refused Register was cut short by a kubelet restart: it began before a
+        `restart` event (emitted once the old incarnation has stopped), failed within 100 ms
+        of it, and failed with a cancellation (the daemon re-registers as soon as its stream
+        ends, which can reach the old kubelet while it is going away). Any other refusal,
+        such as the same-socket duplicate check, fails the test."""
+        evs = list(node.emu.events)
+        begin = {e["reg"]: i for i, e in enumerate(evs) if e.get("event") == "register_begin"}
+        restarts = [i for i, e in enumerate(evs) if e.get("event") == "restart"]
+        for i, e in enumerate(evs):
+            if e.get("event") != "register" or e.get("ok"):
+                continue
+            b = begin.get(e["reg"], i)
+            around = "\n".join(str(x)[:220] for x in evs[max(0, b - 4):i + 2])
+            ok = any(t in (e.get("error") or "") for t in self.CANCELLED_TEXTS) and any(
+                r > b and abs(evs[r]["t_us"] - e["t_us"]) < 100000 for r in restarts)
+            self.assertTrue(ok, f"Register refused, not because of a restart: {e}; events:\n"
+                            + around)
+
+    def assertNoDevicesEvent(self, node, since, seconds, resource=RESOURCE):
+        """No new ListAndWatch snapshot for `seconds` after event index `since`."""
+        time.sleep(seconds)
+        evs = node.emu.find(lambda e: e.get("event") == "devices" and
+                            e.get("resource") == resource, since)
+        self.assertEqual(evs, [], "unexpected device list update")
+
+
+def main():
+    # The emulator driver leaves its pipes to the garbage collector.
+    warnings.simplefilter("ignore", ResourceWarning)
+    unittest.main(verbosity=2)
