@@ -23,6 +23,7 @@
 #define STOP_DEADLINE	(900 * USEC_PER_MSEC)
 #define NO_NVML_LOG_GAP (300 * USEC_PER_SEC)
 #define PODRES_INTERVAL (2 * USEC_PER_SEC)
+#define STREAM_WATCHDOG (2 * USEC_PER_SEC)
 
 struct dplugin {
 	struct daemon *d;
@@ -30,6 +31,8 @@ struct dplugin {
 	struct kubelet_reg *reg;
 	char *name;
 	bool stopping;
+	bool stopped;
+	struct loop_timer *watchdog; /* registered, but no ListAndWatch stream yet */
 	struct dplugin *next;
 };
 
@@ -59,6 +62,7 @@ struct daemon {
 
 	struct loop_timer *rediscover;
 	struct loop_timer *stop_deadline;
+	struct loop_timer *reap;
 	bool stopping;
 	int exit_code;
 };
@@ -210,10 +214,9 @@ static int discover(struct daemon *d)
 			d->distance[i * n + j] = v;
 		}
 topo_done:
-	if (d->info.n_skipped)
-		log_warn("GPUs skipped",
-			 "count=%u reason=\"MIG-enabled GPUs are not supported yet\"",
-			 d->info.n_skipped);
+	for (unsigned i = 0; i < d->info.n_skipped; i++)
+		log_warn("GPU skipped", "reason=%s",
+			 log_q(d->info.skipped && d->info.skipped[i] ? d->info.skipped[i] : "?"));
 	log_info("GPU discovery done", "gpus=%u driver=%s cuda_driver=%d", n,
 		 d->info.driver_version, d->info.cuda_driver_version);
 	d->ctx.info = &d->info;
@@ -314,8 +317,34 @@ out:
 
 /* --- plugins --- */
 
+static void dplugin_register(struct dplugin *dp);
+
 static void on_reg(struct kubelet_reg *reg, bool ok, void *userdata)
 {
+	struct dplugin *dp = userdata;
+
+	if (ok) {
+		loop_timer_arm(dp->watchdog, STREAM_WATCHDOG);
+		return;
+	}
+	/* Refused while the kubelet still streams from us: it has us, a retry would be refused too. */
+	if (plugin_watchers(dp->plugin) > 0) {
+		log_info("kubelet still holds our ListAndWatch stream, not registering again",
+			 "resource=%s", dp->name);
+		kubelet_reg_stop(dp->reg);
+	}
+}
+
+static void stream_watchdog(struct loop_timer *t, void *userdata)
+{
+	struct dplugin *dp = userdata;
+
+	if (dp->stopping || plugin_watchers(dp->plugin) > 0)
+		return;
+	log_warn("registered, but the kubelet opened no ListAndWatch stream, registering again",
+		 "resource=%s wait_ms=%llu", dp->name,
+		 (unsigned long long)(STREAM_WATCHDOG / USEC_PER_MSEC));
+	dplugin_register(dp);
 }
 
 static void dplugin_register(struct dplugin *dp)
@@ -324,6 +353,7 @@ static void dplugin_register(struct dplugin *dp)
 		return;
 	if (!plugin_socket_ok(dp->plugin) && plugin_listen(dp->plugin) < 0)
 		return;
+	loop_timer_disarm(dp->watchdog);
 	kubelet_reg_start(dp->reg);
 }
 
@@ -341,6 +371,7 @@ static struct dplugin *dplugin_free(struct dplugin *dp)
 		return NULL;
 	kubelet_reg_free(dp->reg);
 	plugin_free(dp->plugin);
+	loop_timer_free(dp->watchdog);
 	free(dp->name);
 	free(dp);
 	return NULL;
@@ -361,6 +392,12 @@ static int dplugin_add(struct daemon *d, struct resource *r)
 		resource_free(r);
 		free(dp);
 		return -ENOMEM;
+	}
+	e = loop_timer_new(d->loop, stream_watchdog, dp, &dp->watchdog);
+	if (e < 0) {
+		resource_free(r);
+		dplugin_free(dp);
+		return e;
 	}
 	e = plugin_new(&d->ctx, r, on_stream_lost, dp, &dp->plugin);
 	if (e < 0) {
@@ -388,6 +425,23 @@ static int dplugin_add(struct daemon *d, struct resource *r)
 	return 0;
 }
 
+/* Frees the plugins that finished stopping (not from inside their own server's callback). */
+static void reap_plugins(struct loop_timer *t, void *userdata)
+{
+	struct daemon *d = userdata;
+
+	for (struct dplugin **pp = &d->plugins; *pp;) {
+		struct dplugin *dp = *pp;
+
+		if (dp->stopped) {
+			*pp = dp->next;
+			dplugin_free(dp);
+		} else {
+			pp = &dp->next;
+		}
+	}
+}
+
 static void plugin_stopped(void *userdata)
 {
 	struct dplugin *dp = userdata;
@@ -395,8 +449,13 @@ static void plugin_stopped(void *userdata)
 
 	if (d->n_stopping > 0)
 		d->n_stopping--;
-	if (d->stopping && d->n_stopping == 0)
-		loop_exit(d->loop, d->exit_code);
+	if (d->stopping) {
+		if (d->n_stopping == 0)
+			loop_exit(d->loop, d->exit_code);
+		return;
+	}
+	dp->stopped = true;
+	loop_timer_arm(d->reap, 0);
 }
 
 static void dplugin_stop(struct dplugin *dp)
@@ -404,6 +463,7 @@ static void dplugin_stop(struct dplugin *dp)
 	if (dp->stopping)
 		return;
 	dp->stopping = true;
+	loop_timer_disarm(dp->watchdog);
 	kubelet_reg_stop(dp->reg);
 	dp->d->n_stopping++;
 	plugin_shutdown(dp->plugin, STOP_GRACE, plugin_stopped, dp);
@@ -538,6 +598,9 @@ static int sync_plugins(struct daemon *d)
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
 		bool keep = false;
 
+		if (dp->stopping)
+			continue;
+
 		for (int i = 0; i < n; i++)
 			if (res[i] && streq(res[i]->name, dp->name)) {
 				plugin_set_resource(dp->plugin, res[i]);
@@ -545,7 +608,7 @@ static int sync_plugins(struct daemon *d)
 				keep = true;
 				break;
 			}
-		if (!keep && !dp->stopping) {
+		if (!keep) {
 			log_info("resource no longer advertised", "resource=%s", dp->name);
 			dplugin_stop(dp);
 		}
@@ -620,8 +683,10 @@ static void on_kubelet(struct kubelet *k, enum kubelet_event ev, const char *nam
 	if (ev == KUBELET_EVENT_SOCKET_CREATED) {
 		log_info("kubelet socket created, re-registering", "socket=%s",
 			 d->cfg.kubelet_socket);
+		/* A live stream is the new kubelet's (or the old one's, whose end re-registers). */
 		for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
-			dplugin_register(dp);
+			if (plugin_watchers(dp->plugin) == 0)
+				dplugin_register(dp);
 		return;
 	}
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
@@ -750,7 +815,8 @@ int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flag
 	    (r = loop_signal_add(d.loop, SIGINT, on_stop_signal, &d)) < 0 ||
 	    (r = loop_signal_add(d.loop, SIGHUP, on_hup, &d)) < 0 ||
 	    (r = loop_timer_new(d.loop, rediscover_tick, &d, &d.rediscover)) < 0 ||
-	    (r = loop_timer_new(d.loop, stop_deadline, &d, &d.stop_deadline)) < 0) {
+	    (r = loop_timer_new(d.loop, stop_deadline, &d, &d.stop_deadline)) < 0 ||
+	    (r = loop_timer_new(d.loop, reap_plugins, &d, &d.reap)) < 0) {
 		log_error_errno(r, "setting up the event loop failed", NULL);
 		goto out;
 	}
@@ -778,6 +844,18 @@ int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flag
 	rc = loop_run(d.loop);
 	if (rc < 0)
 		rc = 1;
+	if (d.monitor) {
+		struct gpu_monitor_stats st;
+
+		gpu_monitor_get_stats(d.monitor, &st);
+		log_info(
+			"health monitor stats",
+			"events=%llu xids=%llu xids_ignored=%llu ecc_single=%llu ecc_double=%llu lost=%llu reinits=%llu wait_errors=%llu",
+			(unsigned long long)st.events, (unsigned long long)st.xids,
+			(unsigned long long)st.xids_ignored, (unsigned long long)st.ecc_single,
+			(unsigned long long)st.ecc_double, (unsigned long long)st.lost,
+			(unsigned long long)st.reinits, (unsigned long long)st.wait_errors);
+	}
 	log_info("stopped", NULL);
 out:
 	while (d.plugins) {
@@ -794,6 +872,7 @@ out:
 	free(d.disabled_xids);
 	loop_timer_free(d.rediscover);
 	loop_timer_free(d.stop_deadline);
+	loop_timer_free(d.reap);
 	loop_free(d.loop);
 	config_release(&d.cfg);
 	return rc;

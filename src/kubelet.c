@@ -38,8 +38,7 @@ struct kubelet_reg {
 	struct grpc_client_call *call;
 	struct loop_timer *retry;
 	usec_t backoff;
-	ino_t sock_ino; /* kubelet.sock inode when the call started */
-	bool again;	/* started again while a call was in flight */
+	bool again; /* started again while a call was in flight */
 	bool registered;
 	unsigned count;
 	unsigned failures; /* consecutive, for log rate */
@@ -148,13 +147,6 @@ bool kubelet_enabled(const struct kubelet *k)
 	return k->sock != NULL;
 }
 
-static ino_t sock_inode(const struct kubelet *k)
-{
-	struct stat st;
-
-	return stat(k->sock, &st) == 0 ? st.st_ino : 0;
-}
-
 static void reg_attempt(struct kubelet_reg *reg);
 
 static void reg_retry(struct loop_timer *t, void *userdata)
@@ -183,11 +175,13 @@ static void reg_done(struct grpc_client_call *cc, int r, enum grpc_status status
 		reg->backoff = BACKOFF_FIRST;
 		log_info("registered with the kubelet", "resource=%s endpoint=%s registrations=%u",
 			 reg->resource, reg->endpoint, reg->count);
+		/*
+		 * A start requested meanwhile is not repeated: a second Register at the same socket is
+		 * refused while the kubelet holds our stream. The owner re-registers when no stream
+		 * follows (see kubelet_reg_fn).
+		 */
 		if (reg->fn)
 			reg->fn(reg, true, reg->userdata);
-		/* kubelet.sock was replaced while we talked to the old one: a new kubelet. */
-		if (again && sock_inode(reg->k) != reg->sock_ino)
-			reg_attempt(reg);
 		return;
 	}
 	reg->registered = false;
@@ -237,7 +231,6 @@ static void reg_attempt(struct kubelet_reg *reg)
 		return;
 	}
 	v1beta1__register_request__pack(&req, buf);
-	reg->sock_ino = sock_inode(reg->k);
 	r = grpc_client_call_start(reg->k->loop, reg->k->sock, "/v1beta1.Registration/Register",
 				   buf, n, &co, reg_done, reg, &reg->call);
 	if (r < 0) {

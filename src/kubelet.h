@@ -22,7 +22,11 @@ enum kubelet_event {
 
 typedef void kubelet_event_fn(struct kubelet *k, enum kubelet_event ev, const char *name,
 			      void *userdata);
-/* A registration attempt finished: @ok true once the kubelet accepted it. */
+/*
+ * A registration attempt finished: @ok true once the kubelet accepted it. The kubelet opens
+ * ListAndWatch right after it accepts; an owner that sees no stream follow should register
+ * again, and one whose stream is still open should stop retrying after a refusal.
+ */
 typedef void kubelet_reg_fn(struct kubelet_reg *reg, bool ok, void *userdata);
 
 /*
@@ -39,8 +43,8 @@ int kubelet_reg_new(struct kubelet *k, const char *resource, const char *endpoin
 		    kubelet_reg_fn *fn, void *userdata, struct kubelet_reg **ret) WARN_UNUSED;
 /*
  * Registers now. A pending retry is replaced; an attempt in flight is allowed to finish and,
- * when kubelet.sock changed meanwhile, is followed by another. Retries with backoff (1 ms
- * growing to 5 s) until the kubelet accepts.
+ * when it fails, is retried at once. Retries with backoff (1 ms growing to 5 s) until the
+ * kubelet accepts.
  */
 void kubelet_reg_start(struct kubelet_reg *reg);
 /* Stops retrying (an attempt in flight is cancelled). */

@@ -568,7 +568,7 @@ static enum grpc_status allocate_one(struct plugin *p, const V1beta1__ContainerA
 	const struct resource *res = p->res;
 	const struct gpu_device *gpus[64];
 	uint64_t limits[64];
-	unsigned *devs = NULL, slots_used = 0, slot_units[64] = { 0 };
+	unsigned *devs = NULL, order[64], slot_units[64] = { 0 };
 	const char *bad = NULL, *why = NULL;
 	struct alloc_extra extra = { 0 };
 	size_t n_gpus = 0;
@@ -615,16 +615,25 @@ static enum grpc_status allocate_one(struct plugin *p, const V1beta1__ContainerA
 			st = GRPC_STATUS_INVALID_ARGUMENT;
 			goto out;
 		}
-		if (slot_units[s]++ == 0)
-			slots_used |= 1u << s;
+		/* Whole GPUs in the order the request first names them (NVIDIA keeps it), each once. */
+		if (slot_units[s]++ == 0 && n_gpus < ELEMENTSOF(gpus))
+			order[n_gpus++] = s;
 	}
-	/* GPUs in slot order (= GPU index order), each delivered once. */
-	for (unsigned s = 0; s < res->n_gpus && n_gpus < ELEMENTSOF(gpus); s++) {
-		if (!(slots_used >> s & 1))
-			continue;
-		gpus[n_gpus] = &p->ctx->info->devices[res->gpus[s].gpu];
-		limits[n_gpus] = (uint64_t)slot_units[s] * res->unit_mib;
-		n_gpus++;
+	/*
+	 * Replicas and units come in the kubelet's set order, which is random: deliver their GPUs
+	 * in index order so CUDA device 0 (and CUDA_DEVICE_MEMORY_LIMIT_0) is stable.
+	 */
+	if (res->kind != RESOURCE_GPU)
+		for (size_t k = 1; k < n_gpus; k++)
+			for (size_t j = k; j > 0 && order[j - 1] > order[j]; j--) {
+				unsigned t = order[j];
+
+				order[j] = order[j - 1];
+				order[j - 1] = t;
+			}
+	for (size_t k = 0; k < n_gpus; k++) {
+		gpus[k] = &p->ctx->info->devices[res->gpus[order[k]].gpu];
+		limits[k] = (uint64_t)slot_units[order[k]] * res->unit_mib;
 	}
 	if (res->kind == RESOURCE_GPUMEM) {
 		if (n_gpus > 1 && !p->ctx->split_allow) {
