@@ -1,0 +1,348 @@
+#pragma once
+
+/*
+ * config: the effective configuration of the daemon, built from a YAML file with NVIDIA's
+ * k8s-device-plugin schema (`version: v1`, `flags`, `resources`, `sharing`, `imex`) plus our own
+ * `edgegpu:` section, then environment variables, then command-line flags, over built-in
+ * defaults. docs/config.md lists every key with its default, flag and environment variable.
+ *
+ * Precedence is flag > environment > file > default, which falls out of calling the steps in
+ * this order on one struct:
+ *
+ *	config_init(&c);                    defaults
+ *	config_load_file(&c, path, &d);     the file overlays the defaults
+ *	config_apply_env(&c, envp, &d);     NVIDIA's environment names, and ours
+ *	config_set_flag(&c, name, value, &d) for each command-line flag
+ *	config_validate(&c, &d);            cross-checks, derived defaults (dev root, ...)
+ *
+ * config_build() does all of it in one call and is what the daemon uses at start and on
+ * SIGHUP. Every step is atomic: when it fails the target struct is left exactly as it was,
+ * so a bad new config on reload keeps the old one.
+ *
+ * Problems are returned, never logged (this module logs nothing above debug): each is a
+ * struct config_error with file, line, column and a dotted key such as
+ * `sharing.timeSlicing.resources[0].replicas`, collected in a struct config_diag together
+ * with warnings (NVIDIA keys we do not act on, set to their defaults). Positions point at the
+ * offending value, except for unknown and duplicate keys, which point at the key. Values from
+ * the environment or flags have no file and no position; their key is the variable name
+ * (`DEVICE_LIST_STRATEGY`) or the flag (`--device-list-strategy`).
+ *
+ * Values are typed as NVIDIA's Go code types them: YAML 1.1 booleans as in go-yaml v2 (true,
+ * yes, on, ...; a quoted "true" is a string), integers in Go's base-0 syntax (0x10, 0o17, 1_000),
+ * Go durations ("5s", "1m30s", "1.5h"); booleans from the environment or flags use Go's
+ * strconv.ParseBool (1, t, true, TRUE, 0, f, false, ...) and an empty environment value is
+ * false, as urfave/cli reads it. Unlike NVIDIA's non-strict parser, a key that is in neither
+ * schema is an error.
+ *
+ * No global state: every function works on the structs it is given. Thread-compatible.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+#include "util.h"
+
+struct gpu_info;
+
+/* The largest config file accepted (bytes). */
+#define CONFIG_FILE_MAX ((size_t)1024 * 1024)
+/* Collection stops after this many errors; the load fails anyway. */
+#define CONFIG_ERRORS_MAX 64
+/* Longest list accepted anywhere in the file (devices, resources, XIDs). */
+#define CONFIG_LIST_MAX 1024
+/* Most replicas per time-sliced GPU. */
+#define CONFIG_REPLICAS_MAX 1024
+
+#define CONFIG_DEFAULT_RESOURCE	     "nvidia.com/gpu"
+#define CONFIG_DEFAULT_GPUMEM	     "nvidia.com/gpumem"
+#define CONFIG_DEFAULT_DEVICE_PLUGIN "/var/lib/kubelet/device-plugins"
+#define CONFIG_DEFAULT_POD_RESOURCES "/var/lib/kubelet/pod-resources/kubelet.sock"
+
+enum config_mig_strategy {
+	CONFIG_MIG_NONE,   /* the only one accepted: MIG is not supported yet */
+	CONFIG_MIG_SINGLE, /* refused */
+	CONFIG_MIG_MIXED,  /* refused */
+	CONFIG_MIG_COUNT,
+};
+
+/* flags.plugin.deviceListStrategy is a set of these bits (never empty). */
+enum config_device_list_strategy {
+	CONFIG_DLS_ENVVAR = 1u << 0,	      /* NVIDIA_VISIBLE_DEVICES (default) */
+	CONFIG_DLS_VOLUME_MOUNTS = 1u << 1,   /* /var/run/nvidia-container-devices/<id> */
+	CONFIG_DLS_CDI_ANNOTATIONS = 1u << 2, /* cdi.k8s.io/... annotation */
+	CONFIG_DLS_CDI_CRI = 1u << 3,	      /* CDIDevices in the response */
+};
+
+enum config_device_id_strategy {
+	CONFIG_DEVICE_ID_UUID, /* default */
+	CONFIG_DEVICE_ID_INDEX,
+	CONFIG_DEVICE_ID_COUNT,
+};
+
+enum config_on_split {
+	CONFIG_ON_SPLIT_REJECT, /* default: FAILED_PRECONDITION */
+	CONFIG_ON_SPLIT_ALLOW,
+	CONFIG_ON_SPLIT_COUNT,
+};
+
+enum config_placement {
+	CONFIG_PLACEMENT_MASK,	    /* default */
+	CONFIG_PLACEMENT_PREFERRED, /* GetPreferredAllocation only */
+	CONFIG_PLACEMENT_COUNT,
+};
+
+/* A position in the config file, 1-based; line 0 means "not from the file". */
+struct config_pos {
+	unsigned line, column;
+};
+
+/* One entry of a `devices` list: a GPU index or a GPU UUID (MIG references are refused). */
+struct config_device_ref {
+	char *uuid;	/* "GPU-...", or NULL for an index */
+	unsigned index; /* NVML index, when uuid is NULL */
+	struct config_pos pos;
+};
+
+enum config_devices_kind {
+	CONFIG_DEVICES_ALL,   /* every GPU of the resource not given to edgegpu.sharing.memory */
+	CONFIG_DEVICES_COUNT, /* the first `count` GPUs of the resource, by index */
+	CONFIG_DEVICES_LIST,
+};
+
+struct config_devices {
+	enum config_devices_kind kind;
+	unsigned count;
+	struct config_device_ref *refs;
+	size_t n_refs;
+	struct config_pos pos; /* of the `devices` value */
+};
+
+/* resources.gpus[]: GPUs whose NVML name matches @pattern (`*` wildcards, anchored) get @name. */
+struct config_gpu_pattern {
+	char *pattern;
+	char *name; /* normalised: always "nvidia.com/<dns-subdomain>" */
+	struct config_pos pos;
+};
+
+/* sharing.timeSlicing.resources[] */
+struct config_ts_resource {
+	char *name;	   /* the resource shared, normalised ("nvidia.com/gpu") */
+	char *rename;	   /* the name advertised instead, or NULL; renameByDefault fills in
+	                   "<name>.shared" when the file gives none */
+	unsigned replicas; /* 2..CONFIG_REPLICAS_MAX */
+	struct config_devices devices;
+	struct config_pos pos, name_pos, rename_pos;
+};
+
+struct config_time_slicing {
+	bool rename_by_default;
+	bool fail_requests_greater_than_one;
+	struct config_ts_resource *resources; /* none: time-slicing is off */
+	size_t n_resources;
+};
+
+/* edgegpu.sharing.memory: the nvidia.com/gpumem resource. Off unless devices are listed. */
+struct config_gpumem {
+	char *resource_name;	       /* "nvidia.com/gpumem" */
+	struct config_devices devices; /* always CONFIG_DEVICES_LIST */
+	unsigned unit_mib;	       /* 1 */
+	uint64_t reserve_mib;	       /* 512 */
+	enum config_on_split on_split;
+	enum config_placement placement;
+	uint64_t mask_hysteresis_mib; /* 1024 */
+	struct config_pos resource_name_pos, unit_pos, reserve_pos;
+};
+
+struct config_health {
+	usec_t poll_interval;	      /* 5 s: probe period for GPUs without events */
+	usec_t recovery_quiet_period; /* 0: off */
+	uint64_t *ignored_xids;	      /* on top of the application XIDs NVIDIA ignores */
+	size_t n_ignored_xids;
+	char *disable_healthchecks; /* DP_DISABLE_HEALTHCHECKS as given, or NULL; parse it
+	                                 with gpu_parse_disable_healthchecks() */
+};
+
+struct config_grpc {
+	uint64_t max_recv_msg_bytes; /* 16 MiB */
+	unsigned max_connections;    /* 64 */
+};
+
+struct config {
+	char *config_file; /* --config-file / CONFIG_FILE, or the file last loaded; NULL: none */
+
+	/* flags: */
+	enum config_mig_strategy mig_strategy;
+	bool fail_on_init_error; /* true */
+	char *driver_root;	 /* host driver root, "/" */
+	char *dev_root;		 /* host /dev root; NULL until validated: = driver_root */
+	/* flags.plugin: */
+	bool pass_device_specs;
+	unsigned device_list_strategy; /* CONFIG_DLS_* bits */
+	enum config_device_id_strategy device_id_strategy;
+	char *container_driver_root; /* "/driver-root": the host driver root inside our container */
+
+	/* resources.gpus, in order; a GPU matching none is CONFIG_DEFAULT_RESOURCE */
+	struct config_gpu_pattern *gpus;
+	size_t n_gpus;
+
+	struct config_time_slicing time_slicing;
+
+	/* edgegpu: */
+	enum log_level log_level;   /* info */
+	char *device_plugin_path;   /* /var/lib/kubelet/device-plugins */
+	char *kubelet_socket;	    /* NULL until validated: <device_plugin_path>/kubelet.sock;
+	                                 "": do not register (NVIDIA's --kubelet-socket "") */
+	char *nvml_lib;		    /* NULL: loader search, then under the driver root */
+	char *pod_resources_socket; /* /var/lib/kubelet/pod-resources/kubelet.sock */
+	char *cdi_spec_dir;	    /* /var/run/cdi */
+	usec_t rediscover_interval; /* 60 s: re-check after "no devices found" */
+	struct config_health health;
+	struct config_grpc grpc;
+	struct config_gpumem gpumem;
+};
+
+/* One problem. Every string is owned by the diag that holds it. */
+struct config_error {
+	char *file;	       /* NULL for the environment and flags */
+	unsigned line, column; /* 1-based; 0 when not known (a file that cannot be read) */
+	char *key;	       /* dotted path, env var or --flag; NULL for YAML syntax errors */
+	char *message;
+};
+
+/* Errors and warnings, appended to by every function below. Zero-initialised is empty. */
+struct config_diag {
+	struct config_error *errors;
+	size_t n_errors;
+	struct config_error *warnings;
+	size_t n_warnings;
+};
+
+void config_diag_release(struct config_diag *d);
+
+/*
+ * Appends "FILE:LINE:COL: KEY: MESSAGE" to @out (no newline), leaving out the parts that are
+ * not known: "KEY: MESSAGE" for the environment, "FILE: MESSAGE" for an unreadable file.
+ * Returns 0 or -ENOMEM.
+ */
+int config_error_format(const struct config_error *e, struct buf *out) WARN_UNUSED;
+/* The same as a heap string (caller frees), or NULL on OOM. */
+char *config_error_to_string(const struct config_error *e) WARN_UNUSED;
+
+/* Fills @c with the defaults. Returns 0 or -ENOMEM (then @c needs no release). */
+int config_init(struct config *c) WARN_UNUSED;
+/* Frees everything @c owns and zeroes it. Safe on a zeroed struct. */
+void config_release(struct config *c);
+/* Deep copy of @src into @ret (uninitialised). Returns 0 or -ENOMEM. */
+int config_copy(struct config *ret, const struct config *src) WARN_UNUSED;
+/* True when two configs have the same settings (file positions and config_file ignored). */
+bool config_equal(const struct config *a, const struct config *b);
+
+/*
+ * Reads @path (at most CONFIG_FILE_MAX bytes) and overlays its settings on @c; records @path
+ * in c->config_file. An empty file, or one holding only comments or `null`, changes nothing
+ * (NVIDIA's config-manager points the file at /dev/null for "no config").
+ * Returns 0 on success, -EINVAL when the file has errors, -EFBIG when it is too large, -errno
+ * when it cannot be read, or -ENOMEM. Every failure but -ENOMEM adds an error to @d (which may
+ * be NULL); warnings are added either way. On failure @c is unchanged.
+ */
+int config_load_file(struct config *c, const char *path, struct config_diag *d) WARN_UNUSED;
+/* The same for an in-memory document; @name is used in messages and as c->config_file. */
+int config_load_buffer(struct config *c, const char *name, const char *data, size_t len,
+		       struct config_diag *d) WARN_UNUSED;
+
+/*
+ * Applies the environment variables that name settings (see docs/config.md). @envp is a
+ * NULL-terminated "NAME=value" array, or NULL for `environ`. Where a setting has two names
+ * (NVIDIA_CDI_HOOK_PATH, NVIDIA_CTK_PATH) the first one present wins. Returns 0, -EINVAL (errors
+ * in @d) or -ENOMEM; on failure @c is unchanged.
+ */
+int config_apply_env(struct config *c, char *const *envp, struct config_diag *d) WARN_UNUSED;
+
+/*
+ * Applies one command-line flag. @name is the long name with or without the leading dashes
+ * ("device-list-strategy", NVIDIA's aliases included); @value is its argument, or NULL for a
+ * bare boolean flag (true). Repeating a flag replaces the earlier value. Returns 0, -ENOENT for
+ * an unknown flag, -EINVAL for a bad value (both with an error in @d), or -ENOMEM; on failure
+ * @c is unchanged.
+ */
+int config_set_flag(struct config *c, const char *name, const char *value,
+		    struct config_diag *d) WARN_UNUSED;
+
+/*
+ * True when @name is a flag config_set_flag() knows; *ret_is_bool (may be NULL) tells whether it
+ * is a boolean, which may stand alone (--pass-device-specs) or take =true/=false.
+ */
+bool config_flag_lookup(const char *name, bool *ret_is_bool);
+
+/*
+ * Cross-checks the settings (time-slicing resources that name no resource, a GPU listed both for
+ * time-slicing and for sharing.memory, clashing resource names, ...) and fills in the derived
+ * defaults (dev root = driver root, kubelet socket under the device-plugin path). Checks that
+ * need the discovered GPUs are config_assign_gpus(). Returns 0, -EINVAL (errors in @d) or
+ * -ENOMEM; on failure @c is unchanged.
+ */
+int config_validate(struct config *c, struct config_diag *d) WARN_UNUSED;
+
+/* A command-line flag for config_build(): name as for config_set_flag(), value or NULL. */
+struct config_flag {
+	const char *name;
+	const char *value;
+};
+
+/*
+ * The whole sequence: defaults, then the file named by the `config-file` flag or else by
+ * CONFIG_FILE (none when both are unset or empty), the environment @envp (NULL: environ), the
+ * @n_flags @flags in order, and config_validate(). Errors of every stage are collected. On
+ * success *c is released and replaced; on failure it is untouched. Returns 0, or the first
+ * failure's code as the steps above return it.
+ */
+int config_build(struct config *c, char *const *envp, const struct config_flag *flags,
+		 size_t n_flags, struct config_diag *d) WARN_UNUSED;
+
+/*
+ * Appends @c as YAML to @out: every setting we act on, in the schema's layout, which
+ * config_load_file() reads back to an equal config (config_equal()). NVIDIA keys we do not act
+ * on are left out. Returns 0 or -ENOMEM.
+ */
+int config_dump(const struct config *c, struct buf *out) WARN_UNUSED;
+
+/* --- helpers for the daemon --- */
+
+/* Wildcard match, `*` = any run of characters, anchored at both ends, case-sensitive. */
+bool config_pattern_match(const char *pattern, const char *s);
+
+/* The resource of a GPU by its NVML name: the first matching resources.gpus entry, else
+ * CONFIG_DEFAULT_RESOURCE. Points into @c or at a static string. */
+const char *config_gpu_resource(const struct config *c, const char *gpu_name);
+
+/* The name a time-sliced resource is advertised under. */
+static inline const char *config_ts_resource_name(const struct config_ts_resource *r)
+{
+	return r->rename ? r->rename : r->name;
+}
+
+enum config_gpu_use {
+	CONFIG_GPU_WHOLE,	/* one device of @resource */
+	CONFIG_GPU_TIME_SLICED, /* @replicas devices "<uuid>::<n>" of @resource */
+	CONFIG_GPU_MEMORY,	/* units of c->gpumem.resource_name */
+};
+
+struct config_gpu_assignment {
+	enum config_gpu_use use;
+	const char *resource;		     /* points into the config (or a static string) */
+	unsigned replicas;		     /* time-sliced: replicas; otherwise 1 */
+	const struct config_ts_resource *ts; /* time-sliced: its entry; otherwise NULL */
+};
+
+/*
+ * Decides what each of the info->n_devices discovered GPUs becomes, and checks what only the
+ * GPUs can tell: a `devices` entry naming no GPU, a time-slicing entry listing a GPU of another
+ * resource, a count larger than the GPUs there are, a GPU claimed twice after indices and UUIDs
+ * are resolved, a reserveMiB that leaves a sharing.memory GPU no whole unit. On success *ret is
+ * a heap array of info->n_devices entries (caller frees; they point into @c, which must outlive
+ * them). Returns 0, -EINVAL (errors in @d, positions from the file) or -ENOMEM.
+ */
+int config_assign_gpus(const struct config *c, const struct gpu_info *info,
+		       struct config_gpu_assignment **ret, struct config_diag *d) WARN_UNUSED;

@@ -1,0 +1,1441 @@
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "gpu.h"
+#include "oom.h"
+#include "unit.h"
+#include "util.h"
+
+#ifndef CONFIG_FIXTURES
+#error "CONFIG_FIXTURES must name tests/fixtures/config"
+#endif
+#ifndef CONFIG_CORPUS
+#error "CONFIG_CORPUS must name fuzz/corpus/config"
+#endif
+
+#define MIB	 ((uint64_t)1024 * 1024)
+#define FX(name) CONFIG_FIXTURES "/" name
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const char *const uuids[] = {
+	"GPU-00000000-0000-0000-0000-000000000000",
+	"GPU-00000000-0000-0000-0000-000000000001",
+	"GPU-00000000-0000-0000-0000-000000000002",
+	"GPU-00000000-0000-0000-0000-000000000003",
+};
+
+/* Four GPUs: an A100, two T4s and an A2 (index 2). */
+static void fake_gpus(struct gpu_device devs[4], struct gpu_info *info)
+{
+	static const char *const names[] = { "NVIDIA A100-SXM4-40GB", "Tesla T4", "NVIDIA A2",
+					     "Tesla T4" };
+
+	memset(devs, 0, 4 * sizeof(*devs));
+	for (unsigned i = 0; i < 4; i++) {
+		devs[i].index = i;
+		(void)snprintf(devs[i].uuid, sizeof(devs[i].uuid), "%s", uuids[i]);
+		(void)snprintf(devs[i].name, sizeof(devs[i].name), "%s", names[i]);
+		devs[i].mem_total = (i == 0 ? 40960 : 16384) * MIB;
+		devs[i].numa_node = -1;
+	}
+	*info = (struct gpu_info){ .n_devices = 4, .devices = devs };
+}
+
+static char *fmt_error(const struct config_error *e)
+{
+	char *s = config_error_to_string(e);
+
+	assert_non_null(s);
+	return s;
+}
+
+/* Exactly one error, and it reads @want. */
+static void assert_one_error(const struct config_diag *d, const char *want)
+{
+	char *s;
+
+	if (d->n_errors != 1) {
+		for (size_t i = 0; i < d->n_errors; i++) {
+			s = fmt_error(&d->errors[i]);
+			print_message("error %zu: %s\n", i, s);
+			free(s);
+		}
+	}
+	assert_int_equal(d->n_errors, 1);
+	s = fmt_error(&d->errors[0]);
+	assert_string_equal(s, want);
+	free(s);
+}
+
+static int load_str(struct config *c, const char *yaml, struct config_diag *d)
+{
+	return config_load_buffer(c, "t.yaml", yaml, strlen(yaml), d);
+}
+
+/* Loads @yaml into fresh defaults, expects it to fail with exactly @want. */
+static void expect_error(const char *yaml, const char *want)
+{
+	struct config_diag d = { 0 };
+	struct config c;
+
+	assert_int_equal(config_init(&c), 0);
+	assert_int_equal(load_str(&c, yaml, &d), -EINVAL);
+	assert_one_error(&d, want);
+	config_diag_release(&d);
+	config_release(&c);
+}
+
+/* Loads @yaml into fresh defaults; it must succeed without errors or warnings. */
+static void load_ok(struct config *c, const char *yaml)
+{
+	struct config_diag d = { 0 };
+
+	assert_int_equal(config_init(c), 0);
+	assert_int_equal(load_str(c, yaml, &d), 0);
+	assert_int_equal(d.n_errors, 0);
+	assert_int_equal(d.n_warnings, 0);
+	config_diag_release(&d);
+}
+
+static void test_defaults(void **state)
+{
+	struct config_diag d = { 0 };
+	struct config c;
+
+	assert_int_equal(config_init(&c), 0);
+	assert_null(c.config_file);
+	assert_int_equal(c.mig_strategy, CONFIG_MIG_NONE);
+	assert_true(c.fail_on_init_error);
+	assert_string_equal(c.driver_root, "/");
+	assert_null(c.dev_root);
+	assert_false(c.pass_device_specs);
+	assert_int_equal(c.device_list_strategy, CONFIG_DLS_ENVVAR);
+	assert_int_equal(c.device_id_strategy, CONFIG_DEVICE_ID_UUID);
+	assert_string_equal(c.container_driver_root, "/driver-root");
+	assert_int_equal(c.n_gpus, 0);
+	assert_false(c.time_slicing.rename_by_default);
+	assert_false(c.time_slicing.fail_requests_greater_than_one);
+	assert_int_equal(c.time_slicing.n_resources, 0);
+	assert_int_equal(c.log_level, LOG_LEVEL_INFO);
+	assert_string_equal(c.device_plugin_path, "/var/lib/kubelet/device-plugins");
+	assert_null(c.kubelet_socket);
+	assert_null(c.nvml_lib);
+	assert_string_equal(c.pod_resources_socket, "/var/lib/kubelet/pod-resources/kubelet.sock");
+	assert_string_equal(c.cdi_spec_dir, "/var/run/cdi");
+	assert_int_equal(c.rediscover_interval, 60 * USEC_PER_SEC);
+	assert_int_equal(c.health.poll_interval, 5 * USEC_PER_SEC);
+	assert_int_equal(c.health.recovery_quiet_period, 0);
+	assert_int_equal(c.health.n_ignored_xids, 0);
+	assert_null(c.health.disable_healthchecks);
+	assert_int_equal(c.grpc.max_recv_msg_bytes, 16 * MIB);
+	assert_int_equal(c.grpc.max_connections, 64);
+	assert_string_equal(c.gpumem.resource_name, "nvidia.com/gpumem");
+	assert_int_equal(c.gpumem.devices.kind, CONFIG_DEVICES_LIST);
+	assert_int_equal(c.gpumem.devices.n_refs, 0);
+	assert_int_equal(c.gpumem.unit_mib, 1);
+	assert_int_equal(c.gpumem.reserve_mib, 512);
+	assert_int_equal(c.gpumem.on_split, CONFIG_ON_SPLIT_REJECT);
+	assert_int_equal(c.gpumem.placement, CONFIG_PLACEMENT_MASK);
+	assert_int_equal(c.gpumem.mask_hysteresis_mib, 1024);
+
+	/* Validation fills in what derives from other settings. */
+	assert_int_equal(config_validate(&c, &d), 0);
+	assert_int_equal(d.n_errors + d.n_warnings, 0);
+	assert_string_equal(c.dev_root, "/");
+	assert_string_equal(c.kubelet_socket, "/var/lib/kubelet/device-plugins/kubelet.sock");
+	config_release(&c);
+
+	/* An empty file and a `null` document are the defaults. */
+	assert_int_equal(config_init(&c), 0);
+	assert_int_equal(config_load_file(&c, FX("empty.yaml"), &d), 0);
+	assert_string_equal(c.config_file, FX("empty.yaml"));
+	assert_int_equal(config_load_file(&c, "/dev/null", &d), 0);
+	assert_int_equal(load_str(&c, "# only a comment\n", &d), 0);
+	assert_int_equal(load_str(&c, "null\n", &d), 0);
+	assert_int_equal(load_str(&c, "---\n...\n", &d), 0);
+	assert_int_equal(d.n_errors + d.n_warnings, 0);
+	assert_true(c.fail_on_init_error);
+	assert_int_equal(c.device_list_strategy, CONFIG_DLS_ENVVAR);
+	config_release(&c);
+	config_release(&c); /* release is safe on a released struct */
+}
+
+static void test_full_nvidia(void **state)
+{
+	static const char *const warned[] = {
+		"flags.mpsRoot",
+		"flags.gdsEnabled",
+		"flags.mofedEnabled",
+		"flags.deviceDiscoveryStrategy",
+		"flags.plugin.cdiAnnotationPrefix",
+		"flags.plugin.nvidiaCTKPath",
+		"flags.gfd.oneshot",
+		"flags.gfd.noTimestamp",
+		"flags.gfd.outputFile",
+		"flags.gfd.sleepInterval",
+		"imex.channelIDs",
+		"imex.required",
+	};
+	struct config_diag d = { 0 };
+	struct config c;
+	char *s;
+
+	assert_int_equal(config_init(&c), 0);
+	assert_int_equal(config_load_file(&c, FX("full-nvidia.yaml"), &d), 0);
+	assert_int_equal(d.n_errors, 0);
+	assert_string_equal(c.config_file, FX("full-nvidia.yaml"));
+	assert_int_equal(c.mig_strategy, CONFIG_MIG_NONE);
+	assert_false(c.fail_on_init_error);
+	assert_string_equal(c.driver_root, "/run/nvidia/driver");
+	assert_string_equal(c.dev_root, "/run/nvidia/dev");
+	assert_true(c.pass_device_specs);
+	assert_int_equal(c.device_list_strategy, CONFIG_DLS_ENVVAR | CONFIG_DLS_CDI_CRI);
+	assert_int_equal(c.device_id_strategy, CONFIG_DEVICE_ID_INDEX);
+	assert_string_equal(c.container_driver_root, "/host-driver");
+	assert_int_equal(c.n_gpus, 2);
+	assert_string_equal(c.gpus[0].pattern, "*A100*");
+	assert_string_equal(c.gpus[0].name, "nvidia.com/a100");
+	assert_int_equal(c.gpus[0].pos.line, 28);
+	assert_string_equal(c.gpus[1].pattern, "NVIDIA A2");
+	assert_string_equal(c.gpus[1].name, "nvidia.com/gpu-a2");
+	assert_true(c.time_slicing.rename_by_default);
+	assert_true(c.time_slicing.fail_requests_greater_than_one);
+	assert_int_equal(c.time_slicing.n_resources, 1);
+	assert_string_equal(c.time_slicing.resources[0].name, "nvidia.com/gpu");
+	assert_string_equal(c.time_slicing.resources[0].rename, "nvidia.com/gpu.shared");
+	assert_string_equal(config_ts_resource_name(&c.time_slicing.resources[0]),
+			    "nvidia.com/gpu.shared");
+	assert_int_equal(c.time_slicing.resources[0].replicas, 4);
+	assert_int_equal(c.time_slicing.resources[0].devices.kind, CONFIG_DEVICES_ALL);
+
+	/* Every NVIDIA key we do not act on, set to its default: a warning each, in order. */
+	assert_int_equal(d.n_warnings, ELEMENTSOF(warned));
+	for (size_t i = 0; i < ELEMENTSOF(warned); i++) {
+		assert_string_equal(d.warnings[i].key, warned[i]);
+		assert_string_equal(d.warnings[i].file, FX("full-nvidia.yaml"));
+	}
+	s = fmt_error(&d.warnings[1]);
+	assert_string_equal(
+		s, FX("full-nvidia.yaml") ":9:15: flags.gdsEnabled: is not supported by "
+					  "edgegpu and is ignored (it is set to its default)");
+	free(s);
+	s = fmt_error(&d.warnings[9]);
+	assert_string_equal(
+		s, FX("full-nvidia.yaml") ":25:20: flags.gfd.sleepInterval: is not "
+					  "supported by edgegpu and is ignored (it is set to its "
+					  "default)");
+	free(s);
+
+	/* Patterns are anchored wildcards on the NVML name. */
+	assert_string_equal(config_gpu_resource(&c, "NVIDIA A100-SXM4-40GB"), "nvidia.com/a100");
+	assert_string_equal(config_gpu_resource(&c, "NVIDIA A2"), "nvidia.com/gpu-a2");
+	assert_string_equal(config_gpu_resource(&c, "NVIDIA A2 Pro"), "nvidia.com/gpu");
+	assert_string_equal(config_gpu_resource(&c, "Tesla T4"), "nvidia.com/gpu");
+	config_diag_release(&d);
+	config_release(&c);
+}
+
+static void test_json(void **state)
+{
+	struct config c;
+
+	/* sigs.k8s.io/yaml reads JSON too, and so do we. */
+	load_ok(&c, "{\"version\": \"v1\", \"flags\": {\"plugin\": {\"deviceListStrategy\": "
+		    "\"cdi-annotations\", \"passDeviceSpecs\": true}}}");
+	assert_int_equal(c.device_list_strategy, CONFIG_DLS_CDI_ANNOTATIONS);
+	assert_true(c.pass_device_specs);
+	config_release(&c);
+}
+
+static void test_time_slicing(void **state)
+{
+	struct config_gpu_assignment *as = NULL;
+	const struct config_ts_resource *r;
+	struct config_diag d = { 0 };
+	struct gpu_device devs[4];
+	struct gpu_info info;
+	struct config c;
+
+	assert_int_equal(config_init(&c), 0);
+	assert_int_equal(config_load_file(&c, FX("timeslicing.yaml"), &d), 0);
+	assert_int_equal(d.n_errors + d.n_warnings, 0);
+	assert_false(c.time_slicing.rename_by_default);
+	assert_int_equal(c.time_slicing.n_resources, 3);
+	r = &c.time_slicing.resources[0];
+	assert_string_equal(r->name, "nvidia.com/gpu");
+	assert_string_equal(r->rename, "nvidia.com/gpu.small");
+	assert_int_equal(r->replicas, 4);
+	assert_int_equal(r->devices.kind, CONFIG_DEVICES_LIST);
+	assert_int_equal(r->devices.n_refs, 2);
+	assert_null(r->devices.refs[0].uuid);
+	assert_int_equal(r->devices.refs[0].index, 0);
+	assert_string_equal(r->devices.refs[1].uuid, uuids[1]);
+	assert_int_equal(r->devices.refs[1].pos.line, 12);
+	assert_int_equal(r->devices.refs[1].pos.column, 22);
+	r = &c.time_slicing.resources[1];
+	assert_string_equal(r->name, "nvidia.com/gpu");
+	assert_null(r->rename);
+	assert_int_equal(r->replicas, 2);
+	assert_int_equal(r->devices.kind, CONFIG_DEVICES_ALL);
+	r = &c.time_slicing.resources[2];
+	assert_string_equal(r->name, "nvidia.com/gpu-a2");
+	assert_int_equal(r->replicas, 3);
+	assert_int_equal(r->devices.kind, CONFIG_DEVICES_COUNT);
+	assert_int_equal(r->devices.count, 1);
+	assert_int_equal(config_validate(&c, &d), 0);
+
+	/* On the node: GPU 0 by index and GPU 1 by UUID four ways, the A2 three ways, the last T4
+	 * (what `all` leaves) two ways. */
+	fake_gpus(devs, &info);
+	assert_int_equal(config_assign_gpus(&c, &info, &as, &d), 0);
+	assert_int_equal(d.n_errors, 0);
+	assert_int_equal(as[0].use, CONFIG_GPU_TIME_SLICED);
+	assert_string_equal(as[0].resource, "nvidia.com/gpu.small");
+	assert_int_equal(as[0].replicas, 4);
+	assert_ptr_equal(as[0].ts, &c.time_slicing.resources[0]);
+	assert_int_equal(as[1].use, CONFIG_GPU_TIME_SLICED);
+	assert_string_equal(as[1].resource, "nvidia.com/gpu.small");
+	assert_int_equal(as[2].use, CONFIG_GPU_TIME_SLICED);
+	assert_string_equal(as[2].resource, "nvidia.com/gpu-a2");
+	assert_int_equal(as[2].replicas, 3);
+	assert_int_equal(as[3].use, CONFIG_GPU_TIME_SLICED);
+	assert_string_equal(as[3].resource, "nvidia.com/gpu");
+	assert_int_equal(as[3].replicas, 2);
+	free(as);
+	config_release(&c);
+
+	/* renameByDefault names the resource <name>.shared; an explicit rename wins. */
+	load_ok(&c,
+		"sharing:\n  timeSlicing:\n    renameByDefault: true\n    resources:\n"
+		"      - {name: gpu, replicas: 2}\n      - {name: gpu, replicas: 3, devices: [1], "
+		"rename: gpu-three}\n");
+	assert_string_equal(c.time_slicing.resources[0].rename, "nvidia.com/gpu.shared");
+	assert_string_equal(c.time_slicing.resources[1].rename, "nvidia.com/gpu-three");
+	config_release(&c);
+
+	/* No sharing: every GPU whole, under its pattern's resource. */
+	assert_int_equal(config_init(&c), 0);
+	assert_int_equal(config_load_file(&c, FX("full-nvidia.yaml"), NULL), 0);
+	c.time_slicing.resources[0].devices.kind = CONFIG_DEVICES_COUNT;
+	c.time_slicing.resources[0].devices.count = 1;
+	assert_int_equal(config_assign_gpus(&c, &info, &as, &d), 0);
+	assert_int_equal(as[0].use, CONFIG_GPU_WHOLE);
+	assert_string_equal(as[0].resource, "nvidia.com/a100");
+	assert_int_equal(as[1].use, CONFIG_GPU_TIME_SLICED);
+	assert_string_equal(as[1].resource, "nvidia.com/gpu.shared");
+	assert_int_equal(as[2].use, CONFIG_GPU_WHOLE);
+	assert_string_equal(as[2].resource, "nvidia.com/gpu-a2");
+	assert_int_equal(as[3].use, CONFIG_GPU_WHOLE);
+	assert_string_equal(as[3].resource, "nvidia.com/gpu");
+	free(as);
+	config_diag_release(&d);
+	config_release(&c);
+}
+
+static void test_gpumem(void **state)
+{
+	struct config_gpu_assignment *as = NULL;
+	struct config_diag d = { 0 };
+	struct gpu_device devs[4];
+	struct gpu_info info;
+	struct config c;
+
+	assert_int_equal(config_init(&c), 0);
+	assert_int_equal(config_load_file(&c, FX("gpumem.yaml"), &d), 0);
+	assert_int_equal(d.n_errors + d.n_warnings, 0);
+	assert_string_equal(c.gpumem.resource_name, "nvidia.com/gpumem-edge");
+	assert_int_equal(c.gpumem.devices.n_refs, 2);
+	assert_int_equal(c.gpumem.devices.refs[0].index, 1);
+	assert_null(c.gpumem.devices.refs[0].uuid);
+	assert_string_equal(c.gpumem.devices.refs[1].uuid, uuids[2]);
+	assert_int_equal(c.gpumem.unit_mib, 2);
+	assert_int_equal(c.gpumem.reserve_mib, 256);
+	assert_int_equal(c.gpumem.on_split, CONFIG_ON_SPLIT_ALLOW);
+	assert_int_equal(c.gpumem.placement, CONFIG_PLACEMENT_PREFERRED);
+	assert_int_equal(c.gpumem.mask_hysteresis_mib, 2048);
+	assert_int_equal(c.gpumem.reserve_pos.line, 8);
+	assert_int_equal(c.gpumem.reserve_pos.column, 19);
+
+	fake_gpus(devs, &info);
+	assert_int_equal(config_assign_gpus(&c, &info, &as, &d), 0);
+	assert_int_equal(as[0].use, CONFIG_GPU_WHOLE);
+	assert_string_equal(as[0].resource, "nvidia.com/gpu");
+	assert_int_equal(as[1].use, CONFIG_GPU_MEMORY);
+	assert_string_equal(as[1].resource, "nvidia.com/gpumem-edge");
+	assert_null(as[1].ts);
+	assert_int_equal(as[2].use, CONFIG_GPU_MEMORY);
+	assert_int_equal(as[3].use, CONFIG_GPU_WHOLE);
+	free(as);
+
+	/* A reserve that leaves a GPU no unit can only be seen against the GPU. */
+	devs[1].mem_total = 258 * MIB;
+	assert_int_equal(config_assign_gpus(&c, &info, &as, &d), 0);
+	free(as);
+	devs[1].mem_total = 256 * MIB;
+	as = (void *)&d; /* untouched on failure */
+	assert_int_equal(config_assign_gpus(&c, &info, &as, &d), -EINVAL);
+	assert_ptr_equal(as, &d);
+	assert_one_error(
+		&d, FX("gpumem.yaml") ":8:19: edgegpu.sharing.memory.reserveMiB: reserving "
+				      "256 MiB of GPU 1 (Tesla T4, 256 MiB) leaves no 2 MiB unit");
+	config_diag_release(&d);
+	config_release(&c);
+
+	/* Off unless devices are listed. */
+	assert_int_equal(config_init(&c), 0);
+	assert_int_equal(config_assign_gpus(&c, &info, &as, &d), 0);
+	for (unsigned i = 0; i < 4; i++)
+		assert_int_equal(as[i].use, CONFIG_GPU_WHOLE);
+	free(as);
+	config_release(&c);
+}
+
+static void test_edgegpu_section(void **state)
+{
+	struct config_diag d = { 0 };
+	struct config c;
+
+	assert_int_equal(config_init(&c), 0);
+	assert_int_equal(config_load_file(&c, FX("edgegpu.yaml"), &d), 0);
+	assert_int_equal(d.n_errors + d.n_warnings, 0);
+	assert_int_equal(c.log_level, LOG_LEVEL_DEBUG);
+	assert_string_equal(c.device_plugin_path, "/tmp/dp");
+	assert_string_equal(c.kubelet_socket, "/tmp/dp/kubelet.sock");
+	assert_string_equal(c.nvml_lib, "/opt/nvml/libnvidia-ml.so.1");
+	assert_string_equal(c.pod_resources_socket, "/tmp/pr.sock");
+	assert_string_equal(c.cdi_spec_dir, "/tmp/cdi");
+	assert_int_equal(c.rediscover_interval, 150 * USEC_PER_SEC);
+	assert_int_equal(c.health.poll_interval, 1500 * USEC_PER_MSEC);
+	assert_int_equal(c.health.recovery_quiet_period, 5 * USEC_PER_SEC);
+	assert_int_equal(c.health.n_ignored_xids, 2);
+	assert_int_equal(c.health.ignored_xids[0], 48);
+	assert_int_equal(c.health.ignored_xids[1], 79);
+	assert_string_equal(c.health.disable_healthchecks, "48,79");
+	assert_int_equal(c.grpc.max_recv_msg_bytes, 8 * MIB);
+	assert_int_equal(c.grpc.max_connections, 16);
+	config_release(&c);
+}
+
+static void test_yaml_types(void **state)
+{
+	struct config c;
+
+	/* go-yaml v2 booleans */
+	load_ok(&c, "flags: {failOnInitError: no, plugin: {passDeviceSpecs: on}}\n");
+	assert_false(c.fail_on_init_error);
+	assert_true(c.pass_device_specs);
+	config_release(&c);
+	load_ok(&c, "flags: {failOnInitError: False, plugin: {passDeviceSpecs: YES}}\n");
+	assert_false(c.fail_on_init_error);
+	assert_true(c.pass_device_specs);
+	config_release(&c);
+	/* null is "not set" */
+	load_ok(&c, "flags:\n  failOnInitError: ~\n  plugin:\nedgegpu: null\n");
+	assert_true(c.fail_on_init_error);
+	config_release(&c);
+	/* Go integers and durations */
+	load_ok(&c, "edgegpu:\n  sharing:\n    memory: {unitMiB: 0x10, reserveMiB: 1_024, "
+		    "maskHysteresisMiB: 0o10}\n  health: {pollInterval: 1.5h, recoveryQuietPeriod: "
+		    "\"1m30s\"}\n  rediscoverInterval: 2h45m\n");
+	assert_int_equal(c.gpumem.unit_mib, 16);
+	assert_int_equal(c.gpumem.reserve_mib, 1024);
+	assert_int_equal(c.gpumem.mask_hysteresis_mib, 8);
+	assert_int_equal(c.health.poll_interval, 5400 * USEC_PER_SEC);
+	assert_int_equal(c.health.recovery_quiet_period, 90 * USEC_PER_SEC);
+	assert_int_equal(c.rediscover_interval, (2 * 3600 + 45 * 60) * USEC_PER_SEC);
+	config_release(&c);
+	load_ok(&c, "edgegpu:\n  health: {pollInterval: .5s, recoveryQuietPeriod: 0}\n");
+	assert_int_equal(c.health.poll_interval, 500 * USEC_PER_MSEC);
+	assert_int_equal(c.health.recovery_quiet_period, 0);
+	config_release(&c);
+	/* aliases */
+	load_ok(&c, "edgegpu:\n  health:\n    pollInterval: &p 2s\n    recoveryQuietPeriod: *p\n");
+	assert_int_equal(c.health.poll_interval, 2 * USEC_PER_SEC);
+	assert_int_equal(c.health.recovery_quiet_period, 2 * USEC_PER_SEC);
+	config_release(&c);
+	/* a number where a string is wanted is its text, as sigs.k8s.io/yaml converts it */
+	load_ok(&c, "flags: {nvidiaDriverRoot: 123}\n");
+	assert_string_equal(c.driver_root, "123");
+	config_release(&c);
+
+	expect_error("flags:\n  failOnInitError: \"true\"\n",
+		     "t.yaml:2:20: flags.failOnInitError: expected true or false, got the string "
+		     "\"true\"");
+	expect_error("flags:\n  failOnInitError: maybe\n",
+		     "t.yaml:2:20: flags.failOnInitError: expected true or false, got \"maybe\"");
+	expect_error("flags:\n  failOnInitError: [true]\n",
+		     "t.yaml:2:20: flags.failOnInitError: expected true or false, got a list");
+	expect_error(
+		"edgegpu: {grpc: {maxConnections: \"4\"}}\n",
+		"t.yaml:1:34: edgegpu.grpc.maxConnections: expected an integer, got the string "
+		"\"4\"");
+	expect_error("edgegpu: {grpc: {maxConnections: 1.5}}\n",
+		     "t.yaml:1:34: edgegpu.grpc.maxConnections: expected an integer, got \"1.5\"");
+	expect_error("edgegpu: {grpc: {maxConnections: -1}}\n",
+		     "t.yaml:1:34: edgegpu.grpc.maxConnections: must not be negative, got \"-1\"");
+	expect_error("edgegpu: {grpc: {maxConnections: 99999999999999999999}}\n",
+		     "t.yaml:1:34: edgegpu.grpc.maxConnections: expected an integer, got "
+		     "\"99999999999999999999\"");
+	expect_error("edgegpu: {grpc: {maxConnections: 5000}}\n",
+		     "t.yaml:1:34: edgegpu.grpc.maxConnections: must be at most 4096, got 5000");
+	expect_error(
+		"edgegpu: {health: {pollInterval: 5}}\n",
+		"t.yaml:1:34: edgegpu.health.pollInterval: expected a duration such as \"5s\", "
+		"\"500ms\" or \"1m30s\", got \"5\"");
+	expect_error("edgegpu: {health: {pollInterval: -1s}}\n",
+		     "t.yaml:1:34: edgegpu.health.pollInterval: must not be negative, got \"-1s\"");
+	expect_error("edgegpu: {health: {pollInterval: 10ms}}\n",
+		     "t.yaml:1:34: edgegpu.health.pollInterval: must be at least 100ms, got 10ms");
+	expect_error("edgegpu: {health: {pollInterval: 25h}}\n",
+		     "t.yaml:1:34: edgegpu.health.pollInterval: must be at most 24h, got 25h");
+	expect_error(
+		"edgegpu: {health: {ignoredXids: 79}}\n",
+		"t.yaml:1:33: edgegpu.health.ignoredXids: expected a list of XIDs, got \"79\"");
+	expect_error("edgegpu: {health: {ignoredXids: [79, x]}}\n",
+		     "t.yaml:1:38: edgegpu.health.ignoredXids[1]: expected an integer, got \"x\"");
+	expect_error("edgegpu: {logLevel: verbose}\n",
+		     "t.yaml:1:21: edgegpu.logLevel: invalid value \"verbose\", expected one of: "
+		     "debug, info, warn, error");
+	expect_error("flags:\n  nvidiaDriverRoot: \"a\\0b\"\n",
+		     "t.yaml:2:21: flags.nvidiaDriverRoot: must not contain a NUL character");
+	expect_error("flags:\n  plugin: {deviceListStrategy: []}\n",
+		     "t.yaml:2:32: flags.plugin.deviceListStrategy: needs at least one strategy");
+}
+
+/* A fixture that must fail with exactly one error. */
+struct bad_case {
+	const char *file;
+	int ret;
+	const char *want;
+};
+
+static void test_error_kinds(void **state)
+{
+	static const struct bad_case cases[] = {
+		{ FX("bad-syntax.yaml"), -EINVAL,
+		  FX("bad-syntax.yaml") ":4:19: invalid YAML: mapping values are not allowed in this "
+					"context" },
+		{ FX("bad-unknown-key.yaml"), -EINVAL,
+		  FX("bad-unknown-key.yaml") ":4:5: flags.plugin.passDeviceSpec: unknown key, did you "
+					     "mean \"passDeviceSpecs\"?" },
+		{ FX("bad-type.yaml"), -EINVAL,
+		  FX("bad-type.yaml") ":3:20: flags.failOnInitError: expected true or false, got the "
+				      "string \"yes\"" },
+		{ FX("bad-enum.yaml"), -EINVAL,
+		  FX("bad-enum.yaml") ":4:34: flags.plugin.deviceListStrategy[1]: invalid value "
+				      "\"nvidia-magic\", expected one of: envvar, volume-mounts, "
+				      "cdi-annotations, cdi-cri" },
+		{ FX("bad-replicas.yaml"), -EINVAL,
+		  FX("bad-replicas.yaml") ":6:19: sharing.timeSlicing.resources[0].replicas: must be "
+					  "at least 2, got 1" },
+		{ FX("bad-mig.yaml"), -EINVAL,
+		  FX("bad-mig.yaml") ":3:16: flags.migStrategy: MIG is not supported by edgegpu yet; "
+				     "only \"none\" is accepted" },
+		{ FX("bad-mps.yaml"), -EINVAL,
+		  FX("bad-mps.yaml") ":4:5: sharing.mps: MPS sharing is not supported by edgegpu; use "
+				     "sharing.timeSlicing or edgegpu.sharing.memory" },
+		{ FX("bad-gds.yaml"), -EINVAL,
+		  FX("bad-gds.yaml") ":3:15: flags.gdsEnabled: is not supported by edgegpu; only the "
+				     "default, false, is accepted" },
+		{ FX("bad-unit.yaml"), -EINVAL,
+		  FX("bad-unit.yaml") ":6:16: edgegpu.sharing.memory.unitMiB: must be at least 1, got "
+				      "0" },
+		{ FX("bad-overlap.yaml"), -EINVAL,
+		  FX("bad-overlap.yaml") ":11:17: edgegpu.sharing.memory.devices[0]: GPU 1 is also "
+					 "time-sliced by sharing.timeSlicing.resources[0]; a GPU can "
+					 "be in only one of the two" },
+		{ CONFIG_FIXTURES "/no-such-file.yaml", -ENOENT,
+		  CONFIG_FIXTURES "/no-such-file.yaml: cannot read the file: No such file or "
+				  "directory" },
+		{ CONFIG_FIXTURES, -EISDIR,
+		  CONFIG_FIXTURES ": cannot read the file: Is a directory" },
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		struct config_diag d = { 0 };
+		struct config c;
+
+		print_message("case %s\n", cases[i].file);
+		assert_int_equal(config_init(&c), 0);
+		assert_int_equal(config_load_file(&c, cases[i].file, &d), cases[i].ret);
+		assert_one_error(&d, cases[i].want);
+		assert_int_equal(d.n_warnings, 0);
+		assert_null(c.config_file);
+		/* Without a diag the result is the same. */
+		assert_int_equal(config_load_file(&c, cases[i].file, NULL), cases[i].ret);
+		config_diag_release(&d);
+		config_release(&c);
+	}
+}
+
+static void test_warning_at_default(void **state)
+{
+	struct config_diag d = { 0 };
+	struct config c;
+	char *s;
+
+	assert_int_equal(config_init(&c), 0);
+	assert_int_equal(config_load_file(&c, FX("warn-gds-default.yaml"), &d), 0);
+	assert_int_equal(d.n_errors, 0);
+	assert_int_equal(d.n_warnings, 1);
+	s = fmt_error(&d.warnings[0]);
+	assert_string_equal(
+		s, FX("warn-gds-default.yaml") ":3:15: flags.gdsEnabled: is not "
+					       "supported by edgegpu and is ignored (it is "
+					       "set to its default)");
+	free(s);
+	assert_string_equal(d.warnings[0].file, FX("warn-gds-default.yaml"));
+	assert_int_equal(d.warnings[0].line, 3);
+	assert_int_equal(d.warnings[0].column, 15);
+	assert_string_equal(d.warnings[0].key, "flags.gdsEnabled");
+	config_diag_release(&d);
+	config_release(&c);
+}
+
+static void test_more_errors(void **state)
+{
+	expect_error("version: v1\nflags:\n  failOnInitError: true\n  failOnInitError: false\n",
+		     "t.yaml:4:3: flags.failOnInitError: duplicate key");
+	expect_error("version: v2\n", "t.yaml:1:10: version: unknown version \"v2\", expected v1");
+	expect_error("- a\n", "t.yaml:1:1: expected a mapping, got a list");
+	expect_error("flags: true\n", "t.yaml:1:8: flags: expected a mapping, got \"true\"");
+	expect_error("flag:\n  migStrategy: none\n",
+		     "t.yaml:1:1: flag: unknown key, did you mean \"flags\"?");
+	expect_error("edgegpu:\n  bogus: 1\n", "t.yaml:2:3: edgegpu.bogus: unknown key");
+	expect_error("? [a]\n: b\n", "t.yaml:1:3: keys must be strings, got a list");
+	expect_error("version: v1\n---\nflags: {}\n",
+		     "t.yaml:3:1: more than one YAML document; edgegpu reads one");
+	expect_error("version: \"v1\xff\"\n",
+		     "t.yaml:1:13: invalid YAML: invalid leading UTF-8 octet");
+	expect_error("sharing:\n  timeSlicing:\n    renameByDefault: true\n",
+		     "t.yaml:3:5: sharing.timeSlicing.resources: no resources specified");
+	expect_error("sharing:\n  timeSlicing:\n    resources: []\n",
+		     "t.yaml:3:5: sharing.timeSlicing.resources: no resources specified");
+	expect_error("sharing:\n  timeSlicing:\n    resources:\n      - name: gpu\n",
+		     "t.yaml:4:9: sharing.timeSlicing.resources[0].replicas: is required");
+	expect_error("sharing:\n  timeSlicing:\n    resources:\n      - replicas: 2\n",
+		     "t.yaml:4:9: sharing.timeSlicing.resources[0].name: is required");
+	expect_error(
+		"sharing:\n  timeSlicing:\n    resources:\n      - {name: gpu, replicas: 2, "
+		"devices: some}\n",
+		"t.yaml:4:43: sharing.timeSlicing.resources[0].devices: expected \"all\", a count "
+		"or a list of GPU indices or UUIDs, got \"some\"");
+	expect_error(
+		"sharing:\n  timeSlicing:\n    resources:\n      - {name: gpu, replicas: 2, "
+		"devices: 0}\n",
+		"t.yaml:4:43: sharing.timeSlicing.resources[0].devices: a count of devices must "
+		"be between 1 and 1024, got 0");
+	expect_error(
+		"sharing:\n  timeSlicing:\n    resources:\n      - {name: gpu, replicas: 2, "
+		"devices: [\"0:1\"]}\n",
+		"t.yaml:4:44: sharing.timeSlicing.resources[0].devices[0]: MIG devices are not "
+		"supported by edgegpu yet, got \"0:1\"");
+	expect_error(
+		"sharing:\n  timeSlicing:\n    resources:\n      - {name: gpu, replicas: 2, "
+		"devices: [gpu0]}\n",
+		"t.yaml:4:44: sharing.timeSlicing.resources[0].devices[0]: expected a GPU index "
+		"or a GPU UUID (\"GPU-...\"), got \"gpu0\"");
+	expect_error(
+		"sharing:\n  timeSlicing:\n    resources:\n      - {name: GPU_Big, replicas: 2}\n",
+		"t.yaml:4:16: sharing.timeSlicing.resources[0].name: invalid resource name "
+		"\"GPU_Big\": it must be at most 63 characters, and what follows \"nvidia.com/\" a "
+		"DNS subdomain (lower-case letters, digits, '-' and '.')");
+	expect_error(
+		"sharing:\n  timeSlicing:\n    resources:\n      - {name: gpu-x, replicas: 2}\n",
+		"t.yaml:4:16: sharing.timeSlicing.resources[0].name: \"nvidia.com/gpu-x\" is not "
+		"a resource of this node (resources are nvidia.com/gpu and those in "
+		"resources.gpus)");
+	expect_error("sharing:\n  timeSlicing:\n    resources:\n      - {name: gpu, replicas: 2, "
+		     "devices: [0]}\n      - {name: gpu, replicas: 4, devices: [1, 0]}\n",
+		     "t.yaml:5:43: sharing.timeSlicing.resources[1].devices: shares GPUs with "
+		     "sharing.timeSlicing.resources[0], which time-slices the same resource");
+	expect_error(
+		"sharing:\n  timeSlicing:\n    resources:\n      - {name: gpu, replicas: 2, "
+		"rename: gpumem, devices: [0]}\nedgegpu: {sharing: {memory: {devices: [1]}}}\n",
+		"t.yaml:4:42: sharing.timeSlicing.resources[0].rename: \"nvidia.com/gpumem\" is "
+		"the edgegpu.sharing.memory resource");
+	expect_error("sharing:\n  timeSlicing:\n    resources:\n      - {name: gpu, replicas: 2, "
+		     "devices: 2}\nedgegpu: {sharing: {memory: {devices: [1]}}}\n",
+		     "t.yaml:5:40: edgegpu.sharing.memory.devices[0]: GPU 1 is also time-sliced by "
+		     "sharing.timeSlicing.resources[0]; a GPU can be in only one of the two");
+	expect_error(
+		"edgegpu: {sharing: {memory: {devices: [0], resourceName: gpu}}}\n",
+		"t.yaml:1:58: edgegpu.sharing.memory.resourceName: \"nvidia.com/gpu\" is already "
+		"a whole-GPU resource");
+	expect_error("edgegpu: {sharing: {memory: {devices: [0, \"0\"]}}}\n",
+		     "t.yaml:1:43: edgegpu.sharing.memory.devices[1]: GPU 0 is listed twice");
+	expect_error(
+		"edgegpu: {sharing: {memory: {devices: all}}}\n",
+		"t.yaml:1:39: edgegpu.sharing.memory.devices: expected a list of GPU indices or "
+		"UUIDs, got \"all\"");
+	expect_error(
+		"edgegpu: {sharing: {memory: {onSplit: maybe}}}\n",
+		"t.yaml:1:39: edgegpu.sharing.memory.onSplit: invalid value \"maybe\", expected "
+		"one of: reject, allow");
+	expect_error("resources:\n  mig:\n    - {pattern: \"*\", name: mig}\n",
+		     "t.yaml:3:5: resources.mig: MIG is not supported by edgegpu yet");
+	expect_error("resources:\n  gpus:\n    - {name: gpu}\n",
+		     "t.yaml:3:7: resources.gpus[0].pattern: is required");
+	expect_error("resources:\n  gpus:\n    - {pattern: \"\", name: gpu}\n",
+		     "t.yaml:3:17: resources.gpus[0].pattern: must not be empty");
+	expect_error("flags:\n  plugin:\n    sharedDevicesAllocationPolicy: packed\n",
+		     "t.yaml:3:36: flags.plugin.sharedDevicesAllocationPolicy: only the "
+		     "\"distributed\" policy is supported by edgegpu");
+	expect_error(
+		"flags:\n  deviceDiscoveryStrategy: tegra\n",
+		"t.yaml:2:28: flags.deviceDiscoveryStrategy: the Tegra backend is not supported "
+		"by edgegpu yet");
+	expect_error(
+		"flags:\n  deviceDiscoveryStrategy: gpu\n",
+		"t.yaml:2:28: flags.deviceDiscoveryStrategy: invalid value \"gpu\", expected one "
+		"of: auto, nvml, tegra");
+	expect_error("imex:\n  channelIDs: [0]\n",
+		     "t.yaml:2:15: imex.channelIDs: is not supported by edgegpu; only the default, "
+		     "[], is accepted");
+	expect_error("flags:\n  gfd:\n    sleepInterval: 30s\n",
+		     "t.yaml:3:20: flags.gfd.sleepInterval: is not supported by edgegpu; only the "
+		     "default, 1m, is accepted");
+	expect_error(
+		"flags:\n  plugin:\n    nvidiaCTKPath: /opt/nvidia-ctk\n",
+		"t.yaml:3:20: flags.plugin.nvidiaCTKPath: is not supported by edgegpu; only the "
+		"default, \"/usr/bin/nvidia-ctk\", is accepted");
+}
+
+/* Limits of our own on the YAML tree. */
+static void test_yaml_limits(void **state)
+{
+	struct config_diag d = { 0 };
+	struct buf b = { 0 };
+	struct config c;
+	char deep[200];
+
+	memset(deep, '[', 100);
+	memset(deep + 100, ']', 99);
+	deep[199] = 0;
+	expect_error(deep, "t.yaml:1:65: nested deeper than 64 levels");
+	expect_error("version: *v\n",
+		     "t.yaml:1:10: invalid YAML: alias *v names no anchor before it");
+	/* An anchor counts from the end of its node: nothing contains itself. */
+	expect_error("flags: &f {plugin: *f}\n",
+		     "t.yaml:1:20: invalid YAML: alias *f names no anchor before it");
+
+	assert_int_equal(buf_printf(&b, "edgegpu:\n  health:\n    ignoredXids:\n"), 0);
+	for (int i = 0; i < 70000; i++)
+		assert_int_equal(buf_printf(&b, "      - 0\n"), 0);
+	assert_int_equal(config_init(&c), 0);
+	assert_int_equal(config_load_buffer(&c, "t.yaml", (char *)b.data, b.len, &d), -EINVAL);
+	assert_int_equal(d.n_errors, 1);
+	assert_null(d.errors[0].key);
+	assert_string_equal(d.errors[0].message, "the document has more than 65536 YAML nodes");
+	config_diag_release(&d);
+	config_release(&c);
+	buf_release(&b);
+}
+
+static void test_more_warnings(void **state)
+{
+	struct config_diag d = { 0 };
+	struct config c;
+
+	assert_int_equal(config_init(&c), 0);
+	/* NVIDIA's Duration also takes nanoseconds; empty `mig` and `mps` are harmless. */
+	assert_int_equal(load_str(&c,
+				  "flags: {gfd: {sleepInterval: 60000000000}}\nresources: {mig: "
+				  "[]}\nsharing: {mps: {}}\n",
+				  &d),
+			 0);
+	assert_int_equal(d.n_errors, 0);
+	assert_int_equal(d.n_warnings, 3);
+	assert_string_equal(d.warnings[0].key, "flags.gfd.sleepInterval");
+	assert_string_equal(d.warnings[1].key, "resources.mig");
+	assert_string_equal(d.warnings[2].key, "sharing.mps");
+	config_diag_release(&d);
+	config_release(&c);
+}
+
+static void test_error_cap(void **state)
+{
+	struct config_diag d = { 0 };
+	struct buf b = { 0 };
+	struct config c;
+
+	assert_int_equal(buf_printf(&b, "edgegpu:\n"), 0);
+	for (int i = 0; i < 500; i++)
+		assert_int_equal(buf_printf(&b, "  unknown%d: 1\n", i), 0);
+	assert_int_equal(config_init(&c), 0);
+	assert_int_equal(config_load_buffer(&c, "t.yaml", (char *)b.data, b.len, &d), -EINVAL);
+	assert_int_equal(d.n_errors, CONFIG_ERRORS_MAX);
+	assert_string_equal(d.errors[CONFIG_ERRORS_MAX - 1].key, "edgegpu.unknown63");
+	config_diag_release(&d);
+	config_release(&c);
+	buf_release(&b);
+}
+
+static char *make_temp_dir(void)
+{
+	char tmpl[] = "/tmp/test-config-XXXXXX";
+	char *dir = mkdtemp(tmpl);
+
+	assert_non_null(dir);
+	dir = strdup(dir);
+	assert_non_null(dir);
+	return dir;
+}
+
+static void test_oversized(void **state)
+{
+	struct config_diag d = { 0 };
+	char *dir = make_temp_dir(), *path = path_join(dir, "big.yaml"), *data;
+	struct config c;
+	char *s;
+
+	assert_non_null(path);
+	data = malloc(CONFIG_FILE_MAX + 1);
+	assert_non_null(data);
+	/* Exactly the limit, comments only: fine. */
+	memset(data, '#', CONFIG_FILE_MAX);
+	data[CONFIG_FILE_MAX - 1] = '\n';
+	assert_int_equal(write_file_atomic(path, data, CONFIG_FILE_MAX, 0644), 0);
+	assert_int_equal(config_init(&c), 0);
+	assert_int_equal(config_load_file(&c, path, &d), 0);
+	assert_int_equal(d.n_errors, 0);
+	/* One byte more: refused, before parsing. */
+	memset(data, '#', CONFIG_FILE_MAX + 1);
+	assert_int_equal(write_file_atomic(path, data, CONFIG_FILE_MAX + 1, 0644), 0);
+	assert_int_equal(config_load_file(&c, path, &d), -EFBIG);
+	assert_int_equal(d.n_errors, 1);
+	s = fmt_error(&d.errors[0]);
+	assert_true(strncmp(s, path, strlen(path)) == 0);
+	assert_string_equal(s + strlen(path), ": the file is larger than 1048576 bytes");
+	free(s);
+	assert_int_equal(config_load_buffer(&c, "mem", data, CONFIG_FILE_MAX + 1, NULL), -EFBIG);
+	config_diag_release(&d);
+	config_release(&c);
+	free(data);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(rmdir(dir), 0);
+	free(path);
+	free(dir);
+}
+
+static char *write_temp_config(char *dir, const char *text)
+{
+	char *path = path_join(dir, "config.yaml");
+
+	assert_non_null(path);
+	assert_int_equal(write_file_atomic(path, text, strlen(text), 0644), 0);
+	return path;
+}
+
+static const char prec_yaml[] = "flags:\n"
+				"  failOnInitError: false\n"
+				"  nvidiaDriverRoot: /file-root\n"
+				"  plugin:\n"
+				"    passDeviceSpecs: true\n"
+				"    deviceListStrategy: volume-mounts\n"
+				"    deviceIDStrategy: index\n"
+				"edgegpu:\n"
+				"  logLevel: warn\n"
+				"  devicePluginPath: /file-dp\n";
+
+static void check_precedence(const struct config *c)
+{
+	assert_false(c->fail_on_init_error);				/* file */
+	assert_true(c->pass_device_specs);				/* file */
+	assert_int_equal(c->device_list_strategy, CONFIG_DLS_ENVVAR);	/* flag over env, file */
+	assert_int_equal(c->device_id_strategy, CONFIG_DEVICE_ID_UUID); /* env over file */
+	assert_string_equal(c->driver_root, "/flag-root");		/* flag over env, file */
+	assert_string_equal(c->dev_root, "/flag-root");		/* follows the driver root */
+	assert_int_equal(c->log_level, LOG_LEVEL_ERROR);	/* env over file */
+	assert_string_equal(c->device_plugin_path, "/file-dp"); /* file */
+	assert_string_equal(c->kubelet_socket, "/file-dp/kubelet.sock");
+	assert_string_equal(c->cdi_spec_dir, "/var/run/cdi"); /* default */
+}
+
+static void test_precedence(void **state)
+{
+	char *dir = make_temp_dir(), *path = write_temp_config(dir, prec_yaml), *env_cf = NULL;
+	struct config_diag d = { 0 };
+	struct config c;
+
+	assert_true(asprintf(&env_cf, "CONFIG_FILE=%s", path) > 0);
+	{
+		char *const envp[] = { "DEVICE_ID_STRATEGY=uuid",
+				       "DEVICE_LIST_STRATEGY=cdi-annotations, cdi-cri",
+				       "NVIDIA_DRIVER_ROOT=/env-root",
+				       "EDGEGPU_LOG_LEVEL=error",
+				       "UNRELATED=1",
+				       env_cf,
+				       NULL };
+		const struct config_flag flags[] = {
+			{ "--device-list-strategy", "envvar" },
+			{ "driver-root", "/flag-root" },
+		};
+
+		/* Step by step. */
+		assert_int_equal(config_init(&c), 0);
+		assert_int_equal(config_load_file(&c, path, &d), 0);
+		assert_int_equal(c.device_list_strategy, CONFIG_DLS_VOLUME_MOUNTS);
+		assert_int_equal(config_apply_env(&c, envp, &d), 0);
+		assert_int_equal(c.device_list_strategy,
+				 CONFIG_DLS_CDI_ANNOTATIONS | CONFIG_DLS_CDI_CRI);
+		assert_string_equal(c.driver_root, "/env-root");
+		for (size_t i = 0; i < ELEMENTSOF(flags); i++)
+			assert_int_equal(config_set_flag(&c, flags[i].name, flags[i].value, &d), 0);
+		assert_int_equal(config_validate(&c, &d), 0);
+		assert_int_equal(d.n_errors + d.n_warnings, 0);
+		check_precedence(&c);
+		config_release(&c);
+
+		/* All at once, the file named by CONFIG_FILE. */
+		assert_int_equal(config_init(&c), 0);
+		assert_int_equal(config_build(&c, envp, flags, ELEMENTSOF(flags), &d), 0);
+		assert_int_equal(d.n_errors + d.n_warnings, 0);
+		check_precedence(&c);
+		assert_string_equal(c.config_file, path);
+		config_release(&c);
+
+		/* --config-file wins over CONFIG_FILE; "" means no file at all. */
+		{
+			const struct config_flag none[] = { { "config-file", "" } };
+
+			assert_int_equal(config_init(&c), 0);
+			assert_int_equal(config_build(&c, envp, none, 1, &d), 0);
+			assert_null(c.config_file);
+			assert_true(c.fail_on_init_error);
+			assert_string_equal(c.driver_root, "/env-root");
+			assert_string_equal(c.kubelet_socket,
+					    "/var/lib/kubelet/device-plugins/kubelet.sock");
+			config_release(&c);
+		}
+	}
+	config_diag_release(&d);
+	free(env_cf);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(rmdir(dir), 0);
+	free(path);
+	free(dir);
+}
+
+static void test_env(void **state)
+{
+	struct config_diag d = { 0 };
+	struct config c;
+	char *s;
+
+	{
+		char *const envp[] = {
+			"FAIL_ON_INIT_ERROR=", /* urfave/cli: "" is false */
+			"PASS_DEVICE_SPECS=T",
+			"MIG_STRATEGY=none",
+			"NVIDIA_DEV_ROOT=/dev-root",
+			"NVIDIA_CTK_PATH=/elsewhere/nvidia-ctk",
+			"NVIDIA_CDI_HOOK_PATH=/usr/bin/nvidia-ctk", /* first name wins */
+			"CONTAINER_DRIVER_ROOT=/ctr",
+			"DEVICE_PLUGIN_PATH=/dp",
+			"NVML_LIB=/lib/libnvidia-ml.so.1",
+			"KUBELET_SOCKET=", /* do not register */
+			"POD_RESOURCES_SOCKET=/pr.sock",
+			"CDI_SPEC_DIR=/cdi",
+			"DP_DISABLE_HEALTHCHECKS=xids",
+			"GDS_ENABLED=false",
+			"MPS_ROOT=/run/nvidia/mps",
+			"IMEX_CHANNEL_IDS=",
+			NULL
+		};
+
+		assert_int_equal(config_init(&c), 0);
+		assert_int_equal(config_apply_env(&c, envp, &d), 0);
+		assert_int_equal(d.n_errors, 0);
+		assert_false(c.fail_on_init_error);
+		assert_true(c.pass_device_specs);
+		assert_string_equal(c.dev_root, "/dev-root");
+		assert_string_equal(c.container_driver_root, "/ctr");
+		assert_string_equal(c.device_plugin_path, "/dp");
+		assert_string_equal(c.nvml_lib, "/lib/libnvidia-ml.so.1");
+		assert_string_equal(c.kubelet_socket, "");
+		assert_string_equal(c.pod_resources_socket, "/pr.sock");
+		assert_string_equal(c.cdi_spec_dir, "/cdi");
+		assert_string_equal(c.health.disable_healthchecks, "xids");
+		/* Warnings for the NVIDIA settings we do not act on, named by the variable. */
+		assert_int_equal(d.n_warnings, 4);
+		s = fmt_error(&d.warnings[0]);
+		assert_string_equal(s, "MPS_ROOT: is ignored: MPS is not supported by edgegpu");
+		free(s);
+		assert_string_equal(d.warnings[1].key, "GDS_ENABLED");
+		assert_string_equal(d.warnings[2].key, "NVIDIA_CDI_HOOK_PATH");
+		assert_string_equal(d.warnings[3].key, "IMEX_CHANNEL_IDS");
+		assert_null(d.warnings[3].file);
+		assert_int_equal(config_validate(&c, &d), 0);
+		assert_string_equal(c.kubelet_socket, "");
+		assert_string_equal(c.dev_root, "/dev-root");
+		config_diag_release(&d);
+		config_release(&c);
+	}
+	{
+		char *const envp[] = { "DEVICE_ID_STRATEGY=gpu",
+				       "PASS_DEVICE_SPECS=yes",
+				       "MIG_STRATEGY=single",
+				       "DEVICE_LIST_STRATEGY=envvar,",
+				       "CDI_ANNOTATION_PREFIX=example.com/",
+				       NULL };
+		static const char *const want[] = {
+			"MIG_STRATEGY: MIG is not supported by edgegpu yet; only \"none\" is accepted",
+			"PASS_DEVICE_SPECS: expected true or false, got \"yes\"",
+			"DEVICE_LIST_STRATEGY: invalid value \"\", expected one of: envvar, "
+			"volume-mounts, cdi-annotations, cdi-cri",
+			"DEVICE_ID_STRATEGY: invalid value \"gpu\", expected one of: uuid, index",
+			"CDI_ANNOTATION_PREFIX: is not supported by edgegpu; only the default, "
+			"\"cdi.k8s.io/\", is accepted",
+		};
+		struct config before;
+
+		assert_int_equal(config_init(&c), 0);
+		assert_int_equal(config_copy(&before, &c), 0);
+		assert_int_equal(config_apply_env(&c, envp, &d), -EINVAL);
+		assert_int_equal(d.n_errors, ELEMENTSOF(want));
+		for (size_t i = 0; i < ELEMENTSOF(want); i++) {
+			s = fmt_error(&d.errors[i]);
+			assert_string_equal(s, want[i]);
+			free(s);
+		}
+		assert_true(config_equal(&c, &before));
+		config_diag_release(&d);
+		config_release(&before);
+		config_release(&c);
+	}
+}
+
+static void test_flags(void **state)
+{
+	struct config_diag d = { 0 };
+	struct config c;
+	bool is_bool = false;
+	char *s;
+
+	assert_true(config_flag_lookup("pass-device-specs", &is_bool));
+	assert_true(is_bool);
+	assert_true(config_flag_lookup("--device-list-strategy", &is_bool));
+	assert_false(is_bool);
+	assert_true(config_flag_lookup("nvidia-driver-root", NULL));
+	assert_true(config_flag_lookup("container-driver-root", NULL));
+	assert_true(config_flag_lookup("config-file", NULL));
+	assert_true(config_flag_lookup("--gds-enabled", &is_bool));
+	assert_true(is_bool);
+	assert_false(config_flag_lookup("no-such-flag", NULL));
+
+	assert_int_equal(config_init(&c), 0);
+	assert_int_equal(config_set_flag(&c, "--pass-device-specs", NULL, &d), 0);
+	assert_true(c.pass_device_specs);
+	assert_int_equal(config_set_flag(&c, "pass-device-specs", "false", &d), 0);
+	assert_false(c.pass_device_specs);
+	assert_int_equal(config_set_flag(&c, "fail-on-init-error", "0", &d), 0);
+	assert_false(c.fail_on_init_error);
+	assert_int_equal(config_set_flag(&c, "nvidia-dev-root", "/d", &d), 0);
+	assert_string_equal(c.dev_root, "/d");
+	assert_int_equal(config_set_flag(&c, "device-id-strategy", "index", &d), 0);
+	assert_int_equal(c.device_id_strategy, CONFIG_DEVICE_ID_INDEX);
+	assert_int_equal(config_set_flag(&c, "device-list-strategy", "volume-mounts,envvar", &d),
+			 0);
+	assert_int_equal(c.device_list_strategy, CONFIG_DLS_ENVVAR | CONFIG_DLS_VOLUME_MOUNTS);
+	assert_int_equal(config_set_flag(&c, "kubelet-socket", "", &d), 0);
+	assert_string_equal(c.kubelet_socket, "");
+	assert_int_equal(config_set_flag(&c, "rediscover-interval", "90s", &d), 0);
+	assert_int_equal(c.rediscover_interval, 90 * USEC_PER_SEC);
+	assert_int_equal(config_set_flag(&c, "log-level", "debug", &d), 0);
+	assert_int_equal(c.log_level, LOG_LEVEL_DEBUG);
+	assert_int_equal(d.n_errors + d.n_warnings, 0);
+
+	assert_int_equal(config_set_flag(&c, "--frobnicate", "1", &d), -ENOENT);
+	assert_int_equal(config_set_flag(&c, "device-id-strategy", NULL, &d), -EINVAL);
+	assert_int_equal(config_set_flag(&c, "pass-device-specs", "", &d), -EINVAL);
+	assert_int_equal(config_set_flag(&c, "gds-enabled", NULL, &d), -EINVAL);
+	assert_int_equal(config_set_flag(&c, "mig-strategy", "mixed", &d), -EINVAL);
+	assert_int_equal(d.n_errors, 5);
+	s = fmt_error(&d.errors[0]);
+	assert_string_equal(s, "--frobnicate: unknown flag");
+	free(s);
+	s = fmt_error(&d.errors[1]);
+	assert_string_equal(s, "--device-id-strategy: needs a value");
+	free(s);
+	s = fmt_error(&d.errors[3]);
+	assert_string_equal(s, "--gds-enabled: is not supported by edgegpu; only the default, "
+			       "false, is accepted");
+	free(s);
+	/* Failed flags changed nothing. */
+	assert_int_equal(c.device_id_strategy, CONFIG_DEVICE_ID_INDEX);
+	assert_false(c.pass_device_specs);
+	assert_int_equal(c.mig_strategy, CONFIG_MIG_NONE);
+	config_diag_release(&d);
+	config_release(&c);
+}
+
+static void check_round_trip(const char *path)
+{
+	struct config_diag d = { 0 };
+	struct buf b1 = { 0 }, b2 = { 0 };
+	struct config c, again;
+
+	print_message("round trip %s\n", path);
+	assert_int_equal(config_init(&c), 0);
+	assert_int_equal(config_load_file(&c, path, NULL), 0);
+	assert_int_equal(config_validate(&c, NULL), 0);
+	assert_int_equal(config_dump(&c, &b1), 0);
+
+	assert_int_equal(config_init(&again), 0);
+	assert_int_equal(config_load_buffer(&again, path, (char *)b1.data, b1.len, &d), 0);
+	/* The dump leaves out what we do not act on, so it loads without a warning. */
+	assert_int_equal(d.n_errors + d.n_warnings, 0);
+	assert_int_equal(config_validate(&again, &d), 0);
+	assert_true(config_equal(&c, &again));
+	assert_int_equal(config_dump(&again, &b2), 0);
+	assert_int_equal(b1.len, b2.len);
+	assert_memory_equal(b1.data, b2.data, b1.len);
+	buf_release(&b1);
+	buf_release(&b2);
+	config_release(&again);
+	config_release(&c);
+}
+
+static void test_dump_round_trip(void **state)
+{
+	static const char *const files[] = {
+		FX("full-nvidia.yaml"), FX("timeslicing.yaml"), FX("gpumem.yaml"),
+		FX("edgegpu.yaml"),	FX("example.yaml"),	FX("empty.yaml"),
+	};
+	struct config c, other;
+	struct buf b = { 0 };
+
+	for (size_t i = 0; i < ELEMENTSOF(files); i++)
+		check_round_trip(files[i]);
+
+	/* Odd strings survive quoting; a duration prints as Go would read it. */
+	load_ok(&c, "flags: {nvidiaDriverRoot: \"/a \\\"b\\\"\\\\c\\td\\x01\"}\n"
+		    "edgegpu: {health: {pollInterval: 1h0m1.25s}, kubeletSocket: \"\"}\n");
+	assert_int_equal(config_dump(&c, &b), 0);
+	assert_non_null(
+		strstr((char *)b.data, "nvidiaDriverRoot: \"/a \\\"b\\\"\\\\c\\x09d\\x01\"\n"));
+	assert_non_null(strstr((char *)b.data, "pollInterval: \"1h1.25s\"\n"));
+	assert_non_null(strstr((char *)b.data, "kubeletSocket: \"\"\n"));
+	load_ok(&other, (char *)b.data);
+	assert_true(config_equal(&c, &other));
+	config_release(&other);
+	config_release(&c);
+	buf_release(&b);
+
+	/* config_equal sees every kind of difference. */
+	load_ok(&c, "edgegpu: {health: {ignoredXids: [1]}}\n");
+	load_ok(&other, "edgegpu: {health: {ignoredXids: [2]}}\n");
+	assert_false(config_equal(&c, &other));
+	config_release(&other);
+	load_ok(&other, "edgegpu: {health: {ignoredXids: [1]}}\n");
+	assert_true(config_equal(&c, &other));
+	config_release(&other);
+	load_ok(&other,
+		"edgegpu: {health: {ignoredXids: [1]}, sharing: {memory: {devices: [0]}}}\n");
+	assert_false(config_equal(&c, &other));
+	config_release(&other);
+	load_ok(&other, "edgegpu: {health: {ignoredXids: [1]}}\nresources: {gpus: [{pattern: x, "
+			"name: y}]}\n");
+	assert_false(config_equal(&c, &other));
+	config_release(&other);
+	config_release(&c);
+}
+
+/* What a reload must keep: the same settings at the same addresses. */
+static void test_failed_load_keeps_old(void **state)
+{
+	static const char *const bad[] = {
+		FX("bad-syntax.yaml"),	FX("bad-unknown-key.yaml"), FX("bad-type.yaml"),
+		FX("bad-enum.yaml"),	FX("bad-replicas.yaml"),    FX("bad-mig.yaml"),
+		FX("bad-mps.yaml"),	FX("bad-gds.yaml"),	    FX("bad-unit.yaml"),
+		FX("bad-overlap.yaml"), FX("no-such-file.yaml"),    CONFIG_FIXTURES,
+	};
+	struct config c, saved;
+	const char *driver_root, *ts_name;
+	const struct config_ts_resource *ts;
+
+	assert_int_equal(config_init(&c), 0);
+	assert_int_equal(config_load_file(&c, FX("full-nvidia.yaml"), NULL), 0);
+	assert_int_equal(config_copy(&saved, &c), 0);
+	assert_true(config_equal(&c, &saved));
+	driver_root = c.driver_root;
+	ts = c.time_slicing.resources;
+	ts_name = ts[0].name;
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+		assert_true(config_load_file(&c, bad[i], NULL) < 0);
+		assert_true(config_equal(&c, &saved));
+		assert_ptr_equal(c.driver_root, driver_root);
+		assert_ptr_equal(c.time_slicing.resources, ts);
+		assert_ptr_equal(c.time_slicing.resources[0].name, ts_name);
+		assert_string_equal(c.config_file, FX("full-nvidia.yaml"));
+	}
+	{
+		char *const envp[] = { "MIG_STRATEGY=mixed", "PASS_DEVICE_SPECS=false", NULL };
+		const struct config_flag flags[] = { { "config-file", FX("bad-replicas.yaml") } };
+
+		assert_int_equal(config_apply_env(&c, envp, NULL), -EINVAL);
+		assert_true(config_equal(&c, &saved));
+		assert_int_equal(config_set_flag(&c, "device-id-strategy", "serial", NULL),
+				 -EINVAL);
+		assert_true(config_equal(&c, &saved));
+		assert_int_equal(config_build(&c, envp, flags, 1, NULL), -EINVAL);
+		assert_true(config_equal(&c, &saved));
+		assert_ptr_equal(c.driver_root, driver_root);
+	}
+	/* A good file does replace it. */
+	assert_int_equal(config_load_file(&c, FX("timeslicing.yaml"), NULL), 0);
+	assert_false(config_equal(&c, &saved));
+	config_release(&saved);
+	config_release(&c);
+}
+
+static void test_pattern_match(void **state)
+{
+	assert_true(config_pattern_match("*", ""));
+	assert_true(config_pattern_match("*", "NVIDIA A2"));
+	assert_true(config_pattern_match("NVIDIA A2", "NVIDIA A2"));
+	assert_false(config_pattern_match("NVIDIA A2", "NVIDIA A20"));
+	assert_false(config_pattern_match("A2", "NVIDIA A2")); /* anchored: no substring match */
+	assert_true(config_pattern_match("*A2", "NVIDIA A2"));
+	assert_true(config_pattern_match("*A100*", "NVIDIA A100-SXM4-40GB"));
+	assert_false(config_pattern_match("*A100*", "NVIDIA A10"));
+	assert_true(config_pattern_match("N*A*2", "NVIDIA A2"));
+	assert_true(config_pattern_match("**a**", "a"));
+	assert_false(config_pattern_match("a*b", "acbx"));
+	assert_true(config_pattern_match("a*b*c", "aXbYbZc"));
+	assert_false(config_pattern_match("nvidia a2", "NVIDIA A2"));
+	assert_false(config_pattern_match(".*", "NVIDIA A2")); /* not a regexp */
+}
+
+static void expect_assign_error(const char *yaml, const char *want)
+{
+	struct config_gpu_assignment *as = NULL;
+	struct config_diag d = { 0 };
+	struct gpu_device devs[4];
+	struct gpu_info info;
+	struct config c;
+
+	fake_gpus(devs, &info);
+	load_ok(&c, yaml);
+	assert_int_equal(config_validate(&c, &d), 0);
+	assert_int_equal(config_assign_gpus(&c, &info, &as, &d), -EINVAL);
+	assert_null(as);
+	assert_one_error(&d, want);
+	config_diag_release(&d);
+	config_release(&c);
+}
+
+static void test_assign_errors(void **state)
+{
+	expect_assign_error("edgegpu: {sharing: {memory: {devices: [7]}}}\n",
+			    "t.yaml:1:40: edgegpu.sharing.memory.devices[0]: GPU 7 is not a GPU of "
+			    "this node");
+	expect_assign_error(
+		"edgegpu: {sharing: {memory: {devices: [\"GPU-nope\"]}}}\n",
+		"t.yaml:1:40: edgegpu.sharing.memory.devices[0]: GPU-nope is not a GPU of "
+		"this node");
+	/* Index 1 and GPU 1's UUID are the same GPU; only discovery can tell. */
+	expect_assign_error(
+		"edgegpu: {sharing: {memory: {devices: [1, "
+		"\"GPU-00000000-0000-0000-0000-000000000001\"]}}}\n",
+		"t.yaml:1:43: edgegpu.sharing.memory.devices[1]: GPU 1 is listed twice");
+	expect_assign_error("sharing: {timeSlicing: {resources: [{name: gpu, replicas: 2, devices: "
+			    "[0]}]}}\nedgegpu: {sharing: {memory: {devices: "
+			    "[\"GPU-00000000-0000-0000-0000-000000000000\"]}}}\n",
+			    "t.yaml:1:72: sharing.timeSlicing.resources[0].devices[0]: GPU 0 is "
+			    "already in edgegpu.sharing.memory.devices");
+	expect_assign_error(
+		"resources: {gpus: [{pattern: \"NVIDIA A2\", name: a2}]}\nsharing: "
+		"{timeSlicing: {resources: [{name: gpu, replicas: 2, devices: [2]}]}}\n",
+		"t.yaml:2:72: sharing.timeSlicing.resources[0].devices[0]: GPU 2 is a "
+		"nvidia.com/a2 GPU, not \"nvidia.com/gpu\"");
+	expect_assign_error(
+		"sharing: {timeSlicing: {resources: [{name: gpu, replicas: 2, devices: "
+		"5}]}}\n",
+		"t.yaml:1:71: sharing.timeSlicing.resources[0].devices: asks for 5 GPUs of "
+		"\"nvidia.com/gpu\", the node has 4");
+	expect_assign_error("sharing: {timeSlicing: {resources: [{name: gpu, replicas: 2, devices: "
+			    "[1]}, {name: gpu, replicas: 3, devices: "
+			    "[\"GPU-00000000-0000-0000-0000-000000000001\"]}]}}\n",
+			    "t.yaml:1:112: sharing.timeSlicing.resources[1].devices[0]: "
+			    "GPU-00000000-0000-0000-0000-000000000001 is already in "
+			    "sharing.timeSlicing.resources[0]");
+}
+
+/* The whole start-up path, every allocation failed once in turn. */
+static int pipeline(struct config *c, const char *file, struct config_diag *d, bool *ret_built)
+{
+	char *cf = NULL;
+	char *envp[] = { "DEVICE_LIST_STRATEGY=envvar,cdi-cri", "GDS_ENABLED=false", NULL, NULL };
+	const struct config_flag flags[] = { { "pass-device-specs", NULL },
+					     { "log-level", "debug" } };
+	struct config_gpu_assignment *as = NULL;
+	struct gpu_device devs[4];
+	struct gpu_info info;
+	struct buf b = { 0 };
+	int r;
+
+	if (asprintf(&cf, "CONFIG_FILE=%s", file) < 0)
+		return -ENOMEM;
+	envp[2] = cf;
+	r = config_build(c, envp, flags, ELEMENTSOF(flags), d);
+	*ret_built = r >= 0;
+	if (r >= 0)
+		r = config_dump(c, &b);
+	if (r >= 0) {
+		fake_gpus(devs, &info);
+		r = config_assign_gpus(c, &info, &as, d);
+	}
+	free(as);
+	buf_release(&b);
+	free(cf);
+	return r;
+}
+
+static void test_oom(void **state)
+{
+	static const char *const files[] = {
+		FX("full-nvidia.yaml"), FX("timeslicing.yaml"), FX("gpumem.yaml"),
+		FX("edgegpu.yaml"),	FX("bad-overlap.yaml"), FX("bad-syntax.yaml"),
+	};
+	static const int want[] = { 0, 0, 0, 0, -EINVAL, -EINVAL };
+
+	for (size_t f = 0; f < ELEMENTSOF(files); f++) {
+		long n;
+
+		for (n = 0;; n++) {
+			struct config_diag d = { 0 };
+			struct config c, saved;
+			const char *root;
+			bool built = false;
+			int r;
+
+			assert_int_equal(config_init(&c), 0);
+			assert_int_equal(config_copy(&saved, &c), 0);
+			root = c.driver_root;
+			oom_fail_at(n);
+			r = pipeline(&c, files[f], &d, &built);
+			oom_off();
+			config_diag_release(&d);
+			if (r != -ENOMEM) {
+				assert_int_equal(r, want[f]);
+				config_release(&saved);
+				config_release(&c);
+				break;
+			}
+			/* A build that ran out of memory kept nothing half-built. */
+			if (!built) {
+				assert_true(config_equal(&c, &saved));
+				assert_ptr_equal(c.driver_root, root);
+			}
+			config_release(&saved);
+			config_release(&c);
+		}
+		print_message("%s: %ld allocations failed in turn\n", files[f], n);
+		assert_true(n > 20);
+	}
+}
+
+static void replay_file(const char *path)
+{
+	char *data = NULL;
+	size_t len = 0;
+
+	assert_int_equal(read_file(path, 4 * CONFIG_FILE_MAX, &data, &len), 0);
+	assert_int_equal(LLVMFuzzerTestOneInput((const uint8_t *)data, len), 0);
+	free(data);
+}
+
+static size_t replay_dir(const char *dir)
+{
+	struct dirent *e;
+	size_t n = 0;
+	DIR *dp = opendir(dir);
+
+	assert_non_null(dp);
+	while ((e = readdir(dp))) {
+		char *path;
+
+		if (e->d_name[0] == '.')
+			continue;
+		path = path_join(dir, e->d_name);
+		assert_non_null(path);
+		replay_file(path);
+		free(path);
+		n++;
+	}
+	closedir(dp);
+	return n;
+}
+
+/* The fuzz target over its seed corpus and the fixtures, then over mangled fixtures. */
+static void test_fuzz_corpus(void **state)
+{
+	static const char *const seeds[] = { FX("full-nvidia.yaml"), FX("timeslicing.yaml"),
+					     FX("gpumem.yaml"), FX("edgegpu.yaml") };
+	uint64_t rng = 0x9e3779b97f4a7c15ULL;
+
+	assert_true(replay_dir(CONFIG_CORPUS) >= 20);
+	assert_true(replay_dir(CONFIG_FIXTURES) >= 15);
+	for (size_t s = 0; s < ELEMENTSOF(seeds); s++) {
+		char *data = NULL;
+		size_t len = 0;
+
+		assert_int_equal(read_file(seeds[s], CONFIG_FILE_MAX, &data, &len), 0);
+		for (int i = 0; i < 40; i++) {
+			char *m = malloc(len + 1);
+
+			assert_non_null(m);
+			memcpy(m, data, len + 1);
+			for (int k = 0; k < 4; k++) {
+				rng ^= rng << 13;
+				rng ^= rng >> 7;
+				rng ^= rng << 17;
+				m[rng % len] = (char)"\n :-[]{}\"'&*!#,0a\t\\?|>"[(rng >> 32) % 23];
+			}
+			assert_int_equal(LLVMFuzzerTestOneInput((const uint8_t *)m, len), 0);
+			free(m);
+		}
+		free(data);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_full_nvidia),
+		cmocka_unit_test(test_json),
+		cmocka_unit_test(test_time_slicing),
+		cmocka_unit_test(test_gpumem),
+		cmocka_unit_test(test_edgegpu_section),
+		cmocka_unit_test(test_yaml_types),
+		cmocka_unit_test(test_error_kinds),
+		cmocka_unit_test(test_warning_at_default),
+		cmocka_unit_test(test_more_errors),
+		cmocka_unit_test(test_yaml_limits),
+		cmocka_unit_test(test_more_warnings),
+		cmocka_unit_test(test_error_cap),
+		cmocka_unit_test(test_oversized),
+		cmocka_unit_test(test_precedence),
+		cmocka_unit_test(test_env),
+		cmocka_unit_test(test_flags),
+		cmocka_unit_test(test_dump_round_trip),
+		cmocka_unit_test(test_failed_load_keeps_old),
+		cmocka_unit_test(test_pattern_match),
+		cmocka_unit_test(test_assign_errors),
+		cmocka_unit_test(test_oom),
+		cmocka_unit_test(test_fuzz_corpus),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
