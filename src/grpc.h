@@ -8,7 +8,25 @@
  * until its close callback has run). Wire rules (kubelet-contract.md section 3): SETTINGS at
  * accept, our own header checks instead of nghttp2's HTTP messaging, Trailers-Only errors,
  * percent-encoded grpc-message, grpc-timeout honoured, size limits, a cap on connections and
- * on buffered bytes per connection.
+ * on buffered bytes per connection. What peers see (checks in grpc-go's order):
+ *   duplicate :authority/host       HTTP 400, grpc-status 13
+ *   a "connection" header           RST_STREAM(PROTOCOL_ERROR)
+ *   content-type not application/grpc, application/grpc+..., application/grpc;...
+ *                                   HTTP 415, grpc-status 3
+ *   malformed grpc-timeout          HTTP 400, grpc-status 13
+ *   :method not POST                HTTP 405, grpc-status 13
+ *   unknown :path                   Trailers-Only grpc-status 12 ("unknown service S",
+ *                                   "unknown method M for service S")
+ *   message over max_recv_msg       grpc-status 8, as soon as its prefix arrives
+ *   compressed flag, no encoding    grpc-status 13 (flag 1 with an encoding: 12)
+ *   zero or two request messages    grpc-status 12
+ *   deadline passed                 grpc-status 4, then RST_STREAM(CANCEL) if the peer has
+ *                                   not half-closed
+ * A response that ends before the request did is followed by RST_STREAM(NO_ERROR). Past
+ * max_conns an accepted connection gets SETTINGS and GOAWAY(REFUSED_STREAM); past
+ * max_conn_buffered, GOAWAY(ENHANCE_YOUR_CALM); HTTP/2 errors get GOAWAY with their code
+ * (a frame cut short by EOF: FRAME_SIZE_ERROR; a bad preface: PROTOCOL_ERROR). A dying
+ * connection gets one second to flush its GOAWAY, then it is closed.
  *
  * Client: one asynchronous unary call per connection (Register, pod-resources List), with a
  * deadline, te: trailers, :authority localhost and percent-decoding of grpc-message.
@@ -75,6 +93,33 @@ void grpc_timeout_format(usec_t usec, char *buf, size_t size);
 #define GRPC_PREFIX_LEN 5
 
 /*
+ * Reassembles length-prefixed messages (1 flag byte, 4-byte big-endian length, payload) from
+ * a byte stream: DATA frames split and join messages at will. Embedded in its owner;
+ * grpc_deframer_init() before use, grpc_deframer_release() after.
+ */
+struct grpc_deframer {
+	struct buf buf;
+	size_t off; /* bytes of buf already handed out */
+	size_t max_msg;
+};
+
+void grpc_deframer_init(struct grpc_deframer *d, size_t max_msg);
+void grpc_deframer_release(struct grpc_deframer *d);
+/* Appends bytes; invalidates messages returned before. Returns 0 or -ENOMEM. */
+int grpc_deframer_push(struct grpc_deframer *d, const uint8_t *data, size_t len) WARN_UNUSED;
+/*
+ * Takes the next complete message. Returns 1 with *ret_msg and *ret_len (valid until the
+ * next push or release) and *ret_flag (the compressed flag, 0 or 1); 0 when more bytes are
+ * needed; -EMSGSIZE as soon as a prefix announces more than max_msg (*ret_len: the announced
+ * length); -EBADMSG when the flag byte is neither 0 nor 1 (*ret_flag: its value). After an
+ * error the deframer keeps returning it.
+ */
+int grpc_deframer_next(struct grpc_deframer *d, const uint8_t **ret_msg, size_t *ret_len,
+		       uint8_t *ret_flag) WARN_UNUSED;
+/* Bytes held that were not handed out yet. */
+size_t grpc_deframer_pending(const struct grpc_deframer *d);
+
+/*
  * Server limits. Zero fields take the default shown.
  */
 struct grpc_limits {
@@ -118,7 +163,10 @@ struct grpc_server_stats {
 
 /*
  * Creates a server for @methods (the array must outlive the server). @userdata is passed to
- * every handler. Returns 0, -ENOMEM or -EINVAL.
+ * every handler. @l may be NULL for a memory-only server (fuzzers, byte-level tests): then
+ * nothing listens, grpc-timeout is parsed but no deadline timer runs, and output is flushed
+ * only by grpc_server_conn_feed()/grpc_server_conn_flush(). Returns 0, -ENOMEM or -EINVAL
+ * (max_concurrent_streams below 100).
  */
 int grpc_server_new(struct loop *l, const struct grpc_method *methods, size_t n_methods,
 		    const struct grpc_limits *limits, void *userdata,
@@ -143,33 +191,69 @@ const char *grpc_server_path(const struct grpc_server *s);
 void grpc_server_shutdown(struct grpc_server *s, usec_t grace_usec,
 			  void (*done)(struct grpc_server *s, void *userdata), void *userdata);
 
-/* Closes everything at once (close callbacks run) and frees. NULL-safe, returns NULL. */
+/*
+ * Closes everything at once (close callbacks run with UNAVAILABLE) and frees, memory
+ * connections included. Never from inside a handler or close callback of this server.
+ * NULL-safe, returns NULL.
+ */
 struct grpc_server *grpc_server_free(struct grpc_server *s);
 void grpc_server_get_stats(const struct grpc_server *s, struct grpc_server_stats *ret);
 
 /*
+ * Connection-level events, for the caller to log (this module logs at debug only):
+ * REFUSED: an accept past max_conns got GOAWAY(REFUSED_STREAM); OVERFLOW: a connection
+ * passed max_conn_buffered and got GOAWAY(ENHANCE_YOUR_CALM); PROTOCOL: a connection ended
+ * with GOAWAY for an HTTP/2 error (@h2_error: its code). At most once per connection.
+ */
+enum grpc_server_event {
+	GRPC_SERVER_EVENT_REFUSED,
+	GRPC_SERVER_EVENT_OVERFLOW,
+	GRPC_SERVER_EVENT_PROTOCOL,
+};
+typedef void grpc_server_event_fn(struct grpc_server *s, enum grpc_server_event ev,
+				  uint64_t conn_id, uint32_t h2_error, void *userdata);
+void grpc_server_set_event_cb(struct grpc_server *s, grpc_server_event_fn *fn, void *userdata);
+
+/*
  * Feeds bytes to a server connection with no socket: for the fuzzer and byte-level tests.
  * grpc_server_conn_new_mem() creates a connection whose output is appended to @out (may be
- * NULL: output discarded). Returns 0 or -errno; grpc_server_conn_feed() returns 0, or a
- * negative errno once the connection is dead (protocol error, GOAWAY sent).
+ * NULL: output discarded); the server's SETTINGS are in @out when it returns. Returns 0 or
+ * -errno; grpc_server_conn_feed() returns 0, or a negative errno once the connection is dead:
+ * -EPROTO (HTTP/2 error, GOAWAY with its code sent), -ENOBUFS (max_conn_buffered passed,
+ * GOAWAY(ENHANCE_YOUR_CALM) sent), -ECONNRESET (the session ended: peer GOAWAY or EOF, or a
+ * graceful shutdown drained). Output is appended during feed and flush, and from the loop
+ * when the server has one.
  */
 struct grpc_server_conn;
 int grpc_server_conn_new_mem(struct grpc_server *s, struct buf *out,
 			     struct grpc_server_conn **ret) WARN_UNUSED;
 int grpc_server_conn_feed(struct grpc_server_conn *c, const uint8_t *data, size_t len);
+/* The peer closed its side (EOF). Returns like grpc_server_conn_feed(); dead afterwards. */
+int grpc_server_conn_feed_eof(struct grpc_server_conn *c);
+/* Appends pending output (answers given after the feed that carried the request). */
+int grpc_server_conn_flush(struct grpc_server_conn *c);
+/* Frees a memory connection; its calls close with UNAVAILABLE. NULL-safe, returns NULL. */
 struct grpc_server_conn *grpc_server_conn_free(struct grpc_server_conn *c);
+/* The connection's id, as grpc_call_conn_id() reports it. */
+uint64_t grpc_server_conn_id(const struct grpc_server_conn *c);
 
 /* --- calls (server side) --- */
 
 /*
  * Sends one message (without prefix; the layer adds it). For a unary call, at most once.
  * Returns 0, -EMSGSIZE (over max_send_msg), -EPIPE (call already closed or finished),
- * -ENOMEM. Output is buffered without limit only up to max_conn_buffered.
+ * -EALREADY (unary: a message was sent already), -ENOMEM. Output is buffered without limit
+ * only up to max_conn_buffered: past it the connection gets GOAWAY(ENHANCE_YOUR_CALM) and is
+ * closed from the loop (its calls close with UNAVAILABLE), and this returns -ENOBUFS.
+ * Output is flushed later, never inside this call, so no close callback runs from inside it.
  */
 int grpc_call_send(struct grpc_call *c, const uint8_t *msg, size_t len);
 /*
  * Ends the call with @status and @message (may be NULL; percent-encoded on the wire).
- * A call that sent nothing yet gets a Trailers-Only response. Returns 0 or -EPIPE.
+ * A call that sent nothing yet gets a Trailers-Only response. Returns 0, -EPIPE or -ENOMEM.
+ * The close callback runs later, once the status is flushed (not from inside this call).
+ * A unary call finished with OK must have sent its one message: gRPC clients fail a unary
+ * response without one ("cardinality violation"), and this layer does not invent it.
  */
 int grpc_call_finish(struct grpc_call *c, enum grpc_status status, const char *message);
 /* Sets the close callback and its userdata. */
@@ -193,8 +277,17 @@ uint64_t grpc_call_conn_id(const struct grpc_call *c);
  *   -ETIMEDOUT     deadline passed
  *   -EMSGSIZE      response larger than the receive limit
  *   -EPROTO        HTTP/2 or gRPC protocol violation by the server
- *   -ECONNRESET    connection closed before a status
- * @message always holds a human-readable description (for transport errors too).
+ *   -ECONNRESET    connection closed before a status (also: RST_STREAM from the server,
+ *                  or GOAWAY refusing the call, as a server over its connection cap does)
+ * For transport errors @status is the code grpc-go would report (UNAVAILABLE,
+ * DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL, or the RST_STREAM code's mapping).
+ * A response that is not gRPC (no application/grpc content-type, or :status other than 200)
+ * arrives as r == 0 with @status mapped from the HTTP status as grpc-go maps it (404 ->
+ * UNIMPLEMENTED, 503 -> UNAVAILABLE, ..., others UNKNOWN) and grpc-go's text.
+ * @message always holds a human-readable description (for transport errors too: -ENOENT
+ * and -ECONNREFUSED name the socket path). The call is sent with te: trailers, :authority
+ * (opts), content-type application/grpc, user-agent edgegpu/<version> and, with a timeout,
+ * grpc-timeout in grpc-go's format; after the outcome the client sends GOAWAY and closes.
  * Pointers are valid only during the callback. The call object is freed after it returns.
  */
 typedef void grpc_client_done_fn(struct grpc_client_call *cc, int r, enum grpc_status status,
@@ -221,8 +314,9 @@ struct grpc_client_call *grpc_client_call_cancel(struct grpc_client_call *cc);
 
 /*
  * Blocking form for CLIs and tests: runs a private loop. On success (r == 0) *ret_status,
- * *ret_message (heap) and *ret_resp/*ret_len (heap) are filled; the caller frees them.
- * Returns 0 or the transport errno; ret_message is set for transport errors too.
+ * *ret_message (heap) and *ret_resp with *ret_len (heap; NULL when the message is empty) are
+ * filled; the caller frees them. Any ret_ pointer may be NULL. Returns 0 or the transport
+ * errno; ret_message is set for transport errors too.
  */
 int grpc_client_call_sync(const char *sock, const char *path, const uint8_t *req, size_t len,
 			  const struct grpc_client_opts *opts, enum grpc_status *ret_status,
