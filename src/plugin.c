@@ -47,6 +47,7 @@ struct plugin {
 	struct recent_alloc *recent;
 	int mask_slot;
 	bool shutting_down;
+	uint64_t refused;
 	plugin_event_fn *on_stream_lost;
 	void *userdata;
 	void (*shutdown_done)(void *userdata);
@@ -709,6 +710,34 @@ out:
 	v1beta1__allocate_request__free_unpacked(m, NULL);
 }
 
+/* The gRPC layer does not log: say here, once per connection, why one was cut. */
+static void on_server_event(struct grpc_server *s, enum grpc_server_event ev, uint64_t conn_id,
+			    uint32_t h2_error, void *userdata)
+{
+	struct plugin *p = userdata;
+
+	switch (ev) {
+	case GRPC_SERVER_EVENT_REFUSED:
+		/* A flood would log once per attempt: the first, then one in a hundred. */
+		if (p->refused++ % 100 == 0)
+			log_warn("connection refused: too many connections",
+				 "resource=%s limit=%u refused=%llu", p->res->name,
+				 p->ctx->limits.max_conns ? p->ctx->limits.max_conns : 64,
+				 (unsigned long long)p->refused);
+		break;
+	case GRPC_SERVER_EVENT_OVERFLOW:
+		log_warn("connection closed: too many buffered bytes", "resource=%s conn=%llu",
+			 p->res->name, (unsigned long long)conn_id);
+		break;
+	case GRPC_SERVER_EVENT_PROTOCOL:
+	default:
+		log_warn("connection closed: HTTP/2 protocol error",
+			 "resource=%s conn=%llu h2_error=%u", p->res->name,
+			 (unsigned long long)conn_id, h2_error);
+		break;
+	}
+}
+
 static const struct grpc_method methods[] = {
 	{ "/v1beta1.DevicePlugin/GetDevicePluginOptions", false, handle_options },
 	{ "/v1beta1.DevicePlugin/ListAndWatch", true, handle_list_and_watch },
@@ -741,6 +770,7 @@ int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_event_fn
 		free(p);
 		return e;
 	}
+	grpc_server_set_event_cb(p->server, on_server_event, p);
 	p->res = r;
 	*ret = p;
 	return 0;
