@@ -28,8 +28,12 @@ static void one(const char *name, unsigned n_gpus, uint64_t mib_each, int runs)
 	struct gpu_device devs[4] = { 0 };
 	struct gpu_info info = { .devices = devs, .n_devices = n_gpus };
 	unsigned idx[4] = { 0, 1, 2, 3 };
-	struct resource_spec spec = { .name = "nvidia.com/gpumem", .kind = RESOURCE_GPUMEM, .gpus = idx,
-				      .n_gpus = n_gpus, .unit_mib = 1, .reserve_mib = 512 };
+	struct resource_spec spec = { .name = "nvidia.com/gpumem",
+				      .kind = RESOURCE_GPUMEM,
+				      .gpus = idx,
+				      .n_gpus = n_gpus,
+				      .unit_mib = 1,
+				      .reserve_mib = 512 };
 	struct resource *r = NULL;
 	struct buf b = { 0 };
 	uint64_t t[64];
