@@ -120,6 +120,11 @@ static int start_monitor(struct daemon *d)
 		.recovery_quiet = d->cfg.health.recovery_quiet_period,
 		.ignored_xids = d->cfg.health.ignored_xids,
 		.n_ignored_xids = (unsigned)d->cfg.health.n_ignored_xids,
+		/*
+		 * NVML's event wait cannot be interrupted: this bounds both the idle wake-ups and how
+		 * long a stop waits for the thread (SIGTERM must finish within 1 s).
+		 */
+		.wait_timeout = 700 * USEC_PER_MSEC,
 	};
 	uint64_t *all = NULL;
 	int r;
