@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "grpc-io.h"
 #include "grpc.h"
 #include "h2.h"
 #include "loop.h"
@@ -276,26 +277,8 @@ static void cc_flush(struct grpc_client_call *cc)
 {
 	int r = 0;
 
-	while (cc->h2 && !cc->connecting && !cc->result_ready) {
-		ssize_t n;
-
-		if (cc->out_off == cc->out.len) {
-			cc->out.len = cc->out_off = 0;
-			r = h2_session_send(cc->h2, &cc->out, CLIENT_WRITE_CHUNK);
-			if (r < 0 || cc->out.len == 0)
-				break;
-		}
-		n = send(cc->fd, cc->out.data + cc->out_off, cc->out.len - cc->out_off,
-			 MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN)
-				r = -errno;
-			break;
-		}
-		cc->out_off += (size_t)n;
-	}
+	if (cc->h2 && !cc->connecting && !cc->result_ready)
+		r = grpc_io_write(cc->fd, cc->h2, &cc->out, &cc->out_off, CLIENT_WRITE_CHUNK);
 	if (r < 0 && !cc->result_ready)
 		cc_result(cc, -ECONNRESET, GRPC_STATUS_UNAVAILABLE,
 			  "connection to %s lost while writing: %s", cc->sock, strerror(-r));

@@ -12,6 +12,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "grpc-io.h"
 #include "h2.h"
 #include "loop.h"
 
@@ -857,22 +858,20 @@ static void conn_update_events(struct grpc_server_conn *c)
 		c->io_events = ev;
 }
 
-/* Produces and writes output until nothing is left or the socket is full. */
-static int conn_write(struct grpc_server_conn *c)
+int grpc_io_write(int fd, struct h2_session *h2, struct buf *out, size_t *off, size_t chunk)
 {
 	int r = 0;
 
 	for (;;) {
 		ssize_t n;
 
-		if (conn_out_pending(c) == 0) {
-			c->out.len = c->out_off = 0;
-			r = h2_session_send(c->h2, &c->out, WRITE_CHUNK);
-			if (r < 0 || c->out.len == 0)
+		if (*off == out->len) {
+			out->len = *off = 0;
+			r = h2_session_send(h2, out, chunk);
+			if (r < 0 || out->len == 0)
 				break;
 		}
-		n = send(c->fd, c->out.data + c->out_off, conn_out_pending(c),
-			 MSG_NOSIGNAL | MSG_DONTWAIT);
+		n = send(fd, out->data + *off, out->len - *off, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -880,8 +879,16 @@ static int conn_write(struct grpc_server_conn *c)
 				r = -errno;
 			break;
 		}
-		c->out_off += (size_t)n;
+		*off += (size_t)n;
 	}
+	return r;
+}
+
+/* Produces and writes output until nothing is left or the socket is full. */
+static int conn_write(struct grpc_server_conn *c)
+{
+	int r = grpc_io_write(c->fd, c->h2, &c->out, &c->out_off, WRITE_CHUNK);
+
 	if (conn_out_pending(c) == 0 && c->out.cap > WRITE_CHUNK * 2) {
 		buf_release(&c->out);
 		c->out_off = 0;
