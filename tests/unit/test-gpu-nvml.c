@@ -263,7 +263,7 @@ static void test_lib_missing(void **state)
 	(void)snprintf(want, sizeof(want), "%s/usr/lib64/libnvidia-ml.so.1", e->dir);
 	assert_non_null(strstr(e->err, want));
 	assert_non_null(strstr(e->err, "Install the NVIDIA driver"));
-	assert_non_null(strstr(e->err, "--driver-root"));
+	assert_non_null(strstr(e->err, "--container-driver-root"));
 	assert_non_null(strstr(e->err, "NVIDIA container runtime"));
 }
 
