@@ -268,7 +268,10 @@ int daemon_build_resources(const struct config *cfg, const struct gpu_info *info
 	config_diag_release(&dg);
 	if (r < 0)
 		goto out;
-	for (unsigned g = 0; g < info->n_devices && g < 64; g++) {
+	if (info->n_devices > ELEMENTSOF(set->gpus[0]))
+		log_warn("more GPUs than one node is built for, advertising the first ones",
+			 "gpus=%u limit=%zu", info->n_devices, ELEMENTSOF(set->gpus[0]));
+	for (unsigned g = 0; g < info->n_devices && g < ELEMENTSOF(set->gpus[0]); g++) {
 		enum resource_kind kind = as[g].use == CONFIG_GPU_WHOLE	      ? RESOURCE_GPU :
 					  as[g].use == CONFIG_GPU_TIME_SLICED ? RESOURCE_REPLICA :
 										RESOURCE_GPUMEM;
