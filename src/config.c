@@ -115,12 +115,11 @@ static const char *qstr(char *out, size_t size, const char *s)
 }
 
 /* Go's strconv.ParseBool. */
-static int parse_go_bool(const char *s, bool *ret)
+/* Looks @s up in parallel tables of true and false spellings. */
+static int bool_lookup(const char *s, const char *const *t, const char *const *f, size_t n,
+		       bool *ret)
 {
-	static const char *const t[] = { "1", "t", "T", "TRUE", "true", "True" };
-	static const char *const f[] = { "0", "f", "F", "FALSE", "false", "False" };
-
-	for (size_t i = 0; i < ELEMENTSOF(t); i++) {
+	for (size_t i = 0; i < n; i++) {
 		if (streq(s, t[i])) {
 			*ret = true;
 			return 0;
@@ -133,6 +132,14 @@ static int parse_go_bool(const char *s, bool *ret)
 	return -EINVAL;
 }
 
+static int parse_go_bool(const char *s, bool *ret)
+{
+	static const char *const t[] = { "1", "t", "T", "TRUE", "true", "True" };
+	static const char *const f[] = { "0", "f", "F", "FALSE", "false", "False" };
+
+	return bool_lookup(s, t, f, ELEMENTSOF(t), ret);
+}
+
 /* go-yaml v2 (YAML 1.1) booleans, as sigs.k8s.io/yaml resolves plain scalars. */
 static int parse_yaml_bool(const char *s, bool *ret)
 {
@@ -141,17 +148,7 @@ static int parse_yaml_bool(const char *s, bool *ret)
 	static const char *const f[] = { "n",	  "N",	   "no",  "No",	 "NO", "false",
 					 "False", "FALSE", "off", "Off", "OFF" };
 
-	for (size_t i = 0; i < ELEMENTSOF(t); i++) {
-		if (streq(s, t[i])) {
-			*ret = true;
-			return 0;
-		}
-		if (streq(s, f[i])) {
-			*ret = false;
-			return 0;
-		}
-	}
-	return -EINVAL;
+	return bool_lookup(s, t, f, ELEMENTSOF(t), ret);
 }
 
 static bool is_yaml_null(const char *s)
