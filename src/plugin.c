@@ -679,6 +679,12 @@ static void handle_allocate(struct grpc_call *call, const uint8_t *req, size_t l
 		fail(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed AllocateRequest");
 		return;
 	}
+	if (m->n_container_requests == 0) {
+		p->stats.allocate_errors++;
+		fail(call, GRPC_STATUS_INVALID_ARGUMENT,
+		     "AllocateRequest for \"%s\" has no container requests", p->res->name);
+		goto out;
+	}
 	crs = calloc(m->n_container_requests + 1, sizeof(*crs));
 	seen = malloc(nwords * sizeof(*seen));
 	if (!crs || !seen) {

@@ -257,6 +257,25 @@ class RefusedRequests(NodeTest):
         r = c.allocate([""])
         self.assertEqual(r.code, "INVALID_ARGUMENT", r)
 
+    def test_empty_and_malformed_requests(self):
+        n, d = self.up("two-gpus.conf")
+        c = self.client(n)
+        r = c.allocate()  # no ContainerAllocateRequest at all
+        self.assertEqual(r.code, "INVALID_ARGUMENT", r)
+        self.assertIn("no container requests", r.details)
+        r = c.allocate([])  # one container asking for nothing
+        self.assertEqual(r.code, "INVALID_ARGUMENT", r)
+        self.assertIn("no devices requested", r.details)
+        r = c.call("Allocate", b"\x0a\xff")  # a length running past the end
+        self.assertEqual(r.code, "INVALID_ARGUMENT", r)
+        self.assertIn("malformed", r.details)
+        r = c.call("GetPreferredAllocation", b"\x0a\x05\x0a\xff")
+        self.assertEqual(r.code, "INVALID_ARGUMENT", r)
+        self.assertIn("malformed", r.details)
+        # and the plugin still answers
+        r = c.allocate([uuids("two-gpus.conf")[0]])
+        self.assertEqual(r.code, "OK", r)
+
     def test_duplicate_id(self):
         n, d = self.up("two-gpus.conf")
         c = self.client(n)
