@@ -366,13 +366,14 @@ static int nvml_load(struct nvml_backend *n, const struct gpu_nvml_opts *o, char
 		free(dir);
 	}
 	if (r == 0)
-		r = fail(reterr, -ENOENT,
-			 "NVML library %s not found; tried %s. Install the NVIDIA driver on this "
-			 "node, or point --nvml-lib (NVML_LIB) at %s; in a container, run the pod "
-			 "with the NVIDIA container runtime (runtimeClassName: nvidia), or mount the "
-			 "host's driver root and point --container-driver-root (CONTAINER_DRIVER_ROOT) "
-			 "at it",
-			 NVML_LIB, (char *)tried.data, NVML_LIB);
+		r = fail(
+			reterr, -ENOENT,
+			"NVML library %s not found; tried %s. Install the NVIDIA driver on this "
+			"node, or point --nvml-lib (NVML_LIB) at %s; in a container, run the pod "
+			"with the NVIDIA container runtime (runtimeClassName: nvidia), or mount the "
+			"host's driver root and point --container-driver-root (CONTAINER_DRIVER_ROOT) "
+			"at it",
+			NVML_LIB, (char *)tried.data, NVML_LIB);
 out:
 	buf_release(&tried);
 	return r < 0 ? r : 0;
