@@ -169,6 +169,9 @@ static int discover(struct daemon *d)
 		.driver_root = d->cfg.container_driver_root,
 		.sysfs_root = getenv("EDGEGPU_SYSFS_ROOT"), /* tests: a fake /sys */
 	};
+	struct gpu_info ni = { 0 };
+	bool *healthy = NULL;
+	int *numa = NULL, *distance = NULL;
 	char *err = NULL;
 	unsigned n;
 	int r;
@@ -181,20 +184,34 @@ static int discover(struct daemon *d)
 			return r;
 		}
 	}
-	gpu_state_release(d);
-	r = d->backend->ops->discover(d->backend, &d->info, &err);
+	/*
+	 * Discovery must not run beside the monitor. The old GPU state stays in place until the
+	 * new one is complete: plugins keep reading it if discovery fails.
+	 */
+	d->monitor = gpu_monitor_free(d->monitor);
+	r = d->backend->ops->discover(d->backend, &ni, &err);
 	if (r < 0) {
 		free(d->backend_err);
 		d->backend_err = err;
 		return r;
 	}
 	free(err);
-	n = d->info.n_devices;
-	d->gpu_healthy = calloc(n + 1, sizeof(bool));
-	d->numa = calloc(n + 1, sizeof(int));
-	d->distance = calloc((size_t)n * n + 1, sizeof(int));
-	if (!d->gpu_healthy || !d->numa || !d->distance)
+	n = ni.n_devices;
+	healthy = calloc(n + 1, sizeof(bool));
+	numa = calloc(n + 1, sizeof(int));
+	distance = calloc((size_t)n * n + 1, sizeof(int));
+	if (!healthy || !numa || !distance) {
+		gpu_info_release(&ni);
+		free(healthy);
+		free(numa);
+		free(distance);
 		return -ENOMEM;
+	}
+	gpu_state_release(d);
+	d->info = ni;
+	d->gpu_healthy = healthy;
+	d->numa = numa;
+	d->distance = distance;
 	for (unsigned i = 0; i < n; i++) {
 		const struct gpu_device *g = &d->info.devices[i];
 
@@ -591,6 +608,16 @@ static void update_podres(struct daemon *d)
 			 d->cfg.pod_resources_socket);
 }
 
+/* True when every GPU of @r is still at its index with the same UUID. */
+static bool resource_matches(const struct resource *r, const struct gpu_info *info)
+{
+	for (unsigned s = 0; s < r->n_gpus; s++)
+		if (r->gpus[s].gpu >= info->n_devices ||
+		    !streq(r->uuids[s], info->devices[r->gpus[s].gpu].uuid))
+			return false;
+	return true;
+}
+
 /*
  * Brings the plugins in line with the config and GPUs: same resource name -> new device list on
  * the open stream; added -> new plugin and registration; removed -> closed.
@@ -600,8 +627,18 @@ static int sync_plugins(struct daemon *d)
 	struct resource *res[32];
 	int n = daemon_build_resources(&d->cfg, &d->info, res, ELEMENTSOF(res));
 
-	if (n < 0)
+	if (n < 0) {
+		/* Keep what still matches the GPUs; a resource naming a GPU that is gone cannot stay. */
+		for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
+			if (!dp->stopping &&
+			    !resource_matches(plugin_resource(dp->plugin), &d->info)) {
+				log_error(
+					"resource no longer matches the GPUs and the config cannot be applied, closing it",
+					"resource=%s", dp->name);
+				dplugin_stop(dp);
+			}
 		return n;
+	}
 	(void)write_cdi(d);
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
 		bool keep = false;
@@ -778,10 +815,15 @@ static void on_hup(struct loop *l, int signo, void *userdata)
 		memcpy(old_uuid[i], d->info.devices[i].uuid, GPU_UUID_MAX);
 		old_health[i] = d->gpu_healthy[i];
 	}
-	r = discover(d); /* frees the monitor */
+	r = discover(d); /* stops the monitor */
 	if (r < 0) {
 		log_error_errno(r, "GPU discovery failed on reload, keeping the devices unchanged",
 				"reason=%s", log_q(d->backend_err ? d->backend_err : ""));
+		if (start_monitor(d) == 0)
+			for (unsigned i = 0; i < old_n; i++)
+				if (!old_health[i])
+					gpu_monitor_mark_unhealthy(d->monitor, i,
+								   "unhealthy before the reload");
 		goto out;
 	}
 	if (d->info.n_devices && start_monitor(d) == 0)

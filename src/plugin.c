@@ -57,6 +57,15 @@ struct plugin {
 
 /* --- health and gpumem masking --- */
 
+/*
+ * A GPU's health. A resource built before a reload that failed half-way could name a GPU
+ * index the current discovery does not have: such a GPU is unhealthy, never read past.
+ */
+static bool gpu_up(const struct plugin *p, unsigned gpu)
+{
+	return gpu < p->ctx->info->n_devices && p->ctx->gpu_healthy[gpu];
+}
+
 static inline bool bit_get(const uint64_t *bits, unsigned d)
 {
 	return bits[d / 64] >> (d % 64) & 1;
@@ -130,7 +139,7 @@ static void update_mask(struct plugin *p)
 	for (unsigned s = 0; s < r->n_gpus; s++) {
 		unsigned f;
 
-		if (!p->ctx->gpu_healthy[r->gpus[s].gpu])
+		if (!gpu_up(p, r->gpus[s].gpu))
 			continue;
 		f = slot_free_units(p, s);
 		if (best < 0 || f > best_free) {
@@ -138,7 +147,7 @@ static void update_mask(struct plugin *p)
 			best_free = f;
 		}
 	}
-	if (cur >= 0 && best >= 0 && cur != best && p->ctx->gpu_healthy[r->gpus[cur].gpu]) {
+	if (cur >= 0 && best >= 0 && cur != best && gpu_up(p, r->gpus[cur].gpu)) {
 		uint64_t cur_mib = (uint64_t)slot_free_units(p, (unsigned)cur) * r->unit_mib;
 		uint64_t best_mib = (uint64_t)best_free * r->unit_mib;
 
@@ -158,7 +167,7 @@ static bool device_healthy(const struct resource *r, unsigned d, void *userdata)
 	const struct plugin *p = userdata;
 	unsigned s = resource_device_slot(r, d);
 
-	if (!p->ctx->gpu_healthy[r->gpus[s].gpu])
+	if (!gpu_up(p, r->gpus[s].gpu))
 		return false;
 	if (p->mask_slot < 0 || (unsigned)p->mask_slot == s)
 		return true;
@@ -605,7 +614,7 @@ static enum grpc_status allocate_one(struct plugin *p, const V1beta1__ContainerA
 	for (int i = 0; i < n; i++) {
 		unsigned s = resource_device_slot(res, devs[i]);
 
-		if (!p->ctx->gpu_healthy[res->gpus[s].gpu]) {
+		if (!gpu_up(p, res->gpus[s].gpu)) {
 			char id[128];
 
 			resource_device_id(res, devs[i], id);

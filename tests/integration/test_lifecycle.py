@@ -182,6 +182,24 @@ class Reload(NodeTest):
         self.assertEqual(ev["reg"], 1)
         n.emu.assert_no_empty_list()
 
+    def test_sighup_discovery_failure_keeps_devices_and_health(self):
+        n, d = self.up("two-gpus.conf", config="version: v1\n")
+        n.nvml.fail("nvmlDeviceGetCount_v2", "UNKNOWN")
+        since = n.emu.mark()
+        lsince = self.hup(n, d)
+        d.wait_log("GPU discovery failed on reload, keeping the devices unchanged", since=lsince,
+                   timeout=3)
+        n.nvml.fail("nvmlDeviceGetCount_v2", "off")
+        # The same stream, the same devices, and health still watched: an XID still lands.
+        n.nvml.xid(1, 79)
+        ev = n.wait_devices(since=since, unhealthy=[TWO[1]], timeout=3)
+        self.assertEqual(ev["reg"], 1)
+        self.assertEqual(ev["healthy"], [TWO[0]])
+        ev = n.emu.admit("p1", f"c:{RESOURCE}=1")
+        self.assertTrue(ev["ok"], ev)
+        self.assertTrue(d.alive())
+        n.emu.assert_no_empty_list()
+
     def test_sighup_rename_registers_new_and_closes_old(self):
         n, d = self.up("two-gpus.conf", config="version: v1\n")
         since = n.emu.mark()
