@@ -334,35 +334,24 @@ static void handle_prestart(struct grpc_call *call, const uint8_t *req, size_t l
 }
 
 /*
- * Maps request IDs to device indices. Unknown and duplicate IDs are errors when @strict;
- * otherwise they are skipped. Returns the count, or -EINVAL with @bad naming the ID.
+ * Maps an Allocate request's IDs to device indices. An unknown or duplicate ID is an error.
+ * Returns the count, or -EINVAL with @bad naming the ID and @why saying what is wrong.
  */
-static int map_ids(const struct plugin *p, char **ids, size_t n, bool strict, uint64_t *seen,
-		   unsigned *out, const char **bad, const char **why)
+static int map_ids(const struct plugin *p, char **ids, size_t n, uint64_t *seen, unsigned *out,
+		   const char **bad, const char **why)
 {
-	size_t k = 0;
-
 	for (size_t i = 0; i < n; i++) {
 		int d = resource_device_lookup(p->res, ids[i], strlen(ids[i]));
 
-		if (d < 0) {
-			if (!strict)
-				continue;
+		if (d < 0 || (seen[d / 64] >> (d % 64) & 1)) {
 			*bad = ids[i];
-			*why = "unknown device";
-			return -EINVAL;
-		}
-		if (seen[d / 64] >> (d % 64) & 1) {
-			if (!strict)
-				continue;
-			*bad = ids[i];
-			*why = "duplicate device";
+			*why = d < 0 ? "unknown device" : "duplicate device";
 			return -EINVAL;
 		}
 		seen[d / 64] |= (uint64_t)1 << (d % 64);
-		out[k++] = (unsigned)d;
+		out[i] = (unsigned)d;
 	}
-	return (int)k;
+	return (int)n;
 }
 
 /* One ContainerPreferredAllocationRequest, decoded in place (IDs mapped, never copied). */
@@ -596,7 +585,7 @@ static enum grpc_status allocate_one(struct plugin *p, const V1beta1__ContainerA
 		return GRPC_STATUS_RESOURCE_EXHAUSTED;
 	}
 	memset(seen, 0, nwords * sizeof(*seen));
-	n = map_ids(p, q->devices_ids, q->n_devices_ids, true, seen, devs, &bad, &why);
+	n = map_ids(p, q->devices_ids, q->n_devices_ids, seen, devs, &bad, &why);
 	if (n < 0) {
 		snprintf(msg, msgsz, "invalid allocation request for \"%s\": %s: %s", res->name,
 			 why, bad);
