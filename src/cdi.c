@@ -279,46 +279,8 @@ static void json_prefix(struct json *j)
 
 static void json_escape(struct json *j, const char *s)
 {
-	const char *run = s;
-
-	if (!alloc_utf8_valid(s)) {
-		if (j->r == 0)
-			j->r = -EINVAL;
-		return;
-	}
-	json_raw(j, "\"", 1);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		char esc[8];
-
-		if (c >= 0x20 && c != '"' && c != '\\')
-			continue;
-		json_raw(j, run, (size_t)(s - run));
-		run = s + 1;
-		switch (c) {
-		case '"':
-			json_raw(j, "\\\"", 2);
-			break;
-		case '\\':
-			json_raw(j, "\\\\", 2);
-			break;
-		case '\n':
-			json_raw(j, "\\n", 2);
-			break;
-		case '\t':
-			json_raw(j, "\\t", 2);
-			break;
-		case '\r':
-			json_raw(j, "\\r", 2);
-			break;
-		default:
-			(void)snprintf(esc, sizeof(esc), "\\u%04x", c);
-			json_raw(j, esc, 6);
-			break;
-		}
-	}
-	json_raw(j, run, (size_t)(s - run));
-	json_raw(j, "\"", 1);
+	if (j->r == 0)
+		j->r = alloc_utf8_valid(s) ? buf_json_string(j->b, s) : -EINVAL;
 }
 
 static void json_open(struct json *j, char c)

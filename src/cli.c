@@ -222,18 +222,11 @@ out:
 
 static void json_str(FILE *f, const char *s)
 {
-	fputc('"', f);
-	for (; s && *s; s++) {
-		unsigned char ch = (unsigned char)*s;
+	struct buf b = { 0 };
 
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
+	if (buf_json_string(&b, s ? s : "") == 0)
+		fwrite(b.data, 1, b.len, f);
+	buf_release(&b);
 }
 
 static const char *kind_name(enum resource_kind k)

@@ -190,6 +190,50 @@ int buf_printf(struct buf *b, const char *fmt, ...)
 	return 0;
 }
 
+int buf_json_string(struct buf *b, const char *s)
+{
+	const char *run = s;
+	int r = buf_append(b, "\"", 1);
+
+	for (; r == 0 && *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		char esc[8];
+
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		r = buf_append(b, run, (size_t)(s - run));
+		run = s + 1;
+		if (r < 0)
+			break;
+		switch (c) {
+		case '"':
+			r = buf_append(b, "\\\"", 2);
+			break;
+		case '\\':
+			r = buf_append(b, "\\\\", 2);
+			break;
+		case '\n':
+			r = buf_append(b, "\\n", 2);
+			break;
+		case '\t':
+			r = buf_append(b, "\\t", 2);
+			break;
+		case '\r':
+			r = buf_append(b, "\\r", 2);
+			break;
+		default:
+			(void)snprintf(esc, sizeof(esc), "\\u%04x", c);
+			r = buf_append(b, esc, 6);
+			break;
+		}
+	}
+	if (r == 0)
+		r = buf_append(b, run, (size_t)(s - run));
+	if (r == 0)
+		r = buf_append(b, "\"", 1);
+	return r;
+}
+
 void buf_consume(struct buf *b, size_t n)
 {
 	if (n >= b->len) {

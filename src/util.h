@@ -55,6 +55,12 @@ int buf_append(struct buf *b, const void *p, size_t n) WARN_UNUSED;
 /* Appends printf output; returns 0, -ENOMEM or -EINVAL. */
 int buf_printf(struct buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3))) WARN_UNUSED;
+/*
+ * Appends @s as a quoted JSON string: '"' and '\\' escaped, \n \t \r by name, other control
+ * bytes as \u00XX; other bytes as they are (the caller checks UTF-8 where it matters).
+ * Returns 0 or -ENOMEM.
+ */
+int buf_json_string(struct buf *b, const char *s) WARN_UNUSED;
 /* Drops the first @n bytes. */
 void buf_consume(struct buf *b, size_t n);
 void buf_release(struct buf *b);

@@ -72,6 +72,21 @@ static void test_buf(void **state)
 	assert_null(b.data);
 }
 
+static void test_json_string(void **state)
+{
+	struct buf b = { 0 };
+
+	assert_int_equal(buf_json_string(&b, "plain"), 0);
+	assert_string_equal((char *)b.data, "\"plain\"");
+	b.len = 0;
+	assert_int_equal(buf_json_string(&b, "a\"b\\c\nd\te\rf\001g r\xc3\xa9"), 0);
+	assert_string_equal((char *)b.data, "\"a\\\"b\\\\c\\nd\\te\\rf\\u0001g r\xc3\xa9\"");
+	b.len = 0;
+	assert_int_equal(buf_json_string(&b, ""), 0);
+	assert_string_equal((char *)b.data, "\"\"");
+	buf_release(&b);
+}
+
 static void test_files(void **state)
 {
 	char dir[] = "/tmp/test-util-XXXXXX";
@@ -105,9 +120,8 @@ static void test_files(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_safe_atou),
-		cmocka_unit_test(test_parse_duration),
-		cmocka_unit_test(test_buf),
+		cmocka_unit_test(test_safe_atou), cmocka_unit_test(test_parse_duration),
+		cmocka_unit_test(test_buf),	  cmocka_unit_test(test_json_string),
 		cmocka_unit_test(test_files),
 	};
 
