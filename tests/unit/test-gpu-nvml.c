@@ -270,7 +270,8 @@ static void test_lib_missing(void **state)
 static void test_driver_root_search(void **state)
 {
 	struct env *e = *state;
-	char dir[256], cmd[600], path[512];
+	/* Sized for any checkout path: the fake's path is compiled in (FAKE_NVML_LIB). */
+	char dir[1024], cmd[4096], path[1024];
 	struct gpu_nvml_opts o = { .driver_root = e->dir, .sysfs_root = e->sysfs };
 	void *system_nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
 	int r;
@@ -281,10 +282,12 @@ static void test_driver_root_search(void **state)
 		assert_int_equal(gpu_nvml_open(&o, &e->b, &e->err), 0);
 		return;
 	}
-	(void)snprintf(dir, sizeof(dir), "%s/usr/lib64", e->dir);
-	(void)snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && cp '%s' '%s/'", dir, FAKE_NVML_LIB, dir);
+	assert_true(snprintf(dir, sizeof(dir), "%s/usr/lib64", e->dir) < (int)sizeof(dir));
+	assert_true(snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && cp '%s' '%s/'", dir, FAKE_NVML_LIB,
+			     dir) < (int)sizeof(cmd));
 	assert_int_equal(system(cmd), 0);
-	(void)snprintf(path, sizeof(path), "%s/two-gpus.conf", FAKE_NVML_FIXTURES);
+	assert_true(snprintf(path, sizeof(path), "%s/two-gpus.conf", FAKE_NVML_FIXTURES) <
+		    (int)sizeof(path));
 	assert_int_equal(setenv("EDGEGPU_FAKE_NVML_FIXTURE", path, 1), 0);
 	r = gpu_nvml_open(&o, &e->b, &e->err);
 	assert_int_equal(r, 0);
@@ -552,7 +555,7 @@ static void test_events_unsupported(void **state)
 static void test_hotplug(void **state)
 {
 	struct env *e = *state;
-	char cmd[600];
+	char cmd[4096];
 
 	open_discover(e, FAKE_NVML_LIB, "zero-gpus.conf");
 	assert_int_equal(e->info.n_devices, 0);
