@@ -609,6 +609,10 @@ static const struct field imex_fields[] = {
 static const struct field health_fields[] = {
 	{ "pollInterval", K_DURATION, C(health.poll_interval), .min = 100 * USEC_PER_MSEC,
 	  .max = USEC_PER_SEC * 24 * 3600 },
+	{ "eventPollInterval", K_DURATION, C(health.event_poll_interval),
+	  .min = 100 * USEC_PER_MSEC, .max = USEC_PER_SEC * 24 * 3600 },
+	{ "callTimeout", K_DURATION, C(health.call_timeout), .min = 100 * USEC_PER_MSEC,
+	  .max = USEC_PER_SEC * 3600 },
 	{ "recoveryQuietPeriod", K_DURATION, C(health.recovery_quiet_period), .min = 0,
 	  .max = USEC_PER_SEC * 24 * 3600 },
 	{ "ignoredXids", K_XIDS, 0 },
@@ -2066,7 +2070,9 @@ int config_init(struct config *c)
 		.device_id_strategy = CONFIG_DEVICE_ID_UUID,
 		.log_level = LOG_LEVEL_INFO,
 		.rediscover_interval = 60 * USEC_PER_SEC,
-		.health = { .poll_interval = 5 * USEC_PER_SEC },
+		.health = { .poll_interval = 5 * USEC_PER_SEC,
+			    .event_poll_interval = 60 * USEC_PER_SEC,
+			    .call_timeout = 10 * USEC_PER_SEC },
 		.grpc = { .max_recv_msg_bytes = 16 * MIB, .max_connections = 64 },
 		.gpumem = {
 			.devices = { .kind = CONFIG_DEVICES_LIST },

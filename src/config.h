@@ -157,6 +157,8 @@ struct config_gpumem {
 
 struct config_health {
 	usec_t poll_interval;	      /* 5 s: probe period for GPUs without events */
+	usec_t event_poll_interval;   /* 60 s: probe period for GPUs whose events work */
+	usec_t call_timeout;	      /* 10 s: an NVML call running longer is reported hung */
 	usec_t recovery_quiet_period; /* 0: off */
 	uint64_t *ignored_xids;	      /* on top of the application XIDs NVIDIA ignores */
 	size_t n_ignored_xids;

@@ -9,6 +9,7 @@
 
 #include "cdi.h"
 #include "config.h"
+#include "gpu-monitor.h"
 #include "gpu.h"
 #include "kubelet.h"
 #include "loop.h"
@@ -43,15 +44,17 @@ struct daemon {
 	size_t n_flags;
 	struct config cfg;
 
-	struct gpu_backend *backend;
+	/* What the monitor opens NVML with, fixed at start (a change needs a restart). */
+	struct gpu_nvml_opts nvml_opts;
+	char *nvml_lib, *nvml_driver_root;
 	char *backend_err;
 	usec_t backend_err_logged;
+	bool discovered_once; /* a discovery has finished (failOnInitError applies before) */
 	struct gpu_info info;
 	bool *gpu_healthy;
 	int *numa;
 	int *distance;
-	struct gpu_monitor *monitor;
-	uint64_t *disabled_xids;
+	struct gpu_monitor *monitor; /* owns the backend and every call into it */
 
 	struct plugin_ctx ctx;
 	struct kubelet *kubelet;
@@ -89,12 +92,14 @@ static void log_diag(const struct config_diag *dg, bool errors_are_fatal)
 
 /* --- GPU state --- */
 
+static int sync_plugins(struct daemon *d);
+
 static void on_health(struct gpu_monitor *m, unsigned gpu, enum gpu_health health,
 		      const char *reason, void *userdata)
 {
 	struct daemon *d = userdata;
 
-	if (gpu >= d->info.n_devices)
+	if (gpu >= d->info.n_devices || d->gpu_healthy[gpu] == (health == GPU_HEALTHY))
 		return;
 	d->gpu_healthy[gpu] = health == GPU_HEALTHY;
 	log_info("device health changed", "device=%s gpu=%u healthy=%s reason=%s",
@@ -106,146 +111,151 @@ static void on_health(struct gpu_monitor *m, unsigned gpu, enum gpu_health healt
 
 static void gpu_state_release(struct daemon *d)
 {
-	d->monitor = gpu_monitor_free(d->monitor);
 	gpu_info_release(&d->info);
 	d->gpu_healthy = mfree(d->gpu_healthy);
 	d->numa = mfree(d->numa);
 	d->distance = mfree(d->distance);
 }
 
-static int start_monitor(struct daemon *d)
+/* The monitor's options from the config. Returns 0 or -errno (logged). */
+static int monitor_opts(struct daemon *d, struct gpu_monitor_opts *o, uint64_t **ret_all)
 {
-	struct gpu_monitor_opts o = {
-		.poll_interval = d->cfg.health.poll_interval,
-		.recovery_quiet = d->cfg.health.recovery_quiet_period,
-		.ignored_xids = d->cfg.health.ignored_xids,
-		.n_ignored_xids = (unsigned)d->cfg.health.n_ignored_xids,
-		/*
-		 * NVML's event wait cannot be interrupted: this bounds both the idle wake-ups and how
-		 * long a stop waits for the thread (SIGTERM must finish within 1 s).
-		 */
-		.wait_timeout = 700 * USEC_PER_MSEC,
-	};
-	uint64_t *all = NULL;
+	const struct config_health *h = &d->cfg.health;
+	uint64_t *dis_xids = NULL;
 	int r;
 
-	d->disabled_xids = mfree(d->disabled_xids);
-	if (d->cfg.health.disable_healthchecks && *d->cfg.health.disable_healthchecks) {
-		struct gpu_monitor_opts dis = { 0 };
-
-		r = gpu_parse_disable_healthchecks(d->cfg.health.disable_healthchecks, &dis,
-						   &d->disabled_xids);
-		if (r < 0)
-			return log_error_errno(r, "invalid DP_DISABLE_HEALTHCHECKS", "value=%s",
-					       log_q(d->cfg.health.disable_healthchecks));
-		o.disable_all = dis.disable_all;
-		o.disable_xids = dis.disable_xids;
-		if (dis.n_ignored_xids) {
-			all = calloc(o.n_ignored_xids + dis.n_ignored_xids + 1, sizeof(*all));
-			if (!all)
-				return -ENOMEM;
-			if (o.n_ignored_xids)
-				memcpy(all, o.ignored_xids, o.n_ignored_xids * sizeof(*all));
-			memcpy(all + o.n_ignored_xids, dis.ignored_xids,
-			       dis.n_ignored_xids * sizeof(*all));
-			o.n_ignored_xids += dis.n_ignored_xids;
-			o.ignored_xids = all;
-		}
-	}
-	r = gpu_monitor_new(d->loop, d->backend, &d->info, &o, on_health, d, &d->monitor);
-	free(all);
+	*ret_all = NULL;
+	*o = (struct gpu_monitor_opts){
+		.poll_interval = h->poll_interval,
+		.event_poll_interval = h->event_poll_interval,
+		.recovery_quiet = h->recovery_quiet_period,
+		.ignored_xids = h->ignored_xids,
+		.n_ignored_xids = (unsigned)h->n_ignored_xids,
+		.call_timeout = h->call_timeout,
+	};
+	if (!h->disable_healthchecks || !*h->disable_healthchecks)
+		return 0;
+	r = gpu_parse_disable_healthchecks(h->disable_healthchecks, o, &dis_xids);
 	if (r < 0)
-		return log_error_errno(r, "starting the health monitor failed", NULL);
-	if (o.disable_all)
+		return log_error_errno(r, "invalid DP_DISABLE_HEALTHCHECKS", "value=%s",
+				       log_q(h->disable_healthchecks));
+	*ret_all = dis_xids;
+	if (o->disable_all)
 		log_warn("health checks disabled", "reason=\"DP_DISABLE_HEALTHCHECKS=all\"");
 	return 0;
 }
 
-/* Opens NVML if needed and discovers the GPUs into d->info. Returns the GPU count or -errno. */
-static int discover(struct daemon *d)
+static int apply_monitor_opts(struct daemon *d)
 {
-	struct gpu_nvml_opts o = {
-		.lib_path = d->cfg.nvml_lib,
-		.driver_root = d->cfg.container_driver_root,
-		.sysfs_root = getenv("EDGEGPU_SYSFS_ROOT"), /* tests: a fake /sys */
-	};
-	struct gpu_info ni = { 0 };
-	bool *healthy = NULL;
-	int *numa = NULL, *distance = NULL;
-	char *err = NULL;
-	unsigned n;
-	int r;
+	struct gpu_monitor_opts o;
+	uint64_t *all = NULL;
+	int r = monitor_opts(d, &o, &all);
 
-	if (!d->backend) {
-		r = gpu_nvml_open(&o, &d->backend, &err);
-		if (r < 0) {
-			free(d->backend_err);
-			d->backend_err = err;
-			return r;
-		}
-	}
-	/*
-	 * Discovery must not run beside the monitor. The old GPU state stays in place until the
-	 * new one is complete: plugins keep reading it if discovery fails.
-	 */
-	d->monitor = gpu_monitor_free(d->monitor);
-	r = d->backend->ops->discover(d->backend, &ni, &err);
-	if (r < 0) {
-		free(d->backend_err);
-		d->backend_err = err;
-		return r;
-	}
-	free(err);
-	n = ni.n_devices;
-	healthy = calloc(n + 1, sizeof(bool));
-	numa = calloc(n + 1, sizeof(int));
-	distance = calloc((size_t)n * n + 1, sizeof(int));
-	if (!healthy || !numa || !distance) {
-		gpu_info_release(&ni);
-		free(healthy);
-		free(numa);
-		free(distance);
-		return -ENOMEM;
-	}
-	gpu_state_release(d);
-	d->info = ni;
-	d->gpu_healthy = healthy;
-	d->numa = numa;
-	d->distance = distance;
-	for (unsigned i = 0; i < n; i++) {
+	if (r >= 0)
+		r = gpu_monitor_set_opts(d->monitor, &o);
+	free(all);
+	return r;
+}
+
+static void log_gpus(struct daemon *d)
+{
+	for (unsigned i = 0; i < d->info.n_devices; i++) {
 		const struct gpu_device *g = &d->info.devices[i];
 
-		d->gpu_healthy[i] = true;
-		d->numa[i] = g->numa_node;
 		log_info("found GPU",
 			 "gpu=%u device=%s name=%s memory_mib=%llu minor=%u numa=%d pci=%s", i,
 			 g->uuid, log_q(g->name), (unsigned long long)(g->mem_total >> 20),
 			 g->minor, g->numa_node, g->pci_bus_id);
 	}
-	/* Topology is read once; an error falls back to a plain choice, never a failed admission. */
-	for (unsigned i = 0; i < n; i++)
-		for (unsigned j = 0; j < n; j++) {
-			int v = i == j ? 0 : d->backend->ops->distance(d->backend, i, j);
-
-			if (v < 0) {
-				d->distance = mfree(d->distance);
-				log_info("GPU topology not available, preferring by NUMA node only",
-					 NULL);
-				goto topo_done;
-			}
-			d->distance[i * n + j] = v;
-		}
-topo_done:
+	if (d->info.n_devices > 1 && !d->distance)
+		log_info("GPU topology not available, preferring by NUMA node only", NULL);
 	for (unsigned i = 0; i < d->info.n_skipped; i++)
 		log_warn("GPU skipped", "reason=%s",
 			 log_q(d->info.skipped && d->info.skipped[i] ? d->info.skipped[i] : "?"));
-	log_info("GPU discovery done", "gpus=%u driver=%s cuda_driver=%d", n,
+	log_info("GPU discovery done", "gpus=%u driver=%s cuda_driver=%d", d->info.n_devices,
 		 d->info.driver_version, d->info.cuda_driver_version);
+}
+
+/* A discovery failed: keep what we have; with nothing, retry (and say so now and then). */
+static void discovery_failed(struct daemon *d, int r, const char *err)
+{
+	usec_t now = now_usec();
+
+	free(d->backend_err);
+	d->backend_err = strdup(err ? err : "");
+	if (!d->discovered_once) {
+		d->discovered_once = true;
+		if (d->cfg.fail_on_init_error) {
+			log_error_errno(
+				r, "initialisation failed",
+				"reason=%s hint=\"set failOnInitError: false to keep running on nodes without a GPU\"",
+				log_q(err ? err : ""));
+			loop_exit(d->loop, 1);
+			return;
+		}
+	}
+	if (d->info.n_devices) {
+		log_error_errno(r, "GPU discovery failed on reload, keeping the devices unchanged",
+				"reason=%s", log_q(err ? err : ""));
+		(void)sync_plugins(d); /* the rest of a new config still applies */
+		return;
+	}
+	if (!d->backend_err_logged || now - d->backend_err_logged >= NO_NVML_LOG_GAP) {
+		log_warn_errno(r, "GPU discovery failed, registering nothing, retrying",
+			       "reason=%s retry_s=%llu", log_q(err ? err : ""),
+			       (unsigned long long)(d->cfg.rediscover_interval / USEC_PER_SEC));
+		d->backend_err_logged = now;
+	}
+	loop_timer_arm(d->rediscover, d->cfg.rediscover_interval);
+}
+
+/* The monitor's discovery result (loop thread): adopt the GPUs, then the plugins follow. */
+static void on_discovered(struct gpu_monitor *m, int r, struct gpu_info *info, int **distance,
+			  const char *err, void *userdata)
+{
+	struct daemon *d = userdata;
+	bool *healthy = NULL;
+	int *numa = NULL;
+	unsigned n;
+
+	if (d->stopping)
+		return;
+	if (r < 0) {
+		discovery_failed(d, r, err);
+		return;
+	}
+	n = info->n_devices;
+	healthy = calloc(n + 1, sizeof(bool));
+	numa = calloc(n + 1, sizeof(int));
+	if (!healthy || !numa) {
+		free(healthy);
+		free(numa);
+		discovery_failed(d, -ENOMEM, "out of memory");
+		return;
+	}
+	d->discovered_once = true;
+	gpu_state_release(d);
+	d->info = *info;
+	memset(info, 0, sizeof(*info));
+	d->distance = *distance;
+	*distance = NULL;
+	d->gpu_healthy = healthy;
+	d->numa = numa;
+	for (unsigned i = 0; i < n; i++) {
+		d->gpu_healthy[i] = gpu_monitor_health(m, i) == GPU_HEALTHY;
+		d->numa[i] = d->info.devices[i].numa_node;
+	}
 	d->ctx.info = &d->info;
 	d->ctx.gpu_healthy = d->gpu_healthy;
 	d->ctx.numa = d->numa;
 	d->ctx.distance = d->distance;
-	return (int)n;
+	log_gpus(d);
+	if (n == 0) {
+		log_warn("no devices found, retrying", "retry_s=%llu",
+			 (unsigned long long)(d->cfg.rediscover_interval / USEC_PER_SEC));
+		loop_timer_arm(d->rediscover, d->cfg.rediscover_interval);
+	}
+	(void)sync_plugins(d);
 }
 
 /* --- resources from the config --- */
@@ -665,56 +675,14 @@ static int sync_plugins(struct daemon *d)
 	return n;
 }
 
-static void rediscover_tick(struct loop_timer *t, void *userdata);
-
-/* Discovery and plugins at start, and again while no GPU has been found. */
-static int bring_up(struct daemon *d)
-{
-	int n = discover(d);
-
-	if (n < 0) {
-		usec_t now = now_usec();
-
-		if (!d->backend_err_logged || now - d->backend_err_logged >= NO_NVML_LOG_GAP) {
-			log_warn_errno(
-				n, "GPU discovery failed, registering nothing, retrying",
-				"reason=%s retry_s=%llu",
-				log_q(d->backend_err ? d->backend_err : ""),
-				(unsigned long long)(d->cfg.rediscover_interval / USEC_PER_SEC));
-			d->backend_err_logged = now;
-		}
-		loop_timer_arm(d->rediscover, d->cfg.rediscover_interval);
-		return n;
-	}
-	if (n == 0) {
-		log_warn("no devices found, retrying", "retry_s=%llu",
-			 (unsigned long long)(d->cfg.rediscover_interval / USEC_PER_SEC));
-		loop_timer_arm(d->rediscover, d->cfg.rediscover_interval);
-		return 0;
-	}
-	n = start_monitor(d);
-	if (n < 0)
-		return n;
-	return sync_plugins(d);
-}
-
+/* While no GPU is found: try again, re-initialising the library (a driver may have come). */
 static void rediscover_tick(struct loop_timer *t, void *userdata)
 {
 	struct daemon *d = userdata;
 
-	if (d->plugins || d->stopping)
+	if (d->info.n_devices || d->stopping)
 		return;
-	if (d->backend && d->backend->ops->reinit) {
-		char *err = NULL;
-
-		if (d->backend->ops->reinit(d->backend, &err) < 0) {
-			free(d->backend_err);
-			d->backend_err = err;
-		} else {
-			free(err);
-		}
-	}
-	(void)bring_up(d);
+	gpu_monitor_discover(d->monitor, true);
 }
 
 /* --- kubelet events --- */
@@ -776,14 +744,16 @@ static void on_stop_signal(struct loop *l, int signo, void *userdata)
 		loop_timer_arm(d->stop_deadline, STOP_DEADLINE);
 }
 
+/*
+ * SIGHUP: a new config now, on the loop (the file read is non-blocking and bounded); the
+ * rediscovery runs on the monitor's worker and on_discovered() applies the result, so serving
+ * never waits for NVML.
+ */
 static void on_hup(struct loop *l, int signo, void *userdata)
 {
 	struct daemon *d = userdata;
 	struct config_diag dg = { 0 };
 	struct config nc = { 0 };
-	char(*old_uuid)[GPU_UUID_MAX] = NULL;
-	bool *old_health = NULL;
-	unsigned old_n = d->info.n_devices;
 	int r;
 
 	if (d->stopping)
@@ -802,40 +772,8 @@ static void on_hup(struct loop *l, int signo, void *userdata)
 	d->cfg = nc;
 	log_max_level = d->cfg.log_level;
 	apply_ctx_from_config(d);
-	if (!d->backend || !d->info.n_devices) {
-		(void)bring_up(d);
-		return;
-	}
-	/* Discovery must not run beside the monitor: stop it, and carry each GPU's faults over. */
-	old_uuid = calloc(old_n, sizeof(*old_uuid));
-	old_health = calloc(old_n, sizeof(*old_health));
-	if (!old_uuid || !old_health)
-		goto out;
-	for (unsigned i = 0; i < old_n; i++) {
-		memcpy(old_uuid[i], d->info.devices[i].uuid, GPU_UUID_MAX);
-		old_health[i] = d->gpu_healthy[i];
-	}
-	r = discover(d); /* stops the monitor */
-	if (r < 0) {
-		log_error_errno(r, "GPU discovery failed on reload, keeping the devices unchanged",
-				"reason=%s", log_q(d->backend_err ? d->backend_err : ""));
-		if (start_monitor(d) == 0)
-			for (unsigned i = 0; i < old_n; i++)
-				if (!old_health[i])
-					gpu_monitor_mark_unhealthy(d->monitor, i,
-								   "unhealthy before the reload");
-		goto out;
-	}
-	if (d->info.n_devices && start_monitor(d) == 0)
-		for (unsigned i = 0; i < d->info.n_devices; i++)
-			for (unsigned k = 0; k < old_n; k++)
-				if (!old_health[k] && streq(old_uuid[k], d->info.devices[i].uuid))
-					gpu_monitor_mark_unhealthy(d->monitor, i,
-								   "unhealthy before the reload");
-	(void)sync_plugins(d);
-out:
-	free(old_uuid);
-	free(old_health);
+	(void)apply_monitor_opts(d);
+	gpu_monitor_discover(d->monitor, false);
 }
 
 int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flags)
@@ -883,14 +821,35 @@ int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flag
 	log_info("starting", "device_plugin_path=%s kubelet_socket=%s", d.cfg.device_plugin_path,
 		 d.cfg.kubelet_socket && *d.cfg.kubelet_socket ? d.cfg.kubelet_socket :
 								 "(registration off)");
-	r = bring_up(&d);
-	if (r < 0 && d.cfg.fail_on_init_error) {
-		log_error_errno(
-			r, "initialisation failed",
-			"reason=%s hint=\"set failOnInitError: false to keep running on nodes without a GPU\"",
-			log_q(d.backend_err ? d.backend_err : ""));
+	if (d.cfg.nvml_lib && !(d.nvml_lib = strdup(d.cfg.nvml_lib))) {
+		r = -ENOMEM;
 		goto out;
 	}
+	if (d.cfg.container_driver_root &&
+	    !(d.nvml_driver_root = strdup(d.cfg.container_driver_root))) {
+		r = -ENOMEM;
+		goto out;
+	}
+	d.nvml_opts = (struct gpu_nvml_opts){
+		.lib_path = d.nvml_lib,
+		.driver_root = d.nvml_driver_root,
+		.sysfs_root = getenv("EDGEGPU_SYSFS_ROOT"), /* tests: a fake /sys */
+	};
+	{
+		struct gpu_monitor_opts o;
+		uint64_t *all = NULL;
+
+		r = monitor_opts(&d, &o, &all);
+		if (r >= 0)
+			r = gpu_monitor_new(d.loop, gpu_monitor_open_nvml, &d.nvml_opts, &o,
+					    on_health, on_discovered, &d, &d.monitor);
+		free(all);
+		if (r < 0) {
+			log_error_errno(r, "starting the GPU monitor failed", NULL);
+			goto out;
+		}
+	}
+	gpu_monitor_discover(d.monitor, false);
 	rc = loop_run(d.loop);
 	if (rc < 0)
 		rc = 1;
@@ -900,11 +859,12 @@ int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flag
 		gpu_monitor_get_stats(d.monitor, &st);
 		log_info(
 			"health monitor stats",
-			"events=%llu xids=%llu xids_ignored=%llu ecc_single=%llu ecc_double=%llu lost=%llu reinits=%llu wait_errors=%llu",
+			"events=%llu xids=%llu xids_ignored=%llu ecc_single=%llu ecc_double=%llu lost=%llu reinits=%llu wait_errors=%llu probes=%llu hung_calls=%llu",
 			(unsigned long long)st.events, (unsigned long long)st.xids,
 			(unsigned long long)st.xids_ignored, (unsigned long long)st.ecc_single,
 			(unsigned long long)st.ecc_double, (unsigned long long)st.lost,
-			(unsigned long long)st.reinits, (unsigned long long)st.wait_errors);
+			(unsigned long long)st.reinits, (unsigned long long)st.wait_errors,
+			(unsigned long long)st.probes, (unsigned long long)st.hung_calls);
 	}
 	log_info("stopped", NULL);
 out:
@@ -916,10 +876,11 @@ out:
 	}
 	d.podres = podres_free(d.podres);
 	d.kubelet = kubelet_free(d.kubelet);
+	d.monitor = gpu_monitor_free(d.monitor); /* never waits for a call stuck in NVML */
 	gpu_state_release(&d);
-	gpu_backend_close(d.backend);
 	free(d.backend_err);
-	free(d.disabled_xids);
+	free(d.nvml_lib);
+	free(d.nvml_driver_root);
 	loop_timer_free(d.rediscover);
 	loop_timer_free(d.stop_deadline);
 	loop_timer_free(d.reap);

@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <link.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -117,8 +118,19 @@ struct nvml_dev {
 	bool registered;
 };
 
+/*
+ * Calls n->f.FN after noting its name for a hang report (gpu.h, struct gpu_backend.call).
+ * The event thread's nvmlEventSetWait_v2 does not go through it: it blocks by design.
+ */
+#define NVC(n, fn) (atomic_store_explicit(&(n)->base.call, #fn, memory_order_relaxed), (n)->f.fn)
+
 struct nvml_backend {
 	struct gpu_backend base;
+	/*
+	 * Guards devs/n_devs against the event thread: discover swaps the table while a wait
+	 * may be in progress, and event_wait maps a handle to its GPU under it.
+	 */
+	pthread_mutex_t devs_mu;
 	void *dl;
 	char *lib_path; /* the file loaded */
 	char *proc_root;
@@ -271,7 +283,7 @@ static int mismatch_error(struct nvml_backend *n, char **reterr, const char *cal
 	if (!reterr)
 		return -EXDEV;
 	if (n->f.nvmlSystemGetNVMLVersion &&
-	    n->f.nvmlSystemGetNVMLVersion(nvml, sizeof(nvml)) != NVML_RET_SUCCESS)
+	    NVC(n, nvmlSystemGetNVMLVersion)(nvml, sizeof(nvml)) != NVML_RET_SUCCESS)
 		nvml[0] = 0;
 	lib_file_version(n, file, sizeof(file));
 	if (file[0] && nvml[0])
@@ -411,7 +423,7 @@ static int nvml_init(struct nvml_backend *n, char **reterr)
 	enum nvml_return ret;
 
 	assert(n->f.nvmlInit_v2); /* required: nvml_resolve() makes sure */
-	ret = n->f.nvmlInit_v2();
+	ret = NVC(n, nvmlInit_v2)();
 
 	switch (ret) {
 	case NVML_RET_SUCCESS:
@@ -555,19 +567,19 @@ static int discover_one(struct nvml_backend *n, unsigned i, struct gpu_device *d
 	d->index = i;
 	d->numa_node = -1;
 	call = "nvmlDeviceGetHandleByIndex_v2";
-	ret = n->f.nvmlDeviceGetHandleByIndex_v2(i, &h);
+	ret = NVC(n, nvmlDeviceGetHandleByIndex_v2)(i, &h);
 	if (ret != NVML_RET_SUCCESS)
 		goto failed;
 	call = "nvmlDeviceGetUUID";
-	ret = n->f.nvmlDeviceGetUUID(h, d->uuid, sizeof(d->uuid));
+	ret = NVC(n, nvmlDeviceGetUUID)(h, d->uuid, sizeof(d->uuid));
 	if (ret != NVML_RET_SUCCESS)
 		goto failed;
 	call = "nvmlDeviceGetName";
-	ret = n->f.nvmlDeviceGetName(h, d->name, sizeof(d->name));
+	ret = NVC(n, nvmlDeviceGetName)(h, d->name, sizeof(d->name));
 	if (ret != NVML_RET_SUCCESS)
 		goto failed;
 	if (n->f.nvmlDeviceGetMigMode) {
-		ret = n->f.nvmlDeviceGetMigMode(h, &current, &pending);
+		ret = NVC(n, nvmlDeviceGetMigMode)(h, &current, &pending);
 		if (is_driver_gone(ret) || ret == NVML_RET_GPU_IS_LOST) {
 			call = "nvmlDeviceGetMigMode";
 			goto failed;
@@ -584,7 +596,7 @@ static int discover_one(struct nvml_backend *n, unsigned i, struct gpu_device *d
 		}
 	}
 	call = "nvmlDeviceGetMinorNumber";
-	ret = n->f.nvmlDeviceGetMinorNumber(h, &d->minor);
+	ret = NVC(n, nvmlDeviceGetMinorNumber)(h, &d->minor);
 	if (ret != NVML_RET_SUCCESS)
 		goto failed;
 	call = n->f.nvmlDeviceGetPciInfo_v3 ? "nvmlDeviceGetPciInfo_v3" : "nvmlDeviceGetPciInfo_v2";
@@ -596,25 +608,25 @@ static int discover_one(struct nvml_backend *n, unsigned i, struct gpu_device *d
 	d->numa_node = read_numa_node(n->sysfs_root, d->pci_bus_id);
 	/* Integrated GPUs have no framebuffer of their own: NOT_SUPPORTED, total 0. */
 	call = "nvmlDeviceGetMemoryInfo";
-	ret = n->f.nvmlDeviceGetMemoryInfo(h, &mem);
+	ret = NVC(n, nvmlDeviceGetMemoryInfo)(h, &mem);
 	if (ret == NVML_RET_SUCCESS)
 		d->mem_total = mem.total;
 	else if (ret != NVML_RET_NOT_SUPPORTED)
 		goto failed;
 	call = "nvmlDeviceGetCudaComputeCapability";
-	ret = n->f.nvmlDeviceGetCudaComputeCapability(h, &d->cc_major, &d->cc_minor);
+	ret = NVC(n, nvmlDeviceGetCudaComputeCapability)(h, &d->cc_major, &d->cc_minor);
 	if (ret == NVML_RET_NOT_SUPPORTED)
 		d->cc_major = d->cc_minor = 0;
 	else if (ret != NVML_RET_SUCCESS)
 		goto failed;
 	if (n->f.nvmlDeviceGetArchitecture) {
-		ret = n->f.nvmlDeviceGetArchitecture(h, &arch);
+		ret = NVC(n, nvmlDeviceGetArchitecture)(h, &arch);
 		if (ret != NVML_RET_SUCCESS)
 			arch = NVML_ARCH_UNKNOWN;
 	}
 	copy_str(d->arch, sizeof(d->arch), arch_name(arch, d->cc_major, d->cc_minor));
 	call = "nvmlDeviceGetSupportedEventTypes";
-	ret = n->f.nvmlDeviceGetSupportedEventTypes(h, &events);
+	ret = NVC(n, nvmlDeviceGetSupportedEventTypes)(h, &events);
 	if (is_driver_gone(ret) || ret == NVML_RET_GPU_IS_LOST)
 		goto failed;
 	if (ret != NVML_RET_SUCCESS)
@@ -659,22 +671,22 @@ static int nvml_discover(struct gpu_backend *b, struct gpu_info *ret, char **ret
 	unsigned count = 0;
 	int r, v;
 
-	nr = n->f.nvmlSystemGetDriverVersion(info.driver_version, sizeof(info.driver_version));
+	nr = NVC(n, nvmlSystemGetDriverVersion)(info.driver_version, sizeof(info.driver_version));
 	if (nr != NVML_RET_SUCCESS) {
 		r = call_error(n, reterr, "nvmlSystemGetDriverVersion", nr);
 		goto fail;
 	}
 	if (!n->f.nvmlSystemGetNVMLVersion ||
-	    n->f.nvmlSystemGetNVMLVersion(info.lib_version, sizeof(info.lib_version)) !=
+	    NVC(n, nvmlSystemGetNVMLVersion)(info.lib_version, sizeof(info.lib_version)) !=
 		    NVML_RET_SUCCESS)
 		copy_str(info.lib_version, sizeof(info.lib_version), "unknown");
 	if (!(n->f.nvmlSystemGetCudaDriverVersion_v2 &&
-	      n->f.nvmlSystemGetCudaDriverVersion_v2(&v) == NVML_RET_SUCCESS) &&
+	      NVC(n, nvmlSystemGetCudaDriverVersion_v2)(&v) == NVML_RET_SUCCESS) &&
 	    !(n->f.nvmlSystemGetCudaDriverVersion &&
-	      n->f.nvmlSystemGetCudaDriverVersion(&v) == NVML_RET_SUCCESS))
+	      NVC(n, nvmlSystemGetCudaDriverVersion)(&v) == NVML_RET_SUCCESS))
 		v = 0;
 	info.cuda_driver_version = v;
-	nr = n->f.nvmlDeviceGetCount_v2(&count);
+	nr = NVC(n, nvmlDeviceGetCount_v2)(&count);
 	if (nr != NVML_RET_SUCCESS) {
 		r = call_error(n, reterr, "nvmlDeviceGetCount_v2", nr);
 		goto fail;
@@ -702,9 +714,16 @@ static int nvml_discover(struct gpu_backend *b, struct gpu_info *ret, char **ret
 		}
 		info.n_devices++;
 	}
+	(void)pthread_mutex_lock(&n->devs_mu);
+	/* Keep the event registrations of GPUs still there (same handle): the set lives on. */
+	for (unsigned i = 0; i < info.n_devices; i++)
+		for (unsigned k = 0; k < n->n_devs; k++)
+			if (n->devs[k].handle == devs[i].handle && n->devs[k].registered)
+				devs[i].registered = true;
 	free(n->devs);
 	n->devs = devs;
 	n->n_devs = info.n_devices;
+	(void)pthread_mutex_unlock(&n->devs_mu);
 	*ret = info;
 	log_debug("nvml discovery done", "gpus=%u skipped=%u driver=%s", info.n_devices,
 		  info.n_skipped, info.driver_version);
@@ -738,8 +757,8 @@ static int nvml_distance(struct gpu_backend *b, unsigned gpu_a, unsigned gpu_b)
 		return 0;
 	if (!dev_handle(n, gpu_a) || !dev_handle(n, gpu_b))
 		return -ENODEV;
-	r = n->f.nvmlDeviceGetTopologyCommonAncestor(dev_handle(n, gpu_a), dev_handle(n, gpu_b),
-						     &level);
+	r = NVC(n, nvmlDeviceGetTopologyCommonAncestor)(dev_handle(n, gpu_a), dev_handle(n, gpu_b),
+							&level);
 	if (r != NVML_RET_SUCCESS)
 		return nvml_to_errno(r);
 	if ((int)level < 0 || (int)level > 1000)
@@ -759,7 +778,7 @@ static int nvml_probe(struct gpu_backend *b, unsigned gpu)
 		return -EXDEV;
 	if (!n->devs[gpu].handle)
 		return -ENODEV;
-	r = n->f.nvmlDeviceGetMemoryInfo(n->devs[gpu].handle, &mem);
+	r = NVC(n, nvmlDeviceGetMemoryInfo)(n->devs[gpu].handle, &mem);
 	/* NOT_SUPPORTED (integrated GPUs) still means the GPU answered. */
 	if (r == NVML_RET_SUCCESS || r == NVML_RET_NOT_SUPPORTED)
 		return 0;
@@ -771,32 +790,46 @@ static void nvml_events_close(struct gpu_backend *b)
 	struct nvml_backend *n = to_nvml(b);
 
 	if (n->set)
-		(void)n->f.nvmlEventSetFree(n->set);
+		(void)NVC(n, nvmlEventSetFree)(n->set);
 	n->set = NULL;
 	for (unsigned i = 0; i < n->n_devs; i++)
 		n->devs[i].registered = false;
 }
 
+/*
+ * Creates the event set if there is none and registers every GPU not registered yet. It may
+ * run while another thread waits on the set (a rediscovery found a new GPU): NVML allows it,
+ * and a real driver may deliver the new GPU's events only after the wait in progress ends.
+ */
 static int nvml_events_open(struct gpu_backend *b)
 {
 	struct nvml_backend *n = to_nvml(b);
 	unsigned registered = 0;
+	bool created = false;
 	enum nvml_return r;
 
-	nvml_events_close(b);
-	r = n->f.nvmlEventSetCreate(&n->set);
-	if (r != NVML_RET_SUCCESS) {
-		n->set = NULL;
-		return nvml_to_errno(r);
+	if (!n->set) {
+		r = NVC(n, nvmlEventSetCreate)(&n->set);
+		if (r != NVML_RET_SUCCESS) {
+			n->set = NULL;
+			return nvml_to_errno(r);
+		}
+		created = true;
 	}
 	for (unsigned i = 0; i < n->n_devs; i++) {
 		struct nvml_dev *d = &n->devs[i];
 
+		if (d->registered) {
+			registered++;
+			continue;
+		}
 		if (!d->handle || !d->event_mask)
 			continue;
-		r = n->f.nvmlDeviceRegisterEvents(d->handle, d->event_mask, n->set);
+		r = NVC(n, nvmlDeviceRegisterEvents)(d->handle, d->event_mask, n->set);
 		if (is_driver_gone(r)) {
-			nvml_events_close(b);
+			/* A set another thread may wait on is the caller's to close, parked. */
+			if (created)
+				nvml_events_close(b);
 			return -EXDEV;
 		}
 		if (r != NVML_RET_SUCCESS) {
@@ -808,7 +841,8 @@ static int nvml_events_open(struct gpu_backend *b)
 		registered++;
 	}
 	if (registered == 0) {
-		nvml_events_close(b);
+		if (created)
+			nvml_events_close(b);
 		return -EOPNOTSUPP;
 	}
 	return 0;
@@ -840,19 +874,26 @@ static int nvml_event_wait(struct gpu_backend *b, usec_t timeout_usec, struct gp
 	default:
 		return nvml_to_errno(r);
 	}
+	(void)pthread_mutex_lock(&n->devs_mu);
 	for (unsigned i = 0; i < n->n_devs; i++) {
+		int found = 1;
+
 		if (!n->devs[i].handle || n->devs[i].handle != data.device)
 			continue;
 		if (data.event_type & NVML_EVENT_XID_CRITICAL)
-			*ret = (struct gpu_event){ GPU_EVENT_XID, (int)i, data.event_data };
+			*ret = (struct gpu_event){ GPU_EVENT_XID, (int)i, data.event_data, "" };
 		else if (data.event_type & NVML_EVENT_DOUBLE_BIT_ECC)
-			*ret = (struct gpu_event){ GPU_EVENT_ECC_DOUBLE, (int)i, 0 };
+			*ret = (struct gpu_event){ GPU_EVENT_ECC_DOUBLE, (int)i, 0, "" };
 		else if (data.event_type & NVML_EVENT_SINGLE_BIT_ECC)
-			*ret = (struct gpu_event){ GPU_EVENT_ECC_SINGLE, (int)i, 0 };
+			*ret = (struct gpu_event){ GPU_EVENT_ECC_SINGLE, (int)i, 0, "" };
 		else
-			return 0;
-		return 1;
+			found = 0;
+		if (found)
+			copy_str(ret->uuid, sizeof(ret->uuid), n->devs[i].uuid);
+		(void)pthread_mutex_unlock(&n->devs_mu);
+		return found;
 	}
+	(void)pthread_mutex_unlock(&n->devs_mu);
 	/* An event for a device we do not manage (a skipped MIG GPU): nothing to report. */
 	return 0;
 }
@@ -864,7 +905,7 @@ static int nvml_reinit(struct gpu_backend *b, char **reterr)
 
 	nvml_events_close(b);
 	if (n->initialised)
-		(void)n->f.nvmlShutdown();
+		(void)NVC(n, nvmlShutdown)();
 	n->initialised = false;
 	for (unsigned i = 0; i < n->n_devs; i++)
 		n->devs[i].handle = NULL;
@@ -874,7 +915,7 @@ static int nvml_reinit(struct gpu_backend *b, char **reterr)
 	for (unsigned i = 0; i < n->n_devs; i++) {
 		struct nvml_device *h = NULL;
 
-		if (n->f.nvmlDeviceGetHandleByUUID(n->devs[i].uuid, &h) == NVML_RET_SUCCESS)
+		if (NVC(n, nvmlDeviceGetHandleByUUID)(n->devs[i].uuid, &h) == NVML_RET_SUCCESS)
 			n->devs[i].handle = h;
 		else
 			log_debug("gpu not found again after nvml re-init", "device=%s",
@@ -927,7 +968,7 @@ static int nvml_sample(struct gpu_backend *b, unsigned gpu, struct gpu_sample *r
 		return -EINVAL;
 	if (!h)
 		return -ENODEV;
-	r = n->f.nvmlDeviceGetMemoryInfo(h, &mem);
+	r = NVC(n, nvmlDeviceGetMemoryInfo)(h, &mem);
 	if (r == NVML_RET_SUCCESS) {
 		s.mem_used = mem.used;
 		s.mem_total = mem.total;
@@ -935,37 +976,37 @@ static int nvml_sample(struct gpu_backend *b, unsigned gpu, struct gpu_sample *r
 		worst = r;
 	}
 	if (n->f.nvmlDeviceGetTemperature &&
-	    n->f.nvmlDeviceGetTemperature(h, NVML_TEMP_GPU, &v) == NVML_RET_SUCCESS)
+	    NVC(n, nvmlDeviceGetTemperature)(h, NVML_TEMP_GPU, &v) == NVML_RET_SUCCESS)
 		s.temperature_c = v;
 	if (n->f.nvmlDeviceGetTemperatureThreshold) {
-		if (n->f.nvmlDeviceGetTemperatureThreshold(h, NVML_TEMP_THRESHOLD_SLOWDOWN, &v) ==
-		    NVML_RET_SUCCESS)
+		if (NVC(n, nvmlDeviceGetTemperatureThreshold)(h, NVML_TEMP_THRESHOLD_SLOWDOWN,
+							      &v) == NVML_RET_SUCCESS)
 			s.temp_slowdown_c = v;
-		if (n->f.nvmlDeviceGetTemperatureThreshold(h, NVML_TEMP_THRESHOLD_SHUTDOWN, &v) ==
-		    NVML_RET_SUCCESS)
+		if (NVC(n, nvmlDeviceGetTemperatureThreshold)(h, NVML_TEMP_THRESHOLD_SHUTDOWN,
+							      &v) == NVML_RET_SUCCESS)
 			s.temp_shutdown_c = v;
 	}
 	s.power_w = get_uint(n, n->f.nvmlDeviceGetPowerUsage, h, 1e-3, &worst);
 	s.power_limit_w = get_uint(n, n->f.nvmlDeviceGetEnforcedPowerLimit, h, 1e-3, &worst);
 	if (n->f.nvmlDeviceGetUtilizationRates &&
-	    n->f.nvmlDeviceGetUtilizationRates(h, &u) == NVML_RET_SUCCESS) {
+	    NVC(n, nvmlDeviceGetUtilizationRates)(h, &u) == NVML_RET_SUCCESS) {
 		s.util_gpu = u.gpu;
 		s.util_mem = u.memory;
 	}
 	if (n->f.nvmlDeviceGetClockInfo) {
-		if (n->f.nvmlDeviceGetClockInfo(h, NVML_CLK_SM, &v) == NVML_RET_SUCCESS)
+		if (NVC(n, nvmlDeviceGetClockInfo)(h, NVML_CLK_SM, &v) == NVML_RET_SUCCESS)
 			s.sm_clock_mhz = v;
-		if (n->f.nvmlDeviceGetClockInfo(h, NVML_CLK_MEM, &v) == NVML_RET_SUCCESS)
+		if (NVC(n, nvmlDeviceGetClockInfo)(h, NVML_CLK_MEM, &v) == NVML_RET_SUCCESS)
 			s.mem_clock_mhz = v;
 	}
 	if (n->f.nvmlDeviceGetTotalEccErrors) {
 		unsigned long long c;
 
-		if (n->f.nvmlDeviceGetTotalEccErrors(h, NVML_ECC_CORRECTED, NVML_ECC_VOLATILE,
-						     &c) == NVML_RET_SUCCESS)
+		if (NVC(n, nvmlDeviceGetTotalEccErrors)(h, NVML_ECC_CORRECTED, NVML_ECC_VOLATILE,
+							&c) == NVML_RET_SUCCESS)
 			s.ecc_corrected = c;
-		if (n->f.nvmlDeviceGetTotalEccErrors(h, NVML_ECC_UNCORRECTED, NVML_ECC_VOLATILE,
-						     &c) == NVML_RET_SUCCESS)
+		if (NVC(n, nvmlDeviceGetTotalEccErrors)(h, NVML_ECC_UNCORRECTED, NVML_ECC_VOLATILE,
+							&c) == NVML_RET_SUCCESS)
 			s.ecc_uncorrected = c;
 	}
 	/* A lost GPU or a changed driver is an error; a missing metric is only NaN. */
@@ -986,10 +1027,11 @@ static void nvml_close(struct gpu_backend *b)
 	if (n->dl) {
 		nvml_events_close(b);
 		if (n->initialised)
-			(void)n->f.nvmlShutdown();
+			(void)NVC(n, nvmlShutdown)();
 		(void)dlclose(n->dl);
 	}
 	free(n->devs);
+	(void)pthread_mutex_destroy(&n->devs_mu);
 	free(n->lib_path);
 	free(n->sysfs_root);
 	free(n->proc_root);
@@ -1021,6 +1063,7 @@ int gpu_nvml_open(const struct gpu_nvml_opts *o, struct gpu_backend **ret, char 
 	if (!n)
 		return -ENOMEM;
 	n->base.ops = &nvml_ops;
+	(void)pthread_mutex_init(&n->devs_mu, NULL);
 	n->sysfs_root = strdup(o->sysfs_root && *o->sysfs_root ? o->sysfs_root : "/sys");
 	n->proc_root = strdup(o->proc_root && *o->proc_root ? o->proc_root : "/proc");
 	if (!n->sysfs_root || !n->proc_root) {

@@ -1,14 +1,16 @@
 #pragma once
 
 /*
- * The GPU layer: a device model, one backend interface (NVML now, Tegra/sysfs later), and a
- * health monitor that turns backend events into per-GPU health on the loop.
+ * The GPU layer: a device model and one backend interface (NVML now, Tegra/sysfs later).
+ * The health monitor that owns a backend is in gpu-monitor.h.
  *
- * Threads: backends are called from the loop thread, except ops->event_wait, which the
- * monitor calls from its own thread. The monitor hands events to the loop through a
- * loop_wake; its change callback always runs on the loop thread.
+ * Threads: a backend is called by one thread at a time (the monitor's worker), except
+ * ops->event_wait, which the monitor's event thread calls beside it. Backends must allow
+ * that: discover, probe and reinit may run while a wait is in progress (NVML is
+ * thread-safe; the NVML backend swaps its device table under a lock). Never from the loop.
  */
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -68,6 +70,7 @@ struct gpu_event {
 	 */
 	int gpu;
 	uint64_t xid;
+	char uuid[GPU_UUID_MAX]; /* the GPU's UUID when gpu >= 0 (indices change on rediscovery) */
 };
 
 /* Per-GPU telemetry for metrics (later issue); fields the device lacks are NaN / -1. */
@@ -99,8 +102,10 @@ struct gpu_backend_ops {
 	 */
 	int (*probe)(struct gpu_backend *b, unsigned gpu);
 	/*
-	 * Registers the event set for the discovered GPUs with events_supported. Returns 0,
-	 * -EOPNOTSUPP when no GPU could be registered, or another -errno.
+	 * Creates the event set if there is none and registers the discovered GPUs with
+	 * events_supported that are not registered yet. May run while event_wait waits on the
+	 * set (after a rediscovery found a new GPU). Returns 0, -EOPNOTSUPP when no GPU is
+	 * registered, or another -errno.
 	 */
 	int (*events_open)(struct gpu_backend *b);
 	/*
@@ -122,6 +127,11 @@ struct gpu_backend_ops {
 
 struct gpu_backend {
 	const struct gpu_backend_ops *ops;
+	/*
+	 * The library function the worker called last (the backend sets it before each call,
+	 * except in event_wait), so that a hung call can be named: "nvmlDeviceGetMemoryInfo".
+	 */
+	_Atomic(const char *) call;
 };
 
 struct gpu_nvml_opts {
@@ -146,92 +156,3 @@ static inline void gpu_backend_close(struct gpu_backend *b)
 	if (b)
 		b->ops->close(b);
 }
-
-/* --- health monitor --- */
-
-enum gpu_health {
-	GPU_HEALTHY,
-	GPU_UNHEALTHY,
-};
-
-struct gpu_monitor_opts {
-	/* 5 s (0: default): probe period; every GPU is probed, those without events rely on it */
-	usec_t poll_interval;
-	usec_t recovery_quiet;	      /* 0: off. >0: an unhealthy GPU that probes fine and saw no
-	                                critical XID for this long becomes healthy again */
-	const uint64_t *ignored_xids; /* on top of the built-in application XIDs */
-	unsigned n_ignored_xids;
-	/* DP_DISABLE_HEALTHCHECKS=all: no checks at all (no event thread, no probes) */
-	bool disable_all;
-	/* DP_DISABLE_HEALTHCHECKS=xids: every XID ignored (counted); ECC, lost, probes still count */
-	bool disable_xids;
-	/* 250 ms (0: default): longest single event wait; bounds how long gpu_monitor_free() takes */
-	usec_t wait_timeout;
-};
-
-struct gpu_monitor_stats {
-	uint64_t events; /* every event read, ignored ones included */
-	uint64_t xids;	 /* critical XIDs acted on */
-	uint64_t xids_ignored;
-	uint64_t ecc_single;
-	uint64_t ecc_double;
-	uint64_t lost; /* GPUs found lost (event or probe) */
-	uint64_t wait_errors;
-	uint64_t reinits; /* successful re-initialisations */
-	uint64_t reinit_failures;
-	uint64_t probes;
-	uint64_t probe_failures;
-	uint64_t recoveries; /* unhealthy -> healthy */
-};
-
-/* Runs on the loop thread when a GPU's health changes (index into the discovered devices). */
-typedef void gpu_health_fn(struct gpu_monitor *m, unsigned gpu, enum gpu_health health,
-			   const char *reason, void *userdata);
-
-/*
- * Starts monitoring the discovered GPUs of @info on @b (the backend must outlive the monitor;
- * the monitor owns @b's event set and calls events_open/events_close/reinit itself): an event
- * thread for GPUs with events, a poll timer probing every GPU, a recovery timer. Every GPU
- * starts healthy. Logs (module=gpu) each health change at warn/info. Returns 0 or -errno.
- *
- * Health rules, all on the loop thread:
- *  - a critical XID that is not ignored (gpu_xid_is_application(), @o->ignored_xids,
- *    disable_xids), a double-bit ECC error, a lost GPU, or a failed probe: unhealthy at once;
- *    healthy again only through recovery;
- *  - a single-bit ECC error: counted and logged only;
- *  - a driver change (library/driver mismatch or reload, from the event wait or a probe):
- *    every GPU unhealthy, then re-initialisation with back-off (100 ms doubling to 10 s); a
- *    GPU whose probe passes after it is healthy again unless it has another fault;
- *  - recovery (recovery_quiet > 0): an unhealthy GPU whose last fault is recovery_quiet old and
- *    whose probe passes is healthy again;
- *  - a failing event wait is retried with back-off (100 ms doubling to 10 s), never spinning;
- *    meanwhile the poll timer keeps probing.
- * @fn must not free the monitor.
- */
-int gpu_monitor_new(struct loop *l, struct gpu_backend *b, const struct gpu_info *info,
-		    const struct gpu_monitor_opts *o, gpu_health_fn *fn, void *userdata,
-		    struct gpu_monitor **ret) WARN_UNUSED;
-enum gpu_health gpu_monitor_health(const struct gpu_monitor *m, unsigned gpu);
-/*
- * Marks @gpu unhealthy as a fault would (the change callback runs; recovery rules apply). The
- * daemon uses it to carry a GPU's state across a monitor restart on reload.
- */
-void gpu_monitor_mark_unhealthy(struct gpu_monitor *m, unsigned gpu, const char *reason);
-void gpu_monitor_get_stats(const struct gpu_monitor *m, struct gpu_monitor_stats *ret);
-/* Stops the thread (within one wait timeout) and frees. NULL-safe, returns NULL. */
-struct gpu_monitor *gpu_monitor_free(struct gpu_monitor *m);
-
-/* True for the application XIDs NVIDIA's plugin ignores (13, 31, 43, 45, 68, 109). */
-bool gpu_xid_is_application(uint64_t xid);
-
-/*
- * Parses DP_DISABLE_HEALTHCHECKS with NVIDIA's syntax: lower-cased, a comma list whose items
- * (spaces around them allowed, empty ones skipped) are "all", "xids" or an XID number. "all"
- * sets disable_all, "xids" disable_xids; the numbers are added to @o's ignored XIDs: on
- * success *@ret_xids is a heap array (the caller frees it) holding @o->ignored_xids followed
- * by the new ones, and @o->ignored_xids points to it (NULL and @o unchanged when there are
- * no numbers). NULL or "" is no change. Returns 0, -EINVAL (a malformed item: nothing is
- * changed) or -ENOMEM.
- */
-int gpu_parse_disable_healthchecks(const char *s, struct gpu_monitor_opts *o,
-				   uint64_t **ret_xids) WARN_UNUSED;

@@ -161,9 +161,10 @@ class Polling(NodeTest):
         c0 = n.nvml.count("nvmlDeviceGetMemoryInfo")
         time.sleep(1.1)
         polls = n.nvml.count("nvmlDeviceGetMemoryInfo") - c0
-        # 2 GPUs probed every 200 ms: about 10 probes; allow for scheduling.
-        self.assertGreaterEqual(polls, 6, "not polled")
-        self.assertLessEqual(polls, 30, "polled far more often than the interval")
+        # GPU 0 (no events) probed every 200 ms: about 5 probes; GPU 1's events work, so it
+        # is probed only every eventPollInterval (60 s). Allow for scheduling.
+        self.assertGreaterEqual(polls, 3, "not polled")
+        self.assertLessEqual(polls, 15, "polled far more often than the interval")
         self.assertEqual(n.emu.find(lambda e: e.get("event") == "devices", since), [],
                          "an event-less GPU changed health")
         # The poll is what notices a problem on the GPU without events.
@@ -177,6 +178,9 @@ class Polling(NodeTest):
         n, d = self.up("two-gpus.conf")
         lsince = d.mark()
         n.nvml.fail("nvmlEventSetWait_v2", "UNKNOWN")
+        # The wait in progress (a long slice) is not affected: an ignored XID ends it, and
+        # every wait after it fails.
+        n.nvml.xid(0, 13)
         c0 = n.nvml.count("nvmlEventSetWait_v2")
         cpu0 = d.cpu_ticks()
         time.sleep(2.0)

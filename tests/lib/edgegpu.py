@@ -263,6 +263,17 @@ class FakeNvml:
     def waiters(self):
         return int(self.cmd("waiters"))
 
+    def block(self, func):
+        """Every later call of @func waits inside the fake (a hung driver) until release()."""
+        return self.cmd(f"block {func}")
+
+    def release(self, func):
+        return self.cmd(f"release {func}")
+
+    def blocked(self, func):
+        """How many threads wait inside @func now."""
+        return int(self.cmd(f"blocked {func}"))
+
     def sets(self):
         return int(self.cmd("sets"))
 

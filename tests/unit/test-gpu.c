@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fake-client.h"
+#include "gpu-monitor.h"
 #include "gpu.h"
 #include "loop.h"
 #include "unit.h"
@@ -25,8 +26,9 @@ struct env {
 	char dir[64];
 	char sock[128];
 	struct loop *loop;
-	struct gpu_backend *b;
+	struct gpu_nvml_opts nopts;
 	struct gpu_info info;
+	int discovered; /* 0: not yet, 1: done, <0: failed */
 	struct gpu_monitor *m;
 	char *err;
 	/* what the callback saw */
@@ -61,10 +63,16 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct env *e = *state;
+	char reply[64];
 
 	e->m = gpu_monitor_free(e->m);
+	/* A test that failed may have left a call blocked in the fake. */
+	(void)fake_nvml_ctl(NULL, "release nvmlDeviceGetMemoryInfo", reply, sizeof(reply));
+	/* A thread left in the fake (a test's blocked call) must be gone before the next test. */
+	for (int i = 0; i < 1000 && gpu_monitor_live_threads() > 0; i++)
+		(void)usleep(5000);
+	assert_int_equal(gpu_monitor_live_threads(), 0);
 	gpu_info_release(&e->info);
-	gpu_backend_close(e->b);
 	e->loop = loop_free(e->loop);
 	free(e->err);
 	(void)nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
@@ -87,21 +95,50 @@ static void on_health(struct gpu_monitor *m, unsigned gpu, enum gpu_health healt
 	(void)snprintf(e->reason[gpu], sizeof(e->reason[gpu]), "%s", reason);
 }
 
+static void on_discovered(struct gpu_monitor *m, int r, struct gpu_info *info, int **distance,
+			  const char *err, void *userdata)
+{
+	struct env *e = userdata;
+
+	if (r < 0) {
+		print_error("discovery: %d %s\n", r, err ? err : "");
+		e->discovered = r;
+		return;
+	}
+	gpu_info_release(&e->info);
+	e->info = *info;
+	memset(info, 0, sizeof(*info));
+	e->discovered = 1;
+}
+
+typedef bool cond_fn(struct env *e, void *arg);
+static bool run_until(struct env *e, cond_fn *cond, void *arg, usec_t timeout);
+
+static bool discovered(struct env *e, void *arg)
+{
+	return e->discovered != 0;
+}
+
 static void start(struct env *e, const char *fixture, const struct gpu_monitor_opts *o)
 {
+	struct gpu_monitor_opts def = { 0 };
 	char path[512];
-	int r;
 
 	(void)snprintf(path, sizeof(path), "%s/%s", FAKE_NVML_FIXTURES, fixture);
 	assert_int_equal(setenv("EDGEGPU_FAKE_NVML_FIXTURE", path, 1), 0);
-	r = gpu_nvml_open(&(struct gpu_nvml_opts){ .lib_path = FAKE_NVML_LIB,
-						   .sysfs_root = e->dir },
-			  &e->b, &e->err);
-	if (r < 0)
-		print_error("open: %s\n", e->err ? e->err : "");
-	assert_int_equal(r, 0);
-	assert_int_equal(e->b->ops->discover(e->b, &e->info, &e->err), 0);
-	assert_int_equal(gpu_monitor_new(e->loop, e->b, &e->info, o, on_health, e, &e->m), 0);
+	e->nopts = (struct gpu_nvml_opts){ .lib_path = FAKE_NVML_LIB, .sysfs_root = e->dir };
+	if (o)
+		def = *o;
+	/* Short event waits, so that a thread left in one after a test is soon gone. */
+	if (!def.event_slice)
+		def.event_slice = 200 * USEC_PER_MSEC;
+	assert_int_equal(gpu_monitor_new(e->loop, gpu_monitor_open_nvml, &e->nopts, &def, on_health,
+					 on_discovered, e, &e->m),
+			 0);
+	gpu_monitor_discover(e->m, false);
+	if (!run_until(e, discovered, NULL, 10 * USEC_PER_SEC))
+		fail_msg("no discovery result");
+	assert_int_equal(e->discovered, 1);
 	for (unsigned i = 0; i < e->info.n_devices; i++)
 		assert_int_equal(gpu_monitor_health(e->m, i), GPU_HEALTHY);
 }
@@ -131,8 +168,6 @@ static void wait_for_waiter(struct env *e)
 		assert_int_equal(loop_run_once(e->loop, 10 * USEC_PER_MSEC), 0);
 	assert_int_equal(ctl_number("waiters"), 1);
 }
-
-typedef bool cond_fn(struct env *e, void *arg);
 
 /* Runs the loop until @cond holds or @timeout passes; returns whether it held. */
 static bool run_until(struct env *e, cond_fn *cond, void *arg, usec_t timeout)
@@ -290,12 +325,17 @@ static void test_polled_gpu(void **state)
 
 	start(e, "no-events.conf", &o);
 	assert_false(e->info.devices[0].events_supported);
+	assert_true(e->info.devices[1].events_supported);
 	before = fake_nvml_count("nvmlDeviceGetMemoryInfo");
 	run_for(e, 650 * USEC_PER_MSEC);
-	/* Both GPUs probed every 100 ms: at least 5 rounds. */
-	assert_true(fake_nvml_count("nvmlDeviceGetMemoryInfo") - before >= 10);
+	/*
+	 * GPU 0 (no events) probed every 100 ms: at least 5 rounds. GPU 1's events work: it is
+	 * probed every event_poll_interval (60 s), so not in this window.
+	 */
+	assert_true(fake_nvml_count("nvmlDeviceGetMemoryInfo") - before >= 5);
+	assert_true(fake_nvml_count("nvmlDeviceGetMemoryInfo") - before <= 8);
 	gpu_monitor_get_stats(e->m, &s);
-	assert_true(s.probes >= 10);
+	assert_true(s.probes >= 5);
 	assert_int_equal(s.probe_failures, 0);
 	assert_true(all_healthy(e, NULL));
 	assert_int_equal(e->calls, 0);
@@ -492,16 +532,87 @@ static void test_disable_xids(void **state)
 static void test_free_is_quick(void **state)
 {
 	struct env *e = *state;
+	struct gpu_monitor_opts o = { .event_slice = 60 * USEC_PER_SEC };
 	usec_t t0;
 
-	start(e, "two-gpus.conf", NULL);
+	/* The event thread is in a 60 s wait: free leaves it there and returns at once. */
+	start(e, "two-gpus.conf", &o);
 	wait_for_waiter(e);
 	t0 = now_usec();
 	e->m = gpu_monitor_free(e->m);
 	assert_null(e->m);
-	assert_true(now_usec() - t0 < 400 * USEC_PER_MSEC);
-	assert_int_equal(fake_nvml_count("nvmlEventSetFree"), 1);
+	assert_true(now_usec() - t0 < 100 * USEC_PER_MSEC);
+	assert_int_equal(gpu_monitor_live_threads(), 1);
+	/* An event ends the wait: the thread sees the stop, and the last one out closes up. */
+	ctl("xid 0 13");
+	for (int i = 0; i < 1000 && gpu_monitor_live_threads() > 0; i++)
+		(void)usleep(5000);
+	/* (the last one out closed the backend: the fake is unloaded, its socket gone) */
+	assert_int_equal(gpu_monitor_live_threads(), 0);
 	assert_null(gpu_monitor_free(NULL));
+}
+
+static bool reason_has(struct env *e, void *arg)
+{
+	return strstr(e->reason[0], arg) && gpu_monitor_health(e->m, 0) == GPU_UNHEALTHY;
+}
+
+static unsigned blocked_in(const char *fn)
+{
+	char cmd[96];
+
+	(void)snprintf(cmd, sizeof(cmd), "blocked %s", fn);
+	return ctl_number(cmd);
+}
+
+/* A probe stuck in the driver: the loop runs on, the GPUs are unhealthy until it returns. */
+static void test_hung_call(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_opts o = { .poll_interval = 100 * USEC_PER_MSEC,
+				      .call_timeout = 300 * USEC_PER_MSEC };
+	struct gpu_monitor_stats s;
+	usec_t t0;
+
+	start(e, "no-events.conf", &o);
+	ctl("block nvmlDeviceGetMemoryInfo");
+	t0 = now_usec();
+	if (!run_until(e, reason_has, "nvml call nvmlDeviceGetMemoryInfo hung", 5 * USEC_PER_SEC))
+		fail_msg("a hung probe was not reported: reason \"%s\"", e->reason[0]);
+	assert_true(now_usec() - t0 >= 300 * USEC_PER_MSEC);
+	/* Only the GPU whose call hung: GPU 1 (events) is not probed here. */
+	assert_int_equal(gpu_monitor_health(e->m, 1), GPU_HEALTHY);
+	assert_int_equal(blocked_in("nvmlDeviceGetMemoryInfo"), 1);
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.hung_calls, 1);
+	/* The loop kept running: a timer of ours fires while the worker is stuck. */
+	run_for(e, 200 * USEC_PER_MSEC);
+	ctl("release nvmlDeviceGetMemoryInfo");
+	if (!run_until(e, all_healthy, NULL, 5 * USEC_PER_SEC))
+		fail_msg("the GPUs did not recover when the hung call returned");
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.hung_calls, 1);
+}
+
+/* Freeing the monitor while the worker is stuck in the driver returns at once. */
+static void test_free_with_stuck_worker(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_opts o = { .poll_interval = 100 * USEC_PER_MSEC };
+	usec_t t0;
+
+	start(e, "no-events.conf", &o);
+	ctl("block nvmlDeviceGetMemoryInfo");
+	for (int i = 0; i < 500 && blocked_in("nvmlDeviceGetMemoryInfo") == 0; i++)
+		assert_int_equal(loop_run_once(e->loop, 10 * USEC_PER_MSEC), 0);
+	assert_int_equal(blocked_in("nvmlDeviceGetMemoryInfo"), 1);
+	t0 = now_usec();
+	e->m = gpu_monitor_free(e->m);
+	assert_true(now_usec() - t0 < 100 * USEC_PER_MSEC);
+	/* the worker, and the event thread if it was inside its (short) wait */
+	assert_true(gpu_monitor_live_threads() >= 1);
+	ctl("release nvmlDeviceGetMemoryInfo");
+	/* teardown waits for both to leave */
 }
 
 static void test_no_gpus(void **state)
@@ -611,6 +722,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_disable_xids, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_free_is_quick, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_gpus, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hung_call, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_free_with_stuck_worker, setup, teardown),
 		cmocka_unit_test(test_parse_disable_healthchecks),
 		cmocka_unit_test(test_xid_is_application),
 		cmocka_unit_test(test_info_release),

@@ -42,6 +42,13 @@ static enum nvml_return enter_locked(enum fake_fn fn, unsigned flags)
 	struct fake_fail *f = &fake.fx.fail[fn];
 
 	fake.counts[fn]++;
+	/* A hung driver call: wait (the lock released) until the control socket releases it. */
+	while (fn_bit(fake.blocked, fn)) {
+		fake.blocked_in[fn]++;
+		(void)pthread_cond_broadcast(&fake.cond);
+		(void)pthread_cond_wait(&fake.cond, &fake.mu);
+		fake.blocked_in[fn]--;
+	}
 	if (f->active) {
 		if (f->nth == 0)
 			return f->code;

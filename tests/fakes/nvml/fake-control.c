@@ -34,7 +34,8 @@ static struct {
 static const char help[] =
 	"xid GPU N [COUNT] | ecc GPU single|double [COUNT] | lost GPU | back GPU | temp GPU C | "
 	"mismatch on|off | reload [FIXTURE] | load FIXTURE | fail FUNC CODE|off [NTH] | counts | "
-	"count FUNC | set GPU|global KEY VALUE | waiters | sets | ping";
+	"count FUNC | set GPU|global KEY VALUE | waiters | sets | block FUNC | release FUNC | "
+	"blocked FUNC | ping";
 
 static int reply(char *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int reply(char *out, const char *fmt, ...)
@@ -211,6 +212,27 @@ static void command(char *line, char *out)
 		fake.fx.fail[id] =
 			(struct fake_fail){ .active = code != 0, .code = code, .nth = nth };
 		reply(out, "ok");
+	} else if ((!strcmp(argv[0], "block") || !strcmp(argv[0], "release")) && argc == 2) {
+		int id = fake_fn_lookup(argv[1]);
+
+		if (id < 0) {
+			reply(out, "error unknown function");
+			return;
+		}
+		if (argv[0][0] == 'b')
+			fake.blocked[id / 64] |= (uint64_t)1 << (id % 64);
+		else
+			fake.blocked[id / 64] &= ~((uint64_t)1 << (id % 64));
+		(void)pthread_cond_broadcast(&fake.cond);
+		reply(out, "ok");
+	} else if (!strcmp(argv[0], "blocked") && argc == 2) {
+		int id = fake_fn_lookup(argv[1]);
+
+		if (id < 0) {
+			reply(out, "error unknown function");
+			return;
+		}
+		reply(out, "ok %u", fake.blocked_in[id]);
 	} else if (!strcmp(argv[0], "counts")) {
 		size_t n = (size_t)snprintf(out, REPLY_SIZE, "ok {");
 

@@ -110,6 +110,9 @@ struct fake_state {
 	int init_count;
 	unsigned waiters; /* threads blocked in nvmlEventSetWait_v2 */
 	uint64_t counts[FAKE_FN_COUNT];
+	/* "block FUNC": callers of FUNC wait in enter_locked() until "release FUNC" (a hung driver) */
+	uint64_t blocked[FAKE_FN_WORDS];
+	unsigned blocked_in[FAKE_FN_COUNT]; /* threads waiting there now */
 	struct fake_set sets[FAKE_MAX_SETS];
 	struct fake_handle handles[FAKE_GEN_SLOTS][FAKE_MAX_GPUS];
 };

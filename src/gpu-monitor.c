@@ -1,0 +1,1312 @@
+/*
+ * The GPU monitor (gpu-monitor.h): a worker thread that makes every backend call, an event
+ * thread that waits for the backend's events, and the loop side that turns their results
+ * into per-GPU health. This is the logging layer for GPU health (module=gpu).
+ *
+ * Ownership. The loop side (struct gpu_monitor) is the loop's. What the threads touch lives
+ * in a struct shared under one mutex, with a reference per thread and one for the loop side:
+ * the last one out frees it and closes the backend. A job is allocated by the loop side and
+ * belongs to the shared state from submission until the loop collects it; a worker that
+ * finishes after the monitor is gone frees it itself.
+ */
+
+#define LOG_MODULE "gpu"
+
+#include "gpu-monitor.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "loop.h"
+#include "util.h"
+
+#define DEFAULT_POLL_INTERVAL	    (5 * USEC_PER_SEC)
+#define DEFAULT_EVENT_POLL_INTERVAL (60 * USEC_PER_SEC)
+#define DEFAULT_CALL_TIMEOUT	    (10 * USEC_PER_SEC)
+#define DEFAULT_EVENT_SLICE	    (30 * USEC_PER_SEC)
+#define BACKOFF_MIN		    (100 * USEC_PER_MSEC)
+#define BACKOFF_MAX		    (10 * USEC_PER_SEC)
+#define QUEUE_CAP		    256
+#define MAX_GPUS		    64 /* probe masks are one uint64_t */
+
+bool gpu_xid_is_application(uint64_t xid)
+{
+	static const uint64_t app[] = { 13, 31, 43, 45, 68, 109 };
+
+	for (size_t i = 0; i < ELEMENTSOF(app); i++)
+		if (app[i] == xid)
+			return true;
+	return false;
+}
+
+int gpu_parse_disable_healthchecks(const char *s, struct gpu_monitor_opts *o, uint64_t **ret_xids)
+{
+	bool all = false, xids = false;
+	uint64_t *list = NULL;
+	unsigned n = o->n_ignored_xids;
+	char *copy = NULL, *save = NULL;
+	int r = 0;
+
+	*ret_xids = NULL;
+	if (!s || !*s)
+		return 0;
+	copy = strdup(s);
+	if (!copy)
+		return -ENOMEM;
+	for (char *p = copy; *p; p++)
+		*p = (char)tolower((unsigned char)*p);
+	for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+		char *end = item + strlen(item);
+		uint64_t xid;
+		uint64_t *grown;
+
+		while (*item == ' ' || *item == '\t')
+			item++;
+		while (end > item && (end[-1] == ' ' || end[-1] == '\t'))
+			*--end = 0;
+		if (!*item)
+			continue;
+		if (streq(item, "all")) {
+			all = true;
+			continue;
+		}
+		if (streq(item, "xids")) {
+			xids = true;
+			continue;
+		}
+		if (safe_atou64(item, &xid) < 0) {
+			r = -EINVAL;
+			goto out;
+		}
+		if (!list) {
+			list = calloc(n ? n : 1, sizeof(*list));
+			if (!list) {
+				r = -ENOMEM;
+				goto out;
+			}
+			if (n)
+				memcpy(list, o->ignored_xids, n * sizeof(*list));
+		}
+		grown = reallocarray(list, n + 1, sizeof(*list));
+		if (!grown) {
+			r = -ENOMEM;
+			goto out;
+		}
+		list = grown;
+		list[n++] = xid;
+	}
+	o->disable_all = o->disable_all || all;
+	o->disable_xids = o->disable_xids || xids;
+	if (list) {
+		o->ignored_xids = list;
+		o->n_ignored_xids = n;
+		*ret_xids = list;
+		list = NULL;
+	}
+out:
+	free(list);
+	free(copy);
+	return r;
+}
+
+int gpu_monitor_open_nvml(void *arg, struct gpu_backend **ret, char **reterr)
+{
+	return gpu_nvml_open(arg, ret, reterr);
+}
+
+/* --- jobs and the shared state --- */
+
+enum job_kind {
+	JOB_DISCOVER,
+	JOB_PROBE,
+	JOB_REINIT,
+};
+
+struct job {
+	enum job_kind kind;
+	bool fresh;	  /* discover: re-initialise the library first */
+	bool want_events; /* discover, reinit: the event set should be open afterwards */
+	uint64_t mask;	  /* probe: which GPUs (backend indices) */
+	/* results (worker) */
+	int r;
+	char *err;
+	struct gpu_info info;
+	int *distance;
+	int probe_r[MAX_GPUS];
+	int events_r; /* 0: the event set is open; -errno: it is not */
+};
+
+static struct job *job_free(struct job *j)
+{
+	if (!j)
+		return NULL;
+	free(j->err);
+	gpu_info_release(&j->info);
+	free(j->distance);
+	free(j);
+	return NULL;
+}
+
+struct shared {
+	pthread_mutex_t mu;
+	pthread_cond_t cond; /* CLOCK_MONOTONIC; broadcast on every change */
+	unsigned refs;	     /* the loop side and each running thread */
+	bool stop;
+	struct loop_wake *wake; /* NULL once the loop side is gone */
+	gpu_backend_open_fn *open;
+	void *open_arg;
+	struct gpu_backend *b; /* set by the worker; closed by the last reference */
+	usec_t slice;
+
+	/* worker */
+	pthread_t worker;
+	bool worker_started, worker_busy;
+	struct job *job;  /* submitted, not picked up yet */
+	struct job *done; /* finished, not collected yet */
+	/* GPUs the event set was opened for (worker only) */
+	char (*ev_uuids)[GPU_UUID_MAX];
+	unsigned ev_n;
+	bool ev_open;
+
+	/* event thread */
+	pthread_t events;
+	bool ev_started;
+	bool ev_run;	 /* wait on the event set */
+	bool ev_parked;	 /* out of the backend, waiting for ev_run */
+	bool ev_in_wait; /* inside ops->event_wait */
+	struct gpu_event q[QUEUE_CAP];
+	unsigned q_head, q_len;
+	uint64_t wait_errors;
+	int wait_error;
+	bool wait_failing;
+};
+
+/* Monitor threads running, across monitors (a thread left in the backend counts). */
+static atomic_uint live_threads;
+
+unsigned gpu_monitor_live_threads(void)
+{
+	return atomic_load(&live_threads);
+}
+
+static void wake_loop(struct shared *s)
+{
+	if (s->wake)
+		loop_wake_signal(s->wake);
+}
+
+static void shared_unref(struct shared *s)
+{
+	bool last;
+
+	(void)pthread_mutex_lock(&s->mu);
+	last = --s->refs == 0;
+	(void)pthread_mutex_unlock(&s->mu);
+	if (!last)
+		return;
+	if (s->b && s->ev_open)
+		s->b->ops->events_close(s->b);
+	gpu_backend_close(s->b);
+	job_free(s->job);
+	job_free(s->done);
+	free(s->ev_uuids);
+	(void)pthread_cond_destroy(&s->cond);
+	(void)pthread_mutex_destroy(&s->mu);
+	free(s);
+}
+
+static void timed_wait(struct shared *s, usec_t until)
+{
+	struct timespec ts = {
+		.tv_sec = (time_t)(until / USEC_PER_SEC),
+		.tv_nsec = (long)(until % USEC_PER_SEC) * 1000L,
+	};
+
+	(void)pthread_cond_timedwait(&s->cond, &s->mu, &ts);
+}
+
+/* --- the event thread --- */
+
+static void *event_thread(void *userdata)
+{
+	struct shared *s = userdata;
+	usec_t backoff = 0;
+
+	(void)pthread_mutex_lock(&s->mu);
+	while (!s->stop) {
+		struct gpu_event ev;
+		int r;
+
+		if (!s->ev_run) {
+			if (!s->ev_parked) {
+				s->ev_parked = true;
+				(void)pthread_cond_broadcast(&s->cond);
+			}
+			(void)pthread_cond_wait(&s->cond, &s->mu);
+			continue;
+		}
+		s->ev_parked = false;
+		if (s->q_len == QUEUE_CAP) {
+			/* The loop has not caught up: wait for room rather than drop events. */
+			(void)pthread_cond_wait(&s->cond, &s->mu);
+			continue;
+		}
+		s->ev_in_wait = true;
+		(void)pthread_mutex_unlock(&s->mu);
+		memset(&ev, 0, sizeof(ev));
+		/* After failures, short waits: a wait that works again is seen soon. */
+		r = s->b->ops->event_wait(
+			s->b, s->wait_failing ? MIN(s->slice, USEC_PER_SEC) : s->slice, &ev);
+		(void)pthread_mutex_lock(&s->mu);
+		s->ev_in_wait = false;
+		if (s->stop)
+			break;
+		if (r > 0) {
+			s->q[(s->q_head + s->q_len) % QUEUE_CAP] = ev;
+			s->q_len++;
+			wake_loop(s);
+			if (ev.kind == GPU_EVENT_DRIVER_CHANGED) {
+				/* The worker re-initialises the backend: keep out of it meanwhile. */
+				s->ev_run = false;
+				backoff = 0;
+				continue;
+			}
+		} else if (r < 0) {
+			s->wait_errors++;
+			s->wait_error = r;
+		}
+		if (r < 0 || (r > 0 && ev.kind == GPU_EVENT_LOST && ev.gpu < 0)) {
+			usec_t deadline;
+
+			/* A wait that fails (or keeps reporting a lost GPU) must not spin. */
+			if (r < 0 && !s->wait_failing) {
+				s->wait_failing = true;
+				wake_loop(s);
+			}
+			backoff = backoff ? MIN(backoff * 2, BACKOFF_MAX) : BACKOFF_MIN;
+			deadline = now_usec() + backoff;
+			while (!s->stop && s->ev_run && now_usec() < deadline)
+				timed_wait(s, deadline);
+			continue;
+		}
+		backoff = 0;
+		if (s->wait_failing) {
+			s->wait_failing = false;
+			wake_loop(s);
+		}
+	}
+	s->ev_parked = true;
+	(void)pthread_cond_broadcast(&s->cond);
+	(void)pthread_mutex_unlock(&s->mu);
+	shared_unref(s);
+	atomic_fetch_sub(&live_threads, 1);
+	return NULL;
+}
+
+/* Starts @fn with every signal blocked: signals belong to the loop's signalfd. */
+static int thread_start(struct shared *s, pthread_t *t, void *(*fn)(void *))
+{
+	sigset_t all, old;
+	int r;
+
+	(void)sigfillset(&all);
+	(void)pthread_sigmask(SIG_SETMASK, &all, &old);
+	(void)pthread_mutex_lock(&s->mu);
+	s->refs++;
+	(void)pthread_mutex_unlock(&s->mu);
+	atomic_fetch_add(&live_threads, 1);
+	r = pthread_create(t, NULL, fn, s);
+	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r != 0) {
+		atomic_fetch_sub(&live_threads, 1);
+		(void)pthread_mutex_lock(&s->mu);
+		s->refs--;
+		(void)pthread_mutex_unlock(&s->mu);
+		return -r;
+	}
+	return 0;
+}
+
+/* --- the worker (every backend call but the event wait) --- */
+
+/* Gets the event thread out of the backend. Worker thread. */
+static void events_park(struct shared *s)
+{
+	(void)pthread_mutex_lock(&s->mu);
+	s->ev_run = false;
+	(void)pthread_cond_broadcast(&s->cond);
+	while (s->ev_started && !s->ev_parked && !s->stop)
+		(void)pthread_cond_wait(&s->cond, &s->mu);
+	(void)pthread_mutex_unlock(&s->mu);
+}
+
+static void events_close(struct shared *s)
+{
+	events_park(s);
+	if (s->ev_open)
+		s->b->ops->events_close(s->b);
+	s->ev_open = false;
+	s->ev_n = 0;
+}
+
+static bool events_match(const struct shared *s, const struct gpu_info *info)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < info->n_devices; i++) {
+		if (!info->devices[i].events_supported)
+			continue;
+		if (n >= s->ev_n || !streq(s->ev_uuids[n], info->devices[i].uuid))
+			return false;
+		n++;
+	}
+	return n == s->ev_n;
+}
+
+/* Opens the event set for @info's GPUs (if not open for exactly them) and runs the thread. */
+static int events_open(struct shared *s, const struct gpu_info *info)
+{
+	char(*uuids)[GPU_UUID_MAX];
+	unsigned n = 0;
+	int r;
+
+	if (s->ev_open && events_match(s, info))
+		return 0;
+	/*
+	 * A set that is open stays open: the backend adds the new GPUs to it beside the wait in
+	 * progress (a GPU that went away stays registered; its events map to no GPU). Parking
+	 * the event thread would wait for its slice to end.
+	 */
+	uuids = calloc(info->n_devices + 1, sizeof(*uuids));
+	if (!uuids)
+		return -ENOMEM;
+	for (unsigned i = 0; i < info->n_devices; i++)
+		if (info->devices[i].events_supported)
+			memcpy(uuids[n++], info->devices[i].uuid, GPU_UUID_MAX);
+	if (n == 0) {
+		free(uuids);
+		return -EOPNOTSUPP;
+	}
+	r = s->b->ops->events_open(s->b);
+	if (r < 0) {
+		free(uuids);
+		if (s->ev_open)
+			events_close(s);
+		return r;
+	}
+	s->ev_open = true;
+	free(s->ev_uuids);
+	s->ev_uuids = uuids;
+	s->ev_n = n;
+	if (!s->ev_started) {
+		r = thread_start(s, &s->events, event_thread);
+		if (r < 0) {
+			events_close(s);
+			return r;
+		}
+		s->ev_started = true;
+	}
+	(void)pthread_mutex_lock(&s->mu);
+	s->ev_run = true;
+	(void)pthread_cond_broadcast(&s->cond);
+	(void)pthread_mutex_unlock(&s->mu);
+	return 0;
+}
+
+static void run_discover(struct shared *s, struct job *j)
+{
+	struct gpu_backend *b = s->b;
+	unsigned n;
+
+	if (!b) {
+		j->r = s->open(s->open_arg, &b, &j->err);
+		if (j->r < 0)
+			return;
+		(void)pthread_mutex_lock(&s->mu);
+		s->b = b;
+		(void)pthread_mutex_unlock(&s->mu);
+	} else if (j->fresh && b->ops->reinit) {
+		events_close(s);
+		j->r = b->ops->reinit(b, &j->err);
+		if (j->r < 0)
+			return;
+		free(j->err);
+		j->err = NULL;
+	}
+	j->r = b->ops->discover(b, &j->info, &j->err);
+	if (j->r < 0)
+		return;
+	n = j->info.n_devices;
+	/* Topology is read once; an error falls back to a plain choice, never a failed admission. */
+	if (n > 1 && b->ops->distance) {
+		j->distance = calloc((size_t)n * n, sizeof(int));
+		for (unsigned a = 0; j->distance && a < n; a++)
+			for (unsigned c = 0; c < n; c++) {
+				int v = a == c ? 0 : b->ops->distance(b, a, c);
+
+				if (v < 0) {
+					j->distance = mfree(j->distance);
+					break;
+				}
+				j->distance[a * n + c] = v;
+			}
+	}
+	j->events_r = j->want_events ? events_open(s, &j->info) : -EOPNOTSUPP;
+	if (!j->want_events)
+		events_close(s);
+}
+
+static void run_reinit(struct shared *s, struct job *j)
+{
+	struct gpu_backend *b = s->b;
+	struct gpu_info cur = { 0 };
+
+	j->events_r = -EOPNOTSUPP;
+	if (!b || !b->ops->reinit) {
+		j->r = -EOPNOTSUPP;
+		return;
+	}
+	events_close(s);
+	j->r = b->ops->reinit(b, &j->err);
+	if (j->r < 0)
+		return;
+	for (unsigned i = 0; i < MAX_GPUS && (j->mask >> i); i++) {
+		if (!((j->mask >> i) & 1))
+			continue;
+		j->probe_r[i] = b->ops->probe(b, i);
+		if (j->probe_r[i] == -EXDEV) {
+			j->r = -EXDEV;
+			return;
+		}
+	}
+	if (!j->want_events)
+		return;
+	/* The event set is opened for what the backend knows: its last discovery. */
+	cur.n_devices = j->info.n_devices;
+	cur.devices = j->info.devices;
+	j->events_r = events_open(s, &cur);
+}
+
+static void *worker_thread(void *userdata)
+{
+	struct shared *s = userdata;
+
+	(void)pthread_mutex_lock(&s->mu);
+	while (!s->stop) {
+		struct job *j = s->job;
+
+		if (!j) {
+			(void)pthread_cond_wait(&s->cond, &s->mu);
+			continue;
+		}
+		s->job = NULL;
+		s->worker_busy = true;
+		(void)pthread_mutex_unlock(&s->mu);
+		switch (j->kind) {
+		case JOB_DISCOVER:
+			run_discover(s, j);
+			break;
+		case JOB_PROBE:
+			for (unsigned i = 0; i < MAX_GPUS && (j->mask >> i); i++)
+				if ((j->mask >> i) & 1)
+					j->probe_r[i] = s->b ? s->b->ops->probe(s->b, i) : -ENODEV;
+			break;
+		case JOB_REINIT:
+			run_reinit(s, j);
+			break;
+		}
+		(void)pthread_mutex_lock(&s->mu);
+		s->worker_busy = false;
+		if (s->stop) {
+			job_free(j);
+			break;
+		}
+		s->done = j;
+		wake_loop(s);
+	}
+	(void)pthread_mutex_unlock(&s->mu);
+	shared_unref(s);
+	atomic_fetch_sub(&live_threads, 1);
+	return NULL;
+}
+
+/* --- the loop side --- */
+
+struct mon_gpu {
+	char uuid[GPU_UUID_MAX];
+	bool events; /* the backend reports this GPU's events */
+	enum gpu_health health;
+	bool fault; /* XID, double-bit ECC, lost or failed probe: needs recovery */
+	bool lost;
+	bool driver; /* waiting for a re-initialisation */
+	bool hung;   /* a backend call about this GPU has not returned */
+	usec_t last_fault;
+	uint64_t ecc_single;
+	char reason[160];
+};
+
+struct gpu_monitor {
+	struct loop *loop;
+	struct shared *s;
+	gpu_health_fn *health_fn;
+	gpu_discovered_fn *discovered_fn;
+	void *userdata;
+	struct gpu_monitor_opts o; /* ignored_xids points to ignored */
+	uint64_t *ignored;
+
+	unsigned n_gpus;
+	struct mon_gpu *gpus;
+	struct gpu_monitor_stats stats;
+	struct loop_wake *wake;
+	struct loop_timer *poll_timer, *event_poll_timer, *recovery_timer, *reinit_timer,
+		*hang_timer;
+
+	struct job *inflight; /* submitted to the worker, not collected */
+	bool inflight_hung;
+	char hung_call[64];
+	usec_t inflight_since;
+	bool want_discover, want_fresh, want_reinit;
+	uint64_t want_probe;
+
+	bool events_open; /* the worker's last word on the event set */
+	bool events_logged;
+	bool wait_failing_seen;
+	bool reinit_pending;
+	usec_t reinit_backoff;
+	bool reinit_failed_logged;
+	struct gpu_event batch[QUEUE_CAP];
+};
+
+static const char *gpu_uuid(const struct gpu_monitor *m, unsigned gpu)
+{
+	return gpu < m->n_gpus ? m->gpus[gpu].uuid : "?";
+}
+
+static uint64_t all_mask(const struct gpu_monitor *m)
+{
+	return m->n_gpus >= 64 ? UINT64_MAX : (((uint64_t)1 << m->n_gpus) - 1);
+}
+
+static void update_health(struct gpu_monitor *m, unsigned gpu, const char *why)
+{
+	struct mon_gpu *g = &m->gpus[gpu];
+	enum gpu_health want = g->fault || g->driver || g->hung ? GPU_UNHEALTHY : GPU_HEALTHY;
+	char q[200];
+
+	if (want == g->health)
+		return;
+	g->health = want;
+	if (want == GPU_UNHEALTHY) {
+		if (why != g->reason)
+			(void)snprintf(g->reason, sizeof(g->reason), "%s", why);
+		log_warn("gpu unhealthy", "device=%s gpu=%u reason=%s", g->uuid, gpu,
+			 log_quote(q, sizeof(q), why));
+	} else {
+		m->stats.recoveries++;
+		g->reason[0] = 0;
+		log_info("gpu healthy again", "device=%s gpu=%u reason=%s", g->uuid, gpu,
+			 log_quote(q, sizeof(q), why));
+	}
+	if (m->health_fn)
+		m->health_fn(m, gpu, want, why, m->userdata);
+}
+
+static void arm_recovery(struct gpu_monitor *m, usec_t when)
+{
+	if (m->o.recovery_quiet == 0)
+		return;
+	if (!loop_timer_armed(m->recovery_timer))
+		loop_timer_arm_at(m->recovery_timer, when);
+}
+
+static void mark_fault(struct gpu_monitor *m, unsigned gpu, const char *reason)
+{
+	struct mon_gpu *g = &m->gpus[gpu];
+
+	g->fault = true;
+	g->last_fault = now_usec();
+	(void)snprintf(g->reason, sizeof(g->reason), "%s", reason);
+	update_health(m, gpu, g->reason);
+	arm_recovery(m, g->last_fault + m->o.recovery_quiet);
+}
+
+static void kick(struct gpu_monitor *m);
+
+static void start_reinit(struct gpu_monitor *m)
+{
+	if (m->reinit_pending)
+		return;
+	m->reinit_pending = true;
+	m->reinit_backoff = BACKOFF_MIN;
+	m->reinit_failed_logged = false;
+	m->want_reinit = true;
+	kick(m);
+}
+
+static void driver_changed(struct gpu_monitor *m, const char *why)
+{
+	if (!m->reinit_pending)
+		log_warn("nvidia driver changed, re-initialising nvml", "reason=%s", log_q(why));
+	for (unsigned i = 0; i < m->n_gpus; i++) {
+		m->gpus[i].driver = true;
+		update_health(m, i, why);
+	}
+	start_reinit(m);
+}
+
+/* Applies the result of one probe of @gpu. */
+static void probe_result(struct gpu_monitor *m, unsigned gpu, int r)
+{
+	struct mon_gpu *g = &m->gpus[gpu];
+	char why[160], eb[64];
+
+	if (r == 0) {
+		g->lost = false;
+		/* Recovery: quiet for long enough and answering again. */
+		if (g->fault && m->o.recovery_quiet &&
+		    now_usec() >= g->last_fault + m->o.recovery_quiet) {
+			g->fault = false;
+			update_health(m, gpu,
+				      "no fault for the recovery quiet period and the gpu answers");
+		}
+		return;
+	}
+	m->stats.probe_failures++;
+	if (r == -EXDEV) {
+		driver_changed(m, "nvml reports a driver/library version mismatch or a reload");
+		return;
+	}
+	if (r == -ENODEV) {
+		if (!g->lost)
+			m->stats.lost++;
+		g->lost = true;
+		mark_fault(m, gpu, "gpu is lost (fell off the bus)");
+		return;
+	}
+	(void)snprintf(why, sizeof(why), "health probe failed: %s", strerror_r(-r, eb, sizeof(eb)));
+	mark_fault(m, gpu, why);
+}
+
+static bool xid_ignored(const struct gpu_monitor *m, uint64_t xid)
+{
+	if (m->o.disable_xids || gpu_xid_is_application(xid))
+		return true;
+	for (unsigned i = 0; i < m->o.n_ignored_xids; i++)
+		if (m->ignored[i] == xid)
+			return true;
+	return false;
+}
+
+static int gpu_by_uuid(const struct gpu_monitor *m, const char *uuid)
+{
+	for (unsigned i = 0; i < m->n_gpus; i++)
+		if (streq(m->gpus[i].uuid, uuid))
+			return (int)i;
+	return -1;
+}
+
+static void apply_event(struct gpu_monitor *m, const struct gpu_event *ev)
+{
+	unsigned first = 0, last = m->n_gpus;
+	char why[96];
+
+	m->stats.events++;
+	if (m->o.disable_all)
+		return;
+	if (ev->gpu >= 0) {
+		/* Indices change on rediscovery: the UUID says which GPU it was. */
+		int g = gpu_by_uuid(m, ev->uuid);
+
+		if (g < 0)
+			return;
+		first = (unsigned)g;
+		last = first + 1;
+	}
+	switch (ev->kind) {
+	case GPU_EVENT_XID:
+		if (xid_ignored(m, ev->xid)) {
+			m->stats.xids_ignored++;
+			log_debug("xid ignored", "device=%s xid=%llu", gpu_uuid(m, first),
+				  (unsigned long long)ev->xid);
+			return;
+		}
+		m->stats.xids++;
+		(void)snprintf(why, sizeof(why), "critical xid %llu", (unsigned long long)ev->xid);
+		for (unsigned i = first; i < last; i++)
+			mark_fault(m, i, why);
+		return;
+	case GPU_EVENT_ECC_SINGLE:
+		m->stats.ecc_single++;
+		for (unsigned i = first; i < last; i++) {
+			uint64_t c = ++m->gpus[i].ecc_single;
+
+			/* Counted; logged at 1, 2, 4, 8, ... so a storm stays readable. */
+			if ((c & (c - 1)) == 0)
+				log_info("single-bit ecc error, counting only",
+					 "device=%s count=%llu", m->gpus[i].uuid,
+					 (unsigned long long)c);
+		}
+		return;
+	case GPU_EVENT_ECC_DOUBLE:
+		m->stats.ecc_double++;
+		for (unsigned i = first; i < last; i++)
+			mark_fault(m, i, "double-bit ecc error");
+		return;
+	case GPU_EVENT_LOST:
+		if (ev->gpu >= 0) {
+			probe_result(m, first, -ENODEV);
+			return;
+		}
+		/* Some GPU is lost: the probes say which. */
+		m->want_probe |= all_mask(m);
+		return;
+	case GPU_EVENT_DRIVER_CHANGED:
+		driver_changed(m, "nvml event wait reports a driver/library mismatch or a reload");
+		return;
+	case GPU_EVENT_COUNT:
+	default:
+		return;
+	}
+}
+
+/* GPUs whose faults come as events (the rest are probed every poll_interval). */
+static bool gpu_evented(const struct gpu_monitor *m, unsigned i)
+{
+	return m->gpus[i].events && m->events_open && !m->wait_failing_seen;
+}
+
+/* Arms each poll timer that has GPUs to probe, disarms the others. */
+static void arm_polls(struct gpu_monitor *m)
+{
+	bool plain = false, evented = false;
+
+	for (unsigned i = 0; i < m->n_gpus; i++) {
+		if (gpu_evented(m, i))
+			evented = true;
+		else
+			plain = true;
+	}
+	if (m->o.disable_all)
+		plain = evented = false;
+	if (!plain)
+		loop_timer_disarm(m->poll_timer);
+	else if (!loop_timer_armed(m->poll_timer))
+		loop_timer_arm(m->poll_timer, m->o.poll_interval);
+	if (!evented)
+		loop_timer_disarm(m->event_poll_timer);
+	else if (!loop_timer_armed(m->event_poll_timer))
+		loop_timer_arm(m->event_poll_timer, m->o.event_poll_interval);
+}
+
+static void log_events_state(struct gpu_monitor *m, int r)
+{
+	bool want = false;
+
+	for (unsigned i = 0; i < m->n_gpus; i++)
+		want = want || m->gpus[i].events;
+	m->events_open = r == 0;
+	if (r == 0 || !want || r == -EOPNOTSUPP || m->o.disable_all) {
+		m->events_logged = false;
+		return;
+	}
+	if (!m->events_logged)
+		(void)log_warn_errno(r, "gpu event registration failed, probing only", "gpus=%u",
+				     m->n_gpus);
+	m->events_logged = true;
+}
+
+/* Takes the GPUs of a discovery, carrying each known GPU's state over by UUID. */
+static int adopt(struct gpu_monitor *m, const struct gpu_info *info)
+{
+	unsigned n = MIN(info->n_devices, MAX_GPUS);
+	struct mon_gpu *gpus = calloc(n + 1, sizeof(*gpus));
+
+	if (!gpus)
+		return -ENOMEM;
+	if (info->n_devices > MAX_GPUS)
+		log_warn("more GPUs than the monitor watches, watching the first ones",
+			 "gpus=%u limit=%u", info->n_devices, MAX_GPUS);
+	for (unsigned i = 0; i < n; i++) {
+		int old = gpu_by_uuid(m, info->devices[i].uuid);
+
+		if (old >= 0)
+			gpus[i] = m->gpus[old];
+		(void)snprintf(gpus[i].uuid, sizeof(gpus[i].uuid), "%s", info->devices[i].uuid);
+		gpus[i].events = info->devices[i].events_supported;
+	}
+	free(m->gpus);
+	m->gpus = gpus;
+	m->n_gpus = n;
+	m->want_probe &= all_mask(m);
+	return 0;
+}
+
+static void clear_hung(struct gpu_monitor *m, const struct job *j)
+{
+	if (!m->inflight_hung)
+		return;
+	m->inflight_hung = false;
+	log_info("nvml call returned", "call=%s after_ms=%llu", m->hung_call,
+		 (unsigned long long)((now_usec() - m->inflight_since) / USEC_PER_MSEC));
+	for (unsigned i = 0; i < m->n_gpus; i++) {
+		if (!m->gpus[i].hung)
+			continue;
+		m->gpus[i].hung = false;
+		update_health(m, i, "the hung nvml call returned");
+	}
+}
+
+static void finish_discover(struct gpu_monitor *m, struct job *j)
+{
+	if (j->r < 0) {
+		if (m->reinit_pending && !loop_timer_armed(m->reinit_timer)) {
+			loop_timer_arm(m->reinit_timer, m->reinit_backoff);
+			m->reinit_backoff = MIN(m->reinit_backoff * 2, BACKOFF_MAX);
+		}
+		if (m->discovered_fn)
+			m->discovered_fn(m, j->r, NULL, NULL, j->err ? j->err : "", m->userdata);
+		return;
+	}
+	if (adopt(m, &j->info) < 0) {
+		if (m->discovered_fn)
+			m->discovered_fn(m, -ENOMEM, NULL, NULL, "out of memory", m->userdata);
+		return;
+	}
+	if (j->fresh && m->reinit_pending) {
+		m->reinit_pending = false;
+		for (unsigned i = 0; i < m->n_gpus; i++)
+			m->gpus[i].driver = false;
+	}
+	log_events_state(m, j->events_r);
+	arm_polls(m);
+	if (m->discovered_fn)
+		m->discovered_fn(m, 0, &j->info, &j->distance, NULL, m->userdata);
+	for (unsigned i = 0; i < m->n_gpus; i++)
+		update_health(m, i, m->gpus[i].reason[0] ? m->gpus[i].reason : "discovered");
+}
+
+static void finish_reinit(struct gpu_monitor *m, struct job *j)
+{
+	if (j->r < 0) {
+		char q[512];
+
+		m->stats.reinit_failures++;
+		if (!m->reinit_failed_logged)
+			(void)log_warn_errno(
+				j->r, "nvml re-initialisation failed, retrying with back-off",
+				"reason=%s", log_quote(q, sizeof(q), j->err));
+		else
+			(void)log_debug_errno(
+				j->r, "nvml re-initialisation failed, retrying", "backoff_ms=%llu",
+				(unsigned long long)(m->reinit_backoff / USEC_PER_MSEC));
+		m->reinit_failed_logged = true;
+		loop_timer_arm(m->reinit_timer, m->reinit_backoff);
+		m->reinit_backoff = MIN(m->reinit_backoff * 2, BACKOFF_MAX);
+		return;
+	}
+	m->stats.reinits++;
+	m->reinit_pending = false;
+	log_info("nvml re-initialised", "gpus=%u", m->n_gpus);
+	for (unsigned i = 0; i < m->n_gpus; i++) {
+		m->gpus[i].driver = false;
+		if ((j->mask >> i) & 1) {
+			m->stats.probes++;
+			if (j->probe_r[i] < 0)
+				probe_result(m, i, j->probe_r[i]);
+		}
+	}
+	for (unsigned i = 0; i < m->n_gpus; i++)
+		update_health(m, i, "nvml re-initialised and the gpu answers");
+	log_events_state(m, j->events_r);
+	arm_polls(m);
+}
+
+/* Faulted GPUs whose quiet period is not over yet: look again when it is. */
+static void arm_recovery_next(struct gpu_monitor *m)
+{
+	usec_t next = USEC_INFINITY, now = now_usec();
+
+	if (!m->o.recovery_quiet || loop_timer_armed(m->recovery_timer))
+		return;
+	for (unsigned i = 0; i < m->n_gpus; i++)
+		if (m->gpus[i].fault)
+			next = MIN(next, MAX(m->gpus[i].last_fault + m->o.recovery_quiet,
+					     now + BACKOFF_MIN));
+	if (next != USEC_INFINITY)
+		loop_timer_arm_at(m->recovery_timer, next);
+}
+
+static void finish_job(struct gpu_monitor *m, struct job *j)
+{
+	loop_timer_disarm(m->hang_timer);
+	clear_hung(m, j);
+	m->stats.jobs++;
+	switch (j->kind) {
+	case JOB_DISCOVER:
+		finish_discover(m, j);
+		break;
+	case JOB_PROBE:
+		for (unsigned i = 0; i < m->n_gpus; i++)
+			if ((j->mask >> i) & 1 && !m->reinit_pending) {
+				m->stats.probes++;
+				probe_result(m, i, j->probe_r[i]);
+			}
+		break;
+	case JOB_REINIT:
+		finish_reinit(m, j);
+		break;
+	}
+	arm_recovery_next(m);
+}
+
+/* Submits the most urgent pending request when the worker is free. */
+static void kick(struct gpu_monitor *m)
+{
+	struct shared *s = m->s;
+	struct job *j;
+
+	if (m->inflight)
+		return;
+	if (m->reinit_pending && !m->want_reinit && !m->want_discover)
+		return; /* waiting for the back-off: nothing else makes sense meanwhile */
+	if (!m->want_reinit && !m->want_discover && !m->want_probe)
+		return;
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		loop_timer_arm(m->reinit_timer, BACKOFF_MIN); /* try again soon */
+		return;
+	}
+	j->want_events = !m->o.disable_all;
+	if (m->want_reinit && !m->want_discover) {
+		j->kind = JOB_REINIT;
+		j->mask = all_mask(m);
+		/* The worker opens the event set for the GPUs it knows (by index = ours). */
+		j->info.n_devices = 0;
+		m->want_reinit = false;
+	} else if (m->want_discover) {
+		j->kind = JOB_DISCOVER;
+		j->fresh = m->want_fresh || m->want_reinit;
+		m->want_discover = m->want_fresh = m->want_reinit = false;
+	} else {
+		j->kind = JOB_PROBE;
+		j->mask = m->want_probe;
+		m->want_probe = 0;
+	}
+	if (j->kind == JOB_REINIT) {
+		/* Give the worker our view of the GPUs (uuids, events) to open the set with. */
+		j->info.devices = calloc(m->n_gpus + 1, sizeof(*j->info.devices));
+		if (j->info.devices) {
+			j->info.n_devices = m->n_gpus;
+			for (unsigned i = 0; i < m->n_gpus; i++) {
+				memcpy(j->info.devices[i].uuid, m->gpus[i].uuid, GPU_UUID_MAX);
+				j->info.devices[i].events_supported = m->gpus[i].events;
+			}
+		}
+	}
+	m->inflight = j;
+	m->inflight_since = now_usec();
+	m->inflight_hung = false;
+	(void)pthread_mutex_lock(&s->mu);
+	s->job = j;
+	(void)pthread_cond_broadcast(&s->cond);
+	(void)pthread_mutex_unlock(&s->mu);
+	loop_timer_arm(m->hang_timer, m->o.call_timeout);
+}
+
+static void on_wake(struct loop_wake *w, void *userdata)
+{
+	struct gpu_monitor *m = userdata;
+	struct shared *s = m->s;
+	struct job *done;
+	bool failing;
+	unsigned n;
+	int err;
+
+	(void)pthread_mutex_lock(&s->mu);
+	n = s->q_len;
+	for (unsigned i = 0; i < n; i++)
+		m->batch[i] = s->q[(s->q_head + i) % QUEUE_CAP];
+	s->q_head = (s->q_head + n) % QUEUE_CAP;
+	s->q_len = 0;
+	(void)pthread_cond_broadcast(&s->cond);
+	failing = s->wait_failing;
+	err = s->wait_error;
+	done = s->done;
+	s->done = NULL;
+	(void)pthread_mutex_unlock(&s->mu);
+
+	for (unsigned i = 0; i < n; i++)
+		apply_event(m, &m->batch[i]);
+	if (failing && !m->wait_failing_seen)
+		(void)log_warn_errno(
+			err, "gpu event wait failing, retrying with back-off, probing meanwhile",
+			"gpus=%u", m->n_gpus);
+	else if (!failing && m->wait_failing_seen)
+		log_info("gpu event wait works again", "gpus=%u", m->n_gpus);
+	if (failing != m->wait_failing_seen) {
+		m->wait_failing_seen = failing;
+		arm_polls(m);
+	}
+	if (done) {
+		m->inflight = NULL;
+		finish_job(m, done);
+		job_free(done);
+	}
+	kick(m);
+}
+
+/* --- timers --- */
+
+static void on_poll(struct loop_timer *t, void *userdata)
+{
+	struct gpu_monitor *m = userdata;
+	bool evented = t == m->event_poll_timer;
+
+	for (unsigned i = 0; i < m->n_gpus; i++)
+		if (gpu_evented(m, i) == evented)
+			m->want_probe |= (uint64_t)1 << i;
+	loop_timer_arm(t, evented ? m->o.event_poll_interval : m->o.poll_interval);
+	kick(m);
+}
+
+static void on_recovery(struct loop_timer *t, void *userdata)
+{
+	struct gpu_monitor *m = userdata;
+	usec_t now = now_usec();
+
+	for (unsigned i = 0; i < m->n_gpus; i++)
+		if (m->gpus[i].fault && now >= m->gpus[i].last_fault + m->o.recovery_quiet)
+			m->want_probe |= (uint64_t)1 << i;
+	/* finish_job() arms the timer again for the GPUs still waiting; else do it now. */
+	kick(m);
+	if (!m->inflight)
+		arm_recovery_next(m);
+}
+
+static void on_reinit_timer(struct loop_timer *t, void *userdata)
+{
+	struct gpu_monitor *m = userdata;
+
+	if (m->reinit_pending)
+		m->want_reinit = true;
+	kick(m);
+}
+
+static void on_hang(struct loop_timer *t, void *userdata)
+{
+	struct gpu_monitor *m = userdata;
+	struct shared *s = m->s;
+	const struct job *j = m->inflight;
+	const char *call = NULL;
+	char why[128];
+	uint64_t mask;
+
+	if (!j || m->inflight_hung)
+		return;
+	(void)pthread_mutex_lock(&s->mu);
+	if (s->b)
+		call = atomic_load_explicit(&s->b->call, memory_order_relaxed);
+	(void)pthread_mutex_unlock(&s->mu);
+	if (!call)
+		call = "open";
+	(void)snprintf(m->hung_call, sizeof(m->hung_call), "%s", call);
+	m->inflight_hung = true;
+	m->stats.hung_calls++;
+	mask = j->kind == JOB_PROBE ? j->mask : all_mask(m);
+	log_error("nvml call hung, its gpus are unhealthy until it returns, serving on",
+		  "call=%s timeout_ms=%llu", m->hung_call,
+		  (unsigned long long)(m->o.call_timeout / USEC_PER_MSEC));
+	(void)snprintf(why, sizeof(why), "nvml call %s hung", m->hung_call);
+	for (unsigned i = 0; i < m->n_gpus; i++) {
+		if (!((mask >> i) & 1))
+			continue;
+		m->gpus[i].hung = true;
+		update_health(m, i, why);
+	}
+}
+
+/* --- lifecycle --- */
+
+int gpu_monitor_set_opts(struct gpu_monitor *m, const struct gpu_monitor_opts *o)
+{
+	static const struct gpu_monitor_opts defaults = { 0 };
+	uint64_t *ignored = NULL;
+	bool was_disabled = m->o.disable_all;
+
+	if (!o)
+		o = &defaults;
+	if (o->n_ignored_xids) {
+		ignored = calloc(o->n_ignored_xids, sizeof(*ignored));
+		if (!ignored)
+			return -ENOMEM;
+		memcpy(ignored, o->ignored_xids, o->n_ignored_xids * sizeof(*ignored));
+	}
+	free(m->ignored);
+	m->ignored = ignored;
+	m->o = *o;
+	m->o.ignored_xids = ignored;
+	if (!m->o.poll_interval)
+		m->o.poll_interval = DEFAULT_POLL_INTERVAL;
+	if (!m->o.event_poll_interval)
+		m->o.event_poll_interval = DEFAULT_EVENT_POLL_INTERVAL;
+	if (!m->o.call_timeout)
+		m->o.call_timeout = DEFAULT_CALL_TIMEOUT;
+	if (!m->o.event_slice)
+		m->o.event_slice = DEFAULT_EVENT_SLICE;
+	(void)pthread_mutex_lock(&m->s->mu);
+	m->s->slice = m->o.event_slice;
+	(void)pthread_mutex_unlock(&m->s->mu);
+	/* New periods take effect now, not after the old ones run out. */
+	loop_timer_disarm(m->poll_timer);
+	loop_timer_disarm(m->event_poll_timer);
+	arm_polls(m);
+	if (m->o.disable_all && !was_disabled)
+		log_info("gpu health checks off", "gpus=%u disable_all=yes", m->n_gpus);
+	return 0;
+}
+
+int gpu_monitor_new(struct loop *l, gpu_backend_open_fn *open, void *open_arg,
+		    const struct gpu_monitor_opts *o, gpu_health_fn *health_fn,
+		    gpu_discovered_fn *discovered_fn, void *userdata, struct gpu_monitor **ret)
+{
+	pthread_condattr_t attr;
+	struct gpu_monitor *m;
+	struct shared *s;
+	int r;
+
+	if (!l || !open || !ret)
+		return -EINVAL;
+	m = calloc(1, sizeof(*m));
+	s = calloc(1, sizeof(*s));
+	if (!m || !s) {
+		free(m);
+		free(s);
+		return -ENOMEM;
+	}
+	(void)pthread_mutex_init(&s->mu, NULL);
+	(void)pthread_condattr_init(&attr);
+	(void)pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	(void)pthread_cond_init(&s->cond, &attr);
+	(void)pthread_condattr_destroy(&attr);
+	s->refs = 1;
+	s->open = open;
+	s->open_arg = open_arg;
+	s->ev_parked = true;
+	m->s = s;
+	m->loop = l;
+	m->health_fn = health_fn;
+	m->discovered_fn = discovered_fn;
+	m->userdata = userdata;
+	if ((r = loop_wake_new(l, on_wake, m, &m->wake)) < 0 ||
+	    (r = loop_timer_new(l, on_poll, m, &m->poll_timer)) < 0 ||
+	    (r = loop_timer_new(l, on_poll, m, &m->event_poll_timer)) < 0 ||
+	    (r = loop_timer_new(l, on_recovery, m, &m->recovery_timer)) < 0 ||
+	    (r = loop_timer_new(l, on_reinit_timer, m, &m->reinit_timer)) < 0 ||
+	    (r = loop_timer_new(l, on_hang, m, &m->hang_timer)) < 0)
+		goto fail;
+	r = gpu_monitor_set_opts(m, o);
+	if (r < 0)
+		goto fail;
+	s->wake = m->wake;
+	r = thread_start(s, &s->worker, worker_thread);
+	if (r < 0)
+		goto fail;
+	s->worker_started = true;
+	if (m->o.disable_all)
+		log_info("gpu health checks off", "disable_all=yes");
+	*ret = m;
+	return 0;
+fail:
+	(void)gpu_monitor_free(m);
+	return r;
+}
+
+void gpu_monitor_discover(struct gpu_monitor *m, bool fresh)
+{
+	m->want_discover = true;
+	m->want_fresh = m->want_fresh || fresh;
+	kick(m);
+}
+
+bool gpu_monitor_discovering(const struct gpu_monitor *m)
+{
+	return m->want_discover || (m->inflight && m->inflight->kind == JOB_DISCOVER);
+}
+
+enum gpu_health gpu_monitor_health(const struct gpu_monitor *m, unsigned gpu)
+{
+	if (!m || gpu >= m->n_gpus)
+		return GPU_UNHEALTHY;
+	return m->gpus[gpu].health;
+}
+
+const char *gpu_monitor_reason(const struct gpu_monitor *m, unsigned gpu)
+{
+	if (!m || gpu >= m->n_gpus)
+		return "unknown gpu";
+	return m->gpus[gpu].health == GPU_HEALTHY ? "" : m->gpus[gpu].reason;
+}
+
+unsigned gpu_monitor_n_gpus(const struct gpu_monitor *m)
+{
+	return m ? m->n_gpus : 0;
+}
+
+void gpu_monitor_get_stats(const struct gpu_monitor *m, struct gpu_monitor_stats *ret)
+{
+	*ret = m->stats;
+	(void)pthread_mutex_lock(&m->s->mu);
+	ret->wait_errors = m->s->wait_errors;
+	(void)pthread_mutex_unlock(&m->s->mu);
+}
+
+struct gpu_monitor *gpu_monitor_free(struct gpu_monitor *m)
+{
+	struct shared *s;
+	bool join_worker, join_events;
+
+	if (!m)
+		return NULL;
+	s = m->s;
+	(void)pthread_mutex_lock(&s->mu);
+	s->stop = true;
+	s->wake = NULL;
+	s->done = job_free(s->done);
+	s->job = job_free(s->job);
+	/* A thread inside the backend is left behind: it may never come back (a hung driver). */
+	join_worker = s->worker_started && !s->worker_busy;
+	join_events = s->ev_started && !s->ev_in_wait;
+	(void)pthread_cond_broadcast(&s->cond);
+	(void)pthread_mutex_unlock(&s->mu);
+	m->inflight = NULL; /* freed above, or the busy worker's to free */
+	if (s->worker_started) {
+		if (join_worker)
+			(void)pthread_join(s->worker, NULL);
+		else
+			(void)pthread_detach(s->worker);
+	}
+	if (s->ev_started) {
+		if (join_events)
+			(void)pthread_join(s->events, NULL);
+		else
+			(void)pthread_detach(s->events);
+	}
+	(void)loop_timer_free(m->hang_timer);
+	(void)loop_timer_free(m->reinit_timer);
+	(void)loop_timer_free(m->recovery_timer);
+	(void)loop_timer_free(m->event_poll_timer);
+	(void)loop_timer_free(m->poll_timer);
+	(void)loop_wake_free(m->wake);
+	free(m->ignored);
+	free(m->gpus);
+	free(m);
+	shared_unref(s);
+	return NULL;
+}
