@@ -162,6 +162,15 @@ static void on_dir(struct loop_watch *w, const char *name, uint32_t mask, void *
 		dir_lost(dw);
 		return;
 	}
+	if (mask & IN_Q_OVERFLOW) {
+		struct stat st;
+
+		/* Events were lost: a kubelet.sock created meanwhile must not go unseen. */
+		log_warn("inotify queue overflowed, events lost", "path=%s", dw->path);
+		if (dw->sock && lstat(k->sock, &st) == 0)
+			emit(k, KUBELET_EVENT_SOCKET_CREATED, k->sock_name);
+		return;
+	}
 	if (dw->sock && (mask & (IN_CREATE | IN_MOVED_TO)) && streq(name, k->sock_name)) {
 		emit(k, KUBELET_EVENT_SOCKET_CREATED, name);
 		return;
@@ -409,13 +418,17 @@ int kubelet_new(struct loop *l, const char *plugin_dir, const char *kubelet_sock
 	return 0;
 }
 
+static void reg_reset(struct kubelet_reg *reg);
+
 struct kubelet *kubelet_free(struct kubelet *k)
 {
 	if (!k)
 		return NULL;
-	/* Registrations point at @k: detach any the owner forgot, they can do nothing now. */
-	for (struct kubelet_reg *reg = k->regs; reg; reg = reg->next)
+	/* Registrations point at @k: stop and detach any the owner forgot; they do nothing now. */
+	for (struct kubelet_reg *reg = k->regs; reg; reg = reg->next) {
+		reg_reset(reg);
 		reg->k = NULL;
+	}
 	dirwatch_free(k->pd);
 	dirwatch_free(k->sd);
 	free(k->plugin_dir);
@@ -434,8 +447,6 @@ bool kubelet_dir_present(const struct kubelet *k)
 {
 	return k->pd && k->pd->present;
 }
-
-static void reg_reset(struct kubelet_reg *reg);
 
 int kubelet_set_paths(struct kubelet *k, const char *plugin_dir, const char *kubelet_sock)
 {

@@ -61,7 +61,10 @@ typedef void kubelet_event_fn(struct kubelet *k, enum kubelet_event ev, const ch
  */
 int kubelet_new(struct loop *l, const char *plugin_dir, const char *kubelet_sock,
 		kubelet_event_fn *fn, void *userdata, struct kubelet **ret) WARN_UNUSED;
-/* Every registration of @k must have been freed before. NULL-safe, returns NULL. */
+/*
+ * Free the registrations of @k first; any still alive are stopped (IDLE) and detached: they
+ * send nothing more and can only be freed. NULL-safe, returns NULL.
+ */
 struct kubelet *kubelet_free(struct kubelet *k);
 bool kubelet_enabled(const struct kubelet *k);
 /* True while the device-plugin directory exists and is watched. */

@@ -615,6 +615,31 @@ static void test_set_paths(void **state)
 	fixture_release(&f);
 }
 
+/* A registration left alive by its owner is stopped with its kubelet, not left dangling. */
+static void test_free_kubelet_first(void **state)
+{
+	struct fixture f;
+	struct fake_kubelet fk = { .answer = GRPC_STATUS_OK };
+	struct reg_rec rr = { .action = ACT_NONE };
+	struct grpc_server *s;
+	struct kubelet *k = NULL;
+	struct kubelet_reg *reg = NULL;
+
+	fixture_init(&f, true);
+	s = fake_kubelet_start(&f, &fk, f.sock);
+	assert_int_equal(kubelet_new(f.loop, f.dp, f.sock, on_event, &f.rec, &k), 0);
+	assert_int_equal(kubelet_reg_new(k, "example.com/gpu", "gpu.sock", on_reg, &rr, &reg), 0);
+	kubelet_reg_start(reg);
+	kubelet_free(k); /* the call in flight is cancelled */
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_IDLE);
+	kubelet_reg_start(reg); /* sends nothing */
+	run_for(f.loop, 50 * USEC_PER_MSEC);
+	assert_int_equal(rr.ok + rr.failed, 0);
+	kubelet_reg_free(reg);
+	grpc_server_free(s);
+	fixture_release(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -629,6 +654,7 @@ int main(void)
 		cmocka_unit_test(test_backoff_and_again),
 		cmocka_unit_test(test_peer_pid),
 		cmocka_unit_test(test_set_paths),
+		cmocka_unit_test(test_free_kubelet_first),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
