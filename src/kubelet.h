@@ -10,7 +10,12 @@
  * renamed away (or is missing from the start) its parent is watched instead until a
  * directory of that name appears there again; when the parent is missing too, watching is
  * retried with backoff (100 ms doubling to 10 s). Only one parent level is watched: a
- * missing grandparent is polled by that backoff.
+ * missing grandparent is polled by that backoff. Limits: a path through a symlink whose
+ * target is deleted and recreated is seen again only when something is created under the
+ * symlink's own name; and when the device-plugin directory itself is bind-mounted into a
+ * container (a DaemonSet's hostPath) and the host deletes it, the kernel detaches that mount
+ * (IN_UNMOUNT: DIR_GONE), and whatever the path shows afterwards is not the host's new
+ * directory. Mounting the parent (/var/lib/kubelet) avoids that.
  */
 
 #include <stdbool.h>
