@@ -701,6 +701,19 @@ struct grpc_client_call *grpc_client_call_cancel(struct grpc_client_call *cc)
 	return NULL;
 }
 
+int grpc_client_call_peer_pid(const struct grpc_client_call *cc, pid_t *ret_pid)
+{
+	struct ucred cred = { 0 };
+	socklen_t len = sizeof(cred);
+
+	if (!cc || cc->fd < 0 || cc->connecting)
+		return -ENOTCONN;
+	if (getsockopt(cc->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return -errno;
+	*ret_pid = cred.pid;
+	return 0;
+}
+
 struct sync_result {
 	struct loop *loop;
 	bool done;

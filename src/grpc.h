@@ -37,6 +37,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "util.h"
 
@@ -311,6 +312,15 @@ int grpc_client_call_start(struct loop *l, const char *sock, const char *path, c
 			   struct grpc_client_call **ret) WARN_UNUSED;
 /* Aborts the call: @done does not run. NULL-safe, returns NULL. */
 struct grpc_client_call *grpc_client_call_cancel(struct grpc_client_call *cc);
+/*
+ * The pid of the process that created the listening socket the call is connected to
+ * (SO_PEERCRED), for telling that process's connections to our own server from others'.
+ * Returns 0 with *ret_pid (0 when the listener is in a PID namespace ours cannot see),
+ * -ENOTCONN when the call has no connection (yet: a full listen backlog defers the connect to
+ * the loop; or any more: the connect failed), or another -errno from getsockopt(). Works from
+ * grpc_client_call_start() returning until the end of @done.
+ */
+int grpc_client_call_peer_pid(const struct grpc_client_call *cc, pid_t *ret_pid);
 
 /*
  * Blocking form for CLIs and tests: runs a private loop. On success (r == 0) *ret_status,

@@ -1,12 +1,12 @@
 #include "kubelet.h"
 
 #include <errno.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #include "deviceplugin.pb-c.h"
 #include "grpc.h"
@@ -18,123 +18,419 @@
 #define REGISTER_TIMEOUT (20 * USEC_PER_SEC)
 #define BACKOFF_FIRST	 (1 * USEC_PER_MSEC)
 #define BACKOFF_MAX	 (5 * USEC_PER_SEC)
+#define WATCH_FIRST	 (100 * USEC_PER_MSEC)
+#define WATCH_MAX	 (10 * USEC_PER_SEC)
+
+/* IN_ONLYDIR: a file that takes the directory's name is not watched as if it were it. */
+#define DIR_MASK                                                                               \
+	(IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF | \
+	 IN_ONLYDIR)
+#define UP_MASK (IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+
+/*
+ * One directory that may disappear and come back: watched itself while it exists, through
+ * its parent while it does not, and polled with backoff while the parent is missing too.
+ */
+struct dirwatch {
+	struct kubelet *k;
+	char *path;   /* no trailing slash */
+	char *parent; /* NULL when @path is "/" */
+	char *name;   /* @path's last component */
+	struct loop_watch *dir;
+	struct loop_watch *up;
+	struct loop_timer *retry;
+	usec_t backoff;
+	unsigned failures; /* consecutive retries, for log rate */
+	bool present;	   /* @dir is armed */
+	bool quiet;	   /* arming at creation: nothing to report */
+	bool plugin;	   /* the device-plugin directory: FILE_DELETED, DIR_GONE/DIR_BACK */
+	bool sock;	   /* kubelet.sock lives here: SOCKET_CREATED */
+};
 
 struct kubelet {
 	struct loop *loop;
 	char *plugin_dir;
-	char *sock;	 /* kubelet.sock path, NULL when registration is off */
-	char *sock_name; /* its base name */
-	struct loop_watch *watch_plugin, *watch_sock;
+	char *sock;	     /* kubelet.sock path, NULL when registration is off */
+	char *sock_name;     /* its base name */
+	struct dirwatch *pd; /* the device-plugin directory */
+	struct dirwatch *sd; /* kubelet.sock's directory when it is another one */
+	struct kubelet_reg *regs;
 	kubelet_event_fn *fn;
 	void *userdata;
 };
 
 struct kubelet_reg {
 	struct kubelet *k;
+	struct kubelet_reg *next; /* k->regs */
 	char *resource;
 	char *endpoint;
 	kubelet_reg_fn *fn;
+	kubelet_reg_dial_fn *dial_fn;
 	void *userdata;
+	enum kubelet_reg_state state;
 	struct grpc_client_call *call;
 	struct loop_timer *retry;
 	usec_t backoff;
 	bool again; /* started again while a call was in flight */
-	bool registered;
+	pid_t peer_pid;
 	unsigned count;
 	unsigned failures; /* consecutive, for log rate */
 };
 
-static void on_watch(struct loop_watch *w, const char *name, uint32_t mask, void *userdata)
-{
-	struct kubelet *k = userdata;
+/* --- paths --- */
 
-	if (k->sock_name && (mask & (IN_CREATE | IN_MOVED_TO)) && streq(name, k->sock_name)) {
-		/* Only a watch on the kubelet socket's own directory may say it was created. */
-		if (w == k->watch_sock || (!k->watch_sock && w == k->watch_plugin))
-			k->fn(k, KUBELET_EVENT_SOCKET_CREATED, name, k->userdata);
+/* A copy of @path without trailing slashes ("/" stays "/"). */
+static char *path_trim(const char *path)
+{
+	size_t n = strlen(path);
+
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	return strndup(path, n);
+}
+
+/* Splits a trimmed @path into its parent ("." for a bare name) and last component. */
+static int path_split(const char *path, char **ret_parent, char **ret_name)
+{
+	const char *slash = strrchr(path, '/');
+	char *parent, *name;
+
+	if (streq(path, "/")) {
+		*ret_parent = NULL;
+		*ret_name = NULL;
+		return 0;
+	}
+	if (!slash)
+		parent = strdup(".");
+	else if (slash == path)
+		parent = strdup("/");
+	else
+		parent = strndup(path, (size_t)(slash - path));
+	name = strdup(slash ? slash + 1 : path);
+	if (!parent || !name) {
+		free(parent);
+		free(name);
+		return -ENOMEM;
+	}
+	*ret_parent = parent;
+	*ret_name = name;
+	return 0;
+}
+
+/* --- directory watches --- */
+
+static void emit(struct kubelet *k, enum kubelet_event ev, const char *name)
+{
+	k->fn(k, ev, name, k->userdata);
+}
+
+static void dir_arm(struct dirwatch *dw);
+
+static void dir_schedule_retry(struct dirwatch *dw, int r, const char *what)
+{
+	dw->failures++;
+	/* Once per backoff step while it grows, then about once a minute. */
+	if (dw->failures <= 8 || dw->failures % 6 == 0)
+		log_warn_errno(r, "cannot watch directory, retrying",
+			       "path=%s what=%s retry_ms=%llu", dw->path, what,
+			       (unsigned long long)(dw->backoff / USEC_PER_MSEC));
+	loop_timer_arm(dw->retry, dw->backoff);
+	dw->backoff = dw->backoff * 2 > WATCH_MAX ? WATCH_MAX : dw->backoff * 2;
+}
+
+/* The directory went away (deleted, renamed, unmounted): watch for its return. */
+static void dir_lost(struct dirwatch *dw)
+{
+	bool was = dw->present;
+
+	dw->dir = loop_watch_free(dw->dir);
+	dw->present = false;
+	if (!was)
+		return;
+	log_warn("directory gone, waiting for it to come back", "path=%s", dw->path);
+	if (dw->plugin)
+		emit(dw->k, KUBELET_EVENT_DIR_GONE, dw->path);
+	dir_arm(dw);
+}
+
+static void on_dir(struct loop_watch *w, const char *name, uint32_t mask, void *userdata)
+{
+	struct dirwatch *dw = userdata;
+	struct kubelet *k = dw->k;
+
+	if (mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT)) {
+		dir_lost(dw);
 		return;
 	}
-	if ((mask & (IN_DELETE | IN_MOVED_FROM)) && w == k->watch_plugin)
-		k->fn(k, KUBELET_EVENT_FILE_DELETED, name, k->userdata);
+	if (mask & IN_Q_OVERFLOW) {
+		struct stat st;
+
+		/* Events were lost: a kubelet.sock created meanwhile must not go unseen. */
+		log_warn("inotify queue overflowed, events lost", "path=%s", dw->path);
+		if (dw->sock && lstat(k->sock, &st) == 0)
+			emit(k, KUBELET_EVENT_SOCKET_CREATED, k->sock_name);
+		return;
+	}
+	if (dw->sock && (mask & (IN_CREATE | IN_MOVED_TO)) && streq(name, k->sock_name)) {
+		emit(k, KUBELET_EVENT_SOCKET_CREATED, name);
+		return;
+	}
+	if (dw->plugin && (mask & (IN_DELETE | IN_MOVED_FROM)))
+		emit(k, KUBELET_EVENT_FILE_DELETED, name);
+}
+
+static void on_up(struct loop_watch *w, const char *name, uint32_t mask, void *userdata)
+{
+	struct dirwatch *dw = userdata;
+
+	if (mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT)) {
+		dw->up = loop_watch_free(dw->up);
+		dir_arm(dw);
+		return;
+	}
+	if ((mask & (IN_CREATE | IN_MOVED_TO)) && streq(name, dw->name))
+		dir_arm(dw);
+}
+
+static void on_dir_retry(struct loop_timer *t, void *userdata)
+{
+	dir_arm(userdata);
+}
+
+/*
+ * Watches the directory, else its parent, else retries later. Reports DIR_BACK (and
+ * SOCKET_CREATED) when the directory is watched again, unless arming quietly.
+ */
+static void dir_arm(struct dirwatch *dw)
+{
+	struct kubelet *k = dw->k;
+	struct stat st;
+	int r;
+
+	if (dw->dir)
+		return;
+	r = loop_watch_new(k->loop, dw->path, DIR_MASK, on_dir, dw, &dw->dir);
+	if (r == 0) {
+		dw->up = loop_watch_free(dw->up);
+		loop_timer_disarm(dw->retry);
+		dw->backoff = WATCH_FIRST;
+		dw->failures = 0;
+		dw->present = true;
+		if (dw->quiet)
+			return;
+		log_info("directory back, watching it again", "path=%s", dw->path);
+		if (dw->plugin)
+			emit(k, KUBELET_EVENT_DIR_BACK, dw->path);
+		/* kubelet.sock may have been created before the watch was armed. */
+		if (dw->sock && dw->present && lstat(k->sock, &st) == 0)
+			emit(k, KUBELET_EVENT_SOCKET_CREATED, k->sock_name);
+		return;
+	}
+	if ((r != -ENOENT && r != -ENOTDIR) || !dw->parent) {
+		dir_schedule_retry(dw, r, "directory");
+		return;
+	}
+	if (dw->up)
+		return; /* the parent says when a directory of that name appears */
+	r = loop_watch_new(k->loop, dw->parent, UP_MASK, on_up, dw, &dw->up);
+	if (r < 0) {
+		dir_schedule_retry(dw, r, "parent");
+		return;
+	}
+	if (dw->failures == 0 && dw->quiet)
+		log_warn("directory missing, waiting for it", "path=%s", dw->path);
+	loop_timer_disarm(dw->retry);
+	dw->backoff = WATCH_FIRST;
+	dw->failures = 0;
+	/* It may have appeared between the two watches; the parent's watch now sees any later. */
+	dir_arm(dw);
+}
+
+static struct dirwatch *dirwatch_free(struct dirwatch *dw)
+{
+	if (!dw)
+		return NULL;
+	loop_watch_free(dw->dir);
+	loop_watch_free(dw->up);
+	loop_timer_free(dw->retry);
+	free(dw->path);
+	free(dw->parent);
+	free(dw->name);
+	free(dw);
+	return NULL;
+}
+
+static int dirwatch_new(struct kubelet *k, const char *path, bool plugin, bool sock,
+			struct dirwatch **ret)
+{
+	struct dirwatch *dw = calloc(1, sizeof(*dw));
+	int r;
+
+	if (!dw)
+		return -ENOMEM;
+	dw->k = k;
+	dw->plugin = plugin;
+	dw->sock = sock;
+	dw->backoff = WATCH_FIRST;
+	dw->path = path_trim(path);
+	if (!dw->path) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	r = path_split(dw->path, &dw->parent, &dw->name);
+	if (r < 0)
+		goto fail;
+	r = loop_timer_new(k->loop, on_dir_retry, dw, &dw->retry);
+	if (r < 0)
+		goto fail;
+	dw->quiet = true;
+	dir_arm(dw);
+	dw->quiet = false;
+	*ret = dw;
+	return 0;
+fail:
+	dirwatch_free(dw);
+	return r;
+}
+
+/* --- the kubelet object --- */
+
+struct paths {
+	char *plugin_dir;
+	char *sock;
+	char *sock_name;
+	char *sock_dir;
+};
+
+static void paths_release(struct paths *p)
+{
+	free(p->plugin_dir);
+	free(p->sock);
+	free(p->sock_name);
+	free(p->sock_dir);
+}
+
+static int paths_make(const char *plugin_dir, const char *kubelet_sock, struct paths *ret)
+{
+	struct sockaddr_un sa;
+	struct paths p = { 0 };
+	int r = -ENOMEM;
+
+	p.plugin_dir = path_trim(plugin_dir);
+	if (!p.plugin_dir)
+		goto fail;
+	if (kubelet_sock && *kubelet_sock) {
+		if (strlen(kubelet_sock) >= sizeof(sa.sun_path)) {
+			r = -ENAMETOOLONG;
+			goto fail;
+		}
+		p.sock = strdup(kubelet_sock);
+		if (!p.sock)
+			goto fail;
+		r = path_split(p.sock, &p.sock_dir, &p.sock_name);
+		if (r < 0)
+			goto fail;
+		r = -ENOMEM;
+		if (!p.sock_dir && !(p.sock_dir = strdup("/")))
+			goto fail;
+		if (!p.sock_name && !(p.sock_name = strdup("")))
+			goto fail;
+	}
+	*ret = p;
+	return 0;
+fail:
+	paths_release(&p);
+	return r;
+}
+
+/* True when kubelet.sock's directory is the device-plugin directory (same path or inode). */
+static bool same_dir(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	char *ta, *tb;
+	bool same;
+
+	ta = path_trim(a);
+	tb = path_trim(b);
+	same = ta && tb && streq(ta, tb);
+	free(ta);
+	free(tb);
+	if (same)
+		return true;
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_ino == sb.st_ino &&
+	       sa.st_dev == sb.st_dev;
+}
+
+/* Creates the watches for @p into @ret_pd and @ret_sd; nothing is reported. */
+static int watches_make(struct kubelet *k, const struct paths *p, struct dirwatch **ret_pd,
+			struct dirwatch **ret_sd)
+{
+	struct dirwatch *pd = NULL, *sd = NULL;
+	bool shared = p->sock && same_dir(p->sock_dir, p->plugin_dir);
+	int r;
+
+	r = dirwatch_new(k, p->plugin_dir, true, shared, &pd);
+	if (r < 0)
+		return r;
+	if (p->sock && !shared) {
+		r = dirwatch_new(k, p->sock_dir, false, true, &sd);
+		if (r < 0) {
+			dirwatch_free(pd);
+			return r;
+		}
+	}
+	*ret_pd = pd;
+	*ret_sd = sd;
+	return 0;
 }
 
 int kubelet_new(struct loop *l, const char *plugin_dir, const char *kubelet_sock,
 		kubelet_event_fn *fn, void *userdata, struct kubelet **ret)
 {
-	const uint32_t mask = IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM;
 	struct kubelet *k;
-	char *tmp = NULL;
+	struct paths p;
 	int r;
 
+	r = paths_make(plugin_dir, kubelet_sock, &p);
+	if (r < 0)
+		return log_error_errno(r, "invalid kubelet paths",
+				       "plugin_dir=%s kubelet_socket=%s", plugin_dir,
+				       kubelet_sock ? kubelet_sock : "");
 	k = calloc(1, sizeof(*k));
-	if (!k)
+	if (!k) {
+		paths_release(&p);
 		return -ENOMEM;
+	}
 	k->loop = l;
 	k->fn = fn;
 	k->userdata = userdata;
-	k->plugin_dir = strdup(plugin_dir);
-	if (!k->plugin_dir) {
-		r = -ENOMEM;
-		goto fail;
-	}
-	r = loop_watch_new(l, plugin_dir, mask, on_watch, k, &k->watch_plugin);
+	/* The watches read k->sock_name and k->sock when they report. */
+	k->plugin_dir = p.plugin_dir;
+	k->sock = p.sock;
+	k->sock_name = p.sock_name;
+	r = watches_make(k, &p, &k->pd, &k->sd);
+	free(p.sock_dir);
 	if (r < 0) {
-		log_error_errno(r, "watching the device-plugin directory failed", "path=%s",
-				plugin_dir);
-		goto fail;
+		kubelet_free(k);
+		return r;
 	}
-	if (kubelet_sock && *kubelet_sock) {
-		char *dir;
-
-		k->sock = strdup(kubelet_sock);
-		tmp = strdup(kubelet_sock);
-		if (!k->sock || !tmp) {
-			r = -ENOMEM;
-			goto fail;
-		}
-		k->sock_name = strdup(basename(tmp));
-		if (!k->sock_name) {
-			r = -ENOMEM;
-			goto fail;
-		}
-		/* basename() may have modified tmp: take the directory from a fresh copy */
-		free(tmp);
-		tmp = strdup(kubelet_sock);
-		if (!tmp) {
-			r = -ENOMEM;
-			goto fail;
-		}
-		dir = dirname(tmp);
-		{
-			struct stat a, b;
-
-			if (stat(dir, &a) == 0 && stat(plugin_dir, &b) == 0 &&
-			    (a.st_ino != b.st_ino || a.st_dev != b.st_dev)) {
-				r = loop_watch_new(l, dir, mask, on_watch, k, &k->watch_sock);
-				if (r < 0) {
-					log_error_errno(
-						r, "watching the kubelet socket directory failed",
-						"path=%s", dir);
-					goto fail;
-				}
-			}
-		}
-	}
-	free(tmp);
 	*ret = k;
 	return 0;
-fail:
-	free(tmp);
-	kubelet_free(k);
-	return r;
 }
+
+static void reg_reset(struct kubelet_reg *reg);
 
 struct kubelet *kubelet_free(struct kubelet *k)
 {
 	if (!k)
 		return NULL;
-	loop_watch_free(k->watch_plugin);
-	loop_watch_free(k->watch_sock);
+	/* Registrations point at @k: stop and detach any the owner forgot; they do nothing now. */
+	for (struct kubelet_reg *reg = k->regs; reg; reg = reg->next) {
+		reg_reset(reg);
+		reg->k = NULL;
+	}
+	dirwatch_free(k->pd);
+	dirwatch_free(k->sd);
 	free(k->plugin_dir);
 	free(k->sock);
 	free(k->sock_name);
@@ -147,6 +443,62 @@ bool kubelet_enabled(const struct kubelet *k)
 	return k->sock != NULL;
 }
 
+bool kubelet_dir_present(const struct kubelet *k)
+{
+	return k->pd && k->pd->present;
+}
+
+int kubelet_set_paths(struct kubelet *k, const char *plugin_dir, const char *kubelet_sock)
+{
+	struct dirwatch *pd, *sd, *old_pd, *old_sd;
+	struct paths p;
+	char *old[3];
+	int r;
+
+	r = paths_make(plugin_dir, kubelet_sock, &p);
+	if (r < 0)
+		return log_error_errno(r, "invalid kubelet paths",
+				       "plugin_dir=%s kubelet_socket=%s", plugin_dir,
+				       kubelet_sock ? kubelet_sock : "");
+	if (streq(p.plugin_dir, k->plugin_dir) && streq_ptr(p.sock, k->sock)) {
+		paths_release(&p);
+		return 0;
+	}
+	/* Swap first: the new watches read k->sock while they arm. */
+	old[0] = k->plugin_dir;
+	old[1] = k->sock;
+	old[2] = k->sock_name;
+	old_pd = k->pd;
+	old_sd = k->sd;
+	k->plugin_dir = p.plugin_dir;
+	k->sock = p.sock;
+	k->sock_name = p.sock_name;
+	r = watches_make(k, &p, &pd, &sd);
+	free(p.sock_dir);
+	if (r < 0) {
+		k->plugin_dir = old[0];
+		k->sock = old[1];
+		k->sock_name = old[2];
+		free(p.plugin_dir);
+		free(p.sock);
+		free(p.sock_name);
+		return r;
+	}
+	k->pd = pd;
+	k->sd = sd;
+	dirwatch_free(old_pd);
+	dirwatch_free(old_sd);
+	for (int i = 0; i < 3; i++)
+		free(old[i]);
+	for (struct kubelet_reg *reg = k->regs; reg; reg = reg->next)
+		reg_reset(reg);
+	log_info("kubelet paths changed", "device_plugin_path=%s kubelet_socket=%s", k->plugin_dir,
+		 k->sock ? k->sock : "(registration off)");
+	return 1;
+}
+
+/* --- registration --- */
+
 static void reg_attempt(struct kubelet_reg *reg);
 
 static void reg_retry(struct loop_timer *t, void *userdata)
@@ -154,9 +506,15 @@ static void reg_retry(struct loop_timer *t, void *userdata)
 	reg_attempt(userdata);
 }
 
-static void reg_schedule_retry(struct kubelet_reg *reg)
+static void reg_schedule_retry(struct kubelet_reg *reg, usec_t after)
 {
-	loop_timer_arm(reg->retry, reg->backoff);
+	reg->state = KUBELET_REG_BACKING_OFF;
+	loop_timer_arm(reg->retry, after);
+}
+
+static void reg_backoff(struct kubelet_reg *reg)
+{
+	reg_schedule_retry(reg, reg->backoff);
 	reg->backoff = reg->backoff * 4 > BACKOFF_MAX ? BACKOFF_MAX : reg->backoff * 4;
 }
 
@@ -168,13 +526,16 @@ static void reg_done(struct grpc_client_call *cc, int r, enum grpc_status status
 
 	reg->call = NULL;
 	reg->again = false;
+	if (!reg->peer_pid)
+		(void)grpc_client_call_peer_pid(cc, &reg->peer_pid);
 	if (r == 0 && status == GRPC_STATUS_OK) {
-		reg->registered = true;
+		reg->state = KUBELET_REG_REGISTERED;
 		reg->count++;
 		reg->failures = 0;
 		reg->backoff = BACKOFF_FIRST;
-		log_info("registered with the kubelet", "resource=%s endpoint=%s registrations=%u",
-			 reg->resource, reg->endpoint, reg->count);
+		log_info("registered with the kubelet",
+			 "resource=%s endpoint=%s registrations=%u kubelet_pid=%d", reg->resource,
+			 reg->endpoint, reg->count, (int)reg->peer_pid);
 		/*
 		 * A start requested meanwhile is not repeated: a second Register at the same socket is
 		 * refused while the kubelet holds our stream. The owner re-registers when no stream
@@ -184,7 +545,6 @@ static void reg_done(struct grpc_client_call *cc, int r, enum grpc_status status
 			reg->fn(reg, true, reg->userdata);
 		return;
 	}
-	reg->registered = false;
 	reg->failures++;
 	/* Log the first failures, then one in ten, so a long kubelet outage stays readable. */
 	if (reg->failures <= 3 || reg->failures % 10 == 0) {
@@ -198,16 +558,21 @@ static void reg_done(struct grpc_client_call *cc, int r, enum grpc_status status
 				 grpc_status_name((int)status), log_q(message ? message : ""),
 				 reg->failures);
 	}
-	if (reg->fn)
-		reg->fn(reg, false, reg->userdata);
+	/*
+	 * The retry is armed before the owner hears of the failure, so that whatever the owner
+	 * does from its callback (stop, start, free) is the last word: nothing here runs after it.
+	 */
 	if (again) {
 		reg->backoff = BACKOFF_FIRST;
-		reg_attempt(reg);
+		reg_schedule_retry(reg, 0);
 	} else {
-		reg_schedule_retry(reg);
+		reg_backoff(reg);
 	}
+	if (reg->fn)
+		reg->fn(reg, false, reg->userdata);
 }
 
+/* Sends a Register now. The dial hook, when it runs, is the last thing done. */
 static void reg_attempt(struct kubelet_reg *reg)
 {
 	V1beta1__RegisterRequest req = V1BETA1__REGISTER_REQUEST__INIT;
@@ -217,9 +582,12 @@ static void reg_attempt(struct kubelet_reg *reg)
 	size_t n;
 	int r;
 
-	if (!reg->k->sock)
-		return;
 	loop_timer_disarm(reg->retry);
+	reg->peer_pid = 0;
+	if (!reg->k || !reg->k->sock) {
+		reg->state = KUBELET_REG_IDLE;
+		return;
+	}
 	opts.get_preferred_allocation_available = true;
 	req.version = (char *)"v1beta1";
 	req.endpoint = reg->endpoint;
@@ -228,6 +596,7 @@ static void reg_attempt(struct kubelet_reg *reg)
 	n = v1beta1__register_request__get_packed_size(&req);
 	if (n > sizeof(buf)) {
 		log_error("register request too large", "resource=%s", reg->resource);
+		reg->state = KUBELET_REG_STOPPED;
 		return;
 	}
 	v1beta1__register_request__pack(&req, buf);
@@ -236,8 +605,23 @@ static void reg_attempt(struct kubelet_reg *reg)
 	if (r < 0) {
 		log_warn_errno(r, "register failed, retrying", "resource=%s socket=%s",
 			       reg->resource, reg->k->sock);
-		reg_schedule_retry(reg);
+		reg_backoff(reg);
+		return;
 	}
+	reg->state = KUBELET_REG_REGISTERING;
+	if (grpc_client_call_peer_pid(reg->call, &reg->peer_pid) == 0 && reg->dial_fn)
+		reg->dial_fn(reg, reg->peer_pid, reg->userdata);
+}
+
+/* Back to IDLE: nothing in flight, nothing armed, not registered. */
+static void reg_reset(struct kubelet_reg *reg)
+{
+	reg->call = grpc_client_call_cancel(reg->call);
+	loop_timer_disarm(reg->retry);
+	reg->again = false;
+	reg->peer_pid = 0;
+	reg->backoff = BACKOFF_FIRST;
+	reg->state = KUBELET_REG_IDLE;
 }
 
 int kubelet_reg_new(struct kubelet *k, const char *resource, const char *endpoint,
@@ -249,10 +633,10 @@ int kubelet_reg_new(struct kubelet *k, const char *resource, const char *endpoin
 	reg = calloc(1, sizeof(*reg));
 	if (!reg)
 		return -ENOMEM;
-	reg->k = k;
 	reg->fn = fn;
 	reg->userdata = userdata;
 	reg->backoff = BACKOFF_FIRST;
+	reg->state = KUBELET_REG_IDLE;
 	reg->resource = strdup(resource);
 	reg->endpoint = strdup(endpoint);
 	if (!reg->resource || !reg->endpoint) {
@@ -264,14 +648,21 @@ int kubelet_reg_new(struct kubelet *k, const char *resource, const char *endpoin
 		kubelet_reg_free(reg);
 		return r;
 	}
+	reg->k = k;
+	reg->next = k->regs;
+	k->regs = reg;
 	*ret = reg;
 	return 0;
 }
 
+void kubelet_reg_set_dial_fn(struct kubelet_reg *reg, kubelet_reg_dial_fn *fn)
+{
+	reg->dial_fn = fn;
+}
+
 void kubelet_reg_start(struct kubelet_reg *reg)
 {
-	reg->registered = false;
-	if (reg->call) {
+	if (reg->state == KUBELET_REG_REGISTERING) {
 		reg->again = true;
 		return;
 	}
@@ -281,14 +672,35 @@ void kubelet_reg_start(struct kubelet_reg *reg)
 
 void kubelet_reg_stop(struct kubelet_reg *reg)
 {
+	if (reg->state == KUBELET_REG_REGISTERED || reg->state == KUBELET_REG_STOPPED)
+		return;
 	reg->call = grpc_client_call_cancel(reg->call);
 	loop_timer_disarm(reg->retry);
 	reg->again = false;
+	reg->state = KUBELET_REG_STOPPED;
+}
+
+enum kubelet_reg_state kubelet_reg_state(const struct kubelet_reg *reg)
+{
+	return reg->state;
+}
+
+const char *kubelet_reg_state_name(enum kubelet_reg_state s)
+{
+	static const char *const names[KUBELET_REG_STATE_COUNT] = {
+		[KUBELET_REG_IDLE] = "idle",
+		[KUBELET_REG_REGISTERING] = "registering",
+		[KUBELET_REG_REGISTERED] = "registered",
+		[KUBELET_REG_BACKING_OFF] = "backing-off",
+		[KUBELET_REG_STOPPED] = "stopped",
+	};
+
+	return (unsigned)s < KUBELET_REG_STATE_COUNT ? names[s] : "invalid";
 }
 
 bool kubelet_reg_registered(const struct kubelet_reg *reg)
 {
-	return reg->registered;
+	return reg->state == KUBELET_REG_REGISTERED;
 }
 
 unsigned kubelet_reg_count(const struct kubelet_reg *reg)
@@ -296,10 +708,21 @@ unsigned kubelet_reg_count(const struct kubelet_reg *reg)
 	return reg->count;
 }
 
+pid_t kubelet_reg_peer_pid(const struct kubelet_reg *reg)
+{
+	return reg->peer_pid;
+}
+
 struct kubelet_reg *kubelet_reg_free(struct kubelet_reg *reg)
 {
 	if (!reg)
 		return NULL;
+	if (reg->k)
+		for (struct kubelet_reg **pp = &reg->k->regs; *pp; pp = &(*pp)->next)
+			if (*pp == reg) {
+				*pp = reg->next;
+				break;
+			}
 	grpc_client_call_cancel(reg->call);
 	loop_timer_free(reg->retry);
 	free(reg->resource);

@@ -1,6 +1,7 @@
 #include "podres.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,11 +23,27 @@ struct podres {
 	void *userdata;
 	struct loop_timer *timer;
 	struct grpc_client_call *call;
-	struct buf last;  /* previous answer */
-	struct buf acted; /* last answer handed to fn */
+	/* Canonical forms (podres_canonical()), never raw answers: see podres.h. */
+	struct buf cur;	  /* this answer's */
+	struct buf last;  /* the previous answer's */
+	struct buf acted; /* the last answer handed to fn's */
 	bool have_last, have_acted;
 	unsigned failures;
+	unsigned bad; /* answers that did not decode, for log rate */
 };
+
+static bool buf_same(const struct buf *a, const struct buf *b)
+{
+	return a->len == b->len && (a->len == 0 || memcmp(a->data, b->data, a->len) == 0);
+}
+
+static void buf_swap(struct buf *a, struct buf *b)
+{
+	struct buf t = *a;
+
+	*a = *b;
+	*b = t;
+}
 
 static void poll_now(struct loop_timer *t, void *userdata);
 
@@ -34,6 +51,7 @@ static void list_done(struct grpc_client_call *cc, int r, enum grpc_status statu
 		      const char *message, const uint8_t *resp, size_t len, void *userdata)
 {
 	struct podres *p = userdata;
+	int n;
 
 	p->call = NULL;
 	loop_timer_arm(p->timer, p->interval);
@@ -53,19 +71,26 @@ static void list_done(struct grpc_client_call *cc, int r, enum grpc_status statu
 		return;
 	}
 	p->failures = 0;
-	if (p->have_last && p->last.len == len && memcmp(p->last.data, resp, len) == 0) {
-		if (!p->have_acted || p->acted.len != len ||
-		    memcmp(p->acted.data, resp, len) != 0) {
-			p->acted.len = 0;
-			if (buf_append(&p->acted, resp, len) == 0) {
-				p->have_acted = true;
-				p->fn(p, resp, len, p->userdata);
-			}
+	n = podres_canonical(resp, len, &p->cur);
+	if (n < 0) {
+		p->have_last = false;
+		if (p->bad++ % 30 == 0)
+			log_warn_errno(n, "pod-resources answer unusable, ignoring",
+				       "socket=%s bytes=%zu", p->socket, len);
+		return;
+	}
+	p->bad = 0;
+	if (p->have_last && buf_same(&p->last, &p->cur)) {
+		if (!p->have_acted || !buf_same(&p->acted, &p->cur)) {
+			buf_swap(&p->acted, &p->cur);
+			p->have_acted = true;
+			log_debug("pod-resources answer stable", "devices=%d bytes=%zu", n, len);
+			p->fn(p, resp, len, p->userdata);
 		}
 		return;
 	}
-	p->last.len = 0;
-	p->have_last = buf_append(&p->last, resp, len) == 0;
+	buf_swap(&p->last, &p->cur);
+	p->have_last = true;
 }
 
 static void poll_now(struct loop_timer *t, void *userdata)
@@ -118,11 +143,85 @@ struct podres *podres_free(struct podres *p)
 		return NULL;
 	grpc_client_call_cancel(p->call);
 	loop_timer_free(p->timer);
+	buf_release(&p->cur);
 	buf_release(&p->last);
 	buf_release(&p->acted);
 	free(p->socket);
 	free(p);
 	return NULL;
+}
+
+struct pair {
+	const char *resource;
+	const char *id;
+};
+
+static int pair_cmp(const void *a, const void *b)
+{
+	const struct pair *x = a, *y = b;
+	int c = strcmp(x->resource, y->resource);
+
+	return c ? c : strcmp(x->id, y->id);
+}
+
+int podres_canonical(const uint8_t *resp, size_t len, struct buf *ret)
+{
+	V1__ListPodResourcesResponse *m = v1__list_pod_resources_response__unpack(NULL, len, resp);
+	struct pair *pairs = NULL;
+	size_t n = 0, k = 0;
+	int r = 0;
+
+	if (!m)
+		return -EBADMSG; /* protobuf-c says no more: a failed allocation looks the same */
+	for (size_t i = 0; i < m->n_pod_resources; i++)
+		for (size_t c = 0; c < m->pod_resources[i]->n_containers; c++) {
+			const V1__ContainerResources *cr = m->pod_resources[i]->containers[c];
+
+			for (size_t d = 0; d < cr->n_devices; d++)
+				n += cr->devices[d]->n_device_ids;
+		}
+	if (n > INT_MAX) {
+		r = -EBADMSG;
+		goto out;
+	}
+	if (n > 0) {
+		pairs = malloc(n * sizeof(*pairs));
+		if (!pairs) {
+			r = -ENOMEM;
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < m->n_pod_resources; i++)
+		for (size_t c = 0; c < m->pod_resources[i]->n_containers; c++) {
+			const V1__ContainerResources *cr = m->pod_resources[i]->containers[c];
+
+			for (size_t d = 0; d < cr->n_devices; d++) {
+				const V1__ContainerDevices *cd = cr->devices[d];
+
+				for (size_t j = 0; j < cd->n_device_ids; j++)
+					pairs[k++] = (struct pair){
+						cd->resource_name ? cd->resource_name : "",
+						cd->device_ids[j] ? cd->device_ids[j] : "",
+					};
+			}
+		}
+	if (n > 1)
+		qsort(pairs, n, sizeof(*pairs), pair_cmp);
+	ret->len = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (i > 0 && pair_cmp(&pairs[i - 1], &pairs[i]) == 0)
+			continue;
+		if (buf_append(ret, pairs[i].resource, strlen(pairs[i].resource) + 1) < 0 ||
+		    buf_append(ret, pairs[i].id, strlen(pairs[i].id) + 1) < 0) {
+			r = -ENOMEM;
+			goto out;
+		}
+		r++;
+	}
+out:
+	free(pairs);
+	v1__list_pod_resources_response__free_unpacked(m, NULL);
+	return r;
 }
 
 int podres_for_each_device(const uint8_t *resp, size_t len,

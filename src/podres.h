@@ -4,6 +4,9 @@
  * Polls the kubelet's pod-resources API (v1.PodResourcesLister/List) to learn which device IDs
  * are held by live pods. An answer is acted on only when two consecutive answers are equal, so
  * a pod caught between admission and its first listing does not flip the gpumem mask.
+ * "Equal" means: the same set of (resource_name, device_id) pairs (podres_canonical()). The
+ * kubelet builds List from Go maps, so the order of pods, containers and IDs changes from one
+ * call to the next, and two answers are almost never equal byte for byte.
  * Logs (module=podres).
  */
 
@@ -16,7 +19,9 @@ struct loop;
 struct podres;
 
 /*
- * A stable answer: @resp/@len is the encoded ListPodResourcesResponse (valid during the call).
+ * A stable answer whose set of (resource, device ID) pairs differs from the last one handed
+ * over: @resp/@len is the latest encoded ListPodResourcesResponse (valid during the call; it
+ * decodes, and its pairs are the stable set, in whatever order the kubelet sent them).
  */
 typedef void podres_fn(struct podres *p, const uint8_t *resp, size_t len, void *userdata);
 
@@ -24,6 +29,16 @@ typedef void podres_fn(struct podres *p, const uint8_t *resp, size_t len, void *
 int podres_new(struct loop *l, const char *socket, usec_t interval, podres_fn *fn, void *userdata,
 	       struct podres **ret) WARN_UNUSED;
 struct podres *podres_free(struct podres *p);
+
+/*
+ * The canonical form of an encoded ListPodResourcesResponse, for comparing answers: its
+ * (resource_name, device_id) pairs, sorted (by resource, then ID, bytewise) and without
+ * duplicates (a device on two NUMA nodes is listed twice), each written as "resource\0id\0".
+ * Pods and containers are left out: which pod holds a device does not matter to the owner.
+ * @ret's contents are replaced. Returns the number of pairs, -EBADMSG (not a
+ * ListPodResourcesResponse) or -ENOMEM.
+ */
+int podres_canonical(const uint8_t *resp, size_t len, struct buf *ret) WARN_UNUSED;
 
 /*
  * Calls @fn(resource, id, userdata) for each (resource_name, device_id) in the encoded @resp.

@@ -381,6 +381,14 @@ def case_podresources(emu):
     for e in devs:
         if e["device_ids"][0] == "n2":
             check("topology" not in e, "device without NUMA info listed with a topology")
+    # The kubelet builds List from Go maps: a new order on (almost) every call.
+    orders = set()
+    for _ in range(12):
+        time.sleep(0.02)  # under the kubelet's rate limit (100 qps, burst 10)
+        again = emu.podres_list()["pods"][0]["containers"][0]["devices"]
+        orders.add(tuple((e["device_ids"][0], tuple(e.get("topology", ()))) for e in again))
+    check(len(orders) > 1, "List answers all in one order: not shuffled like the kubelet's")
+    eq({tuple(sorted(o)) for o in orders}, {tuple(got)}, "shuffled List: the same devices")
 
     al = emu.podres_allocatable()
     got = sorted((e["device_ids"][0], tuple(e.get("topology", ()))) for e in al["devices"])

@@ -6,6 +6,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand"
 	"net"
 	"os"
 	"path/filepath"
@@ -93,6 +94,10 @@ type kubelet struct {
 	podresPath string
 	maxRecv    int
 	maxIDs     int
+	// podresStable keeps List in admission order; by default it is shuffled on every
+	// call, as the kubelet's (built from Go maps) is.
+	podresStable bool
+	rng          *rand.Rand // List's shuffle; used with mu held
 
 	mu        sync.Mutex
 	changed   chan struct{} // closed and replaced on every state change (for wait-*)
@@ -115,6 +120,7 @@ func newKubelet(dir, podres string, maxRecv, maxIDs int) *kubelet {
 		maxIDs:     maxIDs,
 		changed:    make(chan struct{}),
 		resources:  map[string]*resource{},
+		rng:        rand.New(rand.NewSource(time.Now().UnixNano())),
 	}
 }
 
@@ -205,7 +211,8 @@ func (k *kubelet) start() error {
 	k.podresServer = psrv
 	k.mu.Unlock()
 	emit("serving", "socket", k.kubeletSocket(), "socket_us", listenUS,
-		"pod_resources", k.podresPath, "max_recv", k.maxRecv)
+		"pod_resources", k.podresPath, "max_recv", k.maxRecv,
+		"podres_order", map[bool]string{true: "stable", false: "shuffle"}[k.podresStable])
 	return nil
 }
 

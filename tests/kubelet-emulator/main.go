@@ -20,6 +20,7 @@ import (
 func usage() {
 	fmt.Fprintf(os.Stderr, `usage: kubelet-emulator --dir DIR [--script FILE] [--pod-resources-socket PATH]
                         [--max-recv BYTES] [--max-ids N] [--exit-on-eof]
+                        [--podres-order shuffle|stable]
 Commands (script file, then stdin; one per line, optional "@TAG " prefix echoed in "done"):
   admit POD CONTAINER:RESOURCE=N[,RESOURCE=N] [CONTAINER:...]
   delete POD
@@ -41,6 +42,7 @@ func main() {
 	maxRecv := flag.Int("max-recv", 4*1024*1024, "receive limit of the client side (calls to plugins)")
 	maxIDs := flag.Int("max-ids", 10000, "list device IDs in events only up to this many devices")
 	exitOnEOF := flag.Bool("exit-on-eof", false, "exit when stdin ends (default: keep serving)")
+	podresOrder := flag.String("podres-order", "shuffle", "order of pod-resources List answers: shuffle (new on every call, as the kubelet's Go maps give) or stable (admission order)")
 	flag.Usage = usage
 	flag.Parse()
 	if *dir == "" || flag.NArg() > 0 {
@@ -55,7 +57,12 @@ func main() {
 	if *podres == "" {
 		*podres = filepath.Join(filepath.Dir(d), "pod-resources", "kubelet.sock")
 	}
+	if *podresOrder != "shuffle" && *podresOrder != "stable" {
+		usage()
+		os.Exit(2)
+	}
 	k := newKubelet(d, *podres, *maxRecv, *maxIDs)
+	k.podresStable = *podresOrder == "stable"
 	if err := k.start(); err != nil {
 		emit("error", "where", "start", "error", err.Error())
 		os.Exit(1)

@@ -62,8 +62,34 @@ func (s *podresServer) List(ctx context.Context, _ *prv1.ListPodResourcesRequest
 	for _, p := range k.pods {
 		resp.PodResources = append(resp.PodResources, k.podResourcesLocked(p))
 	}
+	if !k.podresStable {
+		k.shuffleLocked(resp.PodResources)
+	}
 	resp.PodResources = append(resp.PodResources, k.pad...)
+	if !k.podresStable {
+		prs := resp.PodResources
+		k.rng.Shuffle(len(prs), func(i, j int) { prs[i], prs[j] = prs[j], prs[i] })
+	}
 	return resp, nil
+}
+
+// shuffleLocked reorders the containers of each pod and the devices and IDs of each container,
+// as the kubelet's List does: it walks maps (podDevices by pod UID, container, resource; the
+// device instances of a resource), whose order Go makes differ from one walk to the next.
+// Only pods built for this answer: the padding pods are shared between answers.
+func (k *kubelet) shuffleLocked(pods []*prv1.PodResources) {
+	for _, p := range pods {
+		cs := p.Containers
+		k.rng.Shuffle(len(cs), func(i, j int) { cs[i], cs[j] = cs[j], cs[i] })
+		for _, c := range cs {
+			ds := c.Devices
+			k.rng.Shuffle(len(ds), func(i, j int) { ds[i], ds[j] = ds[j], ds[i] })
+			for _, d := range ds {
+				ids := d.DeviceIds
+				k.rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+			}
+		}
+	}
 }
 
 func (s *podresServer) Get(ctx context.Context, req *prv1.GetPodResourcesRequest) (*prv1.GetPodResourcesResponse, error) {
@@ -74,7 +100,11 @@ func (s *podresServer) Get(ctx context.Context, req *prv1.GetPodResourcesRequest
 	if p == nil || req.PodNamespace != podNamespace {
 		return nil, fmt.Errorf("pod %s in namespace %s not found", req.PodName, req.PodNamespace)
 	}
-	return &prv1.GetPodResourcesResponse{PodResources: k.podResourcesLocked(p)}, nil
+	pr := k.podResourcesLocked(p)
+	if !k.podresStable {
+		k.shuffleLocked([]*prv1.PodResources{pr})
+	}
+	return &prv1.GetPodResourcesResponse{PodResources: pr}, nil
 }
 
 // GetAllocatableResources: every healthy device, built from the plugin's own Device objects,

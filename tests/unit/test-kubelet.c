@@ -1,0 +1,661 @@
+/*
+ * kubelet.c: the device-plugin directory deleted, renamed, missing at start (parent too) and
+ * coming back; kubelet_set_paths(); the registration state machine and its re-entrancy
+ * (stop, start, free from the callback); the kubelet's pid by SO_PEERCRED. Against an
+ * in-process gRPC server on a temporary kubelet.sock.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "grpc.h"
+#include "kubelet.h"
+#include "loop.h"
+#include "unit.h"
+
+/* --- helpers --- */
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static void rm_rf(const char *path)
+{
+	(void)nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void touch(const char *path)
+{
+	int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+
+	assert_true(fd >= 0);
+	close(fd);
+}
+
+struct ev {
+	enum kubelet_event ev;
+	char name[256];
+};
+
+struct rec {
+	struct ev evs[64];
+	unsigned n;
+};
+
+static void on_event(struct kubelet *k, enum kubelet_event ev, const char *name, void *userdata)
+{
+	struct rec *r = userdata;
+
+	if (r->n < ELEMENTSOF(r->evs)) {
+		r->evs[r->n].ev = ev;
+		snprintf(r->evs[r->n].name, sizeof(r->evs[r->n].name), "%s", name);
+		r->n++;
+	}
+}
+
+/* Index of the first @ev (named @name, unless NULL) at or after @from, or -1. */
+static int find_ev(const struct rec *r, unsigned from, enum kubelet_event ev, const char *name)
+{
+	for (unsigned i = from; i < r->n; i++)
+		if (r->evs[i].ev == ev && (!name || streq(r->evs[i].name, name)))
+			return (int)i;
+	return -1;
+}
+
+/* Runs @l until @ev (named @name) is recorded after @from, for at most @max. */
+static int wait_ev(struct loop *l, struct rec *r, unsigned from, enum kubelet_event ev,
+		   const char *name, usec_t max)
+{
+	usec_t end = now_usec() + max;
+	int i;
+
+	while ((i = find_ev(r, from, ev, name)) < 0 && now_usec() < end)
+		assert_int_equal(loop_run_once(l, 20 * USEC_PER_MSEC), 0);
+	return i;
+}
+
+static void run_for(struct loop *l, usec_t t)
+{
+	usec_t end = now_usec() + t;
+
+	while (now_usec() < end)
+		assert_int_equal(loop_run_once(l, 10 * USEC_PER_MSEC), 0);
+}
+
+struct fixture {
+	char root[64];
+	char dp[128];	/* ROOT/device-plugins */
+	char sock[160]; /* ROOT/device-plugins/kubelet.sock */
+	struct loop *loop;
+	struct rec rec;
+};
+
+static void fixture_init(struct fixture *f, bool make_dp)
+{
+	memset(f, 0, sizeof(*f));
+	snprintf(f->root, sizeof(f->root), "/tmp/test-kubelet-XXXXXX");
+	assert_non_null(mkdtemp(f->root));
+	snprintf(f->dp, sizeof(f->dp), "%s/device-plugins", f->root);
+	snprintf(f->sock, sizeof(f->sock), "%s/kubelet.sock", f->dp);
+	if (make_dp)
+		assert_int_equal(mkdir(f->dp, 0700), 0);
+	assert_int_equal(loop_new(&f->loop), 0);
+}
+
+static void fixture_release(struct fixture *f)
+{
+	loop_free(f->loop);
+	rm_rf(f->root);
+}
+
+static char *join(const char *a, const char *b)
+{
+	char *s = path_join(a, b);
+
+	assert_non_null(s);
+	return s;
+}
+
+/* --- the directory --- */
+
+/*
+ * Today's bug: after rm -rf and mkdir of the device-plugin directory, the watch on the removed
+ * directory is never re-armed, so a new kubelet.sock (a kubelet restart) goes unseen.
+ */
+static void test_dir_deleted_and_recreated(void **state)
+{
+	struct fixture f;
+	struct kubelet *k = NULL;
+	char *x;
+	int i;
+
+	fixture_init(&f, true);
+	assert_int_equal(kubelet_new(f.loop, f.dp, f.sock, on_event, &f.rec, &k), 0);
+	assert_true(kubelet_dir_present(k));
+	touch(f.sock);
+	assert_true(wait_ev(f.loop, &f.rec, 0, KUBELET_EVENT_SOCKET_CREATED, "kubelet.sock",
+			    USEC_PER_SEC) >= 0);
+
+	rm_rf(f.dp);
+	i = wait_ev(f.loop, &f.rec, 0, KUBELET_EVENT_DIR_GONE, f.dp, USEC_PER_SEC);
+	assert_true(i >= 0);
+	/* The files rm -rf removed first were reported. */
+	assert_true(find_ev(&f.rec, 0, KUBELET_EVENT_FILE_DELETED, "kubelet.sock") >= 0);
+	assert_false(kubelet_dir_present(k));
+
+	assert_int_equal(mkdir(f.dp, 0700), 0);
+	i = wait_ev(f.loop, &f.rec, (unsigned)i, KUBELET_EVENT_DIR_BACK, f.dp, USEC_PER_SEC);
+	assert_true(i >= 0);
+	assert_true(kubelet_dir_present(k));
+	/* The empty new directory has no kubelet.sock yet: no SOCKET_CREATED with DIR_BACK. */
+	assert_int_equal(find_ev(&f.rec, (unsigned)i, KUBELET_EVENT_SOCKET_CREATED, NULL), -1);
+
+	/* The new directory is watched: a new kubelet.sock and our sockets' deletion are seen. */
+	touch(f.sock);
+	assert_true(wait_ev(f.loop, &f.rec, (unsigned)i, KUBELET_EVENT_SOCKET_CREATED,
+			    "kubelet.sock", USEC_PER_SEC) >= 0);
+	x = join(f.dp, "nvidia-gpu.sock");
+	touch(x);
+	assert_int_equal(unlink(x), 0);
+	assert_true(wait_ev(f.loop, &f.rec, (unsigned)i, KUBELET_EVENT_FILE_DELETED,
+			    "nvidia-gpu.sock", USEC_PER_SEC) >= 0);
+	free(x);
+
+	/* Again, faster than the loop looks: deleted and recreated with kubelet.sock inside. */
+	i = (int)f.rec.n;
+	rm_rf(f.dp);
+	assert_int_equal(mkdir(f.dp, 0700), 0);
+	touch(f.sock);
+	assert_true(wait_ev(f.loop, &f.rec, (unsigned)i, KUBELET_EVENT_DIR_GONE, f.dp,
+			    USEC_PER_SEC) >= 0);
+	i = wait_ev(f.loop, &f.rec, (unsigned)i, KUBELET_EVENT_DIR_BACK, f.dp, USEC_PER_SEC);
+	assert_true(i >= 0);
+	assert_true(wait_ev(f.loop, &f.rec, (unsigned)i, KUBELET_EVENT_SOCKET_CREATED,
+			    "kubelet.sock", USEC_PER_SEC) >= 0);
+	kubelet_free(k);
+	fixture_release(&f);
+}
+
+static void test_dir_renamed_away_and_back(void **state)
+{
+	struct fixture f;
+	struct kubelet *k = NULL;
+	char *old;
+	int i;
+
+	fixture_init(&f, true);
+	old = join(f.root, "old");
+	assert_int_equal(kubelet_new(f.loop, f.dp, f.sock, on_event, &f.rec, &k), 0);
+	assert_int_equal(rename(f.dp, old), 0);
+	i = wait_ev(f.loop, &f.rec, 0, KUBELET_EVENT_DIR_GONE, f.dp, USEC_PER_SEC);
+	assert_true(i >= 0);
+	/* Events in the renamed directory are not ours any more. */
+	{
+		char *x = join(old, "kubelet.sock");
+
+		touch(x);
+		free(x);
+	}
+	run_for(f.loop, 50 * USEC_PER_MSEC);
+	assert_int_equal(find_ev(&f.rec, 0, KUBELET_EVENT_SOCKET_CREATED, NULL), -1);
+	/* Renamed back, with a kubelet.sock inside: DIR_BACK, then SOCKET_CREATED. */
+	assert_int_equal(rename(old, f.dp), 0);
+	i = wait_ev(f.loop, &f.rec, (unsigned)i, KUBELET_EVENT_DIR_BACK, f.dp, USEC_PER_SEC);
+	assert_true(i >= 0);
+	assert_int_equal(find_ev(&f.rec, (unsigned)i, KUBELET_EVENT_SOCKET_CREATED, "kubelet.sock"),
+			 i + 1);
+	free(old);
+	kubelet_free(k);
+	fixture_release(&f);
+}
+
+static void test_dir_missing_at_start(void **state)
+{
+	struct fixture f;
+	struct kubelet *k = NULL;
+	int i;
+
+	fixture_init(&f, false);
+	assert_int_equal(kubelet_new(f.loop, f.dp, f.sock, on_event, &f.rec, &k), 0);
+	assert_false(kubelet_dir_present(k));
+	run_for(f.loop, 30 * USEC_PER_MSEC);
+	assert_int_equal(f.rec.n, 0);
+	/* Created with kubelet.sock before the loop looks: DIR_BACK then SOCKET_CREATED. */
+	assert_int_equal(mkdir(f.dp, 0700), 0);
+	touch(f.sock);
+	i = wait_ev(f.loop, &f.rec, 0, KUBELET_EVENT_DIR_BACK, f.dp, USEC_PER_SEC);
+	assert_int_equal(i, 0);
+	assert_true(kubelet_dir_present(k));
+	assert_true(wait_ev(f.loop, &f.rec, 0, KUBELET_EVENT_SOCKET_CREATED, "kubelet.sock",
+			    USEC_PER_SEC) > 0);
+	kubelet_free(k);
+	fixture_release(&f);
+}
+
+static void test_parent_missing_too(void **state)
+{
+	struct fixture f;
+	struct kubelet *k = NULL;
+	char *parent, *dp;
+	usec_t t0;
+
+	fixture_init(&f, false);
+	parent = join(f.root, "var");
+	dp = join(parent, "device-plugins");
+	/* Neither exists: polled with backoff (100 ms doubling) until the parent appears. */
+	assert_int_equal(kubelet_new(f.loop, dp, f.sock, on_event, &f.rec, &k), 0);
+	run_for(f.loop, 250 * USEC_PER_MSEC);
+	assert_int_equal(f.rec.n, 0);
+	t0 = now_usec();
+	assert_int_equal(mkdir(parent, 0700), 0);
+	assert_int_equal(mkdir(dp, 0700), 0);
+	assert_true(wait_ev(f.loop, &f.rec, 0, KUBELET_EVENT_DIR_BACK, dp, 2 * USEC_PER_SEC) >= 0);
+	/* The next step of the backoff is 400 ms away at most (slack for a loaded machine). */
+	assert_true(now_usec() - t0 < 2500 * USEC_PER_MSEC);
+	/* The parent removed with it: watched again once both are back. */
+	rm_rf(parent);
+	assert_true(wait_ev(f.loop, &f.rec, 1, KUBELET_EVENT_DIR_GONE, dp, USEC_PER_SEC) >= 0);
+	run_for(f.loop, 150 * USEC_PER_MSEC);
+	assert_int_equal(mkdir(parent, 0700), 0);
+	run_for(f.loop, 150 * USEC_PER_MSEC);
+	assert_int_equal(mkdir(dp, 0700), 0);
+	assert_true(wait_ev(f.loop, &f.rec, 2, KUBELET_EVENT_DIR_BACK, dp, 2 * USEC_PER_SEC) >= 0);
+	free(dp);
+	free(parent);
+	kubelet_free(k);
+	fixture_release(&f);
+}
+
+static void test_separate_socket_dir(void **state)
+{
+	struct fixture f;
+	struct kubelet *k = NULL;
+	char *sd, *sock;
+	int i;
+
+	fixture_init(&f, true);
+	sd = join(f.root, "kubelet");
+	sock = join(sd, "kubelet.sock");
+	assert_int_equal(mkdir(sd, 0700), 0);
+	assert_int_equal(kubelet_new(f.loop, f.dp, sock, on_event, &f.rec, &k), 0);
+	/* A kubelet.sock in the plugin directory is not the kubelet's. */
+	touch(f.sock);
+	touch(sock);
+	i = wait_ev(f.loop, &f.rec, 0, KUBELET_EVENT_SOCKET_CREATED, "kubelet.sock", USEC_PER_SEC);
+	assert_true(i >= 0);
+	run_for(f.loop, 30 * USEC_PER_MSEC);
+	assert_int_equal(find_ev(&f.rec, (unsigned)i + 1, KUBELET_EVENT_SOCKET_CREATED, NULL), -1);
+	/* Its directory deleted and recreated with the socket: no DIR_* (not the plugin dir). */
+	i = (int)f.rec.n;
+	rm_rf(sd);
+	assert_int_equal(mkdir(sd, 0700), 0);
+	touch(sock);
+	assert_true(wait_ev(f.loop, &f.rec, (unsigned)i, KUBELET_EVENT_SOCKET_CREATED,
+			    "kubelet.sock", USEC_PER_SEC) >= 0);
+	assert_int_equal(find_ev(&f.rec, (unsigned)i, KUBELET_EVENT_DIR_GONE, NULL), -1);
+	assert_int_equal(find_ev(&f.rec, (unsigned)i, KUBELET_EVENT_DIR_BACK, NULL), -1);
+	free(sock);
+	free(sd);
+	kubelet_free(k);
+	fixture_release(&f);
+}
+
+static void test_too_long_socket_path(void **state)
+{
+	struct fixture f;
+	struct kubelet *k = NULL;
+	char longp[200];
+
+	fixture_init(&f, true);
+	memset(longp, 'a', sizeof(longp) - 1);
+	longp[0] = '/';
+	longp[sizeof(longp) - 1] = 0;
+	assert_int_equal(kubelet_new(f.loop, f.dp, longp, on_event, &f.rec, &k), -ENAMETOOLONG);
+	assert_int_equal(kubelet_new(f.loop, f.dp, "", on_event, &f.rec, &k), 0);
+	assert_false(kubelet_enabled(k));
+	kubelet_free(k);
+	fixture_release(&f);
+}
+
+/* --- registration against an in-process kubelet --- */
+
+struct fake_kubelet {
+	unsigned calls;
+	enum grpc_status answer;
+};
+
+static void on_register(struct grpc_call *call, const uint8_t *req, size_t len, void *userdata)
+{
+	struct fake_kubelet *fk = userdata;
+
+	fk->calls++;
+	if (fk->answer == GRPC_STATUS_OK) {
+		assert_int_equal(grpc_call_send(call, NULL, 0), 0);
+		assert_int_equal(grpc_call_finish(call, GRPC_STATUS_OK, NULL), 0);
+	} else {
+		assert_int_equal(grpc_call_finish(call, fk->answer, "refused"), 0);
+	}
+}
+
+static const struct grpc_method kubelet_methods[] = {
+	{ "/v1beta1.Registration/Register", false, on_register },
+};
+
+static struct grpc_server *fake_kubelet_start(struct fixture *f, struct fake_kubelet *fk,
+					      const char *path)
+{
+	struct grpc_server *s = NULL;
+
+	assert_int_equal(grpc_server_new(f->loop, kubelet_methods, ELEMENTSOF(kubelet_methods),
+					 NULL, fk, &s),
+			 0);
+	assert_int_equal(grpc_server_listen(s, path), 0);
+	return s;
+}
+
+enum reg_action {
+	ACT_NONE,
+	ACT_STOP,
+	ACT_START_ONCE,
+	ACT_FREE
+};
+
+struct reg_rec {
+	unsigned ok, failed, dials;
+	pid_t dial_pid, done_pid;
+	enum reg_action action;
+	enum kubelet_reg_state state_in_cb;
+	struct kubelet_reg **regp;
+};
+
+static void on_reg(struct kubelet_reg *reg, bool ok, void *userdata)
+{
+	struct reg_rec *rr = userdata;
+
+	rr->state_in_cb = kubelet_reg_state(reg);
+	rr->done_pid = kubelet_reg_peer_pid(reg);
+	if (ok) {
+		rr->ok++;
+		return;
+	}
+	rr->failed++;
+	switch (rr->action) {
+	case ACT_STOP:
+		kubelet_reg_stop(reg);
+		break;
+	case ACT_START_ONCE:
+		rr->action = ACT_NONE;
+		kubelet_reg_start(reg);
+		break;
+	case ACT_FREE:
+		*rr->regp = kubelet_reg_free(reg);
+		break;
+	case ACT_NONE:
+		break;
+	}
+}
+
+static void on_dial(struct kubelet_reg *reg, pid_t pid, void *userdata)
+{
+	struct reg_rec *rr = userdata;
+
+	rr->dials++;
+	rr->dial_pid = pid;
+}
+
+static void run_until(struct loop *l, const unsigned *counter, unsigned want, usec_t max)
+{
+	usec_t end = now_usec() + max;
+
+	while (*counter < want && now_usec() < end)
+		assert_int_equal(loop_run_once(l, 10 * USEC_PER_MSEC), 0);
+}
+
+/*
+ * Today's bug: kubelet_reg_stop() from the callback was undone right after it (the retry was
+ * armed once the callback returned), so a refused Register was retried forever.
+ */
+static void test_stop_from_callback(void **state)
+{
+	struct fixture f;
+	struct fake_kubelet fk = { .answer = GRPC_STATUS_INVALID_ARGUMENT };
+	struct reg_rec rr = { .action = ACT_STOP };
+	struct grpc_server *s;
+	struct kubelet *k = NULL;
+	struct kubelet_reg *reg = NULL;
+
+	fixture_init(&f, true);
+	s = fake_kubelet_start(&f, &fk, f.sock);
+	assert_int_equal(kubelet_new(f.loop, f.dp, f.sock, on_event, &f.rec, &k), 0);
+	assert_int_equal(kubelet_reg_new(k, "example.com/gpu", "gpu.sock", on_reg, &rr, &reg), 0);
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_IDLE);
+	kubelet_reg_start(reg);
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERING);
+	run_until(f.loop, &rr.failed, 1, USEC_PER_SEC);
+	assert_int_equal(rr.failed, 1);
+	/* The callback sees the retry armed; the stop it made holds. */
+	assert_int_equal(rr.state_in_cb, KUBELET_REG_BACKING_OFF);
+	run_for(f.loop, 300 * USEC_PER_MSEC); /* backoff 1, 4, 16, 64, 256 ms */
+	assert_int_equal(fk.calls, 1);
+	assert_int_equal(rr.failed, 1);
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_STOPPED);
+	assert_false(kubelet_reg_registered(reg));
+
+	/* A start after the stop registers again; accepted, it stays registered. */
+	fk.answer = GRPC_STATUS_OK;
+	kubelet_reg_start(reg);
+	run_until(f.loop, &rr.ok, 1, USEC_PER_SEC);
+	assert_int_equal(rr.ok, 1);
+	assert_int_equal(fk.calls, 2);
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERED);
+	assert_true(kubelet_reg_registered(reg));
+	assert_int_equal(kubelet_reg_count(reg), 1);
+	kubelet_reg_stop(reg); /* nothing to stop */
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERED);
+	kubelet_reg_free(reg);
+	kubelet_free(k);
+	grpc_server_free(s);
+	fixture_release(&f);
+}
+
+static void test_start_and_free_from_callback(void **state)
+{
+	struct fixture f;
+	struct fake_kubelet fk = { .answer = GRPC_STATUS_UNAVAILABLE };
+	struct reg_rec rr = { .action = ACT_START_ONCE };
+	struct grpc_server *s;
+	struct kubelet *k = NULL;
+	struct kubelet_reg *reg = NULL;
+
+	fixture_init(&f, true);
+	s = fake_kubelet_start(&f, &fk, f.sock);
+	assert_int_equal(kubelet_new(f.loop, f.dp, f.sock, on_event, &f.rec, &k), 0);
+	assert_int_equal(kubelet_reg_new(k, "example.com/gpu", "gpu.sock", on_reg, &rr, &reg), 0);
+	/* Started from the callback: the second attempt is in flight when it returns. */
+	kubelet_reg_start(reg);
+	run_until(f.loop, &rr.failed, 2, USEC_PER_SEC);
+	assert_int_equal(rr.failed, 2);
+	assert_int_equal(fk.calls, 2);
+	/* Then freed from the callback: nothing touches it afterwards, nothing is sent. */
+	rr.action = ACT_FREE;
+	rr.regp = &reg;
+	run_until(f.loop, &rr.failed, 3, USEC_PER_SEC);
+	assert_int_equal(rr.failed, 3);
+	assert_null(reg);
+	run_for(f.loop, 100 * USEC_PER_MSEC);
+	assert_int_equal(fk.calls, 3);
+	kubelet_free(k);
+	grpc_server_free(s);
+	fixture_release(&f);
+}
+
+static void test_backoff_and_again(void **state)
+{
+	struct fixture f;
+	struct fake_kubelet fk = { .answer = GRPC_STATUS_OK };
+	struct reg_rec rr = { .action = ACT_NONE };
+	struct grpc_server *s;
+	struct kubelet *k = NULL;
+	struct kubelet_reg *reg = NULL;
+
+	fixture_init(&f, true);
+	assert_int_equal(kubelet_new(f.loop, f.dp, f.sock, on_event, &f.rec, &k), 0);
+	assert_true(kubelet_enabled(k));
+	assert_int_equal(kubelet_reg_new(k, "example.com/gpu", "gpu.sock", on_reg, &rr, &reg), 0);
+	/* No kubelet yet: retried with backoff. */
+	kubelet_reg_start(reg);
+	run_until(f.loop, &rr.failed, 2, USEC_PER_SEC);
+	assert_true(rr.failed >= 2);
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_BACKING_OFF);
+	assert_int_equal(kubelet_reg_peer_pid(reg), 0);
+	/* The kubelet comes: the next retry gets through. */
+	s = fake_kubelet_start(&f, &fk, f.sock);
+	run_until(f.loop, &rr.ok, 1, 2 * USEC_PER_SEC);
+	assert_int_equal(rr.ok, 1);
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERED);
+	/* start twice while in flight: one more Register, not two. */
+	kubelet_reg_start(reg);
+	kubelet_reg_start(reg);
+	run_until(f.loop, &rr.ok, 2, USEC_PER_SEC);
+	run_for(f.loop, 50 * USEC_PER_MSEC);
+	assert_int_equal(rr.ok, 2);
+	assert_int_equal(fk.calls, 2);
+	assert_string_equal(kubelet_reg_state_name(KUBELET_REG_BACKING_OFF), "backing-off");
+	assert_string_equal(kubelet_reg_state_name(KUBELET_REG_STATE_COUNT), "invalid");
+	kubelet_reg_free(reg);
+	kubelet_free(k);
+	grpc_server_free(s);
+	fixture_release(&f);
+}
+
+/* Item 2: the kubelet's pid, known before our server can see its dial-back. */
+static void test_peer_pid(void **state)
+{
+	struct fixture f;
+	struct fake_kubelet fk = { .answer = GRPC_STATUS_OK };
+	struct reg_rec rr = { .action = ACT_NONE };
+	struct grpc_server *s;
+	struct kubelet *k = NULL;
+	struct kubelet_reg *reg = NULL;
+
+	fixture_init(&f, true);
+	s = fake_kubelet_start(&f, &fk, f.sock);
+	assert_int_equal(kubelet_new(f.loop, f.dp, f.sock, on_event, &f.rec, &k), 0);
+	assert_int_equal(kubelet_reg_new(k, "example.com/gpu", "gpu.sock", on_reg, &rr, &reg), 0);
+	kubelet_reg_set_dial_fn(reg, on_dial);
+	kubelet_reg_start(reg);
+	/* The hook ran inside start, before the loop ran once. */
+	assert_int_equal(rr.dials, 1);
+	assert_int_equal(rr.dial_pid, getpid());
+	assert_int_equal(kubelet_reg_peer_pid(reg), getpid());
+	run_until(f.loop, &rr.ok, 1, USEC_PER_SEC);
+	assert_int_equal(rr.done_pid, getpid());
+	kubelet_reg_free(reg);
+	kubelet_free(k);
+	grpc_server_free(s);
+	fixture_release(&f);
+}
+
+static void test_set_paths(void **state)
+{
+	struct fixture f;
+	struct fake_kubelet fk = { .answer = GRPC_STATUS_OK };
+	struct reg_rec rr = { .action = ACT_NONE };
+	struct grpc_server *s;
+	struct kubelet *k = NULL;
+	struct kubelet_reg *reg = NULL;
+	char *dp2, *sock2, *old_file;
+
+	fixture_init(&f, true);
+	dp2 = join(f.root, "dp2");
+	sock2 = join(dp2, "kubelet.sock");
+	old_file = join(f.dp, "x.sock");
+	assert_int_equal(kubelet_new(f.loop, f.dp, f.sock, on_event, &f.rec, &k), 0);
+	assert_int_equal(kubelet_reg_new(k, "example.com/gpu", "gpu.sock", on_reg, &rr, &reg), 0);
+	kubelet_reg_start(reg); /* no kubelet at the old path: backing off */
+	run_until(f.loop, &rr.failed, 1, USEC_PER_SEC);
+	assert_int_equal(kubelet_set_paths(k, f.dp, f.sock), 0);
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_BACKING_OFF);
+
+	/* Moved to a directory that does not exist yet: regs reset, old dir not watched. */
+	assert_int_equal(kubelet_set_paths(k, dp2, sock2), 1);
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_IDLE);
+	assert_false(kubelet_dir_present(k));
+	touch(old_file);
+	assert_int_equal(unlink(old_file), 0);
+	assert_int_equal(mkdir(dp2, 0700), 0);
+	assert_true(wait_ev(f.loop, &f.rec, 0, KUBELET_EVENT_DIR_BACK, dp2, USEC_PER_SEC) >= 0);
+	assert_int_equal(find_ev(&f.rec, 0, KUBELET_EVENT_FILE_DELETED, "x.sock"), -1);
+	/* Registration goes to the new kubelet. */
+	s = fake_kubelet_start(&f, &fk, sock2);
+	kubelet_reg_start(reg);
+	run_until(f.loop, &rr.ok, 1, USEC_PER_SEC);
+	assert_int_equal(rr.ok, 1);
+	assert_int_equal(fk.calls, 1);
+	/* Registration off: a start sends nothing. */
+	assert_int_equal(kubelet_set_paths(k, dp2, ""), 1);
+	assert_false(kubelet_enabled(k));
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_IDLE);
+	kubelet_reg_start(reg);
+	run_for(f.loop, 30 * USEC_PER_MSEC);
+	assert_int_equal(fk.calls, 1);
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_IDLE);
+	kubelet_reg_free(reg);
+	kubelet_free(k);
+	grpc_server_free(s);
+	free(old_file);
+	free(sock2);
+	free(dp2);
+	fixture_release(&f);
+}
+
+/* A registration left alive by its owner is stopped with its kubelet, not left dangling. */
+static void test_free_kubelet_first(void **state)
+{
+	struct fixture f;
+	struct fake_kubelet fk = { .answer = GRPC_STATUS_OK };
+	struct reg_rec rr = { .action = ACT_NONE };
+	struct grpc_server *s;
+	struct kubelet *k = NULL;
+	struct kubelet_reg *reg = NULL;
+
+	fixture_init(&f, true);
+	s = fake_kubelet_start(&f, &fk, f.sock);
+	assert_int_equal(kubelet_new(f.loop, f.dp, f.sock, on_event, &f.rec, &k), 0);
+	assert_int_equal(kubelet_reg_new(k, "example.com/gpu", "gpu.sock", on_reg, &rr, &reg), 0);
+	kubelet_reg_start(reg);
+	kubelet_free(k); /* the call in flight is cancelled */
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_IDLE);
+	kubelet_reg_start(reg); /* sends nothing */
+	run_for(f.loop, 50 * USEC_PER_MSEC);
+	assert_int_equal(rr.ok + rr.failed, 0);
+	kubelet_reg_free(reg);
+	grpc_server_free(s);
+	fixture_release(&f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dir_deleted_and_recreated),
+		cmocka_unit_test(test_dir_renamed_away_and_back),
+		cmocka_unit_test(test_dir_missing_at_start),
+		cmocka_unit_test(test_parent_missing_too),
+		cmocka_unit_test(test_separate_socket_dir),
+		cmocka_unit_test(test_too_long_socket_path),
+		cmocka_unit_test(test_stop_from_callback),
+		cmocka_unit_test(test_start_and_free_from_callback),
+		cmocka_unit_test(test_backoff_and_again),
+		cmocka_unit_test(test_peer_pid),
+		cmocka_unit_test(test_set_paths),
+		cmocka_unit_test(test_free_kubelet_first),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
