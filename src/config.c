@@ -2139,7 +2139,7 @@ static int pos_err(struct ctx *x, struct config_pos pos, const char *key, const 
 	__attribute__((format(printf, 4, 5)));
 static int pos_err(struct ctx *x, struct config_pos pos, const char *key, const char *fmt, ...)
 {
-	char msg[512];
+	char msg[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -2161,6 +2161,34 @@ static const struct config_device_ref *ts_takes(const struct config_devices *d,
 			if (ref_same(&d->refs[i], ref))
 				return &d->refs[i];
 	return NULL;
+}
+
+/* Where a time-slicing entry's `devices` is, for messages: its value, else the entry. */
+static struct config_pos ts_devices_pos(const struct config_ts_resource *t)
+{
+	return t->devices.pos.line ? t->devices.pos : t->pos;
+}
+
+/*
+ * Entry @all says `devices: all` (or leaves it out) and entry @other of the same resource lists
+ * or counts GPUs: an error at the `all` entry that names the other one with its position.
+ */
+static int all_beside_other(struct ctx *x, const struct config *c, size_t all, size_t other)
+{
+	const struct config_ts_resource *a = &c->time_slicing.resources[all],
+					*o = &c->time_slicing.resources[other];
+	struct config_pos op = ts_devices_pos(o);
+	char key[KEY_MAX], where[320] = "", q[96];
+
+	(void)snprintf(key, sizeof(key), "sharing.timeSlicing.resources[%zu].devices", all);
+	if (op.line)
+		(void)snprintf(where, sizeof(where), " (%s:%u:%u)", x->file ? x->file : "", op.line,
+			       op.column);
+	return pos_err(
+		x, ts_devices_pos(a), key,
+		"\"all\" takes every GPU of %s, but sharing.timeSlicing.resources[%zu].devices%s "
+		"time-slices some of them too; list the GPUs of each entry instead",
+		qstr(q, sizeof(q), a->name), other, where);
 }
 
 static int check_time_slicing(struct ctx *x, struct config *c)
@@ -2223,10 +2251,22 @@ static int check_time_slicing(struct ctx *x, struct config *c)
 				}
 				continue;
 			}
-			/* The same resource twice: the device sets must not meet. */
-			if (t->devices.kind == CONFIG_DEVICES_ALL ||
-			    o->devices.kind == CONFIG_DEVICES_ALL)
-				overlap = t->devices.kind == o->devices.kind;
+			/*
+			 * The same resource twice: the device sets must not meet. `all` is every GPU
+			 * of the resource, so beside any other entry it would claim GPUs twice (or,
+			 * read as "the rest", make a GPU's replica count depend on entry order).
+			 */
+			if ((t->devices.kind == CONFIG_DEVICES_ALL) !=
+			    (o->devices.kind == CONFIG_DEVICES_ALL)) {
+				r = all_beside_other(x, c,
+						     t->devices.kind == CONFIG_DEVICES_ALL ? i : j,
+						     t->devices.kind == CONFIG_DEVICES_ALL ? j : i);
+				if (r < 0)
+					return r;
+				continue;
+			}
+			if (t->devices.kind == CONFIG_DEVICES_ALL)
+				overlap = true;
 			else if (t->devices.kind == CONFIG_DEVICES_COUNT &&
 				 o->devices.kind == CONFIG_DEVICES_COUNT)
 				overlap = true;

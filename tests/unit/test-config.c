@@ -284,7 +284,7 @@ static void test_time_slicing(void **state)
 	assert_string_equal(r->name, "nvidia.com/gpu");
 	assert_null(r->rename);
 	assert_int_equal(r->replicas, 2);
-	assert_int_equal(r->devices.kind, CONFIG_DEVICES_ALL);
+	assert_int_equal(r->devices.kind, CONFIG_DEVICES_LIST);
 	r = &c.time_slicing.resources[2];
 	assert_string_equal(r->name, "nvidia.com/gpu-a2");
 	assert_int_equal(r->replicas, 3);
@@ -293,7 +293,7 @@ static void test_time_slicing(void **state)
 	assert_int_equal(config_validate(&c, &d), 0);
 
 	/* On the node: GPU 0 by index and GPU 1 by UUID four ways, the A2 three ways, the last T4
-	 * (what `all` leaves) two ways. */
+	 * two ways. */
 	fake_gpus(devs, &info);
 	assert_int_equal(config_assign_gpus(&c, &info, &as, &d), 0);
 	assert_int_equal(d.n_errors, 0);
@@ -315,8 +315,8 @@ static void test_time_slicing(void **state)
 	/* renameByDefault names the resource <name>.shared; an explicit rename wins. */
 	load_ok(&c,
 		"sharing:\n  timeSlicing:\n    renameByDefault: true\n    resources:\n"
-		"      - {name: gpu, replicas: 2}\n      - {name: gpu, replicas: 3, devices: [1], "
-		"rename: gpu-three}\n");
+		"      - {name: gpu, replicas: 2, devices: [0]}\n      - {name: gpu, replicas: 3, "
+		"devices: [1], rename: gpu-three}\n");
 	assert_string_equal(c.time_slicing.resources[0].rename, "nvidia.com/gpu.shared");
 	assert_string_equal(c.time_slicing.resources[1].rename, "nvidia.com/gpu-three");
 	config_release(&c);
@@ -657,6 +657,19 @@ static void test_more_errors(void **state)
 		     "devices: [0]}\n      - {name: gpu, replicas: 4, devices: [1, 0]}\n",
 		     "t.yaml:5:43: sharing.timeSlicing.resources[1].devices: shares GPUs with "
 		     "sharing.timeSlicing.resources[0], which time-slices the same resource");
+	/* `all` beside another entry of the same resource names both (issue 7 item 5). */
+	expect_error("sharing:\n  timeSlicing:\n    resources:\n      - {name: gpu, replicas: 4, "
+		     "devices: [0]}\n      - {name: gpu, replicas: 2, devices: all}\n",
+		     "t.yaml:5:43: sharing.timeSlicing.resources[1].devices: \"all\" takes every "
+		     "GPU of \"nvidia.com/gpu\", but sharing.timeSlicing.resources[0].devices "
+		     "(t.yaml:4:43) time-slices some of them too; list the GPUs of each entry "
+		     "instead");
+	expect_error("sharing:\n  timeSlicing:\n    resources:\n      - {name: gpu, replicas: 2, "
+		     "rename: gpu.two}\n      - {name: gpu, replicas: 4, devices: 1}\n",
+		     "t.yaml:4:9: sharing.timeSlicing.resources[0].devices: \"all\" takes every "
+		     "GPU of \"nvidia.com/gpu\", but sharing.timeSlicing.resources[1].devices "
+		     "(t.yaml:5:43) time-slices some of them too; list the GPUs of each entry "
+		     "instead");
 	expect_error(
 		"sharing:\n  timeSlicing:\n    resources:\n      - {name: gpu, replicas: 2, "
 		"rename: gpumem, devices: [0]}\nedgegpu: {sharing: {memory: {devices: [1]}}}\n",
