@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -3297,6 +3298,33 @@ int config_dump(const struct config *c, struct buf *out)
 }
 
 /* --- helpers for the daemon --- */
+
+int config_restart_needed(const struct config *old, const struct config *new, const char **ret_keys,
+			  size_t max)
+{
+	static const struct {
+		const char *key;
+		size_t offset;
+	} restart[] = {
+		{ "flags.nvidiaDriverRoot", offsetof(struct config, driver_root) },
+		{ "flags.plugin.containerDriverRoot",
+		  offsetof(struct config, container_driver_root) },
+		{ "edgegpu.nvmlLib", offsetof(struct config, nvml_lib) },
+	};
+	size_t n = 0;
+
+	for (size_t i = 0; i < ELEMENTSOF(restart); i++) {
+		const char *a = *(char *const *)((const char *)old + restart[i].offset),
+			   *b = *(char *const *)((const char *)new + restart[i].offset);
+
+		if (streq_ptr(a, b))
+			continue;
+		if (n < max)
+			ret_keys[n] = restart[i].key;
+		n++;
+	}
+	return (int)n;
+}
 
 bool config_pattern_match(const char *p, const char *s)
 {

@@ -320,6 +320,19 @@ int config_dump(const struct config *c, struct buf *out) WARN_UNUSED;
 
 /* --- helpers for the daemon --- */
 
+/*
+ * The settings a SIGHUP reload cannot apply, because the process holds what they chose: the
+ * NVML library loaded (`edgegpu.nvmlLib`, and the driver roots it was searched under,
+ * `flags.plugin.containerDriverRoot`) and the driver root the CDI spec and NVML describe
+ * (`flags.nvidiaDriverRoot`). Every other setting applies on SIGHUP (docs/config.md, "What
+ * SIGHUP applies"). Compares @old (the running config) with @new (the reloaded one, both
+ * validated) and stores the dotted key of each of these settings that differs into @ret_keys,
+ * at most @max of them (static strings; @ret_keys may be NULL when @max is 0). Returns how many
+ * differ, which may be more than @max. Pure: no allocation, no logging; any thread.
+ */
+int config_restart_needed(const struct config *old, const struct config *new, const char **ret_keys,
+			  size_t max);
+
 /* Wildcard match, `*` = any run of characters, anchored at both ends, case-sensitive. */
 bool config_pattern_match(const char *pattern, const char *s);
 

@@ -1298,6 +1298,39 @@ static void test_dump_round_trip(void **state)
 }
 
 /* What a reload must keep: the same settings at the same addresses. */
+/* What a SIGHUP cannot apply: the NVML library and the driver roots (docs/config.md). */
+static void test_restart_needed(void **state)
+{
+	const char *keys[4] = { NULL };
+	struct config a, b;
+
+	load_ok(&a, "version: v1\n");
+	assert_int_equal(config_validate(&a, NULL), 0);
+	assert_int_equal(config_copy(&b, &a), 0);
+	assert_int_equal(config_restart_needed(&a, &b, keys, ELEMENTSOF(keys)), 0);
+	/* Settings that apply on SIGHUP do not count. */
+	assert_int_equal(config_set_flag(&b, "device-plugin-path", "/elsewhere", NULL), 0);
+	assert_int_equal(config_set_flag(&b, "kubelet-socket", "/elsewhere/kubelet.sock", NULL), 0);
+	assert_int_equal(config_set_flag(&b, "pod-resources-socket", "/x.sock", NULL), 0);
+	assert_int_equal(config_set_flag(&b, "dev-root", "/dev-root", NULL), 0);
+	assert_int_equal(config_restart_needed(&a, &b, keys, ELEMENTSOF(keys)), 0);
+	/* Each of the three, in a fixed order; NULL (unset) to a value counts. */
+	assert_int_equal(config_set_flag(&b, "nvml-lib", "/lib/libnvidia-ml.so.1", NULL), 0);
+	assert_int_equal(config_set_flag(&b, "driver-root", "/run/nvidia/driver", NULL), 0);
+	assert_int_equal(config_set_flag(&b, "container-driver-root", "/host", NULL), 0);
+	assert_int_equal(config_restart_needed(&a, &b, keys, ELEMENTSOF(keys)), 3);
+	assert_string_equal(keys[0], "flags.nvidiaDriverRoot");
+	assert_string_equal(keys[1], "flags.plugin.containerDriverRoot");
+	assert_string_equal(keys[2], "edgegpu.nvmlLib");
+	/* Room for one: the count is still all of them. */
+	keys[1] = NULL;
+	assert_int_equal(config_restart_needed(&a, &b, keys, 1), 3);
+	assert_null(keys[1]);
+	assert_int_equal(config_restart_needed(&a, &b, NULL, 0), 3);
+	config_release(&a);
+	config_release(&b);
+}
+
 static void test_failed_load_keeps_old(void **state)
 {
 	static const char *const bad[] = {
@@ -1584,6 +1617,7 @@ int main(void)
 		cmocka_unit_test(test_fuzz_corpus),
 		cmocka_unit_test(test_not_regular_file),
 		cmocka_unit_test(test_socket_path_limit),
+		cmocka_unit_test(test_restart_needed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
