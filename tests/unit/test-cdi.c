@@ -526,7 +526,7 @@ static int write_full_disk(void *arg, char **reterr)
 {
 	int r;
 
-	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	if (unshare(CLONE_NEWNS) < 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0 ||
 	    mount("tmpfs", wdir, "tmpfs", 0, "size=4k") < 0)
 		return SKIP_R;
 	if (cdi_spec_write_file(wdir, "{\"old\": 1}\n", 11, NULL) < 0)
@@ -551,7 +551,7 @@ static int write_full_disk(void *arg, char **reterr)
 /* A read-only mount: -EROFS. */
 static int write_read_only(void *arg, char **reterr)
 {
-	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	if (unshare(CLONE_NEWNS) < 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0 ||
 	    mount("tmpfs", wdir, "tmpfs", MS_RDONLY, "size=64k") < 0)
 		return SKIP_R;
 	return cdi_spec_write_file(wdir, "{}\n", 3, reterr);
