@@ -2276,11 +2276,10 @@ static int check_time_slicing(struct ctx *x, struct config *c)
 					return r;
 				continue;
 			}
-			if (t->devices.kind == CONFIG_DEVICES_ALL)
-				overlap = true;
-			else if (t->devices.kind == CONFIG_DEVICES_COUNT &&
-				 o->devices.kind == CONFIG_DEVICES_COUNT)
-				overlap = true;
+			if (t->devices.kind == CONFIG_DEVICES_ALL ||
+			    (t->devices.kind == CONFIG_DEVICES_COUNT &&
+			     o->devices.kind == CONFIG_DEVICES_COUNT))
+				overlap = true; /* both all, or both the first GPUs */
 			else if (t->devices.kind == CONFIG_DEVICES_LIST)
 				for (size_t k = 0; k < t->devices.n_refs && !overlap; k++)
 					overlap = ts_takes(&o->devices, &t->devices.refs[k]);
