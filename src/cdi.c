@@ -1,12 +1,14 @@
 #include "cdi.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "gpu.h"
 
@@ -81,6 +83,10 @@ struct spec_mount {
 };
 
 struct spec {
+	const char *look_root;	   /* where the driver files are looked for, from here */
+	const char *look_dev_root; /* where the control nodes are looked for, from here */
+	const char *host_root;	   /* the same driver root on the host: the spec's host paths */
+	const char *host_dev_root; /* the same dev root on the host */
 	struct spec_mount mounts[MAX_MOUNTS];
 	size_t n_mounts;
 	const char *lib_dirs[ELEMENTSOF(lib_dirs)]; /* container dirs holding mounted libraries */
@@ -136,12 +142,11 @@ static int exists(const char *root, const char *path, bool regular)
 	return r;
 }
 
-static int spec_add_mount(struct spec *s, const char *root, const char *path,
-			  const char *container_path)
+static int spec_add_mount(struct spec *s, const char *path, const char *container_path)
 {
 	struct spec_mount *m = &s->mounts[s->n_mounts];
 
-	m->host_path = root_join(root, path);
+	m->host_path = root_join(s->host_root, path);
 	m->container_path = strdup(container_path);
 	if (!m->host_path || !m->container_path) {
 		free(m->host_path);
@@ -153,12 +158,12 @@ static int spec_add_mount(struct spec *s, const char *root, const char *path,
 }
 
 /*
- * Finds <dir>/@file under @root in the first of @dirs that has it and mounts it at the same
- * path in the container (and at <dir>/@soname when set). Returns 1 if found, 0 if not, or
- * -ENOMEM; sets *@ret_dir to the directory.
+ * Finds <dir>/@file under s->look_root in the first of @dirs that has it and mounts the host's
+ * copy (under s->host_root) at the same path in the container (and at <dir>/@soname when set).
+ * Returns 1 if found, 0 if not, or -ENOMEM; sets *@ret_dir to the directory.
  */
-static int spec_find_mount(struct spec *s, const char *root, const char *const *dirs, size_t n_dirs,
-			   const char *file, const char *soname, const char **ret_dir)
+static int spec_find_mount(struct spec *s, const char *const *dirs, size_t n_dirs, const char *file,
+			   const char *soname, const char **ret_dir)
 {
 	char path[PATH_MAX], soname_path[PATH_MAX];
 
@@ -166,17 +171,17 @@ static int spec_find_mount(struct spec *s, const char *root, const char *const *
 		int r;
 
 		(void)snprintf(path, sizeof(path), "%s/%s", dirs[i], file);
-		r = exists(root, path, true);
+		r = exists(s->look_root, path, true);
 		if (r < 0)
 			return r;
 		if (r == 0)
 			continue;
-		r = spec_add_mount(s, root, path, path);
+		r = spec_add_mount(s, path, path);
 		if (r < 0)
 			return r;
 		if (soname) {
 			(void)snprintf(soname_path, sizeof(soname_path), "%s/%s", dirs[i], soname);
-			r = spec_add_mount(s, root, path, soname_path);
+			r = spec_add_mount(s, path, soname_path);
 			if (r < 0)
 				return r;
 		}
@@ -195,7 +200,7 @@ static void spec_add_lib_dir(struct spec *s, const char *dir)
 	s->lib_dirs[s->n_lib_dirs++] = dir;
 }
 
-static int spec_find_files(struct spec *s, const char *root, const char *version, char **reterr)
+static int spec_find_files(struct spec *s, const char *version, char **reterr)
 {
 	char file[256];
 	int r;
@@ -204,20 +209,25 @@ static int spec_find_files(struct spec *s, const char *root, const char *version
 		const char *dir = NULL;
 
 		(void)snprintf(file, sizeof(file), "%s.%s", driver_libs[i].name, version);
-		r = spec_find_mount(s, root, lib_dirs, ELEMENTSOF(lib_dirs), file,
-				    driver_libs[i].soname, &dir);
+		r = spec_find_mount(s, lib_dirs, ELEMENTSOF(lib_dirs), file, driver_libs[i].soname,
+				    &dir);
 		if (r < 0)
 			return r;
 		if (r == 0 && driver_libs[i].required) {
-			set_err(reterr, "failed to locate %s under %s", file, root);
+			if (streq(s->look_root, s->host_root))
+				set_err(reterr, "failed to locate %s under %s", file, s->look_root);
+			else
+				set_err(reterr,
+					"failed to locate %s under %s (the container driver root, "
+					"where the host's %s is expected to be mounted)",
+					file, s->look_root, s->host_root);
 			return -ENOENT;
 		}
 		if (r > 0)
 			spec_add_lib_dir(s, dir);
 	}
 	for (size_t i = 0; i < ELEMENTSOF(driver_bins); i++) {
-		r = spec_find_mount(s, root, bin_dirs, ELEMENTSOF(bin_dirs), driver_bins[i], NULL,
-				    NULL);
+		r = spec_find_mount(s, bin_dirs, ELEMENTSOF(bin_dirs), driver_bins[i], NULL, NULL);
 		if (r < 0)
 			return r;
 	}
@@ -364,8 +374,7 @@ static void json_devices(struct json *j, const struct cdi_opts *o, const struct 
 	json_close(j, ']');
 }
 
-static void json_common_edits(struct json *j, const struct cdi_opts *o, const struct spec *s,
-			      const char *dev_root)
+static void json_common_edits(struct json *j, const struct cdi_opts *o, const struct spec *s)
 {
 	static const char *const options[] = { "ro", "nosuid", "nodev", "bind" };
 	bool any_node = false;
@@ -377,7 +386,7 @@ static void json_common_edits(struct json *j, const struct cdi_opts *o, const st
 	json_str(j, "NVIDIA_VISIBLE_DEVICES=void");
 	json_close(j, ']');
 	for (size_t i = 0; i < ELEMENTSOF(control_nodes); i++) {
-		int r = exists(dev_root, control_nodes[i], false);
+		int r = exists(s->look_dev_root, control_nodes[i], false);
 
 		if (r < 0 && j->r == 0)
 			j->r = r;
@@ -388,7 +397,7 @@ static void json_common_edits(struct json *j, const struct cdi_opts *o, const st
 			json_open(j, '[');
 			any_node = true;
 		}
-		json_device_node(j, dev_root, control_nodes[i]);
+		json_device_node(j, s->host_dev_root, control_nodes[i]);
 	}
 	if (any_node)
 		json_close(j, ']');
@@ -428,15 +437,23 @@ static void json_common_edits(struct json *j, const struct cdi_opts *o, const st
 	json_close(j, '}');
 }
 
+/* Is @p an existing directory (following symlinks)? */
+static bool is_dir(const char *p)
+{
+	struct stat st;
+
+	return p && *p && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 int cdi_spec_render(const struct cdi_opts *o, const struct gpu_info *info, struct buf *out,
 		    char **reterr)
 {
-	const char *driver_root = o->driver_root ? o->driver_root : "/";
-	const char *dev_root = o->dev_root ? o->dev_root : driver_root;
+	const char *driver_root = o->driver_root && *o->driver_root ? o->driver_root : "/";
+	const char *dev_root = o->dev_root && *o->dev_root ? o->dev_root : driver_root;
 	const char *ver = info->driver_version;
 	struct buf b = { 0 };
 	struct json j = { .b = &b };
-	struct spec s = { 0 };
+	struct spec s = { .host_root = driver_root, .host_dev_root = dev_root };
 	int r;
 
 	if (!ver[0] || strchr(ver, '/') || !alloc_utf8_valid(ver)) {
@@ -453,7 +470,28 @@ int cdi_spec_render(const struct cdi_opts *o, const struct gpu_info *info, struc
 			return -EINVAL;
 		}
 	}
-	r = spec_find_files(&s, driver_root, ver, reterr);
+	/*
+	 * Inside the DaemonSet the host's driver root is mounted at container_driver_root: look
+	 * there, and write the host's paths (NVIDIA's transform from containerDriverRoot to
+	 * nvidiaDriverRoot). The device nodes are looked for under <container root>/dev when that
+	 * is a directory, else under our own /dev (NVIDIA's rule). Without the mount we run on the
+	 * host, where the host paths are the ones to look at.
+	 */
+	if (is_dir(o->container_driver_root)) {
+		char *ctr_dev = root_join(o->container_driver_root, "/dev");
+
+		if (!ctr_dev) {
+			set_err(reterr, "out of memory rendering the CDI spec");
+			return -ENOMEM;
+		}
+		s.look_root = o->container_driver_root;
+		s.look_dev_root = is_dir(ctr_dev) ? o->container_driver_root : "/";
+		free(ctr_dev);
+	} else {
+		s.look_root = driver_root;
+		s.look_dev_root = dev_root;
+	}
+	r = spec_find_files(&s, ver, reterr);
 	if (r == -ENOMEM)
 		set_err(reterr, "out of memory rendering the CDI spec");
 	if (r < 0)
@@ -463,7 +501,7 @@ int cdi_spec_render(const struct cdi_opts *o, const struct gpu_info *info, struc
 	json_kv(&j, "cdiVersion", CDI_VERSION);
 	json_kv(&j, "kind", ALLOC_CDI_KIND_DEFAULT);
 	json_devices(&j, o, info, dev_root);
-	json_common_edits(&j, o, &s, dev_root);
+	json_common_edits(&j, o, &s);
 	json_close(&j, '}');
 	json_raw(&j, "\n", 1);
 	r = j.r;
@@ -508,32 +546,163 @@ static int mkdir_p(const char *dir)
 	return r;
 }
 
+/* Thread-safe strerror: GNU strerror_r returns a pointer into @buf or a static string. */
+static const char *errstr(int e, char *buf, size_t size)
+{
+	return strerror_r(e, buf, size);
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int cdi_spec_write_file(const char *dir, const void *data, size_t len, char **reterr)
+{
+	char *path = NULL, *tmp = NULL, eb[128];
+	const char *step = "write";
+	int fd = -1, dfd = -1, r;
+
+	if (!dir)
+		dir = CDI_SPEC_DIR;
+	r = mkdir_p(dir);
+	if (r < 0) {
+		set_err(reterr, "failed to create CDI spec directory %s: %s", dir,
+			errstr(-r, eb, sizeof(eb)));
+		return r;
+	}
+	path = path_join(dir, CDI_SPEC_FILE_NAME);
+	if (!path || asprintf(&tmp, "%s/.%s.XXXXXX", dir, CDI_SPEC_FILE_NAME) < 0) {
+		tmp = NULL;
+		r = -ENOMEM;
+		set_err(reterr, "out of memory writing the CDI spec");
+		goto out;
+	}
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		tmp = mfree(tmp); /* nothing to remove */
+		step = "create a temporary file for";
+		goto fail;
+	}
+	if (fchmod(fd, 0644) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	r = write_all(fd, data, len);
+	if (r < 0)
+		goto fail;
+	/* The data must be on disk before the rename makes it the spec. */
+	if (fsync(fd) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	r = close(fd);
+	fd = -1;
+	if (r < 0) {
+		r = -errno;
+		goto fail;
+	}
+	if (rename(tmp, path) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	tmp = mfree(tmp);
+	/* And the rename itself, which lives in the directory. */
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fsync(dfd) < 0) {
+		r = -errno;
+		step = "sync the directory of";
+		goto fail;
+	}
+	r = 0;
+	goto out;
+fail:
+	set_err(reterr, "failed to %s CDI spec %s: %s", step, path, errstr(-r, eb, sizeof(eb)));
+out:
+	if (fd >= 0)
+		(void)close(fd);
+	if (dfd >= 0)
+		(void)close(dfd);
+	if (tmp)
+		(void)unlink(tmp);
+	free(tmp);
+	free(path);
+	return r;
+}
+
+int cdi_spec_verify(const char *dir, const void *expected, size_t len)
+{
+	char *path, *buf = NULL;
+	struct stat st;
+	size_t got = 0;
+	int fd, r;
+
+	path = path_join(dir ? dir : CDI_SPEC_DIR, CDI_SPEC_FILE_NAME);
+	if (!path)
+		return -ENOMEM;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
+	free(path);
+	if (fd < 0)
+		return errno == ELOOP ? -ESTALE : -errno;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != (uint64_t)len) {
+		r = -ESTALE;
+		goto out;
+	}
+	buf = malloc(len + 1);
+	if (!buf) {
+		r = -ENOMEM;
+		goto out;
+	}
+	/* One byte past @len: a file that grew after the fstat is not ours either. */
+	while (got < len + 1) {
+		ssize_t n = read(fd, buf + got, len + 1 - got);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			goto out;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	r = got == len && memcmp(buf, expected, len) == 0 ? 0 : -ESTALE;
+out:
+	free(buf);
+	(void)close(fd);
+	return r;
+}
+
 int cdi_spec_write(const struct cdi_opts *o, const struct gpu_info *info, char **reterr)
 {
-	const char *dir = o->spec_dir ? o->spec_dir : CDI_SPEC_DIR;
 	struct buf b = { 0 };
-	char *path = NULL;
 	int r;
 
 	r = cdi_spec_render(o, info, &b, reterr);
 	if (r < 0)
 		return r;
-	r = mkdir_p(dir);
-	if (r < 0) {
-		set_err(reterr, "failed to create CDI spec directory %s: %s", dir, strerror(-r));
-		goto out;
-	}
-	path = path_join(dir, CDI_SPEC_FILE_NAME);
-	if (!path) {
-		r = -ENOMEM;
-		set_err(reterr, "out of memory writing the CDI spec");
-		goto out;
-	}
-	r = write_file_atomic(path, b.data, b.len, 0644);
-	if (r < 0)
-		set_err(reterr, "failed to write CDI spec %s: %s", path, strerror(-r));
-out:
-	free(path);
+	r = cdi_spec_write_file(o->spec_dir, b.data, b.len, reterr);
 	buf_release(&b);
 	return r;
 }

@@ -22,8 +22,18 @@ struct gpu_info;
 
 struct cdi_opts {
 	const char *spec_dir;	 /* NULL: "/var/run/cdi" (created when missing) */
-	const char *driver_root; /* host driver root; NULL: "/" */
-	const char *dev_root;	 /* host dev root; NULL: driver_root */
+	const char *driver_root; /* host driver root (nvidiaDriverRoot): the spec's host paths;
+	                            NULL or "": "/" */
+	const char *dev_root;	 /* host dev root (nvidiaDevRoot); NULL or "": driver_root */
+	/*
+	 * Where the host's driver_root is mounted in our container (containerDriverRoot, the
+	 * DaemonSet's /driver-root). When it is a directory, the driver files are looked for
+	 * under it and the control nodes under <it>/dev (or our own /dev when it has none), and
+	 * the spec still names the host paths (driver_root, dev_root), as NVIDIA's plugin does.
+	 * NULL, "" or not a directory: we run on the host, and look at driver_root and dev_root
+	 * themselves.
+	 */
+	const char *container_driver_root;
 	enum alloc_id_strategy id_strategy;
 	/* NULL: no hooks. Else the nvidia-ctk binary (e.g. "/usr/bin/nvidia-ctk") for an
 	 * "nvidia-ctk hook update-ldcache --folder <dir>..." createContainer hook. */
@@ -31,19 +41,48 @@ struct cdi_opts {
 };
 
 /*
- * Generates and writes the spec to <spec_dir>/CDI_SPEC_FILE_NAME with mode 0644, creating
- * spec_dir (mode 0755) if missing. Returns 0 or -errno: those of cdi_spec_render(), or
- * those of mkdir/open/write/rename. On failure @reterr (if not NULL) gets a heap message.
- */
-int cdi_spec_write(const struct cdi_opts *o, const struct gpu_info *info,
-		   char **reterr) WARN_UNUSED;
-
-/*
- * Generates the spec JSON and appends it to @out (for tests and `edgegpu discover`); @out is
- * left as it was on failure. Returns 0, -ENOMEM, -ENOENT (libcuda.so.<driver version> not
- * found under driver_root), or -EINVAL (no driver version, a device name CDI refuses, a
- * string that is not UTF-8). On failure @reterr (if not NULL) gets a heap message, e.g.
- * "failed to locate libcuda.so.550.54.15 under /run/nvidia/driver".
+ * Generates the spec JSON and appends it to @out (the bytes cdi_spec_write_file() writes, and
+ * what cdi_spec_verify() compares against; also for tests and `edgegpu discover`). Only reads
+ * the filesystem (stat under the roots of @o); no globals, so it may run on any thread. @out is
+ * left as it was on failure. Returns 0, -ENOMEM, -ENOENT (libcuda.so.<driver version> not found
+ * under the driver root, or under container_driver_root when that is mounted), or -EINVAL (no
+ * driver version, a device name CDI refuses, a string that is not UTF-8). On failure @reterr
+ * (if not NULL) gets a heap message the caller frees, e.g.
+ * "failed to locate libcuda.so.550.54.15 under /driver-root (the container driver root, where
+ * the host's /run/nvidia/driver is expected to be mounted)".
  */
 int cdi_spec_render(const struct cdi_opts *o, const struct gpu_info *info, struct buf *out,
 		    char **reterr) WARN_UNUSED;
+
+/*
+ * Writes @len bytes of @data as <@dir>/CDI_SPEC_FILE_NAME (@dir NULL: CDI_SPEC_DIR), mode 0644
+ * whatever the umask, creating @dir (mode 0755, parents too) when missing. Atomic and durable:
+ * a unique temporary file in @dir (mkostemp), written, fsync'ed, renamed over the spec, then
+ * @dir fsync'ed; a reader sees the old spec or the new one, never a part. On failure the
+ * temporary file is removed and any old spec is left as it was.
+ *
+ * Thread-safe (no globals, no strerror): meant to run off the event loop, since fsync on an SD
+ * card can take seconds. Returns 0, or -errno of the step that failed: -ENOSPC (full disk),
+ * -EDQUOT, -EACCES / -EPERM / -EROFS (unwritable dir), -EIO, -ENOTDIR, -ENOMEM, ... On failure
+ * @reterr (if not NULL) gets a heap message naming the file and the reason, e.g. "failed to
+ * write CDI spec /var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json: No space left on device".
+ */
+int cdi_spec_write_file(const char *dir, const void *data, size_t len, char **reterr) WARN_UNUSED;
+
+/*
+ * Checks that <@dir>/CDI_SPEC_FILE_NAME (@dir NULL: CDI_SPEC_DIR) is still the spec we wrote:
+ * a regular file (not followed through a symlink) holding exactly @len bytes equal to
+ * @expected. Never blocks on a FIFO (opened O_NONBLOCK); reads at most @len + 1 bytes.
+ * Thread-safe. Returns 0 when it is, -ENOENT when it (or @dir) vanished, -ESTALE when
+ * something else is there (altered, truncated, replaced by a symlink or a non-regular file),
+ * or another -errno when it cannot be read (-EACCES, -EIO, -ENOMEM).
+ */
+int cdi_spec_verify(const char *dir, const void *expected, size_t len) WARN_UNUSED;
+
+/*
+ * cdi_spec_render() then cdi_spec_write_file() to o->spec_dir, in one call (kept for callers
+ * that do both on one thread). Returns 0 or -errno of either; on failure @reterr (if not NULL)
+ * gets a heap message.
+ */
+int cdi_spec_write(const struct cdi_opts *o, const struct gpu_info *info,
+		   char **reterr) WARN_UNUSED;

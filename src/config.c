@@ -1,14 +1,20 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "gpu.h"
+#include "resource.h"
 #include "util.h"
 
 extern char **environ;
@@ -2145,13 +2151,18 @@ static int pos_err(struct ctx *x, struct config_pos pos, const char *key, const 
 	__attribute__((format(printf, 4, 5)));
 static int pos_err(struct ctx *x, struct config_pos pos, const char *key, const char *fmt, ...)
 {
-	char msg[512];
+	char *msg;
 	va_list ap;
+	int r;
 
 	va_start(ap, fmt);
-	(void)vsnprintf(msg, sizeof(msg), fmt, ap);
+	msg = xvasprintf(fmt, ap);
 	va_end(ap);
-	return diag_add(x, false, pos.line ? x->file : NULL, pos, key, "%s", msg);
+	if (!msg)
+		return -ENOMEM;
+	r = diag_add(x, false, pos.line ? x->file : NULL, pos, key, "%s", msg);
+	free(msg);
+	return r;
 }
 
 /* Does a time-slicing `devices` value take GPU @ref, as far as the text tells? */
@@ -2167,6 +2178,34 @@ static const struct config_device_ref *ts_takes(const struct config_devices *d,
 			if (ref_same(&d->refs[i], ref))
 				return &d->refs[i];
 	return NULL;
+}
+
+/* Where a time-slicing entry's `devices` is, for messages: its value, else the entry. */
+static struct config_pos ts_devices_pos(const struct config_ts_resource *t)
+{
+	return t->devices.pos.line ? t->devices.pos : t->pos;
+}
+
+/*
+ * Entry @all says `devices: all` (or leaves it out) and entry @other of the same resource lists
+ * or counts GPUs: an error at the `all` entry that names the other one with its position.
+ */
+static int all_beside_other(struct ctx *x, const struct config *c, size_t all, size_t other)
+{
+	const struct config_ts_resource *a = &c->time_slicing.resources[all],
+					*o = &c->time_slicing.resources[other];
+	struct config_pos op = ts_devices_pos(o);
+	char key[KEY_MAX], where[320] = "", q[96];
+
+	(void)snprintf(key, sizeof(key), "sharing.timeSlicing.resources[%zu].devices", all);
+	if (op.line)
+		(void)snprintf(where, sizeof(where), " (%s:%u:%u)", x->file ? x->file : "", op.line,
+			       op.column);
+	return pos_err(
+		x, ts_devices_pos(a), key,
+		"\"all\" takes every GPU of %s, but sharing.timeSlicing.resources[%zu].devices%s "
+		"time-slices some of them too; list the GPUs of each entry instead",
+		qstr(q, sizeof(q), a->name), other, where);
 }
 
 static int check_time_slicing(struct ctx *x, struct config *c)
@@ -2229,13 +2268,24 @@ static int check_time_slicing(struct ctx *x, struct config *c)
 				}
 				continue;
 			}
-			/* The same resource twice: the device sets must not meet. */
+			/*
+			 * The same resource twice: the device sets must not meet. `all` is every GPU
+			 * of the resource, so beside any other entry it would claim GPUs twice (or,
+			 * read as "the rest", make a GPU's replica count depend on entry order).
+			 */
+			if ((t->devices.kind == CONFIG_DEVICES_ALL) !=
+			    (o->devices.kind == CONFIG_DEVICES_ALL)) {
+				r = all_beside_other(x, c,
+						     t->devices.kind == CONFIG_DEVICES_ALL ? i : j,
+						     t->devices.kind == CONFIG_DEVICES_ALL ? j : i);
+				if (r < 0)
+					return r;
+				continue;
+			}
 			if (t->devices.kind == CONFIG_DEVICES_ALL ||
-			    o->devices.kind == CONFIG_DEVICES_ALL)
-				overlap = t->devices.kind == o->devices.kind;
-			else if (t->devices.kind == CONFIG_DEVICES_COUNT &&
-				 o->devices.kind == CONFIG_DEVICES_COUNT)
-				overlap = true;
+			    (t->devices.kind == CONFIG_DEVICES_COUNT &&
+			     o->devices.kind == CONFIG_DEVICES_COUNT))
+				overlap = true; /* both all, or both the first GPUs */
 			else if (t->devices.kind == CONFIG_DEVICES_LIST)
 				for (size_t k = 0; k < t->devices.n_refs && !overlap; k++)
 					overlap = ts_takes(&o->devices, &t->devices.refs[k]);
@@ -2635,19 +2685,100 @@ int config_load_buffer(struct config *c, const char *name, const char *data, siz
 	return 0;
 }
 
+static const char *file_type(mode_t m)
+{
+	if (S_ISDIR(m))
+		return "a directory";
+	if (S_ISFIFO(m))
+		return "a FIFO";
+	if (S_ISSOCK(m))
+		return "a socket";
+	if (S_ISCHR(m))
+		return "a character device";
+	if (S_ISBLK(m))
+		return "a block device";
+	return "not a regular file";
+}
+
+/*
+ * Reads the config file without ever blocking: opened O_NONBLOCK, and refused unless it is a
+ * regular file (a FIFO at the path would otherwise stall the daemon's only thread at start and on
+ * every SIGHUP). /dev/null is the one exception, because NVIDIA's config-manager points the file
+ * there for "no config", and reading it never blocks. Returns 0, -ENOMEM, -EFBIG, -EINVAL (not
+ * a regular file; *@ret_type says what it is; -EISDIR for a directory) or -errno of open/read.
+ */
+static int read_config_file(const char *path, char **ret, size_t *ret_len, const char **ret_type)
+{
+	struct buf b = { 0 };
+	struct stat st;
+	int fd, r;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode) && !(S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3))) {
+		*ret_type = file_type(st.st_mode);
+		r = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+		goto out;
+	}
+	for (;;) {
+		ssize_t n;
+
+		r = buf_reserve(&b, 4096);
+		if (r < 0)
+			goto out;
+		n = read(fd, b.data + b.len, b.cap - b.len - 1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			goto out;
+		}
+		if (n == 0)
+			break;
+		b.len += (size_t)n;
+		if (b.len > CONFIG_FILE_MAX) {
+			r = -EFBIG;
+			goto out;
+		}
+	}
+	r = buf_reserve(&b, 1);
+	if (r < 0)
+		goto out;
+	b.data[b.len] = 0;
+	*ret = (char *)b.data;
+	*ret_len = b.len;
+	b.data = NULL;
+	r = 0;
+out:
+	buf_release(&b);
+	(void)close(fd);
+	return r;
+}
+
 int config_load_file(struct config *c, const char *path, struct config_diag *d)
 {
 	struct ctx x = { .d = d, .file = path };
+	const char *type = NULL;
 	char *data = NULL;
 	size_t len = 0;
 	int r, q;
 
-	r = read_file(path, CONFIG_FILE_MAX, &data, &len);
+	r = read_config_file(path, &data, &len, &type);
 	if (r == -ENOMEM)
 		return r;
 	if (r == -EFBIG) {
 		q = diag_add(&x, false, path, (struct config_pos){ 0 }, NULL,
 			     "the file is larger than %zu bytes", CONFIG_FILE_MAX);
+		return q < 0 ? q : r;
+	}
+	if (type) {
+		q = diag_add(&x, false, path, (struct config_pos){ 0 }, NULL,
+			     "cannot read the file: it is %s, not a regular file", type);
 		return q < 0 ? q : r;
 	}
 	if (r < 0) {
@@ -2787,6 +2918,102 @@ int config_set_flag(struct config *c, const char *name, const char *value, struc
 	return 0;
 }
 
+/* Fits in sockaddr_un.sun_path with its NUL? */
+static bool sun_path_fits(const char *path)
+{
+	return strlen(path) <= CONFIG_SOCKET_PATH_MAX;
+}
+
+static int socket_too_long(struct ctx *x, const char *key, const char *names, const char *what,
+			   const char *path)
+{
+	return pos_err(x, (struct config_pos){ 0 }, key,
+		       "the %s \"%s\" is %zu bytes, longer than the %d a unix socket path can hold "
+		       "(sun_path); set a shorter %s",
+		       what, path, strlen(path), CONFIG_SOCKET_PATH_MAX, names);
+}
+
+/*
+ * Every resource name this config can advertise: nvidia.com/gpu, the resources.gpus names, the
+ * time-slicing names and the gpumem name. Which of them are used depends on the GPUs, so each
+ * is checked: the longest socket path decides.
+ */
+static int check_plugin_sockets(struct ctx *x, const struct config *c)
+{
+	const char *longest = NULL;
+	char *worst = NULL;
+	size_t n_names = 1 + c->n_gpus + c->time_slicing.n_resources + 1;
+	int r = 0;
+
+	for (size_t i = 0; i < n_names; i++) {
+		const char *name = NULL;
+		char *sock, *path;
+
+		if (i == 0)
+			name = CONFIG_DEFAULT_RESOURCE;
+		else if (i <= c->n_gpus)
+			name = c->gpus[i - 1].name;
+		else if (i <= c->n_gpus + c->time_slicing.n_resources)
+			name = config_ts_resource_name(
+				&c->time_slicing.resources[i - 1 - c->n_gpus]);
+		else if (c->gpumem.devices.n_refs)
+			name = c->gpumem.resource_name;
+		if (!name)
+			continue;
+		sock = resource_socket_name(name);
+		path = sock ? path_join(c->device_plugin_path, sock) : NULL;
+		free(sock);
+		if (!path) {
+			r = -ENOMEM;
+			goto out;
+		}
+		if (!worst || strlen(path) > strlen(worst)) {
+			free(worst);
+			worst = path;
+			longest = name;
+		} else {
+			free(path);
+		}
+	}
+	if (worst && !sun_path_fits(worst)) {
+		char what[128];
+
+		(void)snprintf(what, sizeof(what), "plugin socket of %s", longest);
+		r = socket_too_long(
+			x, "edgegpu.devicePluginPath",
+			"edgegpu.devicePluginPath (--device-plugin-path, DEVICE_PLUGIN_PATH)", what,
+			worst);
+	}
+out:
+	free(worst);
+	return r;
+}
+
+/* The sockets we serve or dial must fit in sun_path: a config where one cannot never works. */
+static int check_socket_paths(struct ctx *x, const struct config *c, const char *kubelet_socket)
+{
+	int r;
+
+	r = check_plugin_sockets(x, c);
+	if (r >= 0 && kubelet_socket && *kubelet_socket && !sun_path_fits(kubelet_socket))
+		r = socket_too_long(
+			x, c->kubelet_socket ? "edgegpu.kubeletSocket" : "edgegpu.devicePluginPath",
+			c->kubelet_socket ?
+				"edgegpu.kubeletSocket (--kubelet-socket, KUBELET_SOCKET)" :
+				"edgegpu.devicePluginPath (--device-plugin-path, DEVICE_PLUGIN_PATH), or "
+				"set edgegpu.kubeletSocket",
+			"kubelet socket", kubelet_socket);
+	/* Dialled only for gpumem placement: mask. */
+	if (r >= 0 && c->gpumem.devices.n_refs && c->gpumem.placement == CONFIG_PLACEMENT_MASK &&
+	    c->pod_resources_socket && *c->pod_resources_socket &&
+	    !sun_path_fits(c->pod_resources_socket))
+		r = socket_too_long(
+			x, "edgegpu.podResourcesSocket",
+			"edgegpu.podResourcesSocket (--pod-resources-socket, POD_RESOURCES_SOCKET)",
+			"pod-resources socket", c->pod_resources_socket);
+	return r;
+}
+
 int config_validate(struct config *c, struct config_diag *d)
 {
 	struct ctx x = { .d = d, .file = c->config_file };
@@ -2798,14 +3025,21 @@ int config_validate(struct config *c, struct config_diag *d)
 		return r;
 	if (x.n_errors > 0)
 		return -EINVAL;
-	if (!c->dev_root && !(dev_root = xstrdup(c->driver_root)))
-		return -ENOMEM;
 	if (!c->kubelet_socket) {
 		kubelet_socket = path_join(c->device_plugin_path, "kubelet.sock");
-		if (!kubelet_socket) {
-			free(dev_root);
+		if (!kubelet_socket)
 			return -ENOMEM;
-		}
+	}
+	r = check_socket_paths(&x, c, kubelet_socket ? kubelet_socket : c->kubelet_socket);
+	if (r >= 0 && x.n_errors > 0)
+		r = -EINVAL;
+	if (r < 0) {
+		free(kubelet_socket);
+		return r;
+	}
+	if (!c->dev_root && !(dev_root = xstrdup(c->driver_root))) {
+		free(kubelet_socket);
+		return -ENOMEM;
 	}
 	if (dev_root)
 		c->dev_root = dev_root;
@@ -3069,6 +3303,33 @@ int config_dump(const struct config *c, struct buf *out)
 }
 
 /* --- helpers for the daemon --- */
+
+int config_restart_needed(const struct config *old, const struct config *new, const char **ret_keys,
+			  size_t max)
+{
+	static const struct {
+		const char *key;
+		size_t offset;
+	} restart[] = {
+		{ "flags.nvidiaDriverRoot", offsetof(struct config, driver_root) },
+		{ "flags.plugin.containerDriverRoot",
+		  offsetof(struct config, container_driver_root) },
+		{ "edgegpu.nvmlLib", offsetof(struct config, nvml_lib) },
+	};
+	size_t n = 0;
+
+	for (size_t i = 0; i < ELEMENTSOF(restart); i++) {
+		const char *a = *(char *const *)((const char *)old + restart[i].offset),
+			   *b = *(char *const *)((const char *)new + restart[i].offset);
+
+		if (streq_ptr(a, b))
+			continue;
+		if (n < max)
+			ret_keys[n] = restart[i].key;
+		n++;
+	}
+	return (int)n;
+}
 
 bool config_pattern_match(const char *p, const char *s)
 {

@@ -52,6 +52,8 @@ struct gpu_info;
 #define CONFIG_ERRORS_MAX 64
 /* Longest list accepted anywhere in the file (devices, resources, XIDs). */
 #define CONFIG_LIST_MAX 1024
+/* Longest unix socket path: sockaddr_un.sun_path is 108 bytes with the NUL. */
+#define CONFIG_SOCKET_PATH_MAX 107
 /* Most replicas per time-sliced GPU. */
 #define CONFIG_REPLICAS_MAX 1024
 
@@ -245,9 +247,13 @@ bool config_equal(const struct config *a, const struct config *b);
  * Reads @path (at most CONFIG_FILE_MAX bytes) and overlays its settings on @c; records @path
  * in c->config_file. An empty file, or one holding only comments or `null`, changes nothing
  * (NVIDIA's config-manager points the file at /dev/null for "no config").
- * Returns 0 on success, -EINVAL when the file has errors, -EFBIG when it is too large, -errno
- * when it cannot be read, or -ENOMEM. Every failure but -ENOMEM adds an error to @d (which may
- * be NULL); warnings are added either way. On failure @c is unchanged.
+ * Never blocks: the file is opened O_NONBLOCK and must be a regular file (or /dev/null); a FIFO,
+ * socket or device at @path is refused ("cannot read the file: it is a FIFO, not a regular
+ * file") instead of stalling the caller's thread.
+ * Returns 0 on success, -EINVAL when the file has errors or is not a regular file, -EISDIR for
+ * a directory, -EFBIG when it is too large, -errno when it cannot be read, or -ENOMEM. Every
+ * failure but -ENOMEM adds an error to @d (which may be NULL); warnings are added either way.
+ * On failure @c is unchanged.
  */
 int config_load_file(struct config *c, const char *path, struct config_diag *d) WARN_UNUSED;
 /* The same for an in-memory document; @name is used in messages and as c->config_file. */
@@ -281,9 +287,13 @@ bool config_flag_lookup(const char *name, bool *ret_is_bool);
 /*
  * Cross-checks the settings (time-slicing resources that name no resource, a GPU listed both for
  * time-slicing and for sharing.memory, clashing resource names, ...) and fills in the derived
- * defaults (dev root = driver root, kubelet socket under the device-plugin path). Checks that
- * need the discovered GPUs are config_assign_gpus(). Returns 0, -EINVAL (errors in @d) or
- * -ENOMEM; on failure @c is unchanged.
+ * defaults (dev root = driver root, kubelet socket under the device-plugin path). Refuses a
+ * config that can never work: a socket path longer than CONFIG_SOCKET_PATH_MAX bytes, for the
+ * plugin socket of any resource the config can advertise (<devicePluginPath>/<socket name as
+ * resource_socket_name() builds it>, nvidia.com/gpu always counted), the kubelet socket, and the
+ * pod-resources socket when gpumem placement: mask dials it. The error names the key, the path,
+ * its length and the limit. Checks that need the discovered GPUs are config_assign_gpus().
+ * Returns 0, -EINVAL (errors in @d) or -ENOMEM; on failure @c is unchanged.
  */
 int config_validate(struct config *c, struct config_diag *d) WARN_UNUSED;
 
@@ -311,6 +321,19 @@ int config_build(struct config *c, char *const *envp, const struct config_flag *
 int config_dump(const struct config *c, struct buf *out) WARN_UNUSED;
 
 /* --- helpers for the daemon --- */
+
+/*
+ * The settings a SIGHUP reload cannot apply, because the process holds what they chose: the
+ * NVML library loaded (`edgegpu.nvmlLib`, and the driver roots it was searched under,
+ * `flags.plugin.containerDriverRoot`) and the driver root the CDI spec and NVML describe
+ * (`flags.nvidiaDriverRoot`). Every other setting applies on SIGHUP (docs/config.md, "What
+ * SIGHUP applies"). Compares @old (the running config) with @new (the reloaded one, both
+ * validated) and stores the dotted key of each of these settings that differs into @ret_keys,
+ * at most @max of them (static strings; @ret_keys may be NULL when @max is 0). Returns how many
+ * differ, which may be more than @max. Pure: no allocation, no logging; any thread.
+ */
+int config_restart_needed(const struct config *old, const struct config *new, const char **ret_keys,
+			  size_t max);
 
 /* Wildcard match, `*` = any run of characters, anchored at both ends, case-sensitive. */
 bool config_pattern_match(const char *pattern, const char *s);

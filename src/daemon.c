@@ -284,12 +284,17 @@ int daemon_build_resources(const struct config *cfg, const struct gpu_info *info
 	struct config_gpu_assignment *as = NULL;
 	struct config_diag dg = { 0 };
 	struct spec_set *set;
+	unsigned(*reps)[ELEMENTSOF(set->gpus[0])] = NULL; /* per spec, per entry of its gpus */
 	size_t n = 0;
 	int r;
 
 	set = calloc(1, sizeof(*set));
-	if (!set)
+	reps = calloc(ELEMENTSOF(set->specs), sizeof(*reps));
+	if (!set || !reps) {
+		free(set);
+		free(reps);
 		return -ENOMEM;
+	}
 	r = config_assign_gpus(cfg, info, &as, &dg);
 	log_diag(&dg, true);
 	config_diag_release(&dg);
@@ -316,6 +321,11 @@ int daemon_build_resources(const struct config *cfg, const struct gpu_info *info
 			r = -EINVAL;
 			goto out;
 		}
+		/* Two time-slicing entries may share a name with their own replica counts (GPU 0
+		 * four ways, GPU 1 two ways): each GPU keeps its own. */
+		reps[sp - set->specs][sp->n_gpus] = as[g].replicas;
+		if (kind == RESOURCE_REPLICA)
+			sp->gpu_replicas = reps[sp - set->specs];
 		set->gpus[sp - set->specs][sp->n_gpus++] = g;
 		sp->replicas = as[g].replicas;
 		sp->fail_requests_gt_one = cfg->time_slicing.fail_requests_greater_than_one;
@@ -346,6 +356,7 @@ int daemon_build_resources(const struct config *cfg, const struct gpu_info *info
 	r = (int)n;
 out:
 	free(as);
+	free(reps);
 	free(set);
 	return r;
 }

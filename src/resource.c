@@ -1,6 +1,7 @@
 #include "resource.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,9 +188,15 @@ int resource_new(const struct resource_spec *spec, const struct gpu_info *info,
 
 	if (spec->n_gpus == 0)
 		return set_err(reterr, "resource \"%s\" has no GPUs", spec->name);
-	if (spec->kind == RESOURCE_REPLICA && spec->replicas < 2)
-		return set_err(reterr, "resource \"%s\": replicas must be at least 2, got %u",
-			       spec->name, spec->replicas);
+	for (unsigned s = 0; spec->kind == RESOURCE_REPLICA && s < spec->n_gpus; s++) {
+		unsigned n = spec->gpu_replicas ? spec->gpu_replicas[s] : spec->replicas;
+
+		if (n < 2)
+			return set_err(
+				reterr,
+				"resource \"%s\": replicas must be at least 2, got %u for GPU %u",
+				spec->name, n, spec->gpus[s]);
+	}
 	if (spec->kind == RESOURCE_GPUMEM && spec->unit_mib == 0)
 		return set_err(reterr, "resource \"%s\": unitMiB must be at least 1", spec->name);
 	if (spec->kind == RESOURCE_GPUMEM && spec->n_gpus > GPU_LETTERS)
@@ -199,7 +206,7 @@ int resource_new(const struct resource_spec *spec, const struct gpu_info *info,
 	if (!r)
 		return -ENOMEM;
 	r->kind = spec->kind;
-	r->replicas = spec->kind == RESOURCE_REPLICA ? spec->replicas : 1;
+	r->replicas = 1;
 	r->fail_requests_gt_one = spec->fail_requests_gt_one;
 	r->unit_mib = r->unit_mib_asked = spec->unit_mib;
 	r->reserve_mib = spec->reserve_mib;
@@ -273,9 +280,20 @@ int resource_new(const struct resource_spec *spec, const struct gpu_info *info,
 		}
 	} else {
 		for (unsigned s = 0; s < r->n_gpus; s++) {
+			unsigned count = 1;
+
+			if (r->kind == RESOURCE_REPLICA)
+				count = spec->gpu_replicas ? spec->gpu_replicas[s] : spec->replicas;
+			if (count > UINT_MAX - next) {
+				e = set_err(reterr, "resource \"%s\": too many replicas",
+					    spec->name);
+				goto fail;
+			}
 			r->gpus[s].first = next;
-			r->gpus[s].count = r->replicas;
-			next += r->replicas;
+			r->gpus[s].count = count;
+			next += count;
+			if (count > r->replicas)
+				r->replicas = count;
 		}
 		r->n_devices = next;
 	}
@@ -365,7 +383,7 @@ int resource_device_lookup(const struct resource *r, const char *id, size_t len)
 			n = n * 10 + (unsigned)(*p - '0');
 		}
 		s = slot_by_uuid(r, id, (size_t)(sep - id));
-		if (s < 0 || n >= r->replicas)
+		if (s < 0 || n >= r->gpus[s].count)
 			return -ENOENT;
 		return (int)(r->gpus[s].first + n);
 	}
@@ -552,7 +570,13 @@ static int preferred_gpu(const struct resource *r, const struct resource_pref_ct
 	return (int)out;
 }
 
-/* Replicas: the least-used physical GPU first (NVIDIA's distributed policy), ties to lower. */
+/*
+ * Replicas: the least-used physical GPU first (NVIDIA's distributed policy). With per-GPU
+ * replica counts, "used" is the fraction of the GPU's own replicas taken, so a GPU shared two
+ * ways with one replica taken is as busy as one shared four ways with two taken; with equal
+ * counts this orders GPUs exactly as NVIDIA's count of taken replicas does. Ties go to the GPU
+ * with fewer replicas taken, then to the lower index; on a GPU, the lowest replica first.
+ */
 static int preferred_replica(const struct resource *r, struct bitmap *cand, const unsigned *must,
 			     size_t n_must, unsigned size, unsigned *ret)
 {
@@ -562,11 +586,11 @@ static int preferred_replica(const struct resource *r, struct bitmap *cand, cons
 		ret[out++] = must[i];
 	while (out < size) {
 		int pick = -1;
-		unsigned pick_used = 0, pick_dev = 0;
+		unsigned pick_used = 0, pick_count = 1, pick_dev = 0;
 
 		for (unsigned s = 0; s < r->n_gpus; s++) {
 			const struct resource_gpu *g = &r->gpus[s];
-			unsigned avail = 0, first = 0;
+			unsigned avail = 0, first = 0, used;
 
 			for (unsigned i = g->count; i-- > 0;)
 				if (bit_get(cand, g->first + i)) {
@@ -575,11 +599,19 @@ static int preferred_replica(const struct resource *r, struct bitmap *cand, cons
 				}
 			if (avail == 0)
 				continue;
-			if (pick < 0 || g->count - avail < pick_used) {
-				pick = (int)s;
-				pick_used = g->count - avail;
-				pick_dev = first;
+			used = g->count - avail;
+			/* used / count < pick_used / pick_count, without division */
+			if (pick >= 0) {
+				uint64_t a = (uint64_t)used * pick_count,
+					 b = (uint64_t)pick_used * g->count;
+
+				if (a > b || (a == b && used >= pick_used))
+					continue;
 			}
+			pick = (int)s;
+			pick_used = used;
+			pick_count = g->count;
+			pick_dev = first;
 		}
 		if (pick < 0)
 			break;

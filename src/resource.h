@@ -4,7 +4,9 @@
  * The resources edgegpu advertises and their device IDs:
  *   RESOURCE_GPU      one device per GPU, ID = GPU UUID (what the kubelet sees; the ID handed
  *                     to the container follows deviceIDStrategy, see allocate.h)
- *   RESOURCE_REPLICA  time-sliced: <replicas> devices per GPU, ID = "<uuid>::<n>"
+ *   RESOURCE_REPLICA  time-sliced: each GPU's own replica count of devices, ID = "<uuid>::<n>"
+ *                     with 0 <= n < that GPU's count (GPUs of one resource may differ: GPU 0
+ *                     four ways and GPU 1 two ways is six devices)
  *   RESOURCE_GPUMEM   memory slices: one device per unit of a GPU's memory less the reserve,
  *                     ID = <gpu letter><unit offset in base 36>, at most 6 bytes
  *
@@ -33,11 +35,12 @@ struct resource_spec {
 	enum resource_kind kind;
 	const unsigned *gpus; /* indices into gpu_info.devices */
 	unsigned n_gpus;
-	unsigned replicas;	   /* RESOURCE_REPLICA: >= 2 */
-	bool fail_requests_gt_one; /* RESOURCE_REPLICA */
-	uint64_t unit_mib;	   /* RESOURCE_GPUMEM: >= 1 */
-	uint64_t reserve_mib;	   /* RESOURCE_GPUMEM */
-	size_t max_list_bytes;	   /* RESOURCE_GPUMEM: 0 = 3 MiB; the unit doubles until it fits */
+	unsigned replicas; /* RESOURCE_REPLICA: >= 2, for every GPU unless gpu_replicas */
+	const unsigned *gpu_replicas; /* RESOURCE_REPLICA, or NULL: per entry of @gpus, each >= 2 */
+	bool fail_requests_gt_one;    /* RESOURCE_REPLICA */
+	uint64_t unit_mib;	      /* RESOURCE_GPUMEM: >= 1 */
+	uint64_t reserve_mib;	      /* RESOURCE_GPUMEM */
+	size_t max_list_bytes; /* RESOURCE_GPUMEM: 0 = 3 MiB; the unit doubles until it fits */
 };
 
 struct resource_gpu {
@@ -51,7 +54,8 @@ struct resource {
 	char *name;   /* "nvidia.com/gpu" */
 	char *socket; /* "nvidia-gpu.sock" */
 	enum resource_kind kind;
-	unsigned replicas;
+	unsigned replicas; /* RESOURCE_REPLICA: the most replicas of any GPU (each GPU's own count
+	                      is gpus[s].count); 1 otherwise */
 	bool fail_requests_gt_one;
 	uint64_t unit_mib;	 /* effective unit, after doubling */
 	uint64_t unit_mib_asked; /* configured unit */
@@ -109,8 +113,10 @@ struct resource_pref_ctx {
 /*
  * Chooses exactly @size devices from @available (device indices), including all of @must.
  * GPU: must-include first, then the best-connected set (same NUMA node, then topology
- * distance; ties to lower indices). REPLICA: NVIDIA's distributed policy with ties to the
- * lower GPU index, then the lower replica. GPUMEM: all on one GPU, best fit (the GPU with the
+ * distance; ties to lower indices). REPLICA: NVIDIA's distributed policy, the least-used GPU
+ * first, where used is the fraction of its own replicas taken (with equal counts this is
+ * NVIDIA's count of replicas taken); ties to the GPU with fewer taken, then the lower GPU
+ * index, then the lower replica. GPUMEM: all on one GPU, best fit (the GPU with the
  * fewest free units that still fits; must-include keeps their GPU), lowest offsets first.
  * Writes device indices to @ret (room for @size) and returns how many (== size unless too few
  * are available), or -EINVAL.

@@ -4,6 +4,8 @@
  * the CDI library can inject them), then writes with edgegpu's own code:
  *   DIR/cdi/k8s.device-plugin.nvidia.com-gpu.json   the CDI spec (cdi_spec_write)
  *   DIR/cdi-hook/k8s.device-plugin.nvidia.com-gpu.json   the same with the ldcache hook
+ *   DIR/cdi-ctr/k8s.device-plugin.nvidia.com-gpu.json    DIR/root as the container driver root
+ *                            of a host /run/nvidia/driver (host paths in the spec)
  *   DIR/allocate-cdi.pb      a packed ContainerAllocateResponse, cdi-annotations + cdi-cri
  *   DIR/allocate-envvar.pb   one with envvar, volume-mounts, passDeviceSpecs and gpumem extras
  *   DIR/expect               "device <name> <minor>" per GPU, for the validator
@@ -110,7 +112,7 @@ int main(int argc, char **argv)
 	};
 	struct gpu_info info = { .driver_version = VER, .n_devices = 2, .devices = devs };
 	const struct gpu_device *const gpus[] = { &devs[0], &devs[1], &devs[0] };
-	char root[400], spec_dir[400], hook_dir[400], expect[400];
+	char root[400], spec_dir[400], hook_dir[400], ctr_dir[400], expect[400];
 	char *err = NULL;
 	FILE *f;
 	int r;
@@ -122,6 +124,7 @@ int main(int argc, char **argv)
 	(void)snprintf(root, sizeof(root), "%s/root", argv[1]);
 	(void)snprintf(spec_dir, sizeof(spec_dir), "%s/cdi", argv[1]);
 	(void)snprintf(hook_dir, sizeof(hook_dir), "%s/cdi-hook", argv[1]);
+	(void)snprintf(ctr_dir, sizeof(ctr_dir), "%s/cdi-ctr", argv[1]);
 	for (size_t i = 0; i < ELEMENTSOF(files); i++)
 		if (make(root, files[i], false) < 0)
 			return 1;
@@ -133,6 +136,17 @@ int main(int argc, char **argv)
 			   &err);
 	if (r < 0) {
 		(void)fprintf(stderr, "cdi-write: %s\n", err ? err : strerror(-r));
+		free(err);
+		return 1;
+	}
+	/* The DaemonSet layout: the driver tree is what /driver-root shows of the host's
+	 * /run/nvidia/driver; the spec names the host's paths. */
+	r = cdi_spec_write(&(struct cdi_opts){ .spec_dir = ctr_dir,
+					       .driver_root = "/run/nvidia/driver",
+					       .container_driver_root = root },
+			   &info, &err);
+	if (r < 0) {
+		(void)fprintf(stderr, "cdi-write: %s: %s\n", ctr_dir, err ? err : strerror(-r));
 		free(err);
 		return 1;
 	}

@@ -2,11 +2,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cdi.h"
@@ -425,6 +428,229 @@ static void test_write(void **state)
 }
 
 /*
+ * The DaemonSet layout (issue 7 item 6): the host's driver root (here /run/nvidia/driver, which
+ * does not exist in this process's view) is mounted at container_driver_root. The files and
+ * control nodes are looked for there, and the spec names the host's paths.
+ */
+static void test_container_driver_root(void **state)
+{
+	char ctr[128], want[512];
+	struct cdi_opts o = { .driver_root = "/run/nvidia/driver" };
+	struct buf out = { 0 };
+	char *err = NULL;
+
+	(void)snprintf(ctr, sizeof(ctr), "%s/driver-root", tmp);
+	make_root(ctr);
+	o.container_driver_root = ctr;
+	assert_render(&o, SPEC(UUID0, UUID1, ""), "/run/nvidia/driver", "/run/nvidia/driver");
+
+	/* A separate host dev root names the nodes; they are still found under <ctr>/dev. */
+	o.dev_root = "/";
+	assert_render(&o, SPEC(UUID0, UUID1, ""), "/run/nvidia/driver", "");
+
+	/* Nothing of the driver under the container root: the message names both roots. */
+	o.dev_root = NULL;
+	(void)snprintf(ctr, sizeof(ctr), "%s/empty-driver-root", tmp);
+	make(ctr, "/usr/lib/");
+	assert_int_equal(cdi_spec_render(&o, &info, &out, &err), -ENOENT);
+	(void)snprintf(want, sizeof(want),
+		       "failed to locate libcuda.so." VER " under %s (the container driver root, "
+		       "where the host's /run/nvidia/driver is expected to be mounted)",
+		       ctr);
+	assert_string_equal(err, want);
+	assert_int_equal(out.len, 0);
+	err = mfree(err);
+
+	/* No such mount (edgegpu on the host): the driver root itself, as before. */
+	(void)snprintf(ctr, sizeof(ctr), "%s/no-such-dir", tmp);
+	make_root(root);
+	o.driver_root = root;
+	assert_render(&o, SPEC(UUID0, UUID1, ""), root, root);
+	o.container_driver_root = "";
+	assert_render(&o, SPEC(UUID0, UUID1, ""), root, root);
+}
+
+/* Runs @fn in a child (to drop privileges or mount privately); returns its r and message. */
+struct child_result {
+	int r;
+	char msg[512];
+};
+
+static bool in_child(int (*fn)(void *arg, char **reterr), void *arg, struct child_result *res)
+{
+	int p[2], status;
+	pid_t pid;
+	ssize_t n;
+
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct child_result cr = { 0 };
+		char *err = NULL;
+
+		close(p[0]);
+		cr.r = fn(arg, &err);
+		if (err)
+			(void)snprintf(cr.msg, sizeof(cr.msg), "%s", err);
+		if (write(p[1], &cr, sizeof(cr)) != (ssize_t)sizeof(cr))
+			_exit(2);
+		_exit(0);
+	}
+	close(p[1]);
+	n = read(p[0], res, sizeof(*res));
+	close(p[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	return n == (ssize_t)sizeof(*res) && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static char wdir[128];
+static char big[64 * 1024];
+
+#define SKIP_R 1000 /* the child could not set the case up */
+
+/* As an unprivileged user in a directory it cannot write: -EACCES. */
+static int write_unwritable(void *arg, char **reterr)
+{
+	if (geteuid() == 0) {
+		if (setgid(65534) < 0 || setuid(65534) < 0)
+			return SKIP_R;
+	} else if (chmod(wdir, 0555) < 0) {
+		return SKIP_R;
+	}
+	return cdi_spec_write_file(wdir, "{}\n", 3, reterr);
+}
+
+/* On a 4 KiB tmpfs holding a small spec, a 64 KiB spec: -ENOSPC, the old spec intact. */
+static int write_full_disk(void *arg, char **reterr)
+{
+	int r;
+
+	if (unshare(CLONE_NEWNS) < 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("tmpfs", wdir, "tmpfs", 0, "size=4k") < 0)
+		return SKIP_R;
+	if (cdi_spec_write_file(wdir, "{\"old\": 1}\n", 11, NULL) < 0)
+		return SKIP_R + 1;
+	r = cdi_spec_write_file(wdir, big, sizeof(big), reterr);
+	if (cdi_spec_verify(wdir, "{\"old\": 1}\n", 11) != 0)
+		return SKIP_R + 2; /* the old spec was touched */
+	{
+		DIR *d = opendir(wdir);
+		struct dirent *de;
+
+		while (d && (de = readdir(d)))
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+			    strcmp(de->d_name, CDI_SPEC_FILE_NAME))
+				r = SKIP_R + 3; /* a temporary file left behind */
+		if (d)
+			closedir(d);
+	}
+	return r;
+}
+
+/* A read-only mount: -EROFS. */
+static int write_read_only(void *arg, char **reterr)
+{
+	if (unshare(CLONE_NEWNS) < 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("tmpfs", wdir, "tmpfs", MS_RDONLY, "size=64k") < 0)
+		return SKIP_R;
+	return cdi_spec_write_file(wdir, "{}\n", 3, reterr);
+}
+
+static void test_write_file_errors(void **state)
+{
+	struct child_result cr;
+	char want[256];
+
+	memset(big, ' ', sizeof(big));
+	assert_int_equal(chmod(tmp, 0755), 0); /* mkdtemp's 0700 would stop nobody earlier */
+	(void)snprintf(wdir, sizeof(wdir), "%s/unwritable", tmp);
+	make(wdir, "/");
+	(void)snprintf(want, sizeof(want),
+		       "failed to create a temporary file for CDI spec %s/" CDI_SPEC_FILE_NAME
+		       ": Permission denied",
+		       wdir);
+	assert_true(in_child(write_unwritable, NULL, &cr));
+	if (cr.r == SKIP_R) {
+		print_message("skipped: cannot drop privileges\n");
+	} else {
+		assert_int_equal(cr.r, -EACCES);
+		assert_string_equal(cr.msg, want);
+	}
+
+	(void)snprintf(wdir, sizeof(wdir), "%s/full", tmp);
+	make(wdir, "/");
+	assert_true(in_child(write_full_disk, NULL, &cr));
+	if (cr.r == SKIP_R) {
+		print_message("skipped: cannot mount a tmpfs (needs CAP_SYS_ADMIN)\n");
+	} else {
+		assert_int_equal(cr.r, -ENOSPC);
+		(void)snprintf(want, sizeof(want),
+			       "failed to write CDI spec %s/" CDI_SPEC_FILE_NAME
+			       ": No space left on device",
+			       wdir);
+		assert_string_equal(cr.msg, want);
+	}
+
+	(void)snprintf(wdir, sizeof(wdir), "%s/ro", tmp);
+	make(wdir, "/");
+	assert_true(in_child(write_read_only, NULL, &cr));
+	if (cr.r != SKIP_R) {
+		assert_int_equal(cr.r, -EROFS);
+		assert_non_null(strstr(cr.msg, "Read-only file system"));
+	}
+}
+
+static void test_verify(void **state)
+{
+	struct cdi_opts o = { .driver_root = root };
+	char dir[128], path[256], other[256];
+	struct buf spec = { 0 };
+	FILE *f;
+
+	make_root(root);
+	(void)snprintf(dir, sizeof(dir), "%s/cdi", tmp);
+	(void)snprintf(path, sizeof(path), "%s/" CDI_SPEC_FILE_NAME, dir);
+	assert_int_equal(cdi_spec_verify(dir, "x", 1), -ENOENT); /* no dir yet */
+	assert_int_equal(cdi_spec_render(&o, &info, &spec, NULL), 0);
+	assert_int_equal(cdi_spec_write_file(dir, spec.data, spec.len, NULL), 0);
+	assert_int_equal(cdi_spec_verify(dir, spec.data, spec.len), 0);
+
+	/* Altered in place, same length: stale. Longer or shorter: stale. */
+	f = fopen(path, "r+");
+	assert_non_null(f);
+	assert_int_equal(fputc('[', f), '[');
+	fclose(f);
+	assert_int_equal(cdi_spec_verify(dir, spec.data, spec.len), -ESTALE);
+	assert_int_equal(cdi_spec_write_file(dir, spec.data, spec.len - 1, NULL), 0);
+	assert_int_equal(cdi_spec_verify(dir, spec.data, spec.len), -ESTALE);
+	assert_int_equal(cdi_spec_write_file(dir, spec.data, spec.len, NULL), 0);
+	assert_int_equal(cdi_spec_verify(dir, spec.data, spec.len - 1), -ESTALE);
+
+	/* Vanished, or its directory with it. */
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(cdi_spec_verify(dir, spec.data, spec.len), -ENOENT);
+	assert_int_equal(rmdir(dir), 0);
+	assert_int_equal(cdi_spec_verify(dir, spec.data, spec.len), -ENOENT);
+
+	/* A symlink to an identical file is not ours; a FIFO is refused without blocking. */
+	assert_int_equal(cdi_spec_write_file(dir, spec.data, spec.len, NULL), 0);
+	(void)snprintf(other, sizeof(other), "%s/copy.json", tmp);
+	assert_int_equal(rename(path, other), 0);
+	assert_int_equal(symlink(other, path), 0);
+	assert_int_equal(cdi_spec_verify(dir, spec.data, spec.len), -ESTALE);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(mkfifo(path, 0644), 0);
+	alarm(10);
+	assert_int_equal(cdi_spec_verify(dir, spec.data, spec.len), -ESTALE);
+	alarm(0);
+	/* Rewriting replaces whatever is there. */
+	assert_int_equal(cdi_spec_write_file(dir, spec.data, spec.len, NULL), 0);
+	assert_int_equal(cdi_spec_verify(dir, spec.data, spec.len), 0);
+	buf_release(&spec);
+}
+
+/*
  * Every allocation failure gives -ENOMEM and leaves nothing behind: no output, no file, no
  * leak (valgrind/ASan), never a spec that silently lacks a library or a node.
  */
@@ -492,6 +718,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_escaping, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_oom, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_container_driver_root, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_write_file_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_verify, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

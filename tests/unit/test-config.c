@@ -284,7 +284,7 @@ static void test_time_slicing(void **state)
 	assert_string_equal(r->name, "nvidia.com/gpu");
 	assert_null(r->rename);
 	assert_int_equal(r->replicas, 2);
-	assert_int_equal(r->devices.kind, CONFIG_DEVICES_ALL);
+	assert_int_equal(r->devices.kind, CONFIG_DEVICES_LIST);
 	r = &c.time_slicing.resources[2];
 	assert_string_equal(r->name, "nvidia.com/gpu-a2");
 	assert_int_equal(r->replicas, 3);
@@ -293,7 +293,7 @@ static void test_time_slicing(void **state)
 	assert_int_equal(config_validate(&c, &d), 0);
 
 	/* On the node: GPU 0 by index and GPU 1 by UUID four ways, the A2 three ways, the last T4
-	 * (what `all` leaves) two ways. */
+	 * two ways. */
 	fake_gpus(devs, &info);
 	assert_int_equal(config_assign_gpus(&c, &info, &as, &d), 0);
 	assert_int_equal(d.n_errors, 0);
@@ -315,8 +315,8 @@ static void test_time_slicing(void **state)
 	/* renameByDefault names the resource <name>.shared; an explicit rename wins. */
 	load_ok(&c,
 		"sharing:\n  timeSlicing:\n    renameByDefault: true\n    resources:\n"
-		"      - {name: gpu, replicas: 2}\n      - {name: gpu, replicas: 3, devices: [1], "
-		"rename: gpu-three}\n");
+		"      - {name: gpu, replicas: 2, devices: [0]}\n      - {name: gpu, replicas: 3, "
+		"devices: [1], rename: gpu-three}\n");
 	assert_string_equal(c.time_slicing.resources[0].rename, "nvidia.com/gpu.shared");
 	assert_string_equal(c.time_slicing.resources[1].rename, "nvidia.com/gpu-three");
 	config_release(&c);
@@ -556,7 +556,7 @@ static void test_error_kinds(void **state)
 		  CONFIG_FIXTURES "/no-such-file.yaml: cannot read the file: No such file or "
 				  "directory" },
 		{ CONFIG_FIXTURES, -EISDIR,
-		  CONFIG_FIXTURES ": cannot read the file: Is a directory" },
+		  CONFIG_FIXTURES ": cannot read the file: it is a directory, not a regular file" },
 	};
 
 	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -572,6 +572,140 @@ static void test_error_kinds(void **state)
 		/* Without a diag the result is the same. */
 		assert_int_equal(config_load_file(&c, cases[i].file, NULL), cases[i].ret);
 		config_diag_release(&d);
+		config_release(&c);
+	}
+}
+
+/*
+ * A FIFO (or socket, or device) at the config path is refused at once, never read: opening it
+ * blocked the daemon's only thread at start and on SIGHUP (issue 7 item 7). alarm() turns a hang
+ * into a failure instead of a test timeout.
+ */
+static void test_not_regular_file(void **state)
+{
+	char dir[] = "/tmp/test-config-XXXXXX", fifo[64], *envp[2] = { NULL, NULL }, *env = NULL;
+	struct config_diag d = { 0 };
+	struct config c, saved;
+	char *s;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(fifo, sizeof(fifo), "%s/config.yaml", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	alarm(10);
+	assert_int_equal(config_init(&c), 0);
+	assert_int_equal(config_load_file(&c, fifo, &d), -EINVAL);
+	assert_int_equal(d.n_errors, 1);
+	s = fmt_error(&d.errors[0]);
+	assert_non_null(strstr(s, fifo));
+	assert_non_null(strstr(s, "cannot read the file: it is a FIFO, not a regular file"));
+	free(s);
+	config_diag_release(&d);
+
+	/* The whole build, as at start and on SIGHUP: refused, and the old config kept. */
+	assert_int_equal(config_load_file(&c, FX("full-nvidia.yaml"), NULL), 0);
+	assert_int_equal(config_copy(&saved, &c), 0);
+	assert_true(asprintf(&env, "CONFIG_FILE=%s", fifo) > 0);
+	envp[0] = env;
+	assert_int_equal(config_build(&c, envp, NULL, 0, &d), -EINVAL);
+	assert_true(config_equal(&c, &saved));
+	assert_int_equal(d.n_errors, 1);
+	assert_string_equal(d.errors[0].file, fifo);
+	config_diag_release(&d);
+
+	/* /dev/null stays "no config" (NVIDIA's config-manager uses it). */
+	assert_int_equal(config_load_file(&c, "/dev/null", &d), 0);
+	assert_int_equal(d.n_errors, 0);
+	alarm(0);
+	free(env);
+	config_release(&saved);
+	config_release(&c);
+	(void)unlink(fifo);
+	(void)rmdir(dir);
+}
+
+/* A socket path longer than sun_path can never be served: refused at validation (item 1). */
+static void test_socket_path_limit(void **state)
+{
+	char dir[128], sock[160], want[512];
+	struct config_diag d = { 0 };
+	struct config c;
+	char *s;
+
+	/* dir + "/nvidia-gpu.sock" (16 bytes) exactly 107 bytes: accepted. */
+	memset(dir, 'd', sizeof(dir));
+	dir[0] = '/';
+	dir[107 - 16] = 0;
+	{
+		const struct config_flag flags[] = { { "device-plugin-path", dir } };
+
+		assert_int_equal(config_init(&c), 0);
+		assert_int_equal(config_build(&c, (char *[]){ NULL }, flags, 1, &d), 0);
+		assert_int_equal(d.n_errors, 0);
+		config_release(&c);
+	}
+	/* One byte more: refused, naming the key, the path, its length and the limit. */
+	dir[107 - 16] = 'd';
+	dir[107 - 15] = 0;
+	{
+		const struct config_flag flags[] = { { "device-plugin-path", dir } };
+
+		assert_int_equal(config_init(&c), 0);
+		assert_int_equal(config_build(&c, (char *[]){ NULL }, flags, 1, &d), -EINVAL);
+		assert_int_equal(d.n_errors, 1);
+		assert_string_equal(d.errors[0].key, "edgegpu.devicePluginPath");
+		assert_null(d.errors[0].file);
+		s = fmt_error(&d.errors[0]);
+		snprintf(want, sizeof(want),
+			 "edgegpu.devicePluginPath: the plugin socket of nvidia.com/gpu "
+			 "\"%s/nvidia-gpu.sock\" is 108 bytes, longer than the 107 a unix socket "
+			 "path can hold (sun_path); set a shorter edgegpu.devicePluginPath "
+			 "(--device-plugin-path, DEVICE_PLUGIN_PATH)",
+			 dir);
+		assert_string_equal(s, want);
+		free(s);
+		config_diag_release(&d);
+		config_release(&c);
+	}
+	/* A longer resource name from the file decides: the rename's socket is the longest. */
+	dir[107 - 30] = 0;
+	{
+		assert_int_equal(config_init(&c), 0);
+		assert_int_equal(
+			load_str(&c,
+				 "sharing: {timeSlicing: {resources: [{name: gpu, replicas: "
+				 "2, rename: a-rather-long-shared-name}]}}\n",
+				 &d),
+			0);
+		assert_int_equal(config_set_flag(&c, "device-plugin-path", dir, &d), 0);
+		assert_int_equal(config_validate(&c, &d), -EINVAL);
+		assert_int_equal(d.n_errors, 1);
+		assert_non_null(strstr(d.errors[0].message,
+				       "plugin socket of nvidia.com/a-rather-long-shared-name"));
+		assert_null(c.kubelet_socket); /* unchanged on failure */
+		config_diag_release(&d);
+		config_release(&c);
+	}
+	/* The kubelet socket, by its own key. */
+	memset(sock, 'k', sizeof(sock));
+	sock[0] = '/';
+	sock[120] = 0;
+	{
+		const struct config_flag flags[] = { { "kubelet-socket", sock } };
+
+		assert_int_equal(config_init(&c), 0);
+		assert_int_equal(config_build(&c, (char *[]){ NULL }, flags, 1, &d), -EINVAL);
+		assert_int_equal(d.n_errors, 1);
+		assert_string_equal(d.errors[0].key, "edgegpu.kubeletSocket");
+		assert_non_null(strstr(d.errors[0].message, "is 120 bytes, longer than the 107"));
+		config_diag_release(&d);
+		config_release(&c);
+	}
+	/* "" (do not register) is never too long. */
+	{
+		const struct config_flag flags[] = { { "kubelet-socket", "" } };
+
+		assert_int_equal(config_init(&c), 0);
+		assert_int_equal(config_build(&c, (char *[]){ NULL }, flags, 1, &d), 0);
 		config_release(&c);
 	}
 }
@@ -657,6 +791,19 @@ static void test_more_errors(void **state)
 		     "devices: [0]}\n      - {name: gpu, replicas: 4, devices: [1, 0]}\n",
 		     "t.yaml:5:43: sharing.timeSlicing.resources[1].devices: shares GPUs with "
 		     "sharing.timeSlicing.resources[0], which time-slices the same resource");
+	/* `all` beside another entry of the same resource names both (issue 7 item 5). */
+	expect_error("sharing:\n  timeSlicing:\n    resources:\n      - {name: gpu, replicas: 4, "
+		     "devices: [0]}\n      - {name: gpu, replicas: 2, devices: all}\n",
+		     "t.yaml:5:43: sharing.timeSlicing.resources[1].devices: \"all\" takes every "
+		     "GPU of \"nvidia.com/gpu\", but sharing.timeSlicing.resources[0].devices "
+		     "(t.yaml:4:43) time-slices some of them too; list the GPUs of each entry "
+		     "instead");
+	expect_error("sharing:\n  timeSlicing:\n    resources:\n      - {name: gpu, replicas: 2, "
+		     "rename: gpu.two}\n      - {name: gpu, replicas: 4, devices: 1}\n",
+		     "t.yaml:4:9: sharing.timeSlicing.resources[0].devices: \"all\" takes every "
+		     "GPU of \"nvidia.com/gpu\", but sharing.timeSlicing.resources[1].devices "
+		     "(t.yaml:5:43) time-slices some of them too; list the GPUs of each entry "
+		     "instead");
 	expect_error(
 		"sharing:\n  timeSlicing:\n    resources:\n      - {name: gpu, replicas: 2, "
 		"rename: gpumem, devices: [0]}\nedgegpu: {sharing: {memory: {devices: [1]}}}\n",
@@ -1151,6 +1298,39 @@ static void test_dump_round_trip(void **state)
 }
 
 /* What a reload must keep: the same settings at the same addresses. */
+/* What a SIGHUP cannot apply: the NVML library and the driver roots (docs/config.md). */
+static void test_restart_needed(void **state)
+{
+	const char *keys[4] = { NULL };
+	struct config a, b;
+
+	load_ok(&a, "version: v1\n");
+	assert_int_equal(config_validate(&a, NULL), 0);
+	assert_int_equal(config_copy(&b, &a), 0);
+	assert_int_equal(config_restart_needed(&a, &b, keys, ELEMENTSOF(keys)), 0);
+	/* Settings that apply on SIGHUP do not count. */
+	assert_int_equal(config_set_flag(&b, "device-plugin-path", "/elsewhere", NULL), 0);
+	assert_int_equal(config_set_flag(&b, "kubelet-socket", "/elsewhere/kubelet.sock", NULL), 0);
+	assert_int_equal(config_set_flag(&b, "pod-resources-socket", "/x.sock", NULL), 0);
+	assert_int_equal(config_set_flag(&b, "dev-root", "/dev-root", NULL), 0);
+	assert_int_equal(config_restart_needed(&a, &b, keys, ELEMENTSOF(keys)), 0);
+	/* Each of the three, in a fixed order; NULL (unset) to a value counts. */
+	assert_int_equal(config_set_flag(&b, "nvml-lib", "/lib/libnvidia-ml.so.1", NULL), 0);
+	assert_int_equal(config_set_flag(&b, "driver-root", "/run/nvidia/driver", NULL), 0);
+	assert_int_equal(config_set_flag(&b, "container-driver-root", "/host", NULL), 0);
+	assert_int_equal(config_restart_needed(&a, &b, keys, ELEMENTSOF(keys)), 3);
+	assert_string_equal(keys[0], "flags.nvidiaDriverRoot");
+	assert_string_equal(keys[1], "flags.plugin.containerDriverRoot");
+	assert_string_equal(keys[2], "edgegpu.nvmlLib");
+	/* Room for one: the count is still all of them. */
+	keys[1] = NULL;
+	assert_int_equal(config_restart_needed(&a, &b, keys, 1), 3);
+	assert_null(keys[1]);
+	assert_int_equal(config_restart_needed(&a, &b, NULL, 0), 3);
+	config_release(&a);
+	config_release(&b);
+}
+
 static void test_failed_load_keeps_old(void **state)
 {
 	static const char *const bad[] = {
@@ -1435,6 +1615,9 @@ int main(void)
 		cmocka_unit_test(test_assign_errors),
 		cmocka_unit_test(test_oom),
 		cmocka_unit_test(test_fuzz_corpus),
+		cmocka_unit_test(test_not_regular_file),
+		cmocka_unit_test(test_socket_path_limit),
+		cmocka_unit_test(test_restart_needed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -320,6 +320,77 @@ static void test_preferred_gpumem_best_fit(void **state)
 	resource_free(r);
 }
 
+/* Two time-slicing entries under one name: GPU 0 four ways, GPU 1 two ways (issue 7 item 5). */
+static void test_replicas_per_gpu(void **state)
+{
+	static const unsigned gpus[] = { 0, 1 }, counts[] = { 4, 2 }, bad[] = { 4, 1 };
+	struct resource_spec spec = { .name = "nvidia.com/gpu",
+				      .kind = RESOURCE_REPLICA,
+				      .gpus = gpus,
+				      .n_gpus = 2,
+				      .replicas = 4, /* ignored: gpu_replicas wins */
+				      .gpu_replicas = counts };
+	struct resource_pref_ctx ctx = { 0 };
+	unsigned avail[6], out[6];
+	struct resource *r = NULL;
+	struct buf b = { 0 };
+	char *err = NULL, id[128], want[128];
+	V1beta1__ListAndWatchResponse *m;
+
+	make_info(2, 8192);
+	assert_int_equal(resource_new(&spec, &info, &r, &err), 0);
+	assert_int_equal(r->n_devices, 6);
+	assert_int_equal(r->gpus[0].count, 4);
+	assert_int_equal(r->gpus[1].count, 2);
+	assert_int_equal(r->gpus[1].first, 4);
+	assert_int_equal(r->replicas, 4);
+	/* IDs: <uuid>::0..3 on GPU 0, <uuid>::0..1 on GPU 1, each mapping back to its GPU. */
+	for (unsigned i = 0; i < 6; i++) {
+		unsigned g = i < 4 ? 0 : 1, n = i < 4 ? i : i - 4;
+		size_t len = resource_device_id(r, i, id);
+
+		snprintf(want, sizeof(want), "%s::%u", devs[g].uuid, n);
+		assert_string_equal(id, want);
+		assert_int_equal(resource_device_lookup(r, id, len), (int)i);
+		assert_int_equal(resource_device_gpu(r, i), g);
+	}
+	/* GPU 1 has no replica 2 or 3, though GPU 0 does. */
+	snprintf(want, sizeof(want), "%s::2", devs[1].uuid);
+	assert_int_equal(resource_device_lookup(r, want, strlen(want)), -ENOENT);
+	snprintf(want, sizeof(want), "%s::3", devs[0].uuid);
+	assert_int_equal(resource_device_lookup(r, want, strlen(want)), 3);
+	/* The list carries all six, and its size is exact. */
+	assert_int_equal(resource_encode_list(r, NULL, all_healthy, NULL, &b), 0);
+	assert_int_equal(b.len, resource_list_size(r, NULL));
+	m = v1beta1__list_and_watch_response__unpack(NULL, b.len, b.data);
+	assert_non_null(m);
+	assert_int_equal(m->n_devices, 6);
+	v1beta1__list_and_watch_response__free_unpacked(m, NULL);
+	buf_release(&b);
+
+	/* Spread by the share of each GPU taken: one on each first, then GPU 0 (1/4 < 1/2). */
+	for (unsigned i = 0; i < 6; i++)
+		avail[i] = i;
+	assert_int_equal(resource_preferred(r, &ctx, avail, 6, NULL, 0, 3, out), 3);
+	assert_int_equal(out[0], 0);
+	assert_int_equal(out[1], 4);
+	assert_int_equal(out[2], 1);
+	/* GPU 0 half taken (2 of 4), GPU 1 untouched: GPU 1 first, then a tie at one half goes
+	 * to the GPU with fewer taken (GPU 1), then GPU 0. */
+	assert_int_equal(
+		resource_preferred(r, &ctx, (unsigned[]){ 2, 3, 4, 5 }, 4, NULL, 0, 3, out), 3);
+	assert_int_equal(out[0], 4);
+	assert_int_equal(out[1], 5);
+	assert_int_equal(out[2], 2);
+	resource_free(r);
+
+	/* Every GPU's count is checked. */
+	spec.gpu_replicas = bad;
+	assert_int_equal(resource_new(&spec, &info, &r, &err), -EINVAL);
+	assert_non_null(strstr(err, "got 1 for GPU 1"));
+	free(err);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -334,6 +405,7 @@ int main(void)
 		cmocka_unit_test(test_preferred_gpu_distance),
 		cmocka_unit_test(test_preferred_replicas_spread),
 		cmocka_unit_test(test_preferred_gpumem_best_fit),
+		cmocka_unit_test(test_replicas_per_gpu),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
