@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cdi-writer.h"
 #include "cdi.h"
 #include "config.h"
 #include "gpu-monitor.h"
@@ -25,6 +26,8 @@
 #define NO_NVML_LOG_GAP (300 * USEC_PER_SEC)
 #define PODRES_INTERVAL (2 * USEC_PER_SEC)
 #define STREAM_WATCHDOG (2 * USEC_PER_SEC)
+#define LISTEN_BACKOFF_MIN (100 * USEC_PER_MSEC)
+#define LISTEN_BACKOFF_MAX (10 * USEC_PER_SEC)
 
 struct dplugin {
 	struct daemon *d;
@@ -33,7 +36,10 @@ struct dplugin {
 	char *name;
 	bool stopping;
 	bool stopped;
+	bool served; /* our socket is listening */
 	struct loop_timer *watchdog; /* registered, but no ListAndWatch stream yet */
+	struct loop_timer *listen_retry;
+	usec_t listen_backoff;
 	struct dplugin *next;
 };
 
@@ -62,6 +68,7 @@ struct daemon {
 	unsigned n_stopping;
 
 	struct podres *podres;
+	struct cdi_writer *cdi;
 
 	struct loop_timer *rediscover;
 	struct loop_timer *stop_deadline;
@@ -365,16 +372,30 @@ out:
 
 static void dplugin_register(struct dplugin *dp);
 
+/*
+ * Which ListAndWatch stream is the kubelet's: the one from the process that answers on
+ * kubelet.sock (plugin.h, plugin_expect_kubelet). Only that stream suppresses another
+ * Register; a monitoring agent or grpcurl watching us does not.
+ */
+static void on_dial(struct kubelet_reg *reg, pid_t kubelet_pid, void *userdata)
+{
+	struct dplugin *dp = userdata;
+
+	plugin_expect_kubelet(dp->plugin, kubelet_pid);
+}
+
 static void on_reg(struct kubelet_reg *reg, bool ok, void *userdata)
 {
 	struct dplugin *dp = userdata;
 
 	if (ok) {
+		/* The kubelet's backlog was full when we dialled: the pid comes only now. */
+		plugin_expect_kubelet(dp->plugin, kubelet_reg_peer_pid(reg));
 		loop_timer_arm(dp->watchdog, STREAM_WATCHDOG);
 		return;
 	}
 	/* Refused while the kubelet still streams from us: it has us, a retry would be refused too. */
-	if (plugin_watchers(dp->plugin) > 0) {
+	if (plugin_kubelet_watchers(dp->plugin) > 0) {
 		log_info("kubelet still holds our ListAndWatch stream, not registering again",
 			 "resource=%s", dp->name);
 		kubelet_reg_stop(dp->reg);
@@ -385,7 +406,7 @@ static void stream_watchdog(struct loop_timer *t, void *userdata)
 {
 	struct dplugin *dp = userdata;
 
-	if (dp->stopping || plugin_watchers(dp->plugin) > 0)
+	if (dp->stopping || plugin_kubelet_watchers(dp->plugin) > 0)
 		return;
 	log_warn("registered, but the kubelet opened no ListAndWatch stream, registering again",
 		 "resource=%s wait_ms=%llu", dp->name,
@@ -393,21 +414,61 @@ static void stream_watchdog(struct loop_timer *t, void *userdata)
 	dplugin_register(dp);
 }
 
+/*
+ * Makes sure our socket is served; on failure retries with back-off (100 ms doubling to
+ * 10 s), forever, saying so once per step. Returns true when it is served.
+ */
+static bool dplugin_serve(struct dplugin *dp)
+{
+	int r;
+
+	if (dp->stopping)
+		return false;
+	if (dp->served && plugin_socket_ok(dp->plugin))
+		return true;
+	r = plugin_listen(dp->plugin);
+	if (r < 0) {
+		dp->listen_backoff = dp->listen_backoff ? MIN(dp->listen_backoff * 2, LISTEN_BACKOFF_MAX) :
+							  LISTEN_BACKOFF_MIN;
+		(void)log_warn_errno(r, "cannot serve the device plugin socket, retrying",
+				     "resource=%s path=%s retry_ms=%llu", dp->name,
+				     plugin_socket_path(dp->plugin),
+				     (unsigned long long)(dp->listen_backoff / USEC_PER_MSEC));
+		dp->served = false;
+		loop_timer_arm(dp->listen_retry, dp->listen_backoff);
+		return false;
+	}
+	if (dp->listen_backoff)
+		log_info("serving the device plugin socket again", "resource=%s path=%s",
+			 dp->name, plugin_socket_path(dp->plugin));
+	dp->listen_backoff = 0;
+	dp->served = true;
+	loop_timer_disarm(dp->listen_retry);
+	return true;
+}
+
 static void dplugin_register(struct dplugin *dp)
 {
-	if (dp->stopping || !kubelet_enabled(dp->d->kubelet))
-		return;
-	if (!plugin_socket_ok(dp->plugin) && plugin_listen(dp->plugin) < 0)
+	if (dp->stopping || !dplugin_serve(dp) || !kubelet_enabled(dp->d->kubelet))
 		return;
 	loop_timer_disarm(dp->watchdog);
 	kubelet_reg_start(dp->reg);
+}
+
+static void listen_retry(struct loop_timer *t, void *userdata)
+{
+	struct dplugin *dp = userdata;
+
+	/* A kubelet stream cannot be live on a socket we could not serve: register. */
+	if (dplugin_serve(dp) && plugin_kubelet_watchers(dp->plugin) == 0)
+		dplugin_register(dp);
 }
 
 static void on_stream_lost(struct plugin *p, void *userdata)
 {
 	struct dplugin *dp = userdata;
 
-	if (plugin_watchers(p) == 0)
+	if (plugin_kubelet_watchers(p) == 0)
 		dplugin_register(dp);
 }
 
@@ -418,57 +479,56 @@ static struct dplugin *dplugin_free(struct dplugin *dp)
 	kubelet_reg_free(dp->reg);
 	plugin_free(dp->plugin);
 	loop_timer_free(dp->watchdog);
+	loop_timer_free(dp->listen_retry);
 	free(dp->name);
 	free(dp);
 	return NULL;
 }
 
+/*
+ * Adds a plugin for @r (taken: freed on failure too) and serves and registers it. A socket
+ * that cannot be served yet is retried (dplugin_serve); only a failure to create the objects
+ * loses the resource, and that is logged.
+ */
 static int dplugin_add(struct daemon *d, struct resource *r)
 {
 	struct dplugin *dp = calloc(1, sizeof(*dp));
-	int e;
+	int e = -ENOMEM;
 
-	if (!dp) {
-		resource_free(r);
-		return -ENOMEM;
-	}
-	dp->d = d;
-	dp->name = strdup(r->name);
-	if (!dp->name) {
+	if (!dp || !(dp->name = strdup(r->name))) {
+		log_error("cannot advertise resource: out of memory", "resource=%s", r->name);
 		resource_free(r);
 		free(dp);
 		return -ENOMEM;
 	}
-	e = loop_timer_new(d->loop, stream_watchdog, dp, &dp->watchdog);
-	if (e < 0) {
+	dp->d = d;
+	if ((e = loop_timer_new(d->loop, stream_watchdog, dp, &dp->watchdog)) < 0 ||
+	    (e = loop_timer_new(d->loop, listen_retry, dp, &dp->listen_retry)) < 0) {
 		resource_free(r);
-		dplugin_free(dp);
-		return e;
+		goto fail;
 	}
+	/* plugin_new takes @r on success only (plugin.h). */
 	e = plugin_new(&d->ctx, r, on_stream_lost, dp, &dp->plugin);
 	if (e < 0) {
 		resource_free(r);
-		dplugin_free(dp);
-		return log_error_errno(e, "creating device plugin failed", "resource=%s", r->name);
+		goto fail;
 	}
 	plugin_refresh(dp->plugin);
-	e = plugin_listen(dp->plugin);
-	if (e < 0) {
-		dplugin_free(dp);
-		return e;
-	}
 	e = kubelet_reg_new(d->kubelet, plugin_resource(dp->plugin)->name,
 			    plugin_resource(dp->plugin)->socket, on_reg, dp, &dp->reg);
-	if (e < 0) {
-		dplugin_free(dp);
-		return e;
-	}
+	if (e < 0)
+		goto fail;
+	kubelet_reg_set_dial_fn(dp->reg, on_dial);
 	dp->next = d->plugins;
 	d->plugins = dp;
 	log_info("advertising resource", "resource=%s devices=%u socket=%s", dp->name,
 		 plugin_resource(dp->plugin)->n_devices, plugin_socket_path(dp->plugin));
 	dplugin_register(dp);
 	return 0;
+fail:
+	(void)log_error_errno(e, "cannot advertise resource", "resource=%s", dp->name);
+	dplugin_free(dp);
+	return e;
 }
 
 /* Frees the plugins that finished stopping (not from inside their own server's callback). */
@@ -515,29 +575,23 @@ static void dplugin_stop(struct dplugin *dp)
 	plugin_shutdown(dp->plugin, STOP_GRACE, plugin_stopped, dp);
 }
 
-static int write_cdi(struct daemon *d)
+/* The CDI spec for the current GPUs, when a cdi-* strategy wants one (written off the loop). */
+static void write_cdi(struct daemon *d)
 {
 	struct cdi_opts o = {
 		.spec_dir = d->cfg.cdi_spec_dir,
 		.driver_root = d->cfg.driver_root,
 		.dev_root = d->cfg.dev_root,
+		.container_driver_root = d->cfg.container_driver_root,
 		.id_strategy = d->cfg.device_id_strategy == CONFIG_DEVICE_ID_INDEX ?
 				       ALLOC_ID_INDEX :
 				       ALLOC_ID_UUID,
 	};
-	char *err = NULL;
-	int r;
 
 	if (!(d->cfg.device_list_strategy & (CONFIG_DLS_CDI_ANNOTATIONS | CONFIG_DLS_CDI_CRI)))
-		return 0;
-	r = cdi_spec_write(&o, &d->info, &err);
-	if (r < 0)
-		log_error_errno(r, "unable to create cdi spec file", "dir=%s reason=%s", o.spec_dir,
-				log_q(err ? err : ""));
+		cdi_writer_clear(d->cdi);
 	else
-		log_info("cdi spec written", "dir=%s", o.spec_dir);
-	free(err);
-	return r;
+		(void)cdi_writer_set(d->cdi, &o, &d->info);
 }
 
 static void apply_ctx_from_config(struct daemon *d)
@@ -660,7 +714,7 @@ static int sync_plugins(struct daemon *d)
 			}
 		return n;
 	}
-	(void)write_cdi(d);
+	write_cdi(d);
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
 		bool keep = false;
 
@@ -704,13 +758,34 @@ static void on_kubelet(struct kubelet *k, enum kubelet_event ev, const char *nam
 
 	if (d->stopping)
 		return;
-	if (ev == KUBELET_EVENT_SOCKET_CREATED) {
+	switch (ev) {
+	case KUBELET_EVENT_SOCKET_CREATED:
 		log_info("kubelet socket created, re-registering", "socket=%s",
 			 d->cfg.kubelet_socket);
-		/* A live stream is the new kubelet's (or the old one's, whose end re-registers). */
+		/* A live kubelet stream is the new kubelet's (or the old one's, whose end re-registers). */
 		for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
-			if (plugin_watchers(dp->plugin) == 0)
+			if (plugin_kubelet_watchers(dp->plugin) == 0)
 				dplugin_register(dp);
+		return;
+	case KUBELET_EVENT_DIR_GONE:
+		log_warn("device-plugin directory removed, serving again when it is back", "dir=%s",
+			 name);
+		for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
+			dp->served = false;
+		return;
+	case KUBELET_EVENT_DIR_BACK:
+		log_info("device-plugin directory back, serving our sockets again", "dir=%s", name);
+		for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
+			dp->served = false;
+			dp->listen_backoff = 0;
+			if (dplugin_serve(dp) && plugin_kubelet_watchers(dp->plugin) == 0)
+				dplugin_register(dp);
+		}
+		return;
+	case KUBELET_EVENT_FILE_DELETED:
+		break;
+	case KUBELET_EVENT_COUNT:
+	default:
 		return;
 	}
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
@@ -719,10 +794,9 @@ static void on_kubelet(struct kubelet *k, enum kubelet_event ev, const char *nam
 			continue;
 		log_warn("device plugin socket deleted, recreating", "resource=%s path=%s",
 			 dp->name, plugin_socket_path(dp->plugin));
-		if (plugin_listen(dp->plugin) < 0)
-			continue;
-		/* A live stream means the kubelet still has us: a second Register would be refused. */
-		if (plugin_watchers(dp->plugin) == 0)
+		dp->served = false;
+		/* A live kubelet stream means it still has us: a second Register would be refused. */
+		if (dplugin_serve(dp) && plugin_kubelet_watchers(dp->plugin) == 0)
 			dplugin_register(dp);
 	}
 }
@@ -756,6 +830,57 @@ static void on_stop_signal(struct loop *l, int signo, void *userdata)
 }
 
 /*
+ * Settings a SIGHUP cannot apply (the NVML library and the driver roots: the monitor's worker
+ * holds the library they chose): @nc keeps the running values, and each is logged.
+ */
+static void keep_restart_settings(struct daemon *d, struct config *nc)
+{
+	const char *keys[8];
+	int n = config_restart_needed(&d->cfg, nc, keys, ELEMENTSOF(keys));
+	char **fields[] = { &nc->driver_root, &nc->container_driver_root, &nc->nvml_lib };
+	const char *const old[] = { d->cfg.driver_root, d->cfg.container_driver_root,
+				    d->cfg.nvml_lib };
+
+	for (int i = 0; i < n && i < (int)ELEMENTSOF(keys); i++)
+		log_warn("config setting needs a restart, keeping the running value", "key=%s",
+			 keys[i]);
+	if (n <= 0)
+		return;
+	for (size_t i = 0; i < ELEMENTSOF(fields); i++) {
+		char *v = old[i] ? strdup(old[i]) : NULL;
+
+		if (old[i] && !v)
+			continue; /* out of memory: the new value stays, harmless until a restart */
+		free(*fields[i]);
+		*fields[i] = v;
+	}
+}
+
+/*
+ * devicePluginPath or kubeletSocket changed: the kubelet watch moves, every plugin closes at
+ * the old place, and sync_plugins() (after the rediscovery) opens them at the new one.
+ */
+static void move_paths(struct daemon *d)
+{
+	int r = kubelet_set_paths(d->kubelet, d->cfg.device_plugin_path, d->cfg.kubelet_socket);
+
+	if (r < 0) {
+		(void)log_error_errno(r, "cannot move to the new device-plugin paths", "dir=%s socket=%s",
+				      d->cfg.device_plugin_path, d->cfg.kubelet_socket);
+		return;
+	}
+	log_info("device-plugin paths changed, moving our sockets", "dir=%s kubelet_socket=%s",
+		 d->cfg.device_plugin_path,
+		 d->cfg.kubelet_socket && *d->cfg.kubelet_socket ? d->cfg.kubelet_socket :
+								   "(registration off)");
+	if (mkdir(d->cfg.device_plugin_path, 0750) < 0 && errno != EEXIST)
+		(void)log_warn_errno(-errno, "creating the device-plugin directory failed", "path=%s",
+				     d->cfg.device_plugin_path);
+	for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
+		dplugin_stop(dp);
+}
+
+/*
  * SIGHUP: a new config now, on the loop (the file read is non-blocking and bounded); the
  * rediscovery runs on the monitor's worker and on_discovered() applies the result, so serving
  * never waits for NVML.
@@ -765,6 +890,7 @@ static void on_hup(struct loop *l, int signo, void *userdata)
 	struct daemon *d = userdata;
 	struct config_diag dg = { 0 };
 	struct config nc = { 0 };
+	bool paths_changed, podres_changed;
 	int r;
 
 	if (d->stopping)
@@ -779,11 +905,19 @@ static void on_hup(struct loop *l, int signo, void *userdata)
 		config_release(&nc);
 		return;
 	}
+	keep_restart_settings(d, &nc);
+	paths_changed = !streq_ptr(nc.device_plugin_path, d->cfg.device_plugin_path) ||
+			!streq_ptr(nc.kubelet_socket, d->cfg.kubelet_socket);
+	podres_changed = !streq_ptr(nc.pod_resources_socket, d->cfg.pod_resources_socket);
 	config_release(&d->cfg);
 	d->cfg = nc;
 	log_max_level = d->cfg.log_level;
 	apply_ctx_from_config(d);
 	(void)apply_monitor_opts(d);
+	if (podres_changed)
+		d->podres = podres_free(d->podres); /* update_podres() starts it on the new socket */
+	if (paths_changed)
+		move_paths(d);
 	gpu_monitor_discover(d->monitor, false);
 }
 
@@ -820,11 +954,14 @@ int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flag
 		goto out;
 	}
 	(void)signal(SIGPIPE, SIG_IGN);
-	if (mkdir(d.cfg.device_plugin_path, 0750) < 0 && errno != EEXIST) {
-		log_error_errno(-errno, "creating the device-plugin directory failed", "path=%s",
-				d.cfg.device_plugin_path);
+	/* A directory we cannot make now may come later (the kubelet makes it): watched, retried. */
+	if (mkdir(d.cfg.device_plugin_path, 0750) < 0 && errno != EEXIST)
+		(void)log_warn_errno(-errno, "creating the device-plugin directory failed, waiting for it",
+				     "path=%s", d.cfg.device_plugin_path);
+	r = cdi_writer_new(d.loop, &d.cdi);
+	if (r < 0)
 		goto out;
-	}
+	d.ctx.cdi_error = cdi_writer_error(d.cdi);
 	r = kubelet_new(d.loop, d.cfg.device_plugin_path, d.cfg.kubelet_socket, on_kubelet, &d,
 			&d.kubelet);
 	if (r < 0)
@@ -887,6 +1024,7 @@ out:
 	}
 	d.podres = podres_free(d.podres);
 	d.kubelet = kubelet_free(d.kubelet);
+	d.cdi = cdi_writer_free(d.cdi);
 	d.monitor = gpu_monitor_free(d.monitor); /* never waits for a call stuck in NVML */
 	gpu_state_release(&d);
 	free(d.backend_err);

@@ -1,0 +1,47 @@
+#pragma once
+
+/*
+ * Keeps the CDI spec on disk, off the event loop. The spec is rendered on the loop (it only
+ * stats files); the atomic write with its fsyncs runs on a one-shot thread, so a slow SD card
+ * never stalls gRPC. A write that fails (full disk, unwritable dir) is retried with back-off
+ * (100 ms doubling to 10 s); a spec that disappears or is altered (inotify on its directory)
+ * is written again. Logs (module=cdi) each failure once per back-off step at most.
+ *
+ * While no valid spec is on disk, cdi_writer_error() says why, and Allocate under a cdi-*
+ * strategy refuses with FAILED_PRECONDITION instead of naming devices no runtime can resolve.
+ * Loop thread only.
+ */
+
+#include <stdbool.h>
+
+#include "util.h"
+
+struct loop;
+struct gpu_info;
+struct cdi_opts;
+struct cdi_writer;
+
+/* Returns 0 or -errno. Nothing is written until cdi_writer_set(). */
+int cdi_writer_new(struct loop *l, struct cdi_writer **ret) WARN_UNUSED;
+
+/*
+ * The spec for @info with @o (copied) should be on disk: renders it now and writes it when it
+ * differs from what is there. Returns 0, or -errno when it cannot be rendered (the reason is
+ * logged and becomes the error; nothing is written).
+ */
+int cdi_writer_set(struct cdi_writer *w, const struct cdi_opts *o, const struct gpu_info *info);
+
+/* No spec is wanted any more (no cdi-* strategy): stops retrying and watching; clears the error. */
+void cdi_writer_clear(struct cdi_writer *w);
+
+/*
+ * NULL while the wanted spec is on disk (or none is wanted), else why not. The pointer to
+ * the writer's string stays valid for the writer's life, for struct plugin_ctx.cdi_error.
+ */
+const char *const *cdi_writer_error(const struct cdi_writer *w);
+
+/* Successful writes so far (tests and the metrics issue). */
+unsigned cdi_writer_writes(const struct cdi_writer *w);
+
+/* A write in progress is left to finish on its own. NULL-safe, returns NULL. */
+struct cdi_writer *cdi_writer_free(struct cdi_writer *w);
