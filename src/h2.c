@@ -22,6 +22,9 @@ struct h2_stream {
 	bool deferred;	/* the provider returned NGHTTP2_ERR_DEFERRED */
 	bool end;	/* h2_stream_end() was called */
 	bool responded; /* server: response header block submitted */
+	bool malformed; /* a header field broke RFC 9113 8.2.1: reset, input ignored */
+	size_t latest;	/* the last bytes of @out: a unit queued by h2_stream_write_latest(),
+			   none of it handed to nghttp2 yet (0: none) */
 	nghttp2_nv *trailers;
 	size_t n_trailers;
 	int64_t rst_after_end; /* < 0: none */
@@ -50,6 +53,7 @@ struct h2_session {
 	bool goaway_sent;
 	uint32_t goaway_code;
 	bool goaway_recv;
+	bool preface_done; /* client magic and the first SETTINGS frame received */
 };
 
 static int errno_from_ng(int rv)
@@ -140,13 +144,36 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame, void
 	return 0;
 }
 
+/* RFC 9113 section 8.2.1: a field name or value with NUL, CR or LF makes a message malformed. */
+static bool field_ok(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] == 0 || p[i] == '\r' || p[i] == '\n')
+			return false;
+	return true;
+}
+
 static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8_t *name,
 		     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
 	struct h2_session *h = ud;
 	struct h2_stream *st = stream_get(h, frame->hd.stream_id);
 
-	if (!st || !h->cb->header || h->terminating)
+	if (!st || st->malformed || h->terminating)
+		return 0;
+	/*
+	 * With HTTP messaging off, nghttp2 hands fields over unchecked: a malformed request is
+	 * a stream error (RFC 9113 8.1.1), so the stream is reset and the rest of it ignored.
+	 */
+	if (!field_ok(name, namelen) || !field_ok(value, valuelen)) {
+		log_debug("malformed header field, resetting stream", "stream=%d",
+			  (int)frame->hd.stream_id);
+		st->malformed = true;
+		(void)nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, st->id,
+						NGHTTP2_PROTOCOL_ERROR);
+		return 0;
+	}
+	if (!h->cb->header)
 		return 0;
 	return cb_ret(h->cb->header(h->ud, st->id, st->ud, (const char *)name, namelen,
 				    (const char *)value, valuelen));
@@ -165,7 +192,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *u
 		enum h2_headers_kind kind;
 
 		st = stream_get(h, frame->hd.stream_id);
-		if (!st)
+		if (!st || st->malformed)
 			return 0;
 		if (frame->headers.cat == NGHTTP2_HCAT_REQUEST)
 			kind = H2_HEADERS_REQUEST;
@@ -188,8 +215,12 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *u
 		if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) || !h->cb->remote_end)
 			return 0;
 		st = stream_get(h, frame->hd.stream_id);
-		if (st)
+		if (st && !st->malformed)
 			r = h->cb->remote_end(h->ud, st->id, st->ud);
+		break;
+	case NGHTTP2_SETTINGS:
+		if (!(frame->hd.flags & NGHTTP2_FLAG_ACK))
+			h->preface_done = true;
 		break;
 	case NGHTTP2_GOAWAY:
 		h->goaway_recv = true;
@@ -209,7 +240,7 @@ static int on_data_chunk_recv(nghttp2_session *s, uint8_t flags, int32_t stream_
 	struct h2_session *h = ud;
 	struct h2_stream *st = stream_get(h, stream_id);
 
-	if (!st || !h->cb->data || h->terminating)
+	if (!st || st->malformed || !h->cb->data || h->terminating)
 		return 0;
 	return cb_ret(h->cb->data(h->ud, stream_id, st->ud, data, len));
 }
@@ -288,6 +319,9 @@ static ssize_t read_body(nghttp2_session *s, int32_t stream_id, uint8_t *buf, si
 		memcpy(buf, st->out.data + st->off, n);
 		st->off += n;
 		st->h->buffered -= n;
+		/* nghttp2 took bytes of the latest unit: it is being written, no longer replaceable. */
+		if (stream_queued(st) < st->latest)
+			st->latest = 0;
 		if (st->off == st->out.len) {
 			st->off = st->out.len = 0;
 		} else if (st->off >= OUT_COMPACT_MIN && st->off > st->out.len / 2) {
@@ -559,6 +593,11 @@ bool h2_session_goaway_sent(const struct h2_session *h, uint32_t *ret_code)
 	return h->goaway_sent;
 }
 
+bool h2_session_preface_done(const struct h2_session *h)
+{
+	return h->preface_done;
+}
+
 bool h2_session_goaway_received(const struct h2_session *h)
 {
 	return h->goaway_recv;
@@ -726,8 +765,46 @@ int h2_stream_write(struct h2_session *h, int32_t id, const void *data, size_t l
 	if (r < 0)
 		return r;
 	h->buffered += len;
+	st->latest = 0;
 	stream_resume(st);
 	return 0;
+}
+
+int h2_stream_write_latest(struct h2_session *h, int32_t id, const void *head, size_t head_len,
+			   const void *data, size_t len)
+{
+	struct h2_stream *st = stream_get(h, id);
+	size_t drop;
+	int r;
+
+	if (!st)
+		return -ENOENT;
+	if (st->end)
+		return -EPIPE;
+	drop = st->latest;
+	/* Room first, so that a failure leaves the queue (and the older unit) as it was. */
+	if (head_len + len > drop) {
+		r = buf_reserve(&st->out, head_len + len - drop);
+		if (r < 0)
+			return r;
+	}
+	st->out.len -= drop;
+	h->buffered -= drop;
+	memcpy(st->out.data + st->out.len, head, head_len);
+	if (len > 0)
+		memcpy(st->out.data + st->out.len + head_len, data, len);
+	st->out.len += head_len + len;
+	h->buffered += head_len + len;
+	st->latest = head_len + len;
+	stream_resume(st);
+	return drop > 0 ? 1 : 0;
+}
+
+size_t h2_stream_latest_pending(struct h2_session *h, int32_t id)
+{
+	struct h2_stream *st = stream_get(h, id);
+
+	return st ? st->latest : 0;
 }
 
 int h2_stream_end(struct h2_session *h, int32_t id, const struct h2_nv *trailers, size_t n)
@@ -758,6 +835,7 @@ void h2_stream_discard(struct h2_session *h, int32_t id)
 		return;
 	h->buffered -= stream_queued(st);
 	st->off = st->out.len = 0;
+	st->latest = 0;
 }
 
 int h2_stream_reset(struct h2_session *h, int32_t id, uint32_t error_code)

@@ -11,7 +11,10 @@
  * h2_stream_end(), and never see nghttp2's NGHTTP2_ERR_DEFERRED / resume_data dance.
  *
  * The session never validates HTTP semantics (nghttp2's HTTP messaging is off): the caller
- * checks :method, :path, content-type and friends itself.
+ * checks :method, :path, content-type and friends itself. One wire rule is checked here, since
+ * nghttp2 skips it along with HTTP messaging: a header field whose name or value holds NUL, CR
+ * or LF (RFC 9113 section 8.2.1) resets its stream with RST_STREAM(PROTOCOL_ERROR); the header
+ * callback never sees that field, and no further callback but stream_close runs for the stream.
  *
  * Errors: functions return 0 or a negative errno; nghttp2's NGHTTP2_ERR_NOMEM becomes
  * -ENOMEM and every other nghttp2 error -EPROTO. Callbacks return 0 or a negative errno; a
@@ -144,6 +147,8 @@ int h2_session_shutdown(struct h2_session *h);
 bool h2_session_goaway_sent(const struct h2_session *h, uint32_t *ret_code);
 /* Whether the peer sent GOAWAY. */
 bool h2_session_goaway_received(const struct h2_session *h);
+/* Server role: whether the client connection preface (magic, then SETTINGS) has arrived. */
+bool h2_session_preface_done(const struct h2_session *h);
 /* Bytes queued in stream output queues, not yet handed to nghttp2. */
 size_t h2_session_buffered(const struct h2_session *h);
 /* Number of streams known to the session (open or half-closed). */
@@ -173,6 +178,17 @@ int h2_submit_response(struct h2_session *h, int32_t id, const struct h2_nv *nva
 		       bool end_stream);
 /* Appends body bytes to the stream's queue. Returns 0, -ENOENT, -EPIPE (ended) or -ENOMEM. */
 int h2_stream_write(struct h2_session *h, int32_t id, const void *data, size_t len);
+/*
+ * Queues @head then @data as one unit that stands for the stream's current state: if the unit
+ * queued by the previous call is still wholly in the queue (nghttp2 took none of its bytes,
+ * and no h2_stream_write() followed), it is replaced. So a peer that does not read holds at
+ * most the unit being written plus the newest one. On failure the queue is unchanged.
+ * Returns 1 (a pending unit was replaced), 0 (appended), -ENOENT, -EPIPE or -ENOMEM.
+ */
+int h2_stream_write_latest(struct h2_session *h, int32_t id, const void *head, size_t head_len,
+			   const void *data, size_t len);
+/* Bytes of the unit that h2_stream_write_latest() would replace now (0: none). */
+size_t h2_stream_latest_pending(struct h2_session *h, int32_t id);
 /*
  * Ends the local side once the queued bytes are sent: with trailers (a HEADERS frame carrying
  * END_STREAM) when @n > 0, else END_STREAM on the last DATA frame.
