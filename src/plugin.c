@@ -733,6 +733,20 @@ static void on_server_event(struct grpc_server *s, enum grpc_server_event ev, ui
 		log_warn("connection closed: too many buffered bytes", "resource=%s conn=%llu",
 			 p->res->name, (unsigned long long)conn_id);
 		break;
+	case GRPC_SERVER_EVENT_PREFACE_TIMEOUT:
+		log_warn("connection closed: no HTTP/2 preface in time", "resource=%s conn=%llu",
+			 p->res->name, (unsigned long long)conn_id);
+		break;
+	case GRPC_SERVER_EVENT_IDLE:
+		log_debug("connection closed: idle", "resource=%s conn=%llu", p->res->name,
+			  (unsigned long long)conn_id);
+		break;
+	case GRPC_SERVER_EVENT_EVICTED:
+		log_warn("connection closed: idle at the connection limit, making room",
+			 "resource=%s conn=%llu limit=%u", p->res->name,
+			 (unsigned long long)conn_id,
+			 p->ctx->limits.max_conns ? p->ctx->limits.max_conns : 64);
+		break;
 	case GRPC_SERVER_EVENT_PROTOCOL:
 	default:
 		log_warn("connection closed: HTTP/2 protocol error",
