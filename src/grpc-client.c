@@ -782,3 +782,21 @@ int grpc_client_call_sync(const char *sock, const char *path, const uint8_t *req
 		*ret_len = res.len;
 	return res.r;
 }
+
+int grpc_client_call_peer_cred(const struct grpc_client_call *cc, pid_t *ret_pid, uid_t *ret_uid)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (cc->fd < 0 || cc->connecting)
+		return -ENOTCONN;
+	if (getsockopt(cc->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return -errno;
+	if (len != sizeof(cred))
+		return -ENODATA;
+	if (ret_pid)
+		*ret_pid = cred.pid;
+	if (ret_uid)
+		*ret_uid = cred.uid;
+	return 0;
+}

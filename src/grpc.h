@@ -348,6 +348,14 @@ int grpc_client_call_start(struct loop *l, const char *sock, const char *path, c
 			   struct grpc_client_call **ret) WARN_UNUSED;
 /* Aborts the call: @done does not run. NULL-safe, returns NULL. */
 struct grpc_client_call *grpc_client_call_cancel(struct grpc_client_call *cc);
+/*
+ * The credentials of the server process on the far side of @cc's connection (SO_PEERCRED: the
+ * process that listened, as seen from our PID namespace, 0 for one outside it), for the
+ * daemon to tell the kubelet's ListAndWatch stream (plugin_expect_kubelet()). Valid once
+ * connected, and from inside @done. Either ret_ pointer may be NULL. Returns 0, -ENOTCONN
+ * (not connected, or the connection is gone) or -errno from getsockopt().
+ */
+int grpc_client_call_peer_cred(const struct grpc_client_call *cc, pid_t *ret_pid, uid_t *ret_uid);
 
 /*
  * Blocking form for CLIs and tests: runs a private loop. On success (r == 0) *ret_status,

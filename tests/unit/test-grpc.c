@@ -1572,6 +1572,8 @@ struct cres {
 	enum grpc_status status;
 	char msg[512];
 	struct buf resp;
+	int cred_r; /* grpc_client_call_peer_cred() from inside @done */
+	pid_t pid;
 };
 
 static void cres_done(struct grpc_client_call *cc, int r, enum grpc_status status,
@@ -1582,6 +1584,7 @@ static void cres_done(struct grpc_client_call *cc, int r, enum grpc_status statu
 	res->done++;
 	res->r = r;
 	res->status = status;
+	res->cred_r = grpc_client_call_peer_cred(cc, &res->pid, NULL);
 	assert_non_null(message);
 	(void)snprintf(res->msg, sizeof(res->msg), "%s", message);
 	/* Tolerant: the allocation failure tests fail this one too. */
@@ -1858,6 +1861,9 @@ static void test_socket_conn_cap(void **state)
 	client_call(l, path, "/test.Svc/Echo", "x", NULL, &res);
 	assert_int_equal(res.r, 0);
 	assert_int_equal(res.status, GRPC_STATUS_OK);
+	/* The server's process, as SO_PEERCRED reports it to a client. */
+	assert_int_equal(res.cred_r, 0);
+	assert_int_equal(res.pid, getpid());
 	assert_int_equal(T.events[GRPC_SERVER_EVENT_EVICTED], 2);
 	assert_non_null(T.held[0]);
 	st = tc_request(&tc, "/test.Svc/Echo", NULL, req, frame(req, 0, "ok", 2));
