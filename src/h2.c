@@ -23,8 +23,12 @@ struct h2_stream {
 	bool end;	/* h2_stream_end() was called */
 	bool responded; /* server: response header block submitted */
 	bool malformed; /* a header field broke RFC 9113 8.2.1: reset, input ignored */
-	size_t latest;	/* the last bytes of @out: a unit queued by h2_stream_write_latest(),
-			   none of it handed to nghttp2 yet (0: none) */
+	/*
+	 * The unit queued by h2_stream_write_latest(), not begun: it follows @out, and moves
+	 * there (the buffers are swapped, nothing is copied) once @out is drained. Kept apart so
+	 * that replacing it never grows or copies the bytes being written.
+	 */
+	struct buf pending;
 	nghttp2_nv *trailers;
 	size_t n_trailers;
 	int64_t rst_after_end; /* < 0: none */
@@ -109,15 +113,16 @@ static void stream_free(struct h2_session *h, struct h2_stream *st)
 	if (st->next)
 		st->next->prev = st->prev;
 	h->n_streams--;
-	h->buffered -= st->out.len - st->off;
+	h->buffered -= st->out.len - st->off + st->pending.len;
 	buf_release(&st->out);
+	buf_release(&st->pending);
 	free(st->trailers);
 	free(st);
 }
 
 static size_t stream_queued(const struct h2_stream *st)
 {
-	return st->out.len - st->off;
+	return st->out.len - st->off + st->pending.len;
 }
 
 /* --- nghttp2 callbacks --- */
@@ -313,15 +318,22 @@ static ssize_t read_body(nghttp2_session *s, int32_t stream_id, uint8_t *buf, si
 			 uint32_t *data_flags, nghttp2_data_source *source, void *ud)
 {
 	struct h2_stream *st = source->ptr;
-	size_t n = MIN(length, stream_queued(st));
+	size_t n;
 
+	if (st->off == st->out.len && st->pending.len > 0) {
+		/* The latest unit begins now: it is being written, no longer replaceable. */
+		struct buf t = st->out;
+
+		st->out = st->pending;
+		st->pending = t;
+		st->pending.len = 0;
+		st->off = 0;
+	}
+	n = MIN(length, st->out.len - st->off);
 	if (n > 0) {
 		memcpy(buf, st->out.data + st->off, n);
 		st->off += n;
 		st->h->buffered -= n;
-		/* nghttp2 took bytes of the latest unit: it is being written, no longer replaceable. */
-		if (stream_queued(st) < st->latest)
-			st->latest = 0;
 		if (st->off == st->out.len) {
 			st->off = st->out.len = 0;
 		} else if (st->off >= OUT_COMPACT_MIN && st->off > st->out.len / 2) {
@@ -761,11 +773,19 @@ int h2_stream_write(struct h2_session *h, int32_t id, const void *data, size_t l
 		return -ENOENT;
 	if (st->end)
 		return -EPIPE;
+	/* Plain bytes follow a pending unit: it is no longer the last, so it is sealed. */
+	if (st->pending.len > 0) {
+		r = buf_reserve(&st->out, st->pending.len + len);
+		if (r < 0)
+			return r;
+		memcpy(st->out.data + st->out.len, st->pending.data, st->pending.len);
+		st->out.len += st->pending.len;
+		st->pending.len = 0;
+	}
 	r = buf_append(&st->out, data, len);
 	if (r < 0)
 		return r;
 	h->buffered += len;
-	st->latest = 0;
 	stream_resume(st);
 	return 0;
 }
@@ -781,21 +801,18 @@ int h2_stream_write_latest(struct h2_session *h, int32_t id, const void *head, s
 		return -ENOENT;
 	if (st->end)
 		return -EPIPE;
-	drop = st->latest;
+	drop = st->pending.len;
 	/* Room first, so that a failure leaves the queue (and the older unit) as it was. */
 	if (head_len + len > drop) {
-		r = buf_reserve(&st->out, head_len + len - drop);
+		r = buf_reserve(&st->pending, head_len + len - drop);
 		if (r < 0)
 			return r;
 	}
-	st->out.len -= drop;
-	h->buffered -= drop;
-	memcpy(st->out.data + st->out.len, head, head_len);
+	memcpy(st->pending.data, head, head_len);
 	if (len > 0)
-		memcpy(st->out.data + st->out.len + head_len, data, len);
-	st->out.len += head_len + len;
-	h->buffered += head_len + len;
-	st->latest = head_len + len;
+		memcpy(st->pending.data + head_len, data, len);
+	st->pending.len = head_len + len;
+	h->buffered = h->buffered - drop + head_len + len;
 	stream_resume(st);
 	return drop > 0 ? 1 : 0;
 }
@@ -804,7 +821,7 @@ size_t h2_stream_latest_pending(struct h2_session *h, int32_t id)
 {
 	struct h2_stream *st = stream_get(h, id);
 
-	return st ? st->latest : 0;
+	return st ? st->pending.len : 0;
 }
 
 int h2_stream_end(struct h2_session *h, int32_t id, const struct h2_nv *trailers, size_t n)
@@ -835,7 +852,7 @@ void h2_stream_discard(struct h2_session *h, int32_t id)
 		return;
 	h->buffered -= stream_queued(st);
 	st->off = st->out.len = 0;
-	st->latest = 0;
+	st->pending.len = 0;
 }
 
 int h2_stream_reset(struct h2_session *h, int32_t id, uint32_t error_code)
