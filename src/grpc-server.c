@@ -1396,7 +1396,17 @@ void grpc_server_conn_set_peer_cred(struct grpc_server_conn *c, pid_t pid, uid_t
 
 /* --- calls --- */
 
-static int call_send(struct grpc_call *call, const uint8_t *msg, size_t len, bool latest)
+static void prefix_write(uint8_t *prefix, size_t len)
+{
+	prefix[0] = 0;
+	prefix[1] = (uint8_t)(len >> 24);
+	prefix[2] = (uint8_t)(len >> 16);
+	prefix[3] = (uint8_t)(len >> 8);
+	prefix[4] = (uint8_t)len;
+}
+
+/* @shared: the message with its prefix, queued as the call's latest state; else @msg/@len. */
+static int call_send(struct grpc_call *call, const uint8_t *msg, size_t len, struct h2_blob *shared)
 {
 	struct grpc_server_conn *c;
 	uint8_t prefix[GRPC_PREFIX_LEN];
@@ -1412,7 +1422,7 @@ static int call_send(struct grpc_call *call, const uint8_t *msg, size_t len, boo
 		return -EMSGSIZE;
 	if (!call->method->server_streaming && call->sent_msg)
 		return -EALREADY;
-	if (latest)
+	if (shared)
 		replaceable = h2_stream_latest_pending(c->h2, call->id);
 	if (conn_buffered(c) - replaceable + len + GRPC_PREFIX_LEN >
 	    c->server->lim.max_conn_buffered) {
@@ -1430,16 +1440,12 @@ static int call_send(struct grpc_call *call, const uint8_t *msg, size_t len, boo
 			return r;
 		call->headers_sent = true;
 	}
-	prefix[0] = 0;
-	prefix[1] = (uint8_t)(len >> 24);
-	prefix[2] = (uint8_t)(len >> 16);
-	prefix[3] = (uint8_t)(len >> 8);
-	prefix[4] = (uint8_t)len;
-	if (latest) {
-		r = h2_stream_write_latest(c->h2, call->id, prefix, sizeof(prefix), msg, len);
+	if (shared) {
+		r = h2_stream_write_latest(c->h2, call->id, shared);
 		if (r > 0)
 			c->server->stats.msgs_replaced++;
 	} else {
+		prefix_write(prefix, len);
 		r = h2_stream_write(c->h2, call->id, prefix, sizeof(prefix));
 		if (r == 0 && len > 0)
 			r = h2_stream_write(c->h2, call->id, msg, len);
@@ -1453,12 +1459,45 @@ static int call_send(struct grpc_call *call, const uint8_t *msg, size_t len, boo
 
 int grpc_call_send(struct grpc_call *call, const uint8_t *msg, size_t len)
 {
-	return call_send(call, msg, len, false);
+	return call_send(call, msg, len, NULL);
 }
 
-int grpc_call_send_latest(struct grpc_call *call, const uint8_t *msg, size_t len)
+/* A shared message is an h2 block holding the prefix and the message. */
+int grpc_shared_msg_new(const uint8_t *msg, size_t len, struct grpc_shared_msg **ret)
 {
-	return call_send(call, msg, len, true);
+	struct h2_blob *b;
+	int r;
+
+	if (len > UINT32_MAX)
+		return -EMSGSIZE;
+	r = h2_blob_new(len + GRPC_PREFIX_LEN, &b);
+	if (r < 0)
+		return r;
+	prefix_write(b->data, len);
+	if (len)
+		memcpy(b->data + GRPC_PREFIX_LEN, msg, len);
+	*ret = (struct grpc_shared_msg *)b;
+	return 0;
+}
+
+struct grpc_shared_msg *grpc_shared_msg_unref(struct grpc_shared_msg *m)
+{
+	return (struct grpc_shared_msg *)h2_blob_unref((struct h2_blob *)m);
+}
+
+const uint8_t *grpc_shared_msg_payload(const struct grpc_shared_msg *m, size_t *ret_len)
+{
+	const struct h2_blob *b = (const struct h2_blob *)m;
+
+	*ret_len = b->len - GRPC_PREFIX_LEN;
+	return b->data + GRPC_PREFIX_LEN;
+}
+
+int grpc_call_send_latest(struct grpc_call *call, struct grpc_shared_msg *m)
+{
+	struct h2_blob *b = (struct h2_blob *)m;
+
+	return call_send(call, NULL, b->len - GRPC_PREFIX_LEN, b);
 }
 
 int grpc_call_finish(struct grpc_call *call, enum grpc_status status, const char *message)

@@ -272,12 +272,25 @@ void grpc_server_conn_set_peer_cred(struct grpc_server_conn *c, pid_t pid, uid_t
  */
 int grpc_call_send(struct grpc_call *c, const uint8_t *msg, size_t len);
 /*
- * Sends @msg as the call's current state (server streaming: ListAndWatch): a message sent
- * with this function that no byte of has left yet is replaced, so a peer that does not read
- * holds at most the message being written plus the newest one, however often the state
- * changes. Returns 1 (a pending message was replaced), else as grpc_call_send().
+ * A message to send on many calls without a copy per call (one ListAndWatch list for every
+ * watcher): prefixed once, reference-counted, immutable. grpc_shared_msg_new() copies @msg
+ * and returns 0 (one reference, the caller's), -ENOMEM or -EMSGSIZE (over 4 GiB);
+ * grpc_shared_msg_unref() drops the caller's reference (calls keep their own), NULL-safe,
+ * returns NULL. grpc_shared_msg_payload() gives the message without its prefix.
+ * Loop thread only, like the calls.
  */
-int grpc_call_send_latest(struct grpc_call *c, const uint8_t *msg, size_t len);
+struct grpc_shared_msg;
+int grpc_shared_msg_new(const uint8_t *msg, size_t len, struct grpc_shared_msg **ret) WARN_UNUSED;
+struct grpc_shared_msg *grpc_shared_msg_unref(struct grpc_shared_msg *m);
+const uint8_t *grpc_shared_msg_payload(const struct grpc_shared_msg *m, size_t *ret_len);
+/*
+ * Sends @m as the call's current state (server streaming: ListAndWatch): a message sent
+ * with this function that no byte of has left yet is replaced, so a peer that does not read
+ * holds at most the message being written plus the newest one (references to shared
+ * messages, not copies), however often the state changes. Returns 1 (a pending message was
+ * replaced), else as grpc_call_send() (never -ENOMEM).
+ */
+int grpc_call_send_latest(struct grpc_call *c, struct grpc_shared_msg *m);
 /*
  * Ends the call with @status and @message (may be NULL; percent-encoded on the wire).
  * A call that sent nothing yet gets a Trailers-Only response. Returns 0, -EPIPE or -ENOMEM.

@@ -24,11 +24,12 @@ struct h2_stream {
 	bool responded; /* server: response header block submitted */
 	bool malformed; /* a header field broke RFC 9113 8.2.1: reset, input ignored */
 	/*
-	 * The unit queued by h2_stream_write_latest(), not begun: it follows @out, and moves
-	 * there (the buffers are swapped, nothing is copied) once @out is drained. Kept apart so
-	 * that replacing it never grows or copies the bytes being written.
+	 * Shared blocks from h2_stream_write_latest(), after @out: @cur is being written (from
+	 * @cur_off; @out is empty while it is set), @pend is the newest, not begun, replaceable.
 	 */
-	struct buf pending;
+	struct h2_blob *cur;
+	size_t cur_off;
+	struct h2_blob *pend;
 	nghttp2_nv *trailers;
 	size_t n_trailers;
 	int64_t rst_after_end; /* < 0: none */
@@ -102,6 +103,12 @@ static struct h2_stream *stream_new(struct h2_session *h)
 	return st;
 }
 
+static size_t stream_queued(const struct h2_stream *st)
+{
+	return st->out.len - st->off + (st->cur ? st->cur->len - st->cur_off : 0) +
+	       (st->pend ? st->pend->len : 0);
+}
+
 /* @h is st->h, passed so that the list unlinking is plain to static analysers. */
 static void stream_free(struct h2_session *h, struct h2_stream *st)
 {
@@ -113,16 +120,12 @@ static void stream_free(struct h2_session *h, struct h2_stream *st)
 	if (st->next)
 		st->next->prev = st->prev;
 	h->n_streams--;
-	h->buffered -= st->out.len - st->off + st->pending.len;
+	h->buffered -= stream_queued(st);
 	buf_release(&st->out);
-	buf_release(&st->pending);
+	h2_blob_unref(st->cur);
+	h2_blob_unref(st->pend);
 	free(st->trailers);
 	free(st);
-}
-
-static size_t stream_queued(const struct h2_stream *st)
-{
-	return st->out.len - st->off + st->pending.len;
 }
 
 /* --- nghttp2 callbacks --- */
@@ -320,14 +323,20 @@ static ssize_t read_body(nghttp2_session *s, int32_t stream_id, uint8_t *buf, si
 	struct h2_stream *st = source->ptr;
 	size_t n;
 
-	if (st->off == st->out.len && st->pending.len > 0) {
-		/* The latest unit begins now: it is being written, no longer replaceable. */
-		struct buf t = st->out;
-
-		st->out = st->pending;
-		st->pending = t;
-		st->pending.len = 0;
-		st->off = 0;
+	if (st->off == st->out.len && (st->cur || st->pend)) {
+		/* The newest block begins: it is being written, no longer replaceable. */
+		if (!st->cur) {
+			st->cur = st->pend;
+			st->pend = NULL;
+			st->cur_off = 0;
+		}
+		n = MIN(length, st->cur->len - st->cur_off);
+		memcpy(buf, st->cur->data + st->cur_off, n);
+		st->cur_off += n;
+		st->h->buffered -= n;
+		if (st->cur_off == st->cur->len)
+			st->cur = h2_blob_unref(st->cur);
+		return (ssize_t)n;
 	}
 	n = MIN(length, st->out.len - st->off);
 	if (n > 0) {
@@ -773,14 +782,21 @@ int h2_stream_write(struct h2_session *h, int32_t id, const void *data, size_t l
 		return -ENOENT;
 	if (st->end)
 		return -EPIPE;
-	/* Plain bytes follow a pending unit: it is no longer the last, so it is sealed. */
-	if (st->pending.len > 0) {
-		r = buf_reserve(&st->out, st->pending.len + len);
+	/* Plain bytes go after the shared blocks: copy those into @out first (rare). */
+	if (st->cur || st->pend) {
+		size_t cl = st->cur ? st->cur->len - st->cur_off : 0;
+		size_t pl = st->pend ? st->pend->len : 0;
+
+		r = buf_reserve(&st->out, cl + pl + len);
 		if (r < 0)
 			return r;
-		memcpy(st->out.data + st->out.len, st->pending.data, st->pending.len);
-		st->out.len += st->pending.len;
-		st->pending.len = 0;
+		if (cl)
+			memcpy(st->out.data + st->out.len, st->cur->data + st->cur_off, cl);
+		if (pl)
+			memcpy(st->out.data + st->out.len + cl, st->pend->data, pl);
+		st->out.len += cl + pl;
+		st->cur = h2_blob_unref(st->cur);
+		st->pend = h2_blob_unref(st->pend);
 	}
 	r = buf_append(&st->out, data, len);
 	if (r < 0)
@@ -790,38 +806,30 @@ int h2_stream_write(struct h2_session *h, int32_t id, const void *data, size_t l
 	return 0;
 }
 
-int h2_stream_write_latest(struct h2_session *h, int32_t id, const void *head, size_t head_len,
-			   const void *data, size_t len)
+int h2_stream_write_latest(struct h2_session *h, int32_t id, struct h2_blob *b)
 {
 	struct h2_stream *st = stream_get(h, id);
-	size_t drop;
-	int r;
+	bool replaced;
 
 	if (!st)
 		return -ENOENT;
 	if (st->end)
 		return -EPIPE;
-	drop = st->pending.len;
-	/* Room first, so that a failure leaves the queue (and the older unit) as it was. */
-	if (head_len + len > drop) {
-		r = buf_reserve(&st->pending, head_len + len - drop);
-		if (r < 0)
-			return r;
-	}
-	memcpy(st->pending.data, head, head_len);
-	if (len > 0)
-		memcpy(st->pending.data + head_len, data, len);
-	st->pending.len = head_len + len;
-	h->buffered = h->buffered - drop + head_len + len;
+	replaced = st->pend != NULL;
+	if (st->pend)
+		h->buffered -= st->pend->len;
+	h2_blob_unref(st->pend);
+	st->pend = h2_blob_ref(b);
+	h->buffered += b->len;
 	stream_resume(st);
-	return drop > 0 ? 1 : 0;
+	return replaced ? 1 : 0;
 }
 
 size_t h2_stream_latest_pending(struct h2_session *h, int32_t id)
 {
 	struct h2_stream *st = stream_get(h, id);
 
-	return st ? st->pending.len : 0;
+	return st && st->pend ? st->pend->len : 0;
 }
 
 int h2_stream_end(struct h2_session *h, int32_t id, const struct h2_nv *trailers, size_t n)
@@ -852,7 +860,8 @@ void h2_stream_discard(struct h2_session *h, int32_t id)
 		return;
 	h->buffered -= stream_queued(st);
 	st->off = st->out.len = 0;
-	st->pending.len = 0;
+	st->cur = h2_blob_unref(st->cur);
+	st->pend = h2_blob_unref(st->pend);
 }
 
 int h2_stream_reset(struct h2_session *h, int32_t id, uint32_t error_code)
@@ -873,4 +882,33 @@ void h2_stream_set_reset_after_end(struct h2_session *h, int32_t id, uint32_t er
 bool h2_stream_remote_closed(struct h2_session *h, int32_t id)
 {
 	return nghttp2_session_get_stream_remote_close(h->s, id) != 0;
+}
+
+int h2_blob_new(size_t len, struct h2_blob **ret)
+{
+	struct h2_blob *b;
+
+	if (len > SIZE_MAX - sizeof(*b))
+		return -ENOMEM;
+	b = malloc(sizeof(*b) + len);
+	if (!b)
+		return -ENOMEM;
+	b->refs = 1;
+	b->len = len;
+	*ret = b;
+	return 0;
+}
+
+struct h2_blob *h2_blob_ref(struct h2_blob *b)
+{
+	if (b)
+		b->refs++;
+	return b;
+}
+
+struct h2_blob *h2_blob_unref(struct h2_blob *b)
+{
+	if (b && --b->refs == 0)
+		free(b);
+	return NULL;
 }

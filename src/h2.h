@@ -179,15 +179,30 @@ int h2_submit_response(struct h2_session *h, int32_t id, const struct h2_nv *nva
 /* Appends body bytes to the stream's queue. Returns 0, -ENOENT, -EPIPE (ended) or -ENOMEM. */
 int h2_stream_write(struct h2_session *h, int32_t id, const void *data, size_t len);
 /*
- * Queues @head then @data as one unit that stands for the stream's current state: if the unit
- * queued by the previous call is still wholly in the queue (nghttp2 took none of its bytes,
- * and no h2_stream_write() followed), it is replaced. So a peer that does not read holds at
- * most the unit being written plus the newest one. On failure the queue is unchanged.
- * Returns 1 (a pending unit was replaced), 0 (appended), -ENOENT, -EPIPE or -ENOMEM.
+ * A reference-counted block of body bytes that many streams queue without a copy each (the
+ * same ListAndWatch list for every watcher). The creator fills data[0..len). Single-threaded,
+ * like the session. h2_blob_new() returns 0 (one reference) or -ENOMEM; h2_blob_unref() is
+ * NULL-safe, frees with the last reference and returns NULL.
  */
-int h2_stream_write_latest(struct h2_session *h, int32_t id, const void *head, size_t head_len,
-			   const void *data, size_t len);
-/* Bytes of the unit that h2_stream_write_latest() would replace now (0: none). */
+struct h2_blob {
+	unsigned refs;
+	size_t len;
+	uint8_t data[];
+};
+int h2_blob_new(size_t len, struct h2_blob **ret) WARN_UNUSED;
+struct h2_blob *h2_blob_ref(struct h2_blob *b);
+struct h2_blob *h2_blob_unref(struct h2_blob *b);
+
+/*
+ * Queues @b (a reference is taken) as the stream's current state: if the block queued by the
+ * previous call has not begun to go out (nghttp2 took none of its bytes), it is replaced. So
+ * a peer that does not read holds at most the block being written plus the newest one, both
+ * shared with the other streams. A later h2_stream_write() copies the blocks still queued
+ * into the stream's own queue first, to keep the order.
+ * Returns 1 (a pending block was replaced), 0 (queued), -ENOENT or -EPIPE.
+ */
+int h2_stream_write_latest(struct h2_session *h, int32_t id, struct h2_blob *b);
+/* Bytes of the block that h2_stream_write_latest() would replace now (0: none). */
 size_t h2_stream_latest_pending(struct h2_session *h, int32_t id);
 /*
  * Ends the local side once the queued bytes are sent: with trailers (a HEADERS frame carrying

@@ -52,8 +52,9 @@ struct plugin {
 	pid_t kubelet_pid;
 	struct loop_timer *retry; /* builds the device list again after a failure */
 	usec_t retry_usec;
-	struct buf snap; /* last snapshot sent (encoded ListAndWatchResponse) */
-	bool have_snap;
+	/* The last list sent (encoded ListAndWatchResponse), shared by every stream; or NULL. */
+	struct grpc_shared_msg *snap;
+	size_t snap_len;
 	uint64_t *live;	  /* gpumem: devices in use per pod-resources, or NULL */
 	uint64_t *in_use; /* live | recent, rebuilt by update_mask() */
 	struct recent_alloc *recent;
@@ -192,13 +193,13 @@ static bool device_healthy(const struct resource *r, unsigned d, void *userdata)
  * ListAndWatch is state, not a log: a list the peer has not begun to read is replaced by the
  * newer one, so a peer that does not read holds at most two lists.
  */
-static int send_snapshot(struct watcher *w, const struct buf *snap)
+static int send_snapshot(struct watcher *w, struct grpc_shared_msg *snap)
 {
-	int r = grpc_call_send_latest(w->call, snap->data, snap->len);
+	int r = grpc_call_send_latest(w->call, snap);
 
 	if (r < 0)
 		return log_warn_errno(r, "sending device list failed", "resource=%s bytes=%zu",
-				      w->plugin->res->name, snap->len);
+				      w->plugin->res->name, w->plugin->snap_len);
 	w->plugin->stats.snapshots_sent++;
 	if (r > 0)
 		w->plugin->stats.snapshots_replaced++;
@@ -225,7 +226,10 @@ static void schedule_retry(struct plugin *p)
 
 void plugin_refresh(struct plugin *p)
 {
+	struct grpc_shared_msg *msg = NULL;
 	struct buf nb = { 0 };
+	const uint8_t *old;
+	size_t old_len = 0;
 	int r;
 
 	if (p->shutting_down)
@@ -239,7 +243,8 @@ void plugin_refresh(struct plugin *p)
 		schedule_retry(p);
 		return;
 	}
-	if (p->have_snap && nb.len == p->snap.len && memcmp(nb.data, p->snap.data, nb.len) == 0) {
+	old = p->snap ? grpc_shared_msg_payload(p->snap, &old_len) : NULL;
+	if (old && nb.len == old_len && memcmp(nb.data, old, nb.len) == 0) {
 		buf_release(&nb);
 		p->retry_usec = 0;
 		return;
@@ -252,15 +257,23 @@ void plugin_refresh(struct plugin *p)
 		schedule_retry(p);
 		return;
 	}
+	r = grpc_shared_msg_new(nb.data, nb.len, &msg);
+	buf_release(&nb);
+	if (r < 0) {
+		log_error_errno(r, "encoding device list failed, retrying", "resource=%s",
+				p->res->name);
+		schedule_retry(p);
+		return;
+	}
 	p->retry_usec = 0;
 	if (p->retry)
 		loop_timer_disarm(p->retry);
-	buf_release(&p->snap);
-	p->snap = nb;
-	p->have_snap = true;
-	p->stats.last_list_bytes = nb.len;
+	grpc_shared_msg_unref(p->snap);
+	p->snap = msg;
+	(void)grpc_shared_msg_payload(msg, &p->snap_len);
+	p->stats.last_list_bytes = p->snap_len;
 	for (struct watcher *w = p->watchers; w; w = w->next)
-		(void)send_snapshot(w, &p->snap);
+		(void)send_snapshot(w, p->snap);
 }
 
 static void watch_closed(struct grpc_call *call, enum grpc_status status, void *userdata)
@@ -335,15 +348,15 @@ static void handle_list_and_watch(struct grpc_call *call, const uint8_t *req, si
 		p->n_kubelet_watchers++;
 	grpc_call_set_close_cb(call, watch_closed, w);
 	log_info("ListAndWatch stream opened", "resource=%s devices=%u bytes=%zu pid=%d kubelet=%s",
-		 p->res->name, p->res->n_devices, p->snap.len, (int)w->pid,
+		 p->res->name, p->res->n_devices, p->snap_len, (int)w->pid,
 		 w->kubelet ? "true" : "false");
-	if (!p->have_snap) {
+	if (!p->snap) {
 		/* Sends to every stream, this one included, once a list exists. */
 		plugin_refresh(p);
 		return;
 	}
 	update_mask(p);
-	(void)send_snapshot(w, &p->snap);
+	(void)send_snapshot(w, p->snap);
 }
 
 /* --- unary helpers --- */
@@ -1020,7 +1033,7 @@ struct plugin *plugin_free(struct plugin *p)
 	}
 	free(p->live);
 	free(p->in_use);
-	buf_release(&p->snap);
+	grpc_shared_msg_unref(p->snap);
 	resource_free(p->res);
 	free(p->path);
 	free(p);

@@ -1147,8 +1147,17 @@ static void test_send_latest_peer_not_reading(void **state)
 	tc_pump(&tc);
 	assert_int_equal(T.n_held, 1);
 	for (int i = 0; i < 100; i++) {
+		struct grpc_shared_msg *m;
+		const uint8_t *pl;
+		size_t pl_len;
+
 		memset(chunk, 'a' + i % 26, sizeof(chunk));
-		r = grpc_call_send_latest(T.held[0], chunk, sizeof(chunk));
+		assert_int_equal(grpc_shared_msg_new(chunk, sizeof(chunk), &m), 0);
+		pl = grpc_shared_msg_payload(m, &pl_len);
+		assert_int_equal(pl_len, sizeof(chunk));
+		assert_memory_equal(pl, chunk, pl_len);
+		r = grpc_call_send_latest(T.held[0], m);
+		grpc_shared_msg_unref(m);
 		assert_true(r == 0 || r == 1);
 		assert_int_equal(grpc_server_conn_flush(tc.conn), 0);
 	}

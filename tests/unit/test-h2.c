@@ -443,6 +443,22 @@ static void test_preface_done(void **state)
 	h2_session_free(s.h);
 }
 
+/* Queues @head then @data as one shared block (our reference dropped at once). */
+static int write_latest(struct h2_session *h, int32_t id, const char *head, size_t head_len,
+			const void *data, size_t len)
+{
+	struct h2_blob *b;
+	int r;
+
+	assert_int_equal(h2_blob_new(head_len + len, &b), 0);
+	memcpy(b->data, head, head_len);
+	if (len)
+		memcpy(b->data + head_len, data, len);
+	r = h2_stream_write_latest(h, id, b);
+	h2_blob_unref(b);
+	return r;
+}
+
 static void test_write_latest(void **state)
 {
 	const struct h2_nv resp[] = { { ":status", "200" } };
@@ -460,10 +476,10 @@ static void test_write_latest(void **state)
 	pump(&p);
 	assert_int_equal(h2_submit_response(p.srv.h, id, resp, 1, false), 0);
 	/* Three states queued before anything is sent: only the last is kept. */
-	assert_int_equal(h2_stream_write_latest(p.srv.h, id, "1", 1, "aaa", 3), 0);
+	assert_int_equal(write_latest(p.srv.h, id, "1", 1, "aaa", 3), 0);
 	assert_int_equal(h2_stream_latest_pending(p.srv.h, id), 4);
-	assert_int_equal(h2_stream_write_latest(p.srv.h, id, "2", 1, "bb", 2), 1);
-	assert_int_equal(h2_stream_write_latest(p.srv.h, id, "3", 1, "c", 1), 1);
+	assert_int_equal(write_latest(p.srv.h, id, "2", 1, "bb", 2), 1);
+	assert_int_equal(write_latest(p.srv.h, id, "3", 1, "c", 1), 1);
 	assert_int_equal(h2_session_buffered(p.srv.h), 2);
 	pump(&p);
 	assert_int_equal(p.cli.data.len, 2);
@@ -475,20 +491,32 @@ static void test_write_latest(void **state)
 	 * (its bytes are held here, not delivered). That one is being written and stays; of
 	 * the ones queued after it only the newest is kept.
 	 */
-	assert_int_equal(h2_stream_write_latest(p.srv.h, id, "4", 1, blob, big), 0);
+	assert_int_equal(write_latest(p.srv.h, id, "4", 1, blob, big), 0);
 	assert_int_equal(h2_session_send(p.srv.h, &held, SIZE_MAX), 0);
 	assert_true(held.len > 0 && held.len < big);
 	assert_int_equal(h2_stream_latest_pending(p.srv.h, id), 0);
-	assert_int_equal(h2_stream_write_latest(p.srv.h, id, "5", 1, blob, big), 0);
+	assert_int_equal(write_latest(p.srv.h, id, "5", 1, blob, big), 0);
 	for (int i = 0; i < 50; i++)
-		assert_int_equal(h2_stream_write_latest(p.srv.h, id, "6", 1, blob, big), 1);
+		assert_int_equal(write_latest(p.srv.h, id, "6", 1, blob, big), 1);
 	assert_true(h2_session_buffered(p.srv.h) <= 2 * (big + 1));
 	/* A plain write after a state ends the replaceable unit. */
 	assert_int_equal(h2_stream_write(p.srv.h, id, "7", 1), 0);
 	assert_int_equal(h2_stream_latest_pending(p.srv.h, id), 0);
-	assert_int_equal(h2_stream_write_latest(p.srv.h, id, "8", 1, "x", 1), 0);
+	assert_int_equal(write_latest(p.srv.h, id, "8", 1, "x", 1), 0);
+	{
+		/* One block, queued twice: shared, not copied; the replaced one is let go. */
+		struct h2_blob *b;
+
+		assert_int_equal(h2_blob_new(2, &b), 0);
+		memcpy(b->data, "8x", 2);
+		assert_int_equal(h2_stream_write_latest(p.srv.h, id, b), 1);
+		assert_int_equal(b->refs, 2);
+		assert_int_equal(write_latest(p.srv.h, id, "8", 1, "x", 1), 1);
+		assert_int_equal(b->refs, 1);
+		h2_blob_unref(b);
+	}
 	assert_int_equal(h2_stream_end(p.srv.h, id, NULL, 0), 0);
-	assert_int_equal(h2_stream_write_latest(p.srv.h, id, "9", 1, "x", 1), -EPIPE);
+	assert_int_equal(write_latest(p.srv.h, id, "9", 1, "x", 1), -EPIPE);
 	/* The client reads again: 4 whole, then 6, 7 and 8. */
 	assert_int_equal(h2_session_recv(p.cli.h, held.data, held.len), 0);
 	pump(&p);
