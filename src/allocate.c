@@ -12,6 +12,7 @@
 
 #include "deviceplugin.pb-c.h"
 #include "gpu.h"
+#include "pbwire.h"
 
 /* The optional control nodes of nvidia-plugin.md section 2.3, in NVIDIA's order. */
 static const char *const control_nodes[] = {
@@ -651,4 +652,93 @@ V1beta1__ContainerAllocateResponse *alloc_response_free(V1beta1__ContainerAlloca
 	free(r->cdi_devices);
 	free(r);
 	return NULL;
+}
+
+bool alloc_uses_cdi(const struct alloc_opts *o)
+{
+	return (o->strategies & (ALLOC_CDI_ANNOTATIONS | ALLOC_CDI_CRI)) != 0;
+}
+
+/* protobuf-c reports any failure as NULL: this allocator remembers whether memory ran out. */
+struct alloc_watch {
+	ProtobufCAllocator a;
+	bool failed;
+};
+
+static void *watch_alloc(void *data, size_t size)
+{
+	void *p = malloc(size);
+
+	if (!p)
+		((struct alloc_watch *)data)->failed = true;
+	return p;
+}
+
+static void watch_free(void *data, void *p)
+{
+	free(p);
+}
+
+static void id_printable(const uint8_t *id, size_t len, char *out, size_t size)
+{
+	size_t o = 0;
+
+	if (size == 0)
+		return;
+	for (size_t i = 0; i < len && i < 128 && o + 3 < size; i++) {
+		if (id[i] == 0) {
+			out[o++] = '\\';
+			out[o++] = '0';
+		} else {
+			out[o++] = (char)id[i];
+		}
+	}
+	out[o] = 0;
+}
+
+/* Finds a device ID with a NUL byte. Returns 0, -EINVAL (@bad/@badlen set) or -EBADMSG. */
+static int find_nul_id(const uint8_t *req, size_t len, const uint8_t **bad, size_t *badlen)
+{
+	struct pb_reader rd, sub;
+	struct pb_field f, g;
+	int r, q;
+
+	pb_reader_init(&rd, req, len);
+	while ((r = pb_next(&rd, &f)) > 0) {
+		if (f.number != 1 || f.wire != PB_LEN)
+			continue;
+		pb_reader_init(&sub, f.data, f.len);
+		while ((q = pb_next(&sub, &g)) > 0) {
+			if (g.number == 1 && g.wire == PB_LEN && memchr(g.data, 0, g.len)) {
+				*bad = g.data;
+				*badlen = g.len;
+				return -EINVAL;
+			}
+		}
+		if (q < 0)
+			return q;
+	}
+	return r;
+}
+
+int alloc_request_unpack(const uint8_t *req, size_t len, struct V1beta1__AllocateRequest **ret,
+			 char *reterr_id, size_t size)
+{
+	struct alloc_watch w = { .a = { .alloc = watch_alloc, .free = watch_free } };
+	V1beta1__AllocateRequest *m;
+	const uint8_t *bad = NULL;
+	size_t badlen = 0;
+	int r;
+
+	w.a.allocator_data = &w;
+	r = find_nul_id(req, len, &bad, &badlen);
+	if (r == -EINVAL && reterr_id)
+		id_printable(bad, badlen, reterr_id, size);
+	if (r < 0)
+		return r;
+	m = v1beta1__allocate_request__unpack(&w.a, len, req);
+	if (!m)
+		return w.failed ? -ENOMEM : -EBADMSG;
+	*ret = m;
+	return 0;
 }

@@ -14,6 +14,7 @@
 #include "util.h"
 
 struct gpu_device;
+struct V1beta1__AllocateRequest;
 struct V1beta1__ContainerAllocateResponse;
 
 enum alloc_strategy {
@@ -102,3 +103,20 @@ const char *alloc_cdi_name(const struct alloc_opts *o, const struct gpu_device *
 
 /* True if @s is well-formed UTF-8 (no overlongs, surrogates or code points above U+10FFFF). */
 bool alloc_utf8_valid(const char *s);
+
+/* True when @o delivers devices through CDI (cdi-annotations or cdi-cri). */
+bool alloc_uses_cdi(const struct alloc_opts *o);
+
+/*
+ * Unpacks an AllocateRequest (@req/@len, the message without its gRPC prefix), telling apart
+ * what the caller answers differently:
+ *   0        *ret set; free it with v1beta1__allocate_request__free_unpacked(*ret, NULL)
+ *   -ENOMEM  out of memory while unpacking (RESOURCE_EXHAUSTED: the request may be fine)
+ *   -EBADMSG not a valid AllocateRequest (malformed)
+ *   -EINVAL  a device ID holds a NUL byte, which a C string would silently cut short
+ *            ("GPU-1\0junk" must not allocate GPU-1): @reterr_id (may be NULL; @size bytes,
+ *            always terminated) gets the ID, NUL bytes written as \0, cut at 128 bytes
+ * @ret is set only on success.
+ */
+int alloc_request_unpack(const uint8_t *req, size_t len, struct V1beta1__AllocateRequest **ret,
+			 char *reterr_id, size_t size) WARN_UNUSED;

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
@@ -184,8 +185,10 @@ static void on_wake(struct loop_wake *lw, void *userdata)
 	if (j->r < 0) {
 		char *msg = NULL;
 
-		(void)log_warn_errno(j->r, "cannot write the cdi spec, retrying", "reason=%s retry_ms=%llu",
-				     log_quote(q, sizeof(q), j->err), (unsigned long long)((w->backoff ? w->backoff : BACKOFF_MIN) / USEC_PER_MSEC));
+		(void)log_warn_errno(j->r, "cannot write the cdi spec, retrying",
+				     "reason=%s retry_ms=%llu", log_quote(q, sizeof(q), j->err),
+				     (unsigned long long)((w->backoff ? w->backoff : BACKOFF_MIN) /
+							  USEC_PER_MSEC));
 		if (asprintf(&msg, "cannot write the CDI spec: %s", j->err ? j->err : "") < 0)
 			msg = NULL;
 		set_error(w, msg ? msg : "cannot write the CDI spec");
@@ -228,8 +231,8 @@ static void on_watch(struct loop_watch *lw, const char *name, uint32_t mask, voi
 	r = gone ? -ENOENT : cdi_spec_verify(*w->dir ? w->dir : NULL, w->spec.data, w->spec.len);
 	if (r == 0)
 		return;
-	log_warn("cdi spec removed or changed, writing it again", "dir=%s reason=%s",
-		 spec_dir(w), r == -ENOENT ? "removed" : "changed");
+	log_warn("cdi spec removed or changed, writing it again", "dir=%s reason=%s", spec_dir(w),
+		 r == -ENOENT ? "removed" : "changed");
 	w->on_disk = false;
 	set_error(w, r == -ENOENT ? "the CDI spec was removed; writing it again" :
 				    "the CDI spec was changed by someone else; writing it again");
@@ -271,7 +274,8 @@ int cdi_writer_set(struct cdi_writer *w, const struct cdi_opts *o, const struct 
 		char *msg = NULL;
 
 		(void)log_error_errno(r, "unable to create cdi spec file", "dir=%s reason=%s",
-				      o->spec_dir ? o->spec_dir : CDI_SPEC_DIR, log_q(err ? err : ""));
+				      o->spec_dir ? o->spec_dir : CDI_SPEC_DIR,
+				      log_q(err ? err : ""));
 		if (asprintf(&msg, "cannot generate the CDI spec: %s", err ? err : "") < 0)
 			msg = NULL;
 		set_error(w, msg ? msg : "cannot generate the CDI spec");

@@ -21,11 +21,11 @@
 #define LOG_MODULE "daemon"
 #include "log.h"
 
-#define STOP_GRACE	(500 * USEC_PER_MSEC)
-#define STOP_DEADLINE	(900 * USEC_PER_MSEC)
-#define NO_NVML_LOG_GAP (300 * USEC_PER_SEC)
-#define PODRES_INTERVAL (2 * USEC_PER_SEC)
-#define STREAM_WATCHDOG (2 * USEC_PER_SEC)
+#define STOP_GRACE	   (500 * USEC_PER_MSEC)
+#define STOP_DEADLINE	   (900 * USEC_PER_MSEC)
+#define NO_NVML_LOG_GAP	   (300 * USEC_PER_SEC)
+#define PODRES_INTERVAL	   (2 * USEC_PER_SEC)
+#define STREAM_WATCHDOG	   (2 * USEC_PER_SEC)
 #define LISTEN_BACKOFF_MIN (100 * USEC_PER_MSEC)
 #define LISTEN_BACKOFF_MAX (10 * USEC_PER_SEC)
 
@@ -36,7 +36,7 @@ struct dplugin {
 	char *name;
 	bool stopping;
 	bool stopped;
-	bool served; /* our socket is listening */
+	bool served;		     /* our socket is listening */
 	struct loop_timer *watchdog; /* registered, but no ListAndWatch stream yet */
 	struct loop_timer *listen_retry;
 	usec_t listen_backoff;
@@ -428,8 +428,9 @@ static bool dplugin_serve(struct dplugin *dp)
 		return true;
 	r = plugin_listen(dp->plugin);
 	if (r < 0) {
-		dp->listen_backoff = dp->listen_backoff ? MIN(dp->listen_backoff * 2, LISTEN_BACKOFF_MAX) :
-							  LISTEN_BACKOFF_MIN;
+		dp->listen_backoff = dp->listen_backoff ?
+					     MIN(dp->listen_backoff * 2, LISTEN_BACKOFF_MAX) :
+					     LISTEN_BACKOFF_MIN;
 		(void)log_warn_errno(r, "cannot serve the device plugin socket, retrying",
 				     "resource=%s path=%s retry_ms=%llu", dp->name,
 				     plugin_socket_path(dp->plugin),
@@ -439,8 +440,8 @@ static bool dplugin_serve(struct dplugin *dp)
 		return false;
 	}
 	if (dp->listen_backoff)
-		log_info("serving the device plugin socket again", "resource=%s path=%s",
-			 dp->name, plugin_socket_path(dp->plugin));
+		log_info("serving the device plugin socket again", "resource=%s path=%s", dp->name,
+			 plugin_socket_path(dp->plugin));
 	dp->listen_backoff = 0;
 	dp->served = true;
 	loop_timer_disarm(dp->listen_retry);
@@ -865,8 +866,9 @@ static void move_paths(struct daemon *d)
 	int r = kubelet_set_paths(d->kubelet, d->cfg.device_plugin_path, d->cfg.kubelet_socket);
 
 	if (r < 0) {
-		(void)log_error_errno(r, "cannot move to the new device-plugin paths", "dir=%s socket=%s",
-				      d->cfg.device_plugin_path, d->cfg.kubelet_socket);
+		(void)log_error_errno(r, "cannot move to the new device-plugin paths",
+				      "dir=%s socket=%s", d->cfg.device_plugin_path,
+				      d->cfg.kubelet_socket);
 		return;
 	}
 	log_info("device-plugin paths changed, moving our sockets", "dir=%s kubelet_socket=%s",
@@ -874,8 +876,8 @@ static void move_paths(struct daemon *d)
 		 d->cfg.kubelet_socket && *d->cfg.kubelet_socket ? d->cfg.kubelet_socket :
 								   "(registration off)");
 	if (mkdir(d->cfg.device_plugin_path, 0750) < 0 && errno != EEXIST)
-		(void)log_warn_errno(-errno, "creating the device-plugin directory failed", "path=%s",
-				     d->cfg.device_plugin_path);
+		(void)log_warn_errno(-errno, "creating the device-plugin directory failed",
+				     "path=%s", d->cfg.device_plugin_path);
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
 		dplugin_stop(dp);
 }
@@ -915,7 +917,8 @@ static void on_hup(struct loop *l, int signo, void *userdata)
 	apply_ctx_from_config(d);
 	(void)apply_monitor_opts(d);
 	if (podres_changed)
-		d->podres = podres_free(d->podres); /* update_podres() starts it on the new socket */
+		d->podres =
+			podres_free(d->podres); /* update_podres() starts it on the new socket */
 	if (paths_changed)
 		move_paths(d);
 	gpu_monitor_discover(d->monitor, false);
@@ -956,7 +959,8 @@ int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flag
 	(void)signal(SIGPIPE, SIG_IGN);
 	/* A directory we cannot make now may come later (the kubelet makes it): watched, retried. */
 	if (mkdir(d.cfg.device_plugin_path, 0750) < 0 && errno != EEXIST)
-		(void)log_warn_errno(-errno, "creating the device-plugin directory failed, waiting for it",
+		(void)log_warn_errno(-errno,
+				     "creating the device-plugin directory failed, waiting for it",
 				     "path=%s", d.cfg.device_plugin_path);
 	r = cdi_writer_new(d.loop, &d.cdi);
 	if (r < 0)

@@ -701,19 +701,6 @@ struct grpc_client_call *grpc_client_call_cancel(struct grpc_client_call *cc)
 	return NULL;
 }
 
-int grpc_client_call_peer_pid(const struct grpc_client_call *cc, pid_t *ret_pid)
-{
-	struct ucred cred = { 0 };
-	socklen_t len = sizeof(cred);
-
-	if (!cc || cc->fd < 0 || cc->connecting)
-		return -ENOTCONN;
-	if (getsockopt(cc->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
-		return -errno;
-	*ret_pid = cred.pid;
-	return 0;
-}
-
 struct sync_result {
 	struct loop *loop;
 	bool done;
@@ -794,4 +781,22 @@ int grpc_client_call_sync(const char *sock, const char *path, const uint8_t *req
 	if (ret_len)
 		*ret_len = res.len;
 	return res.r;
+}
+
+int grpc_client_call_peer_cred(const struct grpc_client_call *cc, pid_t *ret_pid, uid_t *ret_uid)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (!cc || cc->fd < 0 || cc->connecting)
+		return -ENOTCONN;
+	if (getsockopt(cc->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return -errno;
+	if (len != sizeof(cred))
+		return -ENODATA;
+	if (ret_pid)
+		*ret_pid = cred.pid;
+	if (ret_uid)
+		*ret_uid = cred.uid;
+	return 0;
 }

@@ -31,6 +31,8 @@
 #define READ_BUDGET	    ((size_t)256 * 1024)      /* bytes read per wakeup, for fairness */
 #define LINGER_USEC	    (1 * USEC_PER_SEC)	      /* a dying connection's time to flush */
 #define ACCEPT_PAUSE_USEC   (100 * USEC_PER_MSEC)     /* after accept fails with EMFILE & co */
+#define PREFACE_TIMEOUT	    (10 * USEC_PER_SEC)	      /* to complete the client preface */
+#define IDLE_TIMEOUT	    (300 * USEC_PER_SEC)      /* with no stream open */
 
 /* --- server --- */
 
@@ -77,6 +79,13 @@ struct grpc_server_conn {
 	struct loop_io *io;
 	uint32_t io_events;
 	struct loop_timer *linger;
+	struct loop_timer *timer; /* preface, then idle timeout */
+	bool preface_done;
+	bool idle_armed;
+	usec_t idle_since; /* accept, or the end of its last stream */
+	bool have_peer;
+	pid_t peer_pid;
+	uid_t peer_uid;
 	struct buf *mem_out;
 	struct buf out; /* socket: staged output, out.data[out_off..len) unsent */
 	size_t out_off;
@@ -113,6 +122,7 @@ struct grpc_server {
 	struct loop_timer *defer; /* flushes connections dirtied from outside their callbacks */
 	struct loop_timer *grace;
 	struct loop_timer *accept_pause;
+	bool accept_io_lost; /* pausing failed: the listener's io was dropped, resume recreates it */
 	bool shutting_down;
 	bool done_called;
 	void (*done)(struct grpc_server *s, void *userdata);
@@ -742,6 +752,7 @@ static void conn_kill(struct grpc_server_conn *c)
 	c->h2 = h2_session_free(c->h2);
 	c->io = loop_io_free(c->io);
 	c->linger = loop_timer_free(c->linger);
+	c->timer = loop_timer_free(c->timer);
 	c->fd = c->fd >= 0 ? fd_close(c->fd) : -1;
 	buf_release(&c->out);
 	c->out_off = 0;
@@ -758,10 +769,37 @@ static void conn_kill(struct grpc_server_conn *c)
 	server_check_done(s);
 }
 
+/*
+ * The connection timer: first the preface timeout from accept, then, once the preface is in,
+ * the idle timeout whenever no stream is open.
+ */
+static void conn_update_timer(struct grpc_server_conn *c)
+{
+	if (!c->timer || c->closing)
+		return;
+	if (!c->preface_done) {
+		if (!h2_session_preface_done(c->h2))
+			return;
+		c->preface_done = true;
+		loop_timer_disarm(c->timer);
+	}
+	if (c->calls) {
+		if (c->idle_armed)
+			loop_timer_disarm(c->timer);
+		c->idle_armed = false;
+	} else if (!c->idle_armed) {
+		c->idle_armed = true;
+		c->idle_since = now_usec();
+		loop_timer_arm(c->timer, c->server->lim.idle_timeout);
+	}
+}
+
 static void conn_leave(struct grpc_server_conn *c)
 {
 	if (c->depth == 1 && !c->dead) {
+		/* After the flush: sending a stream's end is what closes it. */
 		conn_flush(c);
+		conn_update_timer(c);
 		if (!c->dead && !c->kill_pending && h2_session_done(c->h2) &&
 		    conn_out_pending(c) == 0)
 			c->kill_pending = true;
@@ -777,6 +815,42 @@ static void conn_leave(struct grpc_server_conn *c)
 			conn_kill(c);
 	}
 	c->depth--;
+}
+
+/*
+ * Closes @c for a reason of ours (@ev): GOAWAY(NO_ERROR, @debug), then a moment to flush it
+ * (@now: closed as soon as it is written, freeing the slot at once). Reports @ev.
+ */
+static void conn_expire(struct grpc_server_conn *c, enum grpc_server_event ev, const char *debug,
+			bool now)
+{
+	struct grpc_server *s = c->server;
+	uint64_t id = c->id;
+
+	if (c->dead || c->closing)
+		return;
+	log_debug("closing connection", "conn=%" PRIu64 " why=\"%s\"", id, debug);
+	conn_enter(c);
+	c->closing = true;
+	c->reading = false;
+	c->kill_status = GRPC_STATUS_UNAVAILABLE;
+	if (h2_session_terminate(c->h2, H2_NO_ERROR, debug) < 0 || now)
+		c->kill_pending = true;
+	c->dirty = true;
+	conn_leave(c);
+	if (s->event_fn)
+		s->event_fn(s, ev, id, H2_NO_ERROR, s->event_ud);
+}
+
+static void on_conn_timer(struct loop_timer *t, void *userdata)
+{
+	struct grpc_server_conn *c = userdata;
+
+	if (!c->preface_done)
+		conn_expire(c, GRPC_SERVER_EVENT_PREFACE_TIMEOUT, "no HTTP/2 preface in time",
+			    false);
+	else if (!c->calls)
+		conn_expire(c, GRPC_SERVER_EVENT_IDLE, "idle", false);
 }
 
 static void conn_read(struct grpc_server_conn *c)
@@ -845,10 +919,27 @@ static int conn_new(struct grpc_server *s, int fd, struct buf *mem_out,
 	if (r < 0)
 		goto fail;
 	if (fd >= 0) {
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+
+		/* Who is on the other side (plugin.c tells the kubelet's streams from others). */
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+		    len == sizeof(cred)) {
+			c->have_peer = true;
+			c->peer_pid = cred.pid;
+			c->peer_uid = cred.uid;
+		}
 		r = loop_io_new(s->loop, fd, EPOLLIN, on_conn_io, c, &c->io);
 		if (r < 0)
 			goto fail;
 		c->io_events = EPOLLIN;
+	}
+	c->idle_since = now_usec();
+	if (s->loop) {
+		r = loop_timer_new(s->loop, on_conn_timer, c, &c->timer);
+		if (r < 0)
+			goto fail;
+		loop_timer_arm(c->timer, s->lim.preface_timeout);
 	}
 	c->id = ++s->next_conn_id;
 	c->next = s->conns;
@@ -864,6 +955,7 @@ static int conn_new(struct grpc_server *s, int fd, struct buf *mem_out,
 	*ret = c;
 	return 0;
 fail:
+	(void)loop_io_free(c->io);
 	h2_session_free(c->h2);
 	free(c);
 	return r;
@@ -896,12 +988,64 @@ static void server_refuse(struct grpc_server *s, int fd)
 			    s->event_ud);
 }
 
+static void on_accept(struct loop_io *io, int fd, uint32_t events, void *userdata);
+
 static void on_accept_resume(struct loop_timer *t, void *userdata)
 {
 	struct grpc_server *s = userdata;
+	int r;
 
-	if (s->listen_io)
-		(void)loop_io_set_events(s->listen_io, EPOLLIN);
+	if (s->listen_fd < 0)
+		return;
+	if (s->accept_io_lost)
+		r = loop_io_new(s->loop, s->listen_fd, EPOLLIN, on_accept, s, &s->listen_io);
+	else
+		r = loop_io_set_events(s->listen_io, EPOLLIN);
+	if (r < 0) {
+		/* Still short of something: try again after another pause, never give up. */
+		log_debug_errno(r, "resuming accept failed, retrying", "path=%s", s->path);
+		loop_timer_arm(s->accept_pause, ACCEPT_PAUSE_USEC);
+		return;
+	}
+	s->accept_io_lost = false;
+}
+
+/* Stops accepting for ACCEPT_PAUSE_USEC. */
+static void server_pause_accept(struct grpc_server *s)
+{
+	if (!s->accept_pause && loop_timer_new(s->loop, on_accept_resume, s, &s->accept_pause) < 0)
+		return; /* the listener fires again: the next attempt may find memory */
+	/*
+	 * A listener that cannot be paused would spin: drop its io then, and let the resume
+	 * create it again.
+	 */
+	if (!s->accept_io_lost && loop_io_set_events(s->listen_io, 0) < 0) {
+		s->listen_io = loop_io_free(s->listen_io);
+		s->accept_io_lost = true;
+	}
+	loop_timer_arm(s->accept_pause, ACCEPT_PAUSE_USEC);
+}
+
+/*
+ * At the cap: closes the connection idle the longest (no stream open: strays, half-open
+ * dials, clients that connected and said nothing), so that the kubelet's dial-back is served.
+ * Returns false when every connection is busy.
+ */
+static bool server_evict_idle(struct grpc_server *s)
+{
+	struct grpc_server_conn *victim = NULL;
+
+	for (struct grpc_server_conn *c = s->conns; c; c = c->next) {
+		if (c->dead || c->closing || c->mem || c->calls || c->depth > 0)
+			continue;
+		if (!victim || c->idle_since < victim->idle_since)
+			victim = c;
+	}
+	if (!victim)
+		return false;
+	conn_expire(victim, GRPC_SERVER_EVENT_EVICTED, "connection limit: idle connection closed",
+		    true);
+	return true;
 }
 
 static void on_accept(struct loop_io *io, int fd, uint32_t events, void *userdata)
@@ -922,18 +1066,14 @@ static void on_accept(struct loop_io *io, int fd, uint32_t events, void *userdat
 			 * for a moment rather than spin.
 			 */
 			log_debug_errno(-errno, "accept failed, pausing", "path=%s", s->path);
-			if (s->accept_pause ||
-			    loop_timer_new(s->loop, on_accept_resume, s, &s->accept_pause) == 0) {
-				(void)loop_io_set_events(s->listen_io, 0);
-				loop_timer_arm(s->accept_pause, ACCEPT_PAUSE_USEC);
-			}
+			server_pause_accept(s);
 			break;
 		}
 		if (s->shutting_down) {
 			(void)fd_close(cfd);
 			continue;
 		}
-		if (s->stats.conns >= s->lim.max_conns) {
+		if (s->stats.conns >= s->lim.max_conns && !server_evict_idle(s)) {
 			server_refuse(s, cfd);
 			continue;
 		}
@@ -1020,6 +1160,10 @@ int grpc_server_new(struct loop *l, const struct grpc_method *methods, size_t n_
 		s->lim.max_conn_buffered = s->lim.max_recv_msg + ((size_t)4 << 20);
 	if (!s->lim.max_concurrent_streams)
 		s->lim.max_concurrent_streams = DEFAULT_MAX_STREAMS;
+	if (!s->lim.preface_timeout)
+		s->lim.preface_timeout = PREFACE_TIMEOUT;
+	if (!s->lim.idle_timeout)
+		s->lim.idle_timeout = IDLE_TIMEOUT;
 	if (l) {
 		int r = loop_timer_new(l, on_defer, s, &s->defer);
 
@@ -1099,6 +1243,9 @@ void grpc_server_unlisten(struct grpc_server *s)
 
 	s->listen_io = loop_io_free(s->listen_io);
 	s->listen_fd = fd_close(s->listen_fd);
+	s->accept_io_lost = false;
+	if (s->accept_pause)
+		loop_timer_disarm(s->accept_pause);
 	if (!s->path)
 		return;
 	/* Someone (a restarted kubelet) may have replaced the file: only remove our own. */
@@ -1240,12 +1387,30 @@ uint64_t grpc_server_conn_id(const struct grpc_server_conn *c)
 	return c->id;
 }
 
+void grpc_server_conn_set_peer_cred(struct grpc_server_conn *c, pid_t pid, uid_t uid)
+{
+	c->have_peer = true;
+	c->peer_pid = pid;
+	c->peer_uid = uid;
+}
+
 /* --- calls --- */
 
-int grpc_call_send(struct grpc_call *call, const uint8_t *msg, size_t len)
+static void prefix_write(uint8_t *prefix, size_t len)
+{
+	prefix[0] = 0;
+	prefix[1] = (uint8_t)(len >> 24);
+	prefix[2] = (uint8_t)(len >> 16);
+	prefix[3] = (uint8_t)(len >> 8);
+	prefix[4] = (uint8_t)len;
+}
+
+/* @shared: the message with its prefix, queued as the call's latest state; else @msg/@len. */
+static int call_send(struct grpc_call *call, const uint8_t *msg, size_t len, struct h2_blob *shared)
 {
 	struct grpc_server_conn *c;
 	uint8_t prefix[GRPC_PREFIX_LEN];
+	size_t replaceable = 0;
 	int r;
 
 	if (!call || call->user_closed || call->state != CALL_RUNNING || !call->id)
@@ -1257,7 +1422,10 @@ int grpc_call_send(struct grpc_call *call, const uint8_t *msg, size_t len)
 		return -EMSGSIZE;
 	if (!call->method->server_streaming && call->sent_msg)
 		return -EALREADY;
-	if (conn_buffered(c) + len + GRPC_PREFIX_LEN > c->server->lim.max_conn_buffered) {
+	if (shared)
+		replaceable = h2_stream_latest_pending(c->h2, call->id);
+	if (conn_buffered(c) - replaceable + len + GRPC_PREFIX_LEN >
+	    c->server->lim.max_conn_buffered) {
 		conn_overflow(c);
 		return -ENOBUFS;
 	}
@@ -1272,19 +1440,64 @@ int grpc_call_send(struct grpc_call *call, const uint8_t *msg, size_t len)
 			return r;
 		call->headers_sent = true;
 	}
-	prefix[0] = 0;
-	prefix[1] = (uint8_t)(len >> 24);
-	prefix[2] = (uint8_t)(len >> 16);
-	prefix[3] = (uint8_t)(len >> 8);
-	prefix[4] = (uint8_t)len;
-	r = h2_stream_write(c->h2, call->id, prefix, sizeof(prefix));
-	if (r == 0 && len > 0)
-		r = h2_stream_write(c->h2, call->id, msg, len);
+	if (shared) {
+		r = h2_stream_write_latest(c->h2, call->id, shared);
+		if (r > 0)
+			c->server->stats.msgs_replaced++;
+	} else {
+		prefix_write(prefix, len);
+		r = h2_stream_write(c->h2, call->id, prefix, sizeof(prefix));
+		if (r == 0 && len > 0)
+			r = h2_stream_write(c->h2, call->id, msg, len);
+	}
 	if (r < 0)
 		return r;
 	call->sent_msg = true;
 	conn_mark_dirty(c);
+	return r;
+}
+
+int grpc_call_send(struct grpc_call *call, const uint8_t *msg, size_t len)
+{
+	return call_send(call, msg, len, NULL);
+}
+
+/* A shared message is an h2 block holding the prefix and the message. */
+int grpc_shared_msg_new(const uint8_t *msg, size_t len, struct grpc_shared_msg **ret)
+{
+	struct h2_blob *b;
+	int r;
+
+	if (len > UINT32_MAX)
+		return -EMSGSIZE;
+	r = h2_blob_new(len + GRPC_PREFIX_LEN, &b);
+	if (r < 0)
+		return r;
+	prefix_write(b->data, len);
+	if (len)
+		memcpy(b->data + GRPC_PREFIX_LEN, msg, len);
+	*ret = (struct grpc_shared_msg *)b;
 	return 0;
+}
+
+struct grpc_shared_msg *grpc_shared_msg_unref(struct grpc_shared_msg *m)
+{
+	return (struct grpc_shared_msg *)h2_blob_unref((struct h2_blob *)m);
+}
+
+const uint8_t *grpc_shared_msg_payload(const struct grpc_shared_msg *m, size_t *ret_len)
+{
+	const struct h2_blob *b = (const struct h2_blob *)m;
+
+	*ret_len = b->len - GRPC_PREFIX_LEN;
+	return b->data + GRPC_PREFIX_LEN;
+}
+
+int grpc_call_send_latest(struct grpc_call *call, struct grpc_shared_msg *m)
+{
+	struct h2_blob *b = (struct h2_blob *)m;
+
+	return call_send(call, NULL, b->len - GRPC_PREFIX_LEN, b);
 }
 
 int grpc_call_finish(struct grpc_call *call, enum grpc_status status, const char *message)
@@ -1330,4 +1543,17 @@ const char *grpc_call_header(const struct grpc_call *call, const char *name)
 uint64_t grpc_call_conn_id(const struct grpc_call *call)
 {
 	return call->conn->id;
+}
+
+int grpc_call_peer_cred(const struct grpc_call *call, pid_t *ret_pid, uid_t *ret_uid)
+{
+	const struct grpc_server_conn *c = call->conn;
+
+	if (!c->have_peer)
+		return -ENODATA;
+	if (ret_pid)
+		*ret_pid = c->peer_pid;
+	if (ret_uid)
+		*ret_uid = c->peer_uid;
+	return 0;
 }

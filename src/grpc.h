@@ -22,8 +22,15 @@
  *   zero or two request messages    grpc-status 12
  *   deadline passed                 grpc-status 4, then RST_STREAM(CANCEL) if the peer has
  *                                   not half-closed
- * A response that ends before the request did is followed by RST_STREAM(NO_ERROR). Past
- * max_conns an accepted connection gets SETTINGS and GOAWAY(REFUSED_STREAM); past
+ *   a header name or value with NUL, CR or LF
+ *                                   RST_STREAM(PROTOCOL_ERROR) (RFC 9113 8.2.1, in h2.c)
+ * A response that ends before the request did is followed by RST_STREAM(NO_ERROR).
+ * Connections that do nothing are closed with GOAWAY(NO_ERROR): no client preface (magic and
+ * SETTINGS) within preface_timeout, or no stream open for idle_timeout. At max_conns, an
+ * accept closes the connection idle the longest (no stream open) to make room, so that a
+ * client that comes to work (the kubelet dialling back) is not refused because of strays;
+ * only when every connection has a stream open does the new one get SETTINGS and
+ * GOAWAY(REFUSED_STREAM). Past
  * max_conn_buffered, GOAWAY(ENHANCE_YOUR_CALM); HTTP/2 errors get GOAWAY with their code
  * (a frame cut short by EOF: FRAME_SIZE_ERROR; a bad preface: PROTOCOL_ERROR). A dying
  * connection gets one second to flush its GOAWAY, then it is closed.
@@ -129,6 +136,8 @@ struct grpc_limits {
 	unsigned max_conns;		 /* 64: connections past this are refused (GOAWAY) */
 	size_t max_conn_buffered;	 /* max_recv_msg + 4 MiB: per-connection buffered bytes */
 	unsigned max_concurrent_streams; /* 128: SETTINGS_MAX_CONCURRENT_STREAMS (>= 100) */
+	usec_t preface_timeout;		 /* 10 s: accept to the client preface complete */
+	usec_t idle_timeout;		 /* 300 s: a connection with no stream open is closed */
 };
 
 /*
@@ -158,8 +167,9 @@ struct grpc_server_stats {
 	unsigned conns_refused; /* over max_conns */
 	unsigned streams;	/* open now */
 	unsigned streams_peak;
-	uint64_t calls;	  /* dispatched to a handler */
-	uint64_t goaways; /* connections ended with GOAWAY for an error */
+	uint64_t calls;		/* dispatched to a handler */
+	uint64_t goaways;	/* connections ended with GOAWAY for an error */
+	uint64_t msgs_replaced; /* grpc_call_send_latest() replacing a message not yet sent */
 };
 
 /*
@@ -204,12 +214,19 @@ void grpc_server_get_stats(const struct grpc_server *s, struct grpc_server_stats
  * Connection-level events, for the caller to log (this module logs at debug only):
  * REFUSED: an accept past max_conns got GOAWAY(REFUSED_STREAM); OVERFLOW: a connection
  * passed max_conn_buffered and got GOAWAY(ENHANCE_YOUR_CALM); PROTOCOL: a connection ended
- * with GOAWAY for an HTTP/2 error (@h2_error: its code). At most once per connection.
+ * with GOAWAY for an HTTP/2 error (@h2_error: its code); PREFACE_TIMEOUT: no client preface
+ * within preface_timeout; IDLE: no stream open for idle_timeout; EVICTED: closed, idle the
+ * longest, to make room at max_conns (the last three send GOAWAY(NO_ERROR)). At most once per
+ * connection.
  */
 enum grpc_server_event {
 	GRPC_SERVER_EVENT_REFUSED,
 	GRPC_SERVER_EVENT_OVERFLOW,
 	GRPC_SERVER_EVENT_PROTOCOL,
+	GRPC_SERVER_EVENT_PREFACE_TIMEOUT,
+	GRPC_SERVER_EVENT_IDLE,
+	GRPC_SERVER_EVENT_EVICTED,
+	GRPC_SERVER_EVENT_COUNT,
 };
 typedef void grpc_server_event_fn(struct grpc_server *s, enum grpc_server_event ev,
 				  uint64_t conn_id, uint32_t h2_error, void *userdata);
@@ -237,6 +254,11 @@ int grpc_server_conn_flush(struct grpc_server_conn *c);
 struct grpc_server_conn *grpc_server_conn_free(struct grpc_server_conn *c);
 /* The connection's id, as grpc_call_conn_id() reports it. */
 uint64_t grpc_server_conn_id(const struct grpc_server_conn *c);
+/*
+ * Sets the peer credentials grpc_call_peer_cred() reports for a memory connection (a socket
+ * connection has its own, from SO_PEERCRED at accept), for tests of peer-based decisions.
+ */
+void grpc_server_conn_set_peer_cred(struct grpc_server_conn *c, pid_t pid, uid_t uid);
 
 /* --- calls (server side) --- */
 
@@ -249,6 +271,26 @@ uint64_t grpc_server_conn_id(const struct grpc_server_conn *c);
  * Output is flushed later, never inside this call, so no close callback runs from inside it.
  */
 int grpc_call_send(struct grpc_call *c, const uint8_t *msg, size_t len);
+/*
+ * A message to send on many calls without a copy per call (one ListAndWatch list for every
+ * watcher): prefixed once, reference-counted, immutable. grpc_shared_msg_new() copies @msg
+ * and returns 0 (one reference, the caller's), -ENOMEM or -EMSGSIZE (over 4 GiB);
+ * grpc_shared_msg_unref() drops the caller's reference (calls keep their own), NULL-safe,
+ * returns NULL. grpc_shared_msg_payload() gives the message without its prefix.
+ * Loop thread only, like the calls.
+ */
+struct grpc_shared_msg;
+int grpc_shared_msg_new(const uint8_t *msg, size_t len, struct grpc_shared_msg **ret) WARN_UNUSED;
+struct grpc_shared_msg *grpc_shared_msg_unref(struct grpc_shared_msg *m);
+const uint8_t *grpc_shared_msg_payload(const struct grpc_shared_msg *m, size_t *ret_len);
+/*
+ * Sends @m as the call's current state (server streaming: ListAndWatch): a message sent
+ * with this function that no byte of has left yet is replaced, so a peer that does not read
+ * holds at most the message being written plus the newest one (references to shared
+ * messages, not copies), however often the state changes. Returns 1 (a pending message was
+ * replaced), else as grpc_call_send() (never -ENOMEM).
+ */
+int grpc_call_send_latest(struct grpc_call *c, struct grpc_shared_msg *m);
 /*
  * Ends the call with @status and @message (may be NULL; percent-encoded on the wire).
  * A call that sent nothing yet gets a Trailers-Only response. Returns 0, -EPIPE or -ENOMEM.
@@ -266,6 +308,13 @@ usec_t grpc_call_deadline(const struct grpc_call *c);
 const char *grpc_call_header(const struct grpc_call *c, const char *name);
 /* An id unique among the server's connections, for logs and "same connection" checks. */
 uint64_t grpc_call_conn_id(const struct grpc_call *c);
+/*
+ * The credentials of the process on the far side of the call's connection, taken with
+ * SO_PEERCRED when it was accepted (the process that connected, as seen from our PID
+ * namespace: 0 for a process outside it). Either ret_ pointer may be NULL. Returns 0, or
+ * -ENODATA when unknown (a memory connection without grpc_server_conn_set_peer_cred()).
+ */
+int grpc_call_peer_cred(const struct grpc_call *c, pid_t *ret_pid, uid_t *ret_uid);
 
 /* --- client --- */
 
@@ -313,14 +362,13 @@ int grpc_client_call_start(struct loop *l, const char *sock, const char *path, c
 /* Aborts the call: @done does not run. NULL-safe, returns NULL. */
 struct grpc_client_call *grpc_client_call_cancel(struct grpc_client_call *cc);
 /*
- * The pid of the process that created the listening socket the call is connected to
- * (SO_PEERCRED), for telling that process's connections to our own server from others'.
- * Returns 0 with *ret_pid (0 when the listener is in a PID namespace ours cannot see),
- * -ENOTCONN when the call has no connection (yet: a full listen backlog defers the connect to
- * the loop; or any more: the connect failed), or another -errno from getsockopt(). Works from
- * grpc_client_call_start() returning until the end of @done.
+ * The credentials of the server process on the far side of @cc's connection (SO_PEERCRED: the
+ * process that listened, as seen from our PID namespace, 0 for one outside it), for the
+ * daemon to tell the kubelet's ListAndWatch stream (plugin_expect_kubelet()). Valid once
+ * connected, and from inside @done. Either ret_ pointer may be NULL. Returns 0, -ENOTCONN
+ * (not connected, or the connection is gone) or -errno from getsockopt().
  */
-int grpc_client_call_peer_pid(const struct grpc_client_call *cc, pid_t *ret_pid);
+int grpc_client_call_peer_cred(const struct grpc_client_call *cc, pid_t *ret_pid, uid_t *ret_uid);
 
 /*
  * Blocking form for CLIs and tests: runs a private loop. On success (r == 0) *ret_status,

@@ -22,6 +22,14 @@ struct h2_stream {
 	bool deferred;	/* the provider returned NGHTTP2_ERR_DEFERRED */
 	bool end;	/* h2_stream_end() was called */
 	bool responded; /* server: response header block submitted */
+	bool malformed; /* a header field broke RFC 9113 8.2.1: reset, input ignored */
+	/*
+	 * Shared blocks from h2_stream_write_latest(), after @out: @cur is being written (from
+	 * @cur_off; @out is empty while it is set), @pend is the newest, not begun, replaceable.
+	 */
+	struct h2_blob *cur;
+	size_t cur_off;
+	struct h2_blob *pend;
 	nghttp2_nv *trailers;
 	size_t n_trailers;
 	int64_t rst_after_end; /* < 0: none */
@@ -50,6 +58,7 @@ struct h2_session {
 	bool goaway_sent;
 	uint32_t goaway_code;
 	bool goaway_recv;
+	bool preface_done; /* client magic and the first SETTINGS frame received */
 };
 
 static int errno_from_ng(int rv)
@@ -94,6 +103,12 @@ static struct h2_stream *stream_new(struct h2_session *h)
 	return st;
 }
 
+static size_t stream_queued(const struct h2_stream *st)
+{
+	return st->out.len - st->off + (st->cur ? st->cur->len - st->cur_off : 0) +
+	       (st->pend ? st->pend->len : 0);
+}
+
 /* @h is st->h, passed so that the list unlinking is plain to static analysers. */
 static void stream_free(struct h2_session *h, struct h2_stream *st)
 {
@@ -105,15 +120,12 @@ static void stream_free(struct h2_session *h, struct h2_stream *st)
 	if (st->next)
 		st->next->prev = st->prev;
 	h->n_streams--;
-	h->buffered -= st->out.len - st->off;
+	h->buffered -= stream_queued(st);
 	buf_release(&st->out);
+	h2_blob_unref(st->cur);
+	h2_blob_unref(st->pend);
 	free(st->trailers);
 	free(st);
-}
-
-static size_t stream_queued(const struct h2_stream *st)
-{
-	return st->out.len - st->off;
 }
 
 /* --- nghttp2 callbacks --- */
@@ -140,13 +152,36 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame, void
 	return 0;
 }
 
+/* RFC 9113 section 8.2.1: a field name or value with NUL, CR or LF makes a message malformed. */
+static bool field_ok(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] == 0 || p[i] == '\r' || p[i] == '\n')
+			return false;
+	return true;
+}
+
 static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8_t *name,
 		     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
 	struct h2_session *h = ud;
 	struct h2_stream *st = stream_get(h, frame->hd.stream_id);
 
-	if (!st || !h->cb->header || h->terminating)
+	if (!st || st->malformed || h->terminating)
+		return 0;
+	/*
+	 * With HTTP messaging off, nghttp2 hands fields over unchecked: a malformed request is
+	 * a stream error (RFC 9113 8.1.1), so the stream is reset and the rest of it ignored.
+	 */
+	if (!field_ok(name, namelen) || !field_ok(value, valuelen)) {
+		log_debug("malformed header field, resetting stream", "stream=%d",
+			  (int)frame->hd.stream_id);
+		st->malformed = true;
+		(void)nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, st->id,
+						NGHTTP2_PROTOCOL_ERROR);
+		return 0;
+	}
+	if (!h->cb->header)
 		return 0;
 	return cb_ret(h->cb->header(h->ud, st->id, st->ud, (const char *)name, namelen,
 				    (const char *)value, valuelen));
@@ -165,7 +200,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *u
 		enum h2_headers_kind kind;
 
 		st = stream_get(h, frame->hd.stream_id);
-		if (!st)
+		if (!st || st->malformed)
 			return 0;
 		if (frame->headers.cat == NGHTTP2_HCAT_REQUEST)
 			kind = H2_HEADERS_REQUEST;
@@ -188,8 +223,12 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *u
 		if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) || !h->cb->remote_end)
 			return 0;
 		st = stream_get(h, frame->hd.stream_id);
-		if (st)
+		if (st && !st->malformed)
 			r = h->cb->remote_end(h->ud, st->id, st->ud);
+		break;
+	case NGHTTP2_SETTINGS:
+		if (!(frame->hd.flags & NGHTTP2_FLAG_ACK))
+			h->preface_done = true;
 		break;
 	case NGHTTP2_GOAWAY:
 		h->goaway_recv = true;
@@ -209,7 +248,7 @@ static int on_data_chunk_recv(nghttp2_session *s, uint8_t flags, int32_t stream_
 	struct h2_session *h = ud;
 	struct h2_stream *st = stream_get(h, stream_id);
 
-	if (!st || !h->cb->data || h->terminating)
+	if (!st || st->malformed || !h->cb->data || h->terminating)
 		return 0;
 	return cb_ret(h->cb->data(h->ud, stream_id, st->ud, data, len));
 }
@@ -282,8 +321,24 @@ static ssize_t read_body(nghttp2_session *s, int32_t stream_id, uint8_t *buf, si
 			 uint32_t *data_flags, nghttp2_data_source *source, void *ud)
 {
 	struct h2_stream *st = source->ptr;
-	size_t n = MIN(length, stream_queued(st));
+	size_t n;
 
+	if (st->off == st->out.len && (st->cur || st->pend)) {
+		/* The newest block begins: it is being written, no longer replaceable. */
+		if (!st->cur) {
+			st->cur = st->pend;
+			st->pend = NULL;
+			st->cur_off = 0;
+		}
+		n = MIN(length, st->cur->len - st->cur_off);
+		memcpy(buf, st->cur->data + st->cur_off, n);
+		st->cur_off += n;
+		st->h->buffered -= n;
+		if (st->cur_off == st->cur->len)
+			st->cur = h2_blob_unref(st->cur);
+		return (ssize_t)n;
+	}
+	n = MIN(length, st->out.len - st->off);
 	if (n > 0) {
 		memcpy(buf, st->out.data + st->off, n);
 		st->off += n;
@@ -559,6 +614,11 @@ bool h2_session_goaway_sent(const struct h2_session *h, uint32_t *ret_code)
 	return h->goaway_sent;
 }
 
+bool h2_session_preface_done(const struct h2_session *h)
+{
+	return h->preface_done;
+}
+
 bool h2_session_goaway_received(const struct h2_session *h)
 {
 	return h->goaway_recv;
@@ -722,12 +782,54 @@ int h2_stream_write(struct h2_session *h, int32_t id, const void *data, size_t l
 		return -ENOENT;
 	if (st->end)
 		return -EPIPE;
+	/* Plain bytes go after the shared blocks: copy those into @out first (rare). */
+	if (st->cur || st->pend) {
+		size_t cl = st->cur ? st->cur->len - st->cur_off : 0;
+		size_t pl = st->pend ? st->pend->len : 0;
+
+		r = buf_reserve(&st->out, cl + pl + len);
+		if (r < 0)
+			return r;
+		if (cl)
+			memcpy(st->out.data + st->out.len, st->cur->data + st->cur_off, cl);
+		if (pl)
+			memcpy(st->out.data + st->out.len + cl, st->pend->data, pl);
+		st->out.len += cl + pl;
+		st->cur = h2_blob_unref(st->cur);
+		st->pend = h2_blob_unref(st->pend);
+	}
 	r = buf_append(&st->out, data, len);
 	if (r < 0)
 		return r;
 	h->buffered += len;
 	stream_resume(st);
 	return 0;
+}
+
+int h2_stream_write_latest(struct h2_session *h, int32_t id, struct h2_blob *b)
+{
+	struct h2_stream *st = stream_get(h, id);
+	bool replaced;
+
+	if (!st)
+		return -ENOENT;
+	if (st->end)
+		return -EPIPE;
+	replaced = st->pend != NULL;
+	if (st->pend)
+		h->buffered -= st->pend->len;
+	h2_blob_unref(st->pend);
+	st->pend = h2_blob_ref(b);
+	h->buffered += b->len;
+	stream_resume(st);
+	return replaced ? 1 : 0;
+}
+
+size_t h2_stream_latest_pending(struct h2_session *h, int32_t id)
+{
+	struct h2_stream *st = stream_get(h, id);
+
+	return st && st->pend ? st->pend->len : 0;
 }
 
 int h2_stream_end(struct h2_session *h, int32_t id, const struct h2_nv *trailers, size_t n)
@@ -758,6 +860,8 @@ void h2_stream_discard(struct h2_session *h, int32_t id)
 		return;
 	h->buffered -= stream_queued(st);
 	st->off = st->out.len = 0;
+	st->cur = h2_blob_unref(st->cur);
+	st->pend = h2_blob_unref(st->pend);
 }
 
 int h2_stream_reset(struct h2_session *h, int32_t id, uint32_t error_code)
@@ -778,4 +882,33 @@ void h2_stream_set_reset_after_end(struct h2_session *h, int32_t id, uint32_t er
 bool h2_stream_remote_closed(struct h2_session *h, int32_t id)
 {
 	return nghttp2_session_get_stream_remote_close(h->s, id) != 0;
+}
+
+int h2_blob_new(size_t len, struct h2_blob **ret)
+{
+	struct h2_blob *b;
+
+	if (len > SIZE_MAX - sizeof(*b))
+		return -ENOMEM;
+	b = malloc(sizeof(*b) + len);
+	if (!b)
+		return -ENOMEM;
+	b->refs = 1;
+	b->len = len;
+	*ret = b;
+	return 0;
+}
+
+struct h2_blob *h2_blob_ref(struct h2_blob *b)
+{
+	if (b)
+		b->refs++;
+	return b;
+}
+
+struct h2_blob *h2_blob_unref(struct h2_blob *b)
+{
+	if (b && --b->refs == 0)
+		free(b);
+	return NULL;
 }

@@ -11,7 +11,10 @@
  * h2_stream_end(), and never see nghttp2's NGHTTP2_ERR_DEFERRED / resume_data dance.
  *
  * The session never validates HTTP semantics (nghttp2's HTTP messaging is off): the caller
- * checks :method, :path, content-type and friends itself.
+ * checks :method, :path, content-type and friends itself. One wire rule is checked here, since
+ * nghttp2 skips it along with HTTP messaging: a header field whose name or value holds NUL, CR
+ * or LF (RFC 9113 section 8.2.1) resets its stream with RST_STREAM(PROTOCOL_ERROR); the header
+ * callback never sees that field, and no further callback but stream_close runs for the stream.
  *
  * Errors: functions return 0 or a negative errno; nghttp2's NGHTTP2_ERR_NOMEM becomes
  * -ENOMEM and every other nghttp2 error -EPROTO. Callbacks return 0 or a negative errno; a
@@ -144,6 +147,8 @@ int h2_session_shutdown(struct h2_session *h);
 bool h2_session_goaway_sent(const struct h2_session *h, uint32_t *ret_code);
 /* Whether the peer sent GOAWAY. */
 bool h2_session_goaway_received(const struct h2_session *h);
+/* Server role: whether the client connection preface (magic, then SETTINGS) has arrived. */
+bool h2_session_preface_done(const struct h2_session *h);
 /* Bytes queued in stream output queues, not yet handed to nghttp2. */
 size_t h2_session_buffered(const struct h2_session *h);
 /* Number of streams known to the session (open or half-closed). */
@@ -173,6 +178,32 @@ int h2_submit_response(struct h2_session *h, int32_t id, const struct h2_nv *nva
 		       bool end_stream);
 /* Appends body bytes to the stream's queue. Returns 0, -ENOENT, -EPIPE (ended) or -ENOMEM. */
 int h2_stream_write(struct h2_session *h, int32_t id, const void *data, size_t len);
+/*
+ * A reference-counted block of body bytes that many streams queue without a copy each (the
+ * same ListAndWatch list for every watcher). The creator fills data[0..len). Single-threaded,
+ * like the session. h2_blob_new() returns 0 (one reference) or -ENOMEM; h2_blob_unref() is
+ * NULL-safe, frees with the last reference and returns NULL.
+ */
+struct h2_blob {
+	unsigned refs;
+	size_t len;
+	uint8_t data[];
+};
+int h2_blob_new(size_t len, struct h2_blob **ret) WARN_UNUSED;
+struct h2_blob *h2_blob_ref(struct h2_blob *b);
+struct h2_blob *h2_blob_unref(struct h2_blob *b);
+
+/*
+ * Queues @b (a reference is taken) as the stream's current state: if the block queued by the
+ * previous call has not begun to go out (nghttp2 took none of its bytes), it is replaced. So
+ * a peer that does not read holds at most the block being written plus the newest one, both
+ * shared with the other streams. A later h2_stream_write() copies the blocks still queued
+ * into the stream's own queue first, to keep the order.
+ * Returns 1 (a pending block was replaced), 0 (queued), -ENOENT or -EPIPE.
+ */
+int h2_stream_write_latest(struct h2_session *h, int32_t id, struct h2_blob *b);
+/* Bytes of the block that h2_stream_write_latest() would replace now (0: none). */
+size_t h2_stream_latest_pending(struct h2_session *h, int32_t id);
 /*
  * Ends the local side once the queued bytes are sent: with trailers (a HEADERS frame carrying
  * END_STREAM) when @n > 0, else END_STREAM on the last DATA frame.

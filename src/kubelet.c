@@ -527,7 +527,7 @@ static void reg_done(struct grpc_client_call *cc, int r, enum grpc_status status
 	reg->call = NULL;
 	reg->again = false;
 	if (!reg->peer_pid)
-		(void)grpc_client_call_peer_pid(cc, &reg->peer_pid);
+		(void)grpc_client_call_peer_cred(cc, &reg->peer_pid, NULL);
 	if (r == 0 && status == GRPC_STATUS_OK) {
 		reg->state = KUBELET_REG_REGISTERED;
 		reg->count++;
@@ -609,7 +609,7 @@ static void reg_attempt(struct kubelet_reg *reg)
 		return;
 	}
 	reg->state = KUBELET_REG_REGISTERING;
-	if (grpc_client_call_peer_pid(reg->call, &reg->peer_pid) == 0 && reg->dial_fn)
+	if (grpc_client_call_peer_cred(reg->call, &reg->peer_pid, NULL) == 0 && reg->dial_fn)
 		reg->dial_fn(reg, reg->peer_pid, reg->userdata);
 }
 

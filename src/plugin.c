@@ -9,6 +9,7 @@
 
 #include "deviceplugin.pb-c.h"
 #include "gpu.h"
+#include "loop.h"
 #include "pbwire.h"
 #include "resource.h"
 
@@ -17,11 +18,16 @@
 
 /* Units handed out by Allocate count as live for this long even before pod-resources shows them. */
 #define RECENT_ALLOC_USEC (30 * USEC_PER_SEC)
+/* A device list that could not be built is tried again after this, doubling up to the max. */
+#define RETRY_MIN_USEC (100 * USEC_PER_MSEC)
+#define RETRY_MAX_USEC (10 * USEC_PER_SEC)
 
 struct watcher {
 	struct grpc_call *call;
 	struct plugin *plugin;
 	struct watcher *next;
+	bool kubelet; /* the kubelet's stream (plugin.h says how it is told) */
+	pid_t pid;    /* the peer's, 0 when unknown */
 };
 
 struct recent_alloc {
@@ -40,8 +46,15 @@ struct plugin {
 	ino_t sock_ino;
 	struct watcher *watchers;
 	unsigned n_watchers;
-	struct buf snap; /* last snapshot sent (encoded ListAndWatchResponse) */
-	bool have_snap;
+	unsigned n_kubelet_watchers;
+	bool expect_called; /* plugin_expect_kubelet() was called at least once */
+	bool expect_armed;  /* the next stream is the kubelet's, when pids cannot tell */
+	pid_t kubelet_pid;
+	struct loop_timer *retry; /* builds the device list again after a failure */
+	usec_t retry_usec;
+	/* The last list sent (encoded ListAndWatchResponse), shared by every stream; or NULL. */
+	struct grpc_shared_msg *snap;
+	size_t snap_len;
 	uint64_t *live;	  /* gpumem: devices in use per pod-resources, or NULL */
 	uint64_t *in_use; /* live | recent, rebuilt by update_mask() */
 	struct recent_alloc *recent;
@@ -176,20 +189,47 @@ static bool device_healthy(const struct resource *r, unsigned d, void *userdata)
 
 /* --- ListAndWatch --- */
 
-static int send_snapshot(struct watcher *w, const struct buf *snap)
+/*
+ * ListAndWatch is state, not a log: a list the peer has not begun to read is replaced by the
+ * newer one, so a peer that does not read holds at most two lists.
+ */
+static int send_snapshot(struct watcher *w, struct grpc_shared_msg *snap)
 {
-	int r = grpc_call_send(w->call, snap->data, snap->len);
+	int r = grpc_call_send_latest(w->call, snap);
 
 	if (r < 0)
 		return log_warn_errno(r, "sending device list failed", "resource=%s bytes=%zu",
-				      w->plugin->res->name, snap->len);
+				      w->plugin->res->name, w->plugin->snap_len);
 	w->plugin->stats.snapshots_sent++;
+	if (r > 0)
+		w->plugin->stats.snapshots_replaced++;
 	return 0;
+}
+
+static void on_retry(struct loop_timer *t, void *userdata)
+{
+	plugin_refresh(userdata);
+}
+
+/* The list could not be built: keep what was sent (never an empty list), try again later. */
+static void schedule_retry(struct plugin *p)
+{
+	if (!p->ctx->loop)
+		return;
+	if (!p->retry && loop_timer_new(p->ctx->loop, on_retry, p, &p->retry) < 0)
+		return;
+	if (loop_timer_armed(p->retry))
+		return;
+	p->retry_usec = p->retry_usec ? MIN(p->retry_usec * 2, RETRY_MAX_USEC) : RETRY_MIN_USEC;
+	loop_timer_arm(p->retry, p->retry_usec);
 }
 
 void plugin_refresh(struct plugin *p)
 {
+	struct grpc_shared_msg *msg = NULL;
 	struct buf nb = { 0 };
+	const uint8_t *old;
+	size_t old_len = 0;
 	int r;
 
 	if (p->shutting_down)
@@ -197,11 +237,16 @@ void plugin_refresh(struct plugin *p)
 	update_mask(p);
 	r = resource_encode_list(p->res, p->ctx->numa, device_healthy, p, &nb);
 	if (r < 0) {
-		log_error_errno(r, "encoding device list failed", "resource=%s", p->res->name);
+		log_error_errno(r, "encoding device list failed, retrying", "resource=%s",
+				p->res->name);
+		buf_release(&nb);
+		schedule_retry(p);
 		return;
 	}
-	if (p->have_snap && nb.len == p->snap.len && memcmp(nb.data, p->snap.data, nb.len) == 0) {
+	old = p->snap ? grpc_shared_msg_payload(p->snap, &old_len) : NULL;
+	if (old && nb.len == old_len && memcmp(nb.data, old, nb.len) == 0) {
 		buf_release(&nb);
+		p->retry_usec = 0;
 		return;
 	}
 	if (nb.len > p->ctx->limits.max_send_msg && p->ctx->limits.max_send_msg) {
@@ -209,14 +254,26 @@ void plugin_refresh(struct plugin *p)
 			  "resource=%s bytes=%zu limit=%zu", p->res->name, nb.len,
 			  p->ctx->limits.max_send_msg);
 		buf_release(&nb);
+		schedule_retry(p);
 		return;
 	}
-	buf_release(&p->snap);
-	p->snap = nb;
-	p->have_snap = true;
-	p->stats.last_list_bytes = nb.len;
+	r = grpc_shared_msg_new(nb.data, nb.len, &msg);
+	buf_release(&nb);
+	if (r < 0) {
+		log_error_errno(r, "encoding device list failed, retrying", "resource=%s",
+				p->res->name);
+		schedule_retry(p);
+		return;
+	}
+	p->retry_usec = 0;
+	if (p->retry)
+		loop_timer_disarm(p->retry);
+	grpc_shared_msg_unref(p->snap);
+	p->snap = msg;
+	(void)grpc_shared_msg_payload(msg, &p->snap_len);
+	p->stats.last_list_bytes = p->snap_len;
 	for (struct watcher *w = p->watchers; w; w = w->next)
-		(void)send_snapshot(w, &p->snap);
+		(void)send_snapshot(w, p->snap);
 }
 
 static void watch_closed(struct grpc_call *call, enum grpc_status status, void *userdata)
@@ -230,13 +287,37 @@ static void watch_closed(struct grpc_call *call, enum grpc_status status, void *
 			break;
 		}
 	p->n_watchers--;
-	free(w);
-	if (p->shutting_down)
+	if (w->kubelet)
+		p->n_kubelet_watchers--;
+	if (p->shutting_down) {
+		free(w);
 		return;
+	}
+	if (!w->kubelet) {
+		log_info("ListAndWatch stream ended (not the kubelet's)",
+			 "resource=%s pid=%d grpc_status=%s", p->res->name, (int)w->pid,
+			 grpc_status_name((int)status));
+		free(w);
+		return;
+	}
+	free(w);
 	log_warn("ListAndWatch stream ended by the kubelet", "resource=%s grpc_status=%s",
 		 p->res->name, grpc_status_name((int)status));
 	if (p->on_stream_lost)
 		p->on_stream_lost(p, p->userdata);
+}
+
+/* The rule is in plugin.h (plugin_expect_kubelet). */
+static bool is_kubelet_stream(struct plugin *p, pid_t pid)
+{
+	if (!p->expect_called)
+		return true;
+	if (p->kubelet_pid != 0 && pid != 0)
+		return pid == p->kubelet_pid;
+	if (!p->expect_armed)
+		return false;
+	p->expect_armed = false;
+	return true;
 }
 
 static void handle_list_and_watch(struct grpc_call *call, const uint8_t *req, size_t len,
@@ -257,17 +338,25 @@ static void handle_list_and_watch(struct grpc_call *call, const uint8_t *req, si
 	}
 	w->call = call;
 	w->plugin = p;
+	if (grpc_call_peer_cred(call, &w->pid, NULL) < 0)
+		w->pid = 0;
+	w->kubelet = is_kubelet_stream(p, w->pid);
 	w->next = p->watchers;
 	p->watchers = w;
 	p->n_watchers++;
+	if (w->kubelet)
+		p->n_kubelet_watchers++;
 	grpc_call_set_close_cb(call, watch_closed, w);
-	if (!p->have_snap)
+	log_info("ListAndWatch stream opened", "resource=%s devices=%u bytes=%zu pid=%d kubelet=%s",
+		 p->res->name, p->res->n_devices, p->snap_len, (int)w->pid,
+		 w->kubelet ? "true" : "false");
+	if (!p->snap) {
+		/* Sends to every stream, this one included, once a list exists. */
 		plugin_refresh(p);
-	else
-		update_mask(p);
-	log_info("ListAndWatch stream opened", "resource=%s devices=%u bytes=%zu", p->res->name,
-		 p->res->n_devices, p->snap.len);
-	(void)send_snapshot(w, &p->snap);
+		return;
+	}
+	update_mask(p);
+	(void)send_snapshot(w, p->snap);
 }
 
 /* --- unary helpers --- */
@@ -669,12 +758,31 @@ static void handle_allocate(struct grpc_call *call, const uint8_t *req, size_t l
 	char msg[1024];
 
 	usec_t t0 = now_usec();
+	int r;
 
 	p->stats.allocates++;
-	m = v1beta1__allocate_request__unpack(NULL, len, req);
-	if (!m) {
+	/*
+	 * While no valid CDI spec exists, CDI names resolve nowhere: every container would fail
+	 * at creation. Refuse, saying why, until the daemon has written the spec.
+	 */
+	if (p->ctx->cdi_error && *p->ctx->cdi_error && alloc_uses_cdi(&p->ctx->alloc)) {
 		p->stats.allocate_errors++;
-		fail(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed AllocateRequest");
+		fail(call, GRPC_STATUS_FAILED_PRECONDITION, "no valid CDI spec: %s",
+		     *p->ctx->cdi_error);
+		return;
+	}
+	r = alloc_request_unpack(req, len, &m, msg, sizeof(msg));
+	if (r < 0) {
+		p->stats.allocate_errors++;
+		if (r == -ENOMEM)
+			fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+			     "out of memory decoding the AllocateRequest");
+		else if (r == -EINVAL)
+			fail(call, GRPC_STATUS_INVALID_ARGUMENT,
+			     "invalid allocation request for \"%s\": device ID with a NUL byte: %s",
+			     p->res->name, msg);
+		else
+			fail(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed AllocateRequest");
 		return;
 	}
 	if (m->n_container_requests == 0) {
@@ -732,6 +840,20 @@ static void on_server_event(struct grpc_server *s, enum grpc_server_event ev, ui
 	case GRPC_SERVER_EVENT_OVERFLOW:
 		log_warn("connection closed: too many buffered bytes", "resource=%s conn=%llu",
 			 p->res->name, (unsigned long long)conn_id);
+		break;
+	case GRPC_SERVER_EVENT_PREFACE_TIMEOUT:
+		log_warn("connection closed: no HTTP/2 preface in time", "resource=%s conn=%llu",
+			 p->res->name, (unsigned long long)conn_id);
+		break;
+	case GRPC_SERVER_EVENT_IDLE:
+		log_debug("connection closed: idle", "resource=%s conn=%llu", p->res->name,
+			  (unsigned long long)conn_id);
+		break;
+	case GRPC_SERVER_EVENT_EVICTED:
+		log_warn("connection closed: idle at the connection limit, making room",
+			 "resource=%s conn=%llu limit=%u", p->res->name,
+			 (unsigned long long)conn_id,
+			 p->ctx->limits.max_conns ? p->ctx->limits.max_conns : 64);
 		break;
 	case GRPC_SERVER_EVENT_PROTOCOL:
 	default:
@@ -847,6 +969,23 @@ unsigned plugin_watchers(const struct plugin *p)
 	return p->n_watchers;
 }
 
+unsigned plugin_kubelet_watchers(const struct plugin *p)
+{
+	return p->n_kubelet_watchers;
+}
+
+void plugin_expect_kubelet(struct plugin *p, pid_t kubelet_pid)
+{
+	p->expect_called = true;
+	p->expect_armed = true;
+	p->kubelet_pid = kubelet_pid;
+}
+
+struct grpc_server *plugin_grpc_server(struct plugin *p)
+{
+	return p->server;
+}
+
 const char *plugin_socket_path(const struct plugin *p)
 {
 	return p->path;
@@ -871,6 +1010,8 @@ void plugin_shutdown(struct plugin *p, usec_t grace_usec, void (*done)(void *use
 		     void *userdata)
 {
 	p->shutting_down = true;
+	if (p->retry)
+		loop_timer_disarm(p->retry);
 	p->shutdown_done = done;
 	p->shutdown_userdata = userdata;
 	grpc_server_shutdown(p->server, grace_usec, shutdown_complete, p);
@@ -884,6 +1025,7 @@ struct plugin *plugin_free(struct plugin *p)
 		return NULL;
 	p->shutting_down = true;
 	p->server = grpc_server_free(p->server);
+	p->retry = loop_timer_free(p->retry);
 	while ((ra = p->recent)) {
 		p->recent = ra->next;
 		free(ra->devs);
@@ -891,7 +1033,7 @@ struct plugin *plugin_free(struct plugin *p)
 	}
 	free(p->live);
 	free(p->in_use);
-	buf_release(&p->snap);
+	grpc_shared_msg_unref(p->snap);
 	resource_free(p->res);
 	free(p->path);
 	free(p);

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "allocate.h"
 #include "grpc.h"
@@ -32,12 +33,25 @@ struct plugin_ctx {
 	bool mask;		      /* gpumem placement: mask */
 	uint64_t mask_hysteresis_mib; /* 1024 */
 	struct grpc_limits limits;
+	/*
+	 * CDI gate: points to the daemon's reason why no valid CDI spec exists (NULL string: a
+	 * valid spec is there); the pointer itself may be NULL (no gate). While the reason is
+	 * set and alloc.strategies include cdi-annotations or cdi-cri, Allocate fails with
+	 * FAILED_PRECONDITION "no valid CDI spec: <reason>".
+	 */
+	const char *const *cdi_error;
 };
 
-/* The stream ended by the peer (the kubelet went away or dropped us): re-register. */
+/*
+ * The kubelet's ListAndWatch stream ended (the kubelet went away or dropped us): re-register.
+ * Runs only for the kubelet's streams (see plugin_expect_kubelet()), never for others'.
+ */
 typedef void plugin_event_fn(struct plugin *p, void *userdata);
 
-/* Takes ownership of @r. Returns 0 or -errno. */
+/*
+ * Takes ownership of @r on success; on failure the caller still owns @r (and may read it to
+ * log). Returns 0 or -errno.
+ */
 int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_event_fn *on_stream_lost,
 	       void *userdata, struct plugin **ret) WARN_UNUSED;
 
@@ -46,7 +60,12 @@ int plugin_listen(struct plugin *p) WARN_UNUSED;
 /* True when our socket file is still there and is ours. */
 bool plugin_socket_ok(const struct plugin *p);
 
-/* Recomputes the snapshot and pushes it to every open ListAndWatch stream if it changed. */
+/*
+ * Recomputes the snapshot and pushes it to every open ListAndWatch stream if it changed.
+ * When it cannot be built (out of memory, or over max_send_msg) the previous one stays, a
+ * stream that has none yet gets nothing (never an empty list), and it is tried again from
+ * the loop with backoff (100 ms doubling to 10 s) until it works.
+ */
 void plugin_refresh(struct plugin *p);
 
 /* Replaces the resource (SIGHUP with a changed device list); takes ownership; refreshes. */
@@ -56,12 +75,32 @@ const struct resource *plugin_resource(const struct plugin *p);
 /* Marks devices as in use (from the pod-resources API); gpumem masking reads this. */
 void plugin_set_live(struct plugin *p, const uint64_t *bitmap);
 
-/* Number of open ListAndWatch streams. */
+/* Number of open ListAndWatch streams, the kubelet's and any other client's (for stats). */
 unsigned plugin_watchers(const struct plugin *p);
+
+/*
+ * Which ListAndWatch stream is the kubelet's. Only the kubelet's stream should stop the daemon
+ * from registering again (kubelet-contract.md 2.6): a stray watcher (grpcurl, a monitoring
+ * agent) held open across a kubelet restart must not. The daemon calls this when it sends
+ * Register, with the pid on the far side of its kubelet.sock connection (SO_PEERCRED), or 0
+ * when unknown. A stream is then the kubelet's when:
+ *   - both pids are known (non-zero): the stream's connection peer pid equals @kubelet_pid
+ *     (the kubelet dials back from the process we registered with);
+ *   - else (PID namespaces: a containerised daemon sees host processes as pid 0; a memory
+ *     connection has none): it is the first ListAndWatch stream opened after the last call.
+ * Before the first call every stream counts as the kubelet's (an owner that never registers
+ * cannot tell them apart). A stream keeps the verdict it got when it opened.
+ */
+void plugin_expect_kubelet(struct plugin *p, pid_t kubelet_pid);
+/* Number of open ListAndWatch streams that are the kubelet's (the rule above). */
+unsigned plugin_kubelet_watchers(const struct plugin *p);
+/* The plugin's gRPC server, for tests and fuzzers (memory connections). */
+struct grpc_server *plugin_grpc_server(struct plugin *p);
 const char *plugin_socket_path(const struct plugin *p);
 
 struct plugin_stats {
-	uint64_t snapshots_sent; /* messages pushed on streams */
+	uint64_t snapshots_sent;     /* messages pushed on streams */
+	uint64_t snapshots_replaced; /* of those, replacing one the peer had not begun to read */
 	uint64_t allocates;
 	uint64_t allocate_errors;
 	uint64_t preferred;

@@ -41,7 +41,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from emulator import Emulator, EmulatorError, mono_us  # noqa: E402
 
-__all__ = ["Node", "Daemon", "FakeNvml", "FakeNvmlError", "PluginClient", "run_cli",
+__all__ = ["Node", "Daemon", "FakeNvml", "FakeNvmlError", "PluginClient", "RawH2", "run_cli",
            "parse_logfmt", "load_fixture", "fixture_path", "fake_host_argv", "mono_us",
            "Emulator", "EmulatorError", "SRC", "RESOURCE", "APP_XIDS"]
 
@@ -719,3 +719,114 @@ class PluginClient:
         r = self.call("GetDevicePluginOptions", b"", timeout)
         r.options = dict(_fields(r.body)) if r.code == "OK" else None
         return r
+
+    def list_and_watch(self, timeout=None):
+        """Opens a ListAndWatch stream: an iterator of raw ListAndWatchResponse bytes (call
+        .cancel() on it to end the stream)."""
+        fn = self.channel.unary_stream("/v1beta1.DevicePlugin/ListAndWatch")
+        return fn(b"", timeout=timeout)
+
+
+# --- raw HTTP/2, for clients that misbehave on purpose ---
+
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+H2_DATA, H2_HEADERS, H2_RST_STREAM, H2_SETTINGS, H2_GOAWAY = 0x0, 0x1, 0x3, 0x4, 0x7
+
+
+def h2_frame(ftype, flags, stream, payload=b""):
+    return (len(payload).to_bytes(3, "big") + bytes([ftype, flags]) +
+            stream.to_bytes(4, "big") + payload)
+
+
+def _hpack_literal(name, value):
+    """A literal header field without indexing, new name, no Huffman (lengths under 127)."""
+    name = name.encode() if isinstance(name, str) else name
+    value = value.encode() if isinstance(value, str) else value
+    assert len(name) < 127 and len(value) < 127
+    return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+
+class RawH2:
+    """A hand-driven HTTP/2 client on a unix socket: it says exactly what a test makes it say
+    (a partial preface, nothing at all, malformed headers) and reads only when asked, so it
+    can also be a peer that never reads."""
+
+    def __init__(self, path, preface=True, timeout=10.0, rcvbuf=None):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if rcvbuf:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(timeout)
+        self.sock.connect(path)
+        self.buf = b""
+        self.eof = False
+        self.next_id = 1
+        if preface:
+            self.sock.sendall(H2_PREFACE + h2_frame(H2_SETTINGS, 0, 0))
+
+    def close(self):
+        self.sock.close()
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def request(self, path, extra=(), body=b"\0\0\0\0\0", end=True):
+        """Sends a gRPC request (HEADERS, then DATA with @body) on a new stream; returns its
+        id. @extra: more (name, value) fields, bytes allowed (any byte goes in)."""
+        sid = self.next_id
+        self.next_id += 2
+        block = (b"\x83\x86" + _hpack_literal(":path", path) +
+                 _hpack_literal(":authority", "localhost") +
+                 _hpack_literal("content-type", "application/grpc") +
+                 _hpack_literal("te", "trailers") +
+                 b"".join(_hpack_literal(n, v) for n, v in extra))
+        self.send(h2_frame(H2_HEADERS, 0x4, sid, block) +
+                  h2_frame(H2_DATA, 0x1 if end else 0, sid, body))
+        return sid
+
+    def list_and_watch(self):
+        return self.request("/v1beta1.DevicePlugin/ListAndWatch")
+
+    def _fill(self, timeout):
+        self.sock.settimeout(timeout)
+        try:
+            chunk = self.sock.recv(65536)
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            self.eof = True
+        self.buf += chunk
+
+    def frame(self, timeout=10.0):
+        """The next frame as (type, flags, stream, payload), or None at EOF."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if len(self.buf) >= 9:
+                n = int.from_bytes(self.buf[:3], "big")
+                if len(self.buf) >= 9 + n:
+                    f = (self.buf[3], self.buf[4],
+                         int.from_bytes(self.buf[5:9], "big") & 0x7FFFFFFF,
+                         self.buf[9:9 + n])
+                    self.buf = self.buf[9 + n:]
+                    return f
+            if self.eof:
+                return None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise socket.timeout("no frame")
+            self._fill(left)
+
+    def frames_until(self, pred, timeout=10.0):
+        """Frames read until one matches pred (returned last), or until EOF."""
+        out = []
+        deadline = time.monotonic() + timeout
+        while True:
+            f = self.frame(max(0.0, deadline - time.monotonic()))
+            if f is None:
+                return out
+            out.append(f)
+            if pred(f):
+                return out
+
+    def wait_eof(self, timeout=30.0):
+        """Reads until the server closes; returns every frame that came."""
+        return self.frames_until(lambda f: False, timeout)

@@ -724,6 +724,84 @@ static void test_oom(void **state)
 	assert_true(n > 40);
 }
 
+/* AllocateRequest { container_requests { devices_ids: ... } } by hand, so any byte can go in. */
+static size_t alloc_req(uint8_t *out, const char *const *ids, const size_t *lens, size_t n)
+{
+	size_t inner = 0, o = 0;
+
+	for (size_t i = 0; i < n; i++)
+		inner += 2 + lens[i];
+	out[o++] = 0x0a;
+	out[o++] = (uint8_t)inner;
+	for (size_t i = 0; i < n; i++) {
+		out[o++] = 0x0a;
+		out[o++] = (uint8_t)lens[i];
+		memcpy(out + o, ids[i], lens[i]);
+		o += lens[i];
+	}
+	return o;
+}
+
+static void test_request_unpack(void **state)
+{
+	static const char *const ok_ids[] = { "GPU-a", "GPU-b" };
+	static const size_t ok_lens[] = { 5, 5 };
+	static const char *const nul_ids[] = { "GPU-a", "GPU-b\0x" };
+	static const size_t nul_lens[] = { 5, 7 };
+	static const uint8_t cut[] = { 0x0a, 0x05, 0x0a, 0x03, 'a' };
+	V1beta1__AllocateRequest *m = NULL;
+	uint8_t req[64];
+	char bad[64] = "";
+	size_t n;
+	long k;
+
+	n = alloc_req(req, ok_ids, ok_lens, 2);
+	assert_int_equal(alloc_request_unpack(req, n, &m, bad, sizeof(bad)), 0);
+	assert_int_equal(m->n_container_requests, 1);
+	assert_int_equal(m->container_requests[0]->n_devices_ids, 2);
+	assert_string_equal(m->container_requests[0]->devices_ids[1], "GPU-b");
+	v1beta1__allocate_request__free_unpacked(m, NULL);
+	m = NULL;
+
+	/* "GPU-b\0x" would read as GPU-b: refused, and named. */
+	n = alloc_req(req, nul_ids, nul_lens, 2);
+	assert_int_equal(alloc_request_unpack(req, n, &m, bad, sizeof(bad)), -EINVAL);
+	assert_null(m);
+	assert_string_equal(bad, "GPU-b\\0x");
+	assert_int_equal(alloc_request_unpack(req, n, &m, NULL, 0), -EINVAL);
+	assert_int_equal(alloc_request_unpack(cut, sizeof(cut), &m, bad, sizeof(bad)), -EBADMSG);
+	assert_null(m);
+
+	/* Out of memory is told apart from malformed, at every allocation. */
+	n = alloc_req(req, ok_ids, ok_lens, 2);
+	for (k = 0;; k++) {
+		int r;
+
+		oom_fail_at(k);
+		r = alloc_request_unpack(req, n, &m, bad, sizeof(bad));
+		oom_off();
+		if (r == 0)
+			break;
+		assert_int_equal(r, -ENOMEM);
+		assert_null(m);
+	}
+	assert_true(k >= 3);
+	v1beta1__allocate_request__free_unpacked(m, NULL);
+}
+
+static void test_uses_cdi(void **state)
+{
+	struct alloc_opts o = { .strategies = ALLOC_ENVVAR };
+
+	assert_false(alloc_uses_cdi(&o));
+	o.strategies = 0;
+	assert_false(alloc_uses_cdi(&o));
+	o.strategies = ALLOC_ENVVAR | ALLOC_CDI_CRI;
+	assert_true(alloc_uses_cdi(&o));
+	o.strategies = ALLOC_CDI_ANNOTATIONS;
+	assert_true(alloc_uses_cdi(&o));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -745,6 +823,8 @@ int main(void)
 		cmocka_unit_test(test_no_gpus),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_oom),
+		cmocka_unit_test(test_request_unpack),
+		cmocka_unit_test(test_uses_cdi),
 	};
 
 	return cmocka_run_group_tests(tests, setup_root, teardown_root);

@@ -333,6 +333,203 @@ static struct h2_session *server_with_settings_sent(struct side *s, struct buf *
 	return s->h;
 }
 
+/* Parses the frames in @b and returns the error code of the first RST_STREAM on @id, or -1. */
+static int64_t find_rst(const struct buf *b, int32_t id)
+{
+	size_t off = 0;
+
+	while (off + 9 <= b->len) {
+		const uint8_t *f = b->data + off;
+		size_t len = (size_t)f[0] << 16 | (size_t)f[1] << 8 | f[2];
+		int32_t sid = (int32_t)((uint32_t)(f[5] & 0x7f) << 24 | (uint32_t)f[6] << 16 |
+					(uint32_t)f[7] << 8 | f[8]);
+
+		if (off + 9 + len > b->len)
+			break;
+		if (f[3] == 0x3 && len == 4 && sid == id)
+			return (int64_t)((uint32_t)f[9] << 24 | (uint32_t)f[10] << 16 |
+					 (uint32_t)f[11] << 8 | f[12]);
+		off += 9 + len;
+	}
+	return -1;
+}
+
+/*
+ * A request HEADERS frame on stream 1 (END_HEADERS | END_STREAM) whose block is :method POST,
+ * :scheme http, :path / (static table) and one literal field without indexing, written by hand
+ * so that any byte can go in: HPACK encoders never check.
+ */
+static size_t raw_headers(uint8_t *out, const char *name, size_t nl, const char *value, size_t vl)
+{
+	size_t n = 9;
+
+	out[n++] = 0x83;
+	out[n++] = 0x86;
+	out[n++] = 0x84;
+	out[n++] = 0x00;
+	out[n++] = (uint8_t)nl;
+	memcpy(out + n, name, nl);
+	n += nl;
+	out[n++] = (uint8_t)vl;
+	memcpy(out + n, value, vl);
+	n += vl;
+	out[0] = 0;
+	out[1] = 0;
+	out[2] = (uint8_t)(n - 9);
+	out[3] = 0x1;
+	out[4] = 0x5;
+	out[5] = out[6] = out[7] = 0;
+	out[8] = 1;
+	return n;
+}
+
+static void test_malformed_header_field(void **state)
+{
+	static const struct {
+		const char *name, *value;
+		size_t nl, vl;
+	} cases[] = {
+		{ "x-ok", "a\0b", 4, 3 }, { "x-ok", "a\rb", 4, 3 }, { "x-ok", "a\nb", 4, 3 },
+		{ "x\0ok", "ab", 4, 2 },  { "x\rok", "ab", 4, 2 },  { "x\nok", "ab", 4, 2 },
+		{ "x-ok", "ab\0", 4, 3 },
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		uint8_t frame[64];
+		struct buf out = { 0 };
+		struct side s;
+		size_t n =
+			raw_headers(frame, cases[i].name, cases[i].nl, cases[i].value, cases[i].vl);
+
+		server_with_settings_sent(&s, &out);
+		out.len = 0;
+		assert_int_equal(h2_session_recv(s.h, (const uint8_t *)CLIENT_MAGIC,
+						 sizeof(CLIENT_MAGIC) - 1),
+				 0);
+		assert_int_equal(h2_session_recv(s.h, settings_empty, sizeof(settings_empty)), 0);
+		assert_true(h2_session_preface_done(s.h));
+		assert_int_equal(h2_session_recv(s.h, frame, n), 0);
+		assert_int_equal(h2_session_send(s.h, &out, SIZE_MAX), 0);
+		/* RFC 9113 8.2.1: malformed, a stream error; the connection lives on. */
+		assert_int_equal(find_rst(&out, 1), H2_PROTOCOL_ERROR);
+		assert_int_equal(find_goaway(&out, 0), -1);
+		assert_int_equal(s.headers_end[H2_HEADERS_REQUEST], 0);
+		assert_int_equal(s.remote_ends, 0);
+		assert_null(strstr(s.headers, "ok"));
+		assert_int_equal(s.closes, 1);
+		assert_int_equal(s.close_code, H2_PROTOCOL_ERROR);
+		assert_false(h2_session_done(s.h));
+		buf_release(&out);
+		h2_session_free(s.h);
+	}
+}
+
+static void test_preface_done(void **state)
+{
+	struct buf out = { 0 };
+	struct side s;
+
+	server_with_settings_sent(&s, &out);
+	assert_false(h2_session_preface_done(s.h));
+	assert_int_equal(h2_session_recv(s.h, (const uint8_t *)CLIENT_MAGIC, 10), 0);
+	assert_false(h2_session_preface_done(s.h));
+	assert_int_equal(h2_session_recv(s.h, (const uint8_t *)CLIENT_MAGIC + 10,
+					 sizeof(CLIENT_MAGIC) - 1 - 10),
+			 0);
+	assert_false(h2_session_preface_done(s.h));
+	assert_int_equal(h2_session_recv(s.h, settings_empty, sizeof(settings_empty)), 0);
+	assert_true(h2_session_preface_done(s.h));
+	buf_release(&out);
+	h2_session_free(s.h);
+}
+
+/* Queues @head then @data as one shared block (our reference dropped at once). */
+static int write_latest(struct h2_session *h, int32_t id, const char *head, size_t head_len,
+			const void *data, size_t len)
+{
+	struct h2_blob *b;
+	int r;
+
+	assert_int_equal(h2_blob_new(head_len + len, &b), 0);
+	memcpy(b->data, head, head_len);
+	if (len)
+		memcpy(b->data + head_len, data, len);
+	r = h2_stream_write_latest(h, id, b);
+	h2_blob_unref(b);
+	return r;
+}
+
+static void test_write_latest(void **state)
+{
+	const struct h2_nv resp[] = { { ":status", "200" } };
+	const size_t big = (size_t)200 * 1024;
+	uint8_t *blob = malloc(big);
+	struct buf held = { 0 };
+	struct pair p;
+	int32_t id;
+
+	assert_non_null(blob);
+	memset(blob, 'b', big);
+	pair_init(&p, NULL);
+	assert_int_equal(h2_submit_request(p.cli.h, req_nva, ELEMENTSOF(req_nva), NULL, &id), 0);
+	assert_int_equal(h2_stream_end(p.cli.h, id, NULL, 0), 0);
+	pump(&p);
+	assert_int_equal(h2_submit_response(p.srv.h, id, resp, 1, false), 0);
+	/* Three states queued before anything is sent: only the last is kept. */
+	assert_int_equal(write_latest(p.srv.h, id, "1", 1, "aaa", 3), 0);
+	assert_int_equal(h2_stream_latest_pending(p.srv.h, id), 4);
+	assert_int_equal(write_latest(p.srv.h, id, "2", 1, "bb", 2), 1);
+	assert_int_equal(write_latest(p.srv.h, id, "3", 1, "c", 1), 1);
+	assert_int_equal(h2_session_buffered(p.srv.h), 2);
+	pump(&p);
+	assert_int_equal(p.cli.data.len, 2);
+	assert_memory_equal(p.cli.data.data, "3c", 2);
+	assert_int_equal(h2_stream_latest_pending(p.srv.h, id), 0);
+
+	/*
+	 * A peer that does not read: the client's 64 KiB window stops a large state part-way
+	 * (its bytes are held here, not delivered). That one is being written and stays; of
+	 * the ones queued after it only the newest is kept.
+	 */
+	assert_int_equal(write_latest(p.srv.h, id, "4", 1, blob, big), 0);
+	assert_int_equal(h2_session_send(p.srv.h, &held, SIZE_MAX), 0);
+	assert_true(held.len > 0 && held.len < big);
+	assert_int_equal(h2_stream_latest_pending(p.srv.h, id), 0);
+	assert_int_equal(write_latest(p.srv.h, id, "5", 1, blob, big), 0);
+	for (int i = 0; i < 50; i++)
+		assert_int_equal(write_latest(p.srv.h, id, "6", 1, blob, big), 1);
+	assert_true(h2_session_buffered(p.srv.h) <= 2 * (big + 1));
+	/* A plain write after a state ends the replaceable unit. */
+	assert_int_equal(h2_stream_write(p.srv.h, id, "7", 1), 0);
+	assert_int_equal(h2_stream_latest_pending(p.srv.h, id), 0);
+	assert_int_equal(write_latest(p.srv.h, id, "8", 1, "x", 1), 0);
+	{
+		/* One block, queued twice: shared, not copied; the replaced one is let go. */
+		struct h2_blob *b;
+
+		assert_int_equal(h2_blob_new(2, &b), 0);
+		memcpy(b->data, "8x", 2);
+		assert_int_equal(h2_stream_write_latest(p.srv.h, id, b), 1);
+		assert_int_equal(b->refs, 2);
+		assert_int_equal(write_latest(p.srv.h, id, "8", 1, "x", 1), 1);
+		assert_int_equal(b->refs, 1);
+		h2_blob_unref(b);
+	}
+	assert_int_equal(h2_stream_end(p.srv.h, id, NULL, 0), 0);
+	assert_int_equal(write_latest(p.srv.h, id, "9", 1, "x", 1), -EPIPE);
+	/* The client reads again: 4 whole, then 6, 7 and 8. */
+	assert_int_equal(h2_session_recv(p.cli.h, held.data, held.len), 0);
+	pump(&p);
+	assert_int_equal(p.cli.remote_ends, 1);
+	assert_int_equal(p.cli.data.len, 2 + 2 * (1 + big) + 1 + 2);
+	assert_memory_equal(p.cli.data.data + 2, "4", 1);
+	assert_memory_equal(p.cli.data.data + 3 + big, "6", 1);
+	assert_memory_equal(p.cli.data.data + 4 + 2 * big, "78x", 3);
+	buf_release(&held);
+	pair_release(&p);
+	free(blob);
+}
+
 static void test_garbage_preface(void **state)
 {
 	static const char garbage[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -600,6 +797,9 @@ int main(void)
 		cmocka_unit_test(test_deferred_stream_and_flow_control),
 		cmocka_unit_test(test_discard_and_reset),
 		cmocka_unit_test(test_garbage_preface),
+		cmocka_unit_test(test_malformed_header_field),
+		cmocka_unit_test(test_preface_done),
+		cmocka_unit_test(test_write_latest),
 		cmocka_unit_test(test_oversized_frame),
 		cmocka_unit_test(test_short_ping_frame),
 		cmocka_unit_test(test_eof_truncation),

@@ -1,0 +1,473 @@
+/*
+ * plugin: the DevicePlugin service over memory connections (an nghttp2 client in this
+ * process, peer credentials set by hand), on a real loop for the plugin's retry timer:
+ * which ListAndWatch stream is the kubelet's, no empty list when the first one cannot be
+ * built, the CDI gate and the Allocate request checks.
+ */
+
+#include <errno.h>
+#include <nghttp2/nghttp2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu.h"
+#include "grpc.h"
+#include "loop.h"
+#include "plugin.h"
+#include "resource.h"
+#include "unit.h"
+
+#define UUID0 "GPU-00000000-1111-2222-3333-444444444440"
+#define UUID1 "GPU-00000001-1111-2222-3333-444444444441"
+
+static struct gpu_device devs[2];
+static struct gpu_info info = { .devices = devs, .n_devices = 2 };
+static bool healthy[2];
+static const int numa[2] = { -1, -1 };
+
+/* --- a client on a memory connection --- */
+
+struct strm {
+	int32_t id;
+	struct buf data;
+	int grpc_status; /* -1: none yet */
+	char grpc_message[512];
+	bool closed;
+};
+
+struct cli {
+	nghttp2_session *s;
+	struct grpc_server_conn *conn;
+	struct buf out;
+	size_t off;
+	struct strm st[8];
+	size_t n;
+	const uint8_t *body;
+	size_t body_len;
+};
+
+static struct strm *cli_stream(struct cli *c, int32_t id)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (c->st[i].id == id)
+			return &c->st[i];
+	return NULL;
+}
+
+static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nl,
+		     const uint8_t *value, size_t vl, uint8_t flags, void *ud)
+{
+	struct strm *st = cli_stream(ud, f->hd.stream_id);
+
+	if (!st)
+		return 0;
+	if (streq((const char *)name, "grpc-status"))
+		st->grpc_status = (int)strtol((const char *)value, NULL, 10);
+	else if (streq((const char *)name, "grpc-message"))
+		(void)snprintf(st->grpc_message, sizeof(st->grpc_message), "%s", value);
+	return 0;
+}
+
+static int on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
+		   void *ud)
+{
+	struct strm *st = cli_stream(ud, id);
+
+	if (st)
+		assert_int_equal(buf_append(&st->data, data, len), 0);
+	return 0;
+}
+
+static int on_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud)
+{
+	struct strm *st = cli_stream(ud, id);
+
+	if (st)
+		st->closed = true;
+	return 0;
+}
+
+static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length,
+			 uint32_t *flags, nghttp2_data_source *src, void *ud)
+{
+	struct cli *c = ud;
+	size_t n = c->body_len;
+
+	assert_true(n <= length);
+	memcpy(buf, c->body, n);
+	*flags |= NGHTTP2_DATA_FLAG_EOF;
+	return (ssize_t)n;
+}
+
+static void cli_new(struct cli *c, struct plugin *p, pid_t pid)
+{
+	nghttp2_session_callbacks *cbs;
+
+	memset(c, 0, sizeof(*c));
+	assert_int_equal(nghttp2_session_callbacks_new(&cbs), 0);
+	nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data);
+	nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_close);
+	assert_int_equal(nghttp2_session_client_new(&c->s, cbs, c), 0);
+	nghttp2_session_callbacks_del(cbs);
+	assert_int_equal(nghttp2_submit_settings(c->s, NGHTTP2_FLAG_NONE, NULL, 0), 0);
+	assert_int_equal(grpc_server_conn_new_mem(plugin_grpc_server(p), &c->out, &c->conn), 0);
+	grpc_server_conn_set_peer_cred(c->conn, pid, 1000);
+}
+
+static void cli_free(struct cli *c)
+{
+	for (size_t i = 0; i < c->n; i++)
+		buf_release(&c->st[i].data);
+	nghttp2_session_del(c->s);
+	grpc_server_conn_free(c->conn);
+	buf_release(&c->out);
+}
+
+static void cli_pump(struct cli *c)
+{
+	for (int i = 0; i < 10000; i++) {
+		const uint8_t *p;
+		bool moved = false;
+		ssize_t n;
+
+		while ((n = nghttp2_session_mem_send(c->s, &p)) > 0) {
+			moved = true;
+			assert_int_equal(grpc_server_conn_feed(c->conn, p, (size_t)n), 0);
+		}
+		assert_int_equal(grpc_server_conn_flush(c->conn), 0);
+		if (c->out.len > c->off) {
+			moved = true;
+			n = nghttp2_session_mem_recv(c->s, c->out.data + c->off,
+						     c->out.len - c->off);
+			assert_true(n >= 0);
+			c->off = c->out.len;
+		}
+		if (!moved)
+			return;
+	}
+	fail_msg("pump did not settle");
+}
+
+#define NV(n, v)                                                                               \
+	{                                                                                      \
+		(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE \
+	}
+
+/* Calls /v1beta1.DevicePlugin/@method with the request message @msg. */
+static struct strm *cli_call(struct cli *c, const char *method, const void *msg, size_t len)
+{
+	static uint8_t body[1024];
+	char path[128];
+	nghttp2_data_provider prd = { .read_callback = read_body };
+	struct strm *st;
+
+	(void)snprintf(path, sizeof(path), "/v1beta1.DevicePlugin/%s", method);
+	{
+		nghttp2_nv nva[] = {
+			NV(":method", "POST"),
+			NV(":scheme", "http"),
+			NV(":path", path),
+			NV(":authority", "localhost"),
+			NV("content-type", "application/grpc"),
+		};
+
+		assert_true(len + 5 <= sizeof(body));
+		body[0] = 0;
+		body[1] = (uint8_t)(len >> 24);
+		body[2] = (uint8_t)(len >> 16);
+		body[3] = (uint8_t)(len >> 8);
+		body[4] = (uint8_t)len;
+		if (len)
+			memcpy(body + 5, msg, len);
+		c->body = body;
+		c->body_len = len + 5;
+		assert_true(c->n < ELEMENTSOF(c->st));
+		st = &c->st[c->n++];
+		memset(st, 0, sizeof(*st));
+		st->grpc_status = -1;
+		st->id = nghttp2_submit_request(c->s, NULL, nva, ELEMENTSOF(nva), &prd, NULL);
+		assert_true(st->id > 0);
+	}
+	cli_pump(c);
+	return st;
+}
+
+static struct strm *cli_watch(struct cli *c)
+{
+	return cli_call(c, "ListAndWatch", NULL, 0);
+}
+
+static void cli_cancel(struct cli *c, struct strm *st)
+{
+	assert_int_equal(nghttp2_submit_rst_stream(c->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL),
+			 0);
+	cli_pump(c);
+	assert_true(st->closed);
+}
+
+/* --- the plugin --- */
+
+static int streams_lost;
+
+static void on_lost(struct plugin *p, void *userdata)
+{
+	streams_lost++;
+}
+
+static void ctx_init(struct plugin_ctx *ctx, struct loop *l)
+{
+	memset(devs, 0, sizeof(devs));
+	for (unsigned i = 0; i < 2; i++) {
+		devs[i].index = i;
+		(void)snprintf(devs[i].uuid, sizeof(devs[i].uuid), "%s", i ? UUID1 : UUID0);
+		devs[i].mem_total = (uint64_t)16 << 30;
+		devs[i].numa_node = -1;
+		devs[i].minor = i;
+		healthy[i] = true;
+	}
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->loop = l;
+	ctx->dir = "/nonexistent";
+	ctx->info = &info;
+	ctx->gpu_healthy = healthy;
+	ctx->numa = numa;
+	ctx->alloc.strategies = ALLOC_ENVVAR;
+	streams_lost = 0;
+}
+
+static struct plugin *plugin_make(const struct plugin_ctx *ctx)
+{
+	static const unsigned all[] = { 0, 1 };
+	const struct resource_spec spec = {
+		.name = "nvidia.com/gpu", .kind = RESOURCE_GPU, .gpus = all, .n_gpus = 2
+	};
+	struct resource *r = NULL;
+	struct plugin *p = NULL;
+	char *err = NULL;
+
+	assert_int_equal(resource_new(&spec, &info, &r, &err), 0);
+	assert_int_equal(plugin_new(ctx, r, on_lost, NULL, &p), 0);
+	return p;
+}
+
+static void test_kubelet_streams(void **state)
+{
+	struct plugin_ctx ctx;
+	struct plugin *p;
+	struct cli a, b, c, d;
+	struct strm *sa, *sb, *sc, *s1, *s2, *s3;
+	struct loop *l;
+
+	assert_int_equal(loop_new(&l), 0);
+	ctx_init(&ctx, l);
+	p = plugin_make(&ctx);
+	cli_new(&a, p, 100);
+	cli_new(&b, p, 200);
+	cli_new(&c, p, 100);
+	cli_new(&d, p, 0);
+
+	/* Nobody said who the kubelet is: every stream counts as the kubelet's. */
+	sa = cli_watch(&a);
+	assert_true(sa->data.len > 5);
+	assert_int_equal(plugin_watchers(p), 1);
+	assert_int_equal(plugin_kubelet_watchers(p), 1);
+
+	/* Registered with the kubelet at pid 100: a stream from pid 200 is a stray. */
+	plugin_expect_kubelet(p, 100);
+	sb = cli_watch(&b);
+	assert_true(sb->data.len > 5);
+	assert_int_equal(plugin_watchers(p), 2);
+	assert_int_equal(plugin_kubelet_watchers(p), 1);
+	sc = cli_watch(&c);
+	assert_int_equal(plugin_watchers(p), 3);
+	assert_int_equal(plugin_kubelet_watchers(p), 2);
+	/* A stray's end does not ask for re-registration; the kubelet's does. */
+	cli_cancel(&b, sb);
+	assert_int_equal(plugin_watchers(p), 2);
+	assert_int_equal(streams_lost, 0);
+	cli_cancel(&c, sc);
+	assert_int_equal(streams_lost, 1);
+	assert_int_equal(plugin_kubelet_watchers(p), 1);
+
+	/* Our kubelet pid unknown (PID namespaces): the first stream after Register is it. */
+	plugin_expect_kubelet(p, 0);
+	s1 = cli_watch(&b);
+	s2 = cli_watch(&c);
+	assert_int_equal(plugin_watchers(p), 3);
+	assert_int_equal(plugin_kubelet_watchers(p), 2);
+	cli_cancel(&c, s2);
+	assert_int_equal(streams_lost, 1);
+	cli_cancel(&b, s1);
+	assert_int_equal(streams_lost, 2);
+
+	/* The stream's pid unknown (a host process seen from a container): the same rule. */
+	plugin_expect_kubelet(p, 100);
+	s1 = cli_watch(&d);
+	s2 = cli_watch(&d);
+	s3 = cli_watch(&c);
+	assert_int_equal(plugin_watchers(p), 4);
+	assert_int_equal(plugin_kubelet_watchers(p), 3);
+	cli_cancel(&d, s2);
+	assert_int_equal(streams_lost, 2);
+	cli_cancel(&d, s1);
+	cli_cancel(&c, s3);
+	assert_int_equal(streams_lost, 4);
+	assert_int_equal(plugin_kubelet_watchers(p), 1);
+
+	cli_free(&a);
+	cli_free(&b);
+	cli_free(&c);
+	cli_free(&d);
+	plugin_free(p);
+	loop_free(l);
+}
+
+static bool all_unhealthy(const struct resource *r, unsigned d, void *u)
+{
+	return false;
+}
+
+static bool all_healthy(const struct resource *r, unsigned d, void *u)
+{
+	return true;
+}
+
+static size_t list_size(const struct plugin *p, resource_health_fn *fn)
+{
+	struct buf b = { 0 };
+	size_t n;
+
+	assert_int_equal(resource_encode_list(plugin_resource(p), numa, fn, NULL, &b), 0);
+	n = b.len;
+	buf_release(&b);
+	return n;
+}
+
+/* The first list is too large to send: nothing is sent (never an empty list), then retried. */
+static void test_first_list_fails(void **state)
+{
+	struct plugin_ctx ctx;
+	struct plugin_stats stats;
+	struct plugin *p;
+	struct strm *st;
+	struct loop *l;
+	struct cli a;
+	size_t ok_size, big_size;
+
+	assert_int_equal(loop_new(&l), 0);
+	ctx_init(&ctx, l);
+	p = plugin_make(&ctx);
+	ok_size = list_size(p, all_healthy);
+	big_size = list_size(p, all_unhealthy);
+	assert_true(big_size > ok_size);
+	plugin_free(p);
+
+	/* "Unhealthy" is longer than "Healthy": unhealthy GPUs make a list over the limit. */
+	ctx.limits.max_send_msg = ok_size;
+	healthy[0] = healthy[1] = false;
+	p = plugin_make(&ctx);
+	cli_new(&a, p, 100);
+	st = cli_watch(&a);
+	assert_int_equal(st->data.len, 0);
+	assert_false(st->closed);
+	assert_int_equal(plugin_watchers(p), 1);
+	/* Retried from the loop until it works: the GPUs come back, the list goes out. */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(loop_run_once(l, 20 * USEC_PER_MSEC), 0);
+	cli_pump(&a);
+	assert_int_equal(st->data.len, 0);
+	healthy[0] = healthy[1] = true;
+	for (int i = 0; i < 300 && st->data.len == 0; i++) {
+		assert_int_equal(loop_run_once(l, 10 * USEC_PER_MSEC), 0);
+		cli_pump(&a);
+	}
+	assert_int_equal(st->data.len, 5 + ok_size);
+	plugin_get_stats(p, &stats);
+	assert_int_equal(stats.snapshots_sent, 1);
+	cli_free(&a);
+	plugin_free(p);
+	loop_free(l);
+}
+
+static size_t allocate_req(uint8_t *out, const char *id, size_t len)
+{
+	out[0] = 0x0a;
+	out[1] = (uint8_t)(len + 2);
+	out[2] = 0x0a;
+	out[3] = (uint8_t)len;
+	memcpy(out + 4, id, len);
+	return len + 4;
+}
+
+static void test_allocate_checks(void **state)
+{
+	static const char nul_id[] = UUID0 "\0junk";
+	const char *cdi_error = "writing /var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json: "
+				"Read-only file system";
+	struct plugin_ctx ctx;
+	struct plugin *p;
+	struct strm *st;
+	struct loop *l;
+	struct cli a;
+	uint8_t req[128];
+	size_t n;
+
+	assert_int_equal(loop_new(&l), 0);
+	ctx_init(&ctx, l);
+	ctx.cdi_error = (const char *const *)&cdi_error;
+	p = plugin_make(&ctx);
+	cli_new(&a, p, 100);
+
+	/* An ID with a NUL byte is not the ID before the NUL. */
+	n = allocate_req(req, nul_id, sizeof(nul_id) - 1);
+	st = cli_call(&a, "Allocate", req, n);
+	assert_int_equal(st->grpc_status, GRPC_STATUS_INVALID_ARGUMENT);
+	assert_non_null(strstr(st->grpc_message, "NUL"));
+	assert_non_null(strstr(st->grpc_message, UUID0));
+	/* A malformed request says so. */
+	st = cli_call(&a, "Allocate", "\x0a\x05\x0a", 3);
+	assert_int_equal(st->grpc_status, GRPC_STATUS_INVALID_ARGUMENT);
+	assert_non_null(strstr(st->grpc_message, "malformed"));
+
+	/* envvar delivery does not need a CDI spec. */
+	n = allocate_req(req, UUID0, strlen(UUID0));
+	st = cli_call(&a, "Allocate", req, n);
+	assert_int_equal(st->grpc_status, GRPC_STATUS_OK);
+	assert_true(st->data.len > 5);
+
+	/* cdi-cri without a valid spec: FAILED_PRECONDITION and the reason. */
+	ctx.alloc.strategies = ALLOC_CDI_CRI;
+	st = cli_call(&a, "Allocate", req, n);
+	assert_int_equal(st->grpc_status, GRPC_STATUS_FAILED_PRECONDITION);
+	assert_int_equal(st->data.len, 0);
+	assert_non_null(strstr(st->grpc_message, "no valid CDI spec: writing /var/run/cdi/"));
+	ctx.alloc.strategies = ALLOC_ENVVAR | ALLOC_CDI_ANNOTATIONS;
+	st = cli_call(&a, "Allocate", req, n);
+	assert_int_equal(st->grpc_status, GRPC_STATUS_FAILED_PRECONDITION);
+	/* The spec is written: served. */
+	cdi_error = NULL;
+	st = cli_call(&a, "Allocate", req, n);
+	assert_int_equal(st->grpc_status, GRPC_STATUS_OK);
+	assert_true(st->data.len > 5);
+	/* No gate at all. */
+	ctx.cdi_error = NULL;
+	st = cli_call(&a, "Allocate", req, n);
+	assert_int_equal(st->grpc_status, GRPC_STATUS_OK);
+
+	cli_free(&a);
+	plugin_free(p);
+	loop_free(l);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_kubelet_streams),
+		cmocka_unit_test(test_first_list_fails),
+		cmocka_unit_test(test_allocate_checks),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
