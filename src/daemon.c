@@ -240,7 +240,6 @@ static void on_discovered(struct gpu_monitor *m, int r, struct gpu_info *info, i
 		discovery_failed(d, -ENOMEM, "out of memory");
 		return;
 	}
-	d->discovered_once = true;
 	gpu_state_release(d);
 	d->info = *info;
 	memset(info, 0, sizeof(*info));
@@ -262,7 +261,17 @@ static void on_discovered(struct gpu_monitor *m, int r, struct gpu_info *info, i
 			 (unsigned long long)(d->cfg.rediscover_interval / USEC_PER_SEC));
 		loop_timer_arm(d->rediscover, d->cfg.rediscover_interval);
 	}
-	(void)sync_plugins(d);
+	r = sync_plugins(d);
+	if (!d->discovered_once) {
+		/* The first bring-up: a config that cannot apply to these GPUs is an init error. */
+		d->discovered_once = true;
+		if (r < 0 && d->cfg.fail_on_init_error) {
+			log_error_errno(
+				r, "initialisation failed",
+				"reason=\"the config cannot be applied to the GPUs found\" hint=\"set failOnInitError: false to keep running\"");
+			loop_exit(d->loop, 1);
+		}
+	}
 }
 
 /* --- resources from the config --- */

@@ -75,11 +75,8 @@ class PluginDir(NodeTest):
         n.wait_devices(since=since, healthy_count=2, timeout=5)
         self.assertTrue(d.alive())
 
-    @unittest.expectedFailure
     def test_recreated_dir_served_again_without_kubelet_restart(self):
-        # Needs daemon.c to act on KUBELET_EVENT_DIR_BACK (listen again, then register):
-        # until it does, the socket comes back only with the next kubelet restart. Remove
-        # expectedFailure once it does.
+        # The daemon acts on KUBELET_EVENT_DIR_BACK: it listens again, then registers.
         n, d = self.up()
         self.recreate_dir(n)
         self.assertTrue(wait_until(lambda: is_socket(n.socket()), 3),
