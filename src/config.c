@@ -2709,7 +2709,6 @@ static const char *file_type(mode_t m)
  */
 static int read_config_file(const char *path, char **ret, size_t *ret_len, const char **ret_type)
 {
-	struct buf b = { 0 };
 	struct stat st;
 	int fd, r;
 
@@ -2725,37 +2724,8 @@ static int read_config_file(const char *path, char **ret, size_t *ret_len, const
 		r = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
 		goto out;
 	}
-	for (;;) {
-		ssize_t n;
-
-		r = buf_reserve(&b, 4096);
-		if (r < 0)
-			goto out;
-		n = read(fd, b.data + b.len, b.cap - b.len - 1);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			r = -errno;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		b.len += (size_t)n;
-		if (b.len > CONFIG_FILE_MAX) {
-			r = -EFBIG;
-			goto out;
-		}
-	}
-	r = buf_reserve(&b, 1);
-	if (r < 0)
-		goto out;
-	b.data[b.len] = 0;
-	*ret = (char *)b.data;
-	*ret_len = b.len;
-	b.data = NULL;
-	r = 0;
+	r = fd_read_all(fd, CONFIG_FILE_MAX, ret, ret_len);
 out:
-	buf_release(&b);
 	(void)close(fd);
 	return r;
 }

@@ -250,14 +250,11 @@ void buf_release(struct buf *b)
 	b->len = b->cap = 0;
 }
 
-int read_file(const char *path, size_t max, char **ret, size_t *ret_len)
+int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len)
 {
 	struct buf b = { 0 };
-	int fd, r;
+	int r;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
 	for (;;) {
 		ssize_t n;
 
@@ -279,9 +276,6 @@ int read_file(const char *path, size_t max, char **ret, size_t *ret_len)
 			goto out;
 		}
 	}
-	r = buf_reserve(&b, 0);
-	if (r < 0)
-		goto out;
 	b.data[b.len] = 0;
 	*ret = (char *)b.data;
 	if (ret_len)
@@ -290,6 +284,17 @@ int read_file(const char *path, size_t max, char **ret, size_t *ret_len)
 	r = 0;
 out:
 	buf_release(&b);
+	return r;
+}
+
+int read_file(const char *path, size_t max, char **ret, size_t *ret_len)
+{
+	int fd, r;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	r = fd_read_all(fd, max, ret, ret_len);
 	fd_close(fd);
 	return r;
 }

@@ -66,9 +66,12 @@ void buf_consume(struct buf *b, size_t n);
 void buf_release(struct buf *b);
 
 /*
- * Reads a whole file of at most @max bytes into a NUL-terminated heap buffer.
- * Returns 0, -errno from open/read, or -EFBIG when the file is larger than @max.
+ * Reads @fd to its end into a NUL-terminated heap buffer (*@ret, the caller frees; the length
+ * without the NUL in *@ret_len, which may be NULL). Returns 0, -EFBIG past @max bytes, -ENOMEM
+ * or -errno of read(); nothing is returned on failure.
  */
+int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len) WARN_UNUSED;
+/* The same for the file at @path: -errno from open() too. */
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len) WARN_UNUSED;
 
 /*
