@@ -30,10 +30,9 @@
  * accept closes the connection idle the longest (no stream open) to make room, so that a
  * client that comes to work (the kubelet dialling back) is not refused because of strays;
  * only when every connection has a stream open does the new one get SETTINGS and
- * GOAWAY(REFUSED_STREAM). Past
- * max_conn_buffered, GOAWAY(ENHANCE_YOUR_CALM); HTTP/2 errors get GOAWAY with their code
- * (a frame cut short by EOF: FRAME_SIZE_ERROR; a bad preface: PROTOCOL_ERROR). A dying
- * connection gets one second to flush its GOAWAY, then it is closed.
+ * GOAWAY(REFUSED_STREAM). Past max_conn_buffered, GOAWAY(ENHANCE_YOUR_CALM); HTTP/2 errors
+ * get GOAWAY with their code (a frame cut short by EOF: FRAME_SIZE_ERROR; a bad preface:
+ * PROTOCOL_ERROR). A dying connection gets one second to flush its GOAWAY, then it is closed.
  *
  * Client: one asynchronous unary call per connection (Register, pod-resources List), with a
  * deadline, te: trailers, :authority localhost and percent-decoding of grpc-message.
