@@ -733,6 +733,7 @@ static int sync_plugins(struct daemon *d)
 
 		for (int i = 0; i < n; i++)
 			if (res[i] && streq(res[i]->name, dp->name)) {
+				plugin_apply_limits(dp->plugin);
 				plugin_set_resource(dp->plugin, res[i]);
 				res[i] = NULL;
 				keep = true;

@@ -1130,6 +1130,35 @@ static void on_grace(struct loop_timer *t, void *userdata)
 	server_check_done(s);
 }
 
+/* @dst = @src (NULL: all defaults), each 0 replaced by its default. */
+static void limits_fill(struct grpc_limits *dst, const struct grpc_limits *src)
+{
+	*dst = src ? *src : (struct grpc_limits){ 0 };
+	if (!dst->max_recv_msg)
+		dst->max_recv_msg = DEFAULT_MAX_RECV;
+	if (!dst->max_send_msg)
+		dst->max_send_msg = DEFAULT_MAX_SEND;
+	dst->max_send_msg = MIN(dst->max_send_msg, (size_t)UINT32_MAX);
+	if (!dst->max_conns)
+		dst->max_conns = DEFAULT_MAX_CONNS;
+	if (!dst->max_conn_buffered)
+		dst->max_conn_buffered = dst->max_recv_msg + ((size_t)4 << 20);
+	if (!dst->max_concurrent_streams)
+		dst->max_concurrent_streams = DEFAULT_MAX_STREAMS;
+	if (!dst->preface_timeout)
+		dst->preface_timeout = PREFACE_TIMEOUT;
+	if (!dst->idle_timeout)
+		dst->idle_timeout = IDLE_TIMEOUT;
+}
+
+int grpc_server_set_limits(struct grpc_server *s, const struct grpc_limits *limits)
+{
+	if (limits && limits->max_concurrent_streams && limits->max_concurrent_streams < 100)
+		return -EINVAL;
+	limits_fill(&s->lim, limits);
+	return 0;
+}
+
 int grpc_server_new(struct loop *l, const struct grpc_method *methods, size_t n_methods,
 		    const struct grpc_limits *limits, void *userdata, struct grpc_server **ret)
 {
@@ -1147,23 +1176,7 @@ int grpc_server_new(struct loop *l, const struct grpc_method *methods, size_t n_
 	s->n_methods = n_methods;
 	s->userdata = userdata;
 	s->listen_fd = -1;
-	if (limits)
-		s->lim = *limits;
-	if (!s->lim.max_recv_msg)
-		s->lim.max_recv_msg = DEFAULT_MAX_RECV;
-	if (!s->lim.max_send_msg)
-		s->lim.max_send_msg = DEFAULT_MAX_SEND;
-	s->lim.max_send_msg = MIN(s->lim.max_send_msg, (size_t)UINT32_MAX);
-	if (!s->lim.max_conns)
-		s->lim.max_conns = DEFAULT_MAX_CONNS;
-	if (!s->lim.max_conn_buffered)
-		s->lim.max_conn_buffered = s->lim.max_recv_msg + ((size_t)4 << 20);
-	if (!s->lim.max_concurrent_streams)
-		s->lim.max_concurrent_streams = DEFAULT_MAX_STREAMS;
-	if (!s->lim.preface_timeout)
-		s->lim.preface_timeout = PREFACE_TIMEOUT;
-	if (!s->lim.idle_timeout)
-		s->lim.idle_timeout = IDLE_TIMEOUT;
+	limits_fill(&s->lim, limits);
 	if (l) {
 		int r = loop_timer_new(l, on_defer, s, &s->defer);
 

@@ -181,6 +181,11 @@ struct grpc_server_stats {
 int grpc_server_new(struct loop *l, const struct grpc_method *methods, size_t n_methods,
 		    const struct grpc_limits *limits, void *userdata,
 		    struct grpc_server **ret) WARN_UNUSED;
+/*
+ * New limits (SIGHUP): they apply to connections accepted and calls started from now on; open
+ * ones keep theirs. Returns 0 or -EINVAL (max_concurrent_streams under 100).
+ */
+int grpc_server_set_limits(struct grpc_server *s, const struct grpc_limits *limits);
 
 /*
  * Listens on the unix socket @path: an existing file there is removed first (stale socket),

@@ -943,6 +943,12 @@ void plugin_set_resource(struct plugin *p, struct resource *r)
 	plugin_refresh(p);
 }
 
+void plugin_apply_limits(struct plugin *p)
+{
+	if (grpc_server_set_limits(p->server, &p->ctx->limits) < 0)
+		log_warn("invalid gRPC limits, keeping the old ones", "resource=%s", p->res->name);
+}
+
 const struct resource *plugin_resource(const struct plugin *p)
 {
 	return p->res;

@@ -70,6 +70,8 @@ void plugin_refresh(struct plugin *p);
 
 /* Replaces the resource (SIGHUP with a changed device list); takes ownership; refreshes. */
 void plugin_set_resource(struct plugin *p, struct resource *r);
+/* The context's gRPC limits changed (SIGHUP): new connections and calls get them. */
+void plugin_apply_limits(struct plugin *p);
 const struct resource *plugin_resource(const struct plugin *p);
 
 /* Marks devices as in use (from the pod-resources API); gpumem masking reads this. */

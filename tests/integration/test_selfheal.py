@@ -195,6 +195,20 @@ class Reload(NodeTest):
         self.assertTrue(d.alive())
 
 
+    def test_sighup_applies_grpc_limits(self):
+        n, d = self.up(config="version: v1\n")
+        c = PluginClient(n.socket())
+        self.addCleanup(c.close)
+        big = "x" * (100 << 10)  # an ID of 100 KiB: a request over 64 KiB
+        self.assertEqual(c.allocate([big]).code, "INVALID_ARGUMENT")
+        lsince = d.mark()
+        n.write_config("version: v1\nedgegpu:\n  grpc:\n    maxRecvMsgBytes: 65536\n")
+        d.send_signal(signal.SIGHUP)
+        d.wait_log("GPU discovery done", since=lsince, timeout=5)
+        self.assertTrue(wait_until(lambda: c.allocate([big]).code == "RESOURCE_EXHAUSTED", 5))
+        self.assertEqual(c.allocate([TWO[0]]).code, "OK")
+
+
 class PluginSocket(NodeTest):
     def test_socket_path_blocked_by_a_directory_is_retried(self):
         n = self.node()
