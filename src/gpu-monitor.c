@@ -237,7 +237,7 @@ static void timed_wait(struct shared *s, usec_t until)
 static void *event_thread(void *userdata)
 {
 	struct shared *s = userdata;
-	usec_t backoff = 0;
+	usec_t backoff = 0, started;
 
 	(void)pthread_mutex_lock(&s->mu);
 	while (!s->stop) {
@@ -261,6 +261,7 @@ static void *event_thread(void *userdata)
 		s->ev_in_wait = true;
 		(void)pthread_mutex_unlock(&s->mu);
 		memset(&ev, 0, sizeof(ev));
+		started = now_usec();
 		/* After failures, short waits: a wait that works again is seen soon. */
 		r = s->b->ops->event_wait(
 			s->b, s->wait_failing ? MIN(s->slice, USEC_PER_SEC) : s->slice, &ev);
@@ -268,6 +269,9 @@ static void *event_thread(void *userdata)
 		s->ev_in_wait = false;
 		if (s->stop)
 			break;
+		/* A wait that blocked a while is no spin: what it brings starts a fresh back-off. */
+		if (now_usec() - started >= BACKOFF_MIN)
+			backoff = 0;
 		if (r > 0) {
 			s->q[(s->q_head + s->q_len) % QUEUE_CAP] = ev;
 			s->q_len++;
