@@ -1,13 +1,8 @@
 /*
- * The GPU monitor (gpu-monitor.h): a worker thread that makes every backend call, an event
- * thread that waits for the backend's events, and the loop side that turns their results
- * into per-GPU health. This is the logging layer for GPU health (module=gpu).
- *
- * Ownership. The loop side (struct gpu_monitor) is the loop's. What the threads touch lives
- * in a struct shared under one mutex, with a reference per thread and one for the loop side:
- * the last one out frees it and closes the backend. A job is allocated by the loop side and
- * belongs to the shared state from submission until the loop collects it; a worker that
- * finishes after the monitor is gone frees it itself.
+ * The GPU monitor (gpu-monitor.h), its loop side: it asks the worker (gpu-worker.c) for one
+ * job at a time, applies the events and job results to per-GPU health, and runs the probe,
+ * recovery, re-initialisation and hang timers. This is the logging layer for GPU health
+ * (module=gpu). Everything here runs on the loop thread; struct gpu_monitor is the loop's.
  */
 
 #define LOG_MODULE "gpu"
@@ -16,13 +11,11 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "gpu-worker.h"
 #include "log.h"
 #include "loop.h"
 #include "util.h"
@@ -33,8 +26,7 @@
 #define DEFAULT_EVENT_SLICE	    (30 * USEC_PER_SEC)
 #define BACKOFF_MIN		    (100 * USEC_PER_MSEC)
 #define BACKOFF_MAX		    (10 * USEC_PER_SEC)
-#define QUEUE_CAP		    256
-#define MAX_GPUS		    64 /* probe masks are one uint64_t */
+#define MAX_GPUS		    GPU_WORKER_MAX_GPUS
 
 bool gpu_xid_is_application(uint64_t xid)
 {
@@ -121,426 +113,6 @@ int gpu_monitor_open_nvml(void *arg, struct gpu_backend **ret, char **reterr)
 	return gpu_nvml_open(arg, ret, reterr);
 }
 
-/* --- jobs and the shared state --- */
-
-enum job_kind {
-	JOB_DISCOVER,
-	JOB_PROBE,
-	JOB_REINIT,
-};
-
-struct job {
-	enum job_kind kind;
-	bool fresh;	  /* discover: re-initialise the library first */
-	bool want_events; /* discover, reinit: the event set should be open afterwards */
-	uint64_t mask;	  /* probe: which GPUs (backend indices) */
-	/* results (worker) */
-	int r;
-	char *err;
-	struct gpu_info info;
-	int *distance;
-	int probe_r[MAX_GPUS];
-	int events_r; /* 0: the event set is open; -errno: it is not */
-};
-
-static struct job *job_free(struct job *j)
-{
-	if (!j)
-		return NULL;
-	free(j->err);
-	gpu_info_release(&j->info);
-	free(j->distance);
-	free(j);
-	return NULL;
-}
-
-struct shared {
-	pthread_mutex_t mu;
-	pthread_cond_t cond; /* CLOCK_MONOTONIC; broadcast on every change */
-	unsigned refs;	     /* the loop side and each running thread */
-	bool stop;
-	struct loop_wake *wake; /* NULL once the loop side is gone */
-	gpu_backend_open_fn *open;
-	void *open_arg;
-	struct gpu_backend *b; /* set by the worker; closed by the last reference */
-	usec_t slice;
-
-	/* worker */
-	pthread_t worker;
-	bool worker_started, worker_busy;
-	struct job *job;  /* submitted, not picked up yet */
-	struct job *done; /* finished, not collected yet */
-	/* GPUs the event set was opened for (worker only) */
-	char (*ev_uuids)[GPU_UUID_MAX];
-	unsigned ev_n;
-	bool ev_open;
-
-	/* event thread */
-	pthread_t events;
-	bool ev_started;
-	bool ev_run;	 /* wait on the event set */
-	bool ev_parked;	 /* out of the backend, waiting for ev_run */
-	bool ev_in_wait; /* inside ops->event_wait */
-	struct gpu_event q[QUEUE_CAP];
-	unsigned q_head, q_len;
-	uint64_t wait_errors;
-	int wait_error;
-	bool wait_failing;
-};
-
-/* Monitor threads running, across monitors (a thread left in the backend counts). */
-static atomic_uint live_threads;
-
-unsigned gpu_monitor_live_threads(void)
-{
-	return atomic_load(&live_threads);
-}
-
-static void wake_loop(struct shared *s)
-{
-	if (s->wake)
-		loop_wake_signal(s->wake);
-}
-
-static void shared_unref(struct shared *s)
-{
-	bool last;
-
-	(void)pthread_mutex_lock(&s->mu);
-	last = --s->refs == 0;
-	(void)pthread_mutex_unlock(&s->mu);
-	if (!last)
-		return;
-	if (s->b && s->ev_open)
-		s->b->ops->events_close(s->b);
-	gpu_backend_close(s->b);
-	job_free(s->job);
-	job_free(s->done);
-	free(s->ev_uuids);
-	(void)pthread_cond_destroy(&s->cond);
-	(void)pthread_mutex_destroy(&s->mu);
-	free(s);
-}
-
-static void timed_wait(struct shared *s, usec_t until)
-{
-	struct timespec ts = {
-		.tv_sec = (time_t)(until / USEC_PER_SEC),
-		.tv_nsec = (long)(until % USEC_PER_SEC) * 1000L,
-	};
-
-	(void)pthread_cond_timedwait(&s->cond, &s->mu, &ts);
-}
-
-/* --- the event thread --- */
-
-static void *event_thread(void *userdata)
-{
-	struct shared *s = userdata;
-	usec_t backoff = 0, started;
-
-	(void)pthread_mutex_lock(&s->mu);
-	while (!s->stop) {
-		struct gpu_event ev;
-		int r;
-
-		if (!s->ev_run) {
-			if (!s->ev_parked) {
-				s->ev_parked = true;
-				(void)pthread_cond_broadcast(&s->cond);
-			}
-			(void)pthread_cond_wait(&s->cond, &s->mu);
-			continue;
-		}
-		s->ev_parked = false;
-		if (s->q_len == QUEUE_CAP) {
-			/* The loop has not caught up: wait for room rather than drop events. */
-			(void)pthread_cond_wait(&s->cond, &s->mu);
-			continue;
-		}
-		s->ev_in_wait = true;
-		(void)pthread_mutex_unlock(&s->mu);
-		memset(&ev, 0, sizeof(ev));
-		started = now_usec();
-		/* After failures, short waits: a wait that works again is seen soon. */
-		r = s->b->ops->event_wait(
-			s->b, s->wait_failing ? MIN(s->slice, USEC_PER_SEC) : s->slice, &ev);
-		(void)pthread_mutex_lock(&s->mu);
-		s->ev_in_wait = false;
-		if (s->stop)
-			break;
-		/* A wait that blocked a while is no spin: what it brings starts a fresh back-off. */
-		if (now_usec() - started >= BACKOFF_MIN)
-			backoff = 0;
-		if (r > 0) {
-			s->q[(s->q_head + s->q_len) % QUEUE_CAP] = ev;
-			s->q_len++;
-			wake_loop(s);
-			if (ev.kind == GPU_EVENT_DRIVER_CHANGED) {
-				/* The worker re-initialises the backend: keep out of it meanwhile. */
-				s->ev_run = false;
-				backoff = 0;
-				continue;
-			}
-		} else if (r < 0) {
-			s->wait_errors++;
-			s->wait_error = r;
-		}
-		if (r < 0 || (r > 0 && ev.kind == GPU_EVENT_LOST && ev.gpu < 0)) {
-			usec_t deadline;
-
-			/* A wait that fails (or keeps reporting a lost GPU) must not spin. */
-			if (r < 0 && !s->wait_failing) {
-				s->wait_failing = true;
-				wake_loop(s);
-			}
-			backoff = backoff ? MIN(backoff * 2, BACKOFF_MAX) : BACKOFF_MIN;
-			deadline = now_usec() + backoff;
-			while (!s->stop && s->ev_run && now_usec() < deadline)
-				timed_wait(s, deadline);
-			continue;
-		}
-		backoff = 0;
-		if (s->wait_failing) {
-			s->wait_failing = false;
-			wake_loop(s);
-		}
-	}
-	s->ev_parked = true;
-	(void)pthread_cond_broadcast(&s->cond);
-	(void)pthread_mutex_unlock(&s->mu);
-	shared_unref(s);
-	atomic_fetch_sub(&live_threads, 1);
-	return NULL;
-}
-
-/* Starts @fn with every signal blocked: signals belong to the loop's signalfd. */
-static int thread_start(struct shared *s, pthread_t *t, void *(*fn)(void *))
-{
-	sigset_t all, old;
-	int r;
-
-	(void)sigfillset(&all);
-	(void)pthread_sigmask(SIG_SETMASK, &all, &old);
-	(void)pthread_mutex_lock(&s->mu);
-	s->refs++;
-	(void)pthread_mutex_unlock(&s->mu);
-	atomic_fetch_add(&live_threads, 1);
-	r = pthread_create(t, NULL, fn, s);
-	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r != 0) {
-		atomic_fetch_sub(&live_threads, 1);
-		(void)pthread_mutex_lock(&s->mu);
-		s->refs--;
-		(void)pthread_mutex_unlock(&s->mu);
-		return -r;
-	}
-	return 0;
-}
-
-/* --- the worker (every backend call but the event wait) --- */
-
-/* Gets the event thread out of the backend. Worker thread. */
-static void events_park(struct shared *s)
-{
-	(void)pthread_mutex_lock(&s->mu);
-	s->ev_run = false;
-	(void)pthread_cond_broadcast(&s->cond);
-	while (s->ev_started && !s->ev_parked && !s->stop)
-		(void)pthread_cond_wait(&s->cond, &s->mu);
-	(void)pthread_mutex_unlock(&s->mu);
-}
-
-static void events_close(struct shared *s)
-{
-	events_park(s);
-	if (s->ev_open)
-		s->b->ops->events_close(s->b);
-	s->ev_open = false;
-	s->ev_n = 0;
-}
-
-static bool events_match(const struct shared *s, const struct gpu_info *info)
-{
-	unsigned n = 0;
-
-	for (unsigned i = 0; i < info->n_devices; i++) {
-		if (!info->devices[i].events_supported)
-			continue;
-		if (n >= s->ev_n || !streq(s->ev_uuids[n], info->devices[i].uuid))
-			return false;
-		n++;
-	}
-	return n == s->ev_n;
-}
-
-/* Opens the event set for @info's GPUs (if not open for exactly them) and runs the thread. */
-static int events_open(struct shared *s, const struct gpu_info *info)
-{
-	char(*uuids)[GPU_UUID_MAX];
-	unsigned n = 0;
-	int r;
-
-	if (s->ev_open && events_match(s, info))
-		return 0;
-	/*
-	 * A set that is open stays open: the backend adds the new GPUs to it beside the wait in
-	 * progress (a GPU that went away stays registered; its events map to no GPU). Parking
-	 * the event thread would wait for its slice to end.
-	 */
-	uuids = calloc(info->n_devices + 1, sizeof(*uuids));
-	if (!uuids)
-		return -ENOMEM;
-	for (unsigned i = 0; i < info->n_devices; i++)
-		if (info->devices[i].events_supported)
-			memcpy(uuids[n++], info->devices[i].uuid, GPU_UUID_MAX);
-	if (n == 0) {
-		free(uuids);
-		return -EOPNOTSUPP;
-	}
-	r = s->b->ops->events_open(s->b);
-	if (r < 0) {
-		free(uuids);
-		if (s->ev_open)
-			events_close(s);
-		return r;
-	}
-	s->ev_open = true;
-	free(s->ev_uuids);
-	s->ev_uuids = uuids;
-	s->ev_n = n;
-	if (!s->ev_started) {
-		r = thread_start(s, &s->events, event_thread);
-		if (r < 0) {
-			events_close(s);
-			return r;
-		}
-		s->ev_started = true;
-	}
-	(void)pthread_mutex_lock(&s->mu);
-	s->ev_run = true;
-	(void)pthread_cond_broadcast(&s->cond);
-	(void)pthread_mutex_unlock(&s->mu);
-	return 0;
-}
-
-static void run_discover(struct shared *s, struct job *j)
-{
-	struct gpu_backend *b = s->b;
-	unsigned n;
-
-	if (!b) {
-		j->r = s->open(s->open_arg, &b, &j->err);
-		if (j->r < 0)
-			return;
-		(void)pthread_mutex_lock(&s->mu);
-		s->b = b;
-		(void)pthread_mutex_unlock(&s->mu);
-	} else if (j->fresh && b->ops->reinit) {
-		events_close(s);
-		j->r = b->ops->reinit(b, &j->err);
-		if (j->r < 0)
-			return;
-		free(j->err);
-		j->err = NULL;
-	}
-	j->r = b->ops->discover(b, &j->info, &j->err);
-	if (j->r < 0)
-		return;
-	n = j->info.n_devices;
-	/* Topology is read once; an error falls back to a plain choice, never a failed admission. */
-	if (n > 1 && b->ops->distance) {
-		j->distance = calloc((size_t)n * n, sizeof(int));
-		for (unsigned a = 0; j->distance && a < n; a++)
-			for (unsigned c = 0; c < n; c++) {
-				int v = a == c ? 0 : b->ops->distance(b, a, c);
-
-				if (v < 0) {
-					j->distance = mfree(j->distance);
-					break;
-				}
-				j->distance[a * n + c] = v;
-			}
-	}
-	j->events_r = j->want_events ? events_open(s, &j->info) : -EOPNOTSUPP;
-	if (!j->want_events)
-		events_close(s);
-}
-
-static void run_reinit(struct shared *s, struct job *j)
-{
-	struct gpu_backend *b = s->b;
-	struct gpu_info cur = { 0 };
-
-	j->events_r = -EOPNOTSUPP;
-	if (!b || !b->ops->reinit) {
-		j->r = -EOPNOTSUPP;
-		return;
-	}
-	events_close(s);
-	j->r = b->ops->reinit(b, &j->err);
-	if (j->r < 0)
-		return;
-	for (unsigned i = 0; i < MAX_GPUS && (j->mask >> i); i++) {
-		if (!((j->mask >> i) & 1))
-			continue;
-		j->probe_r[i] = b->ops->probe(b, i);
-		if (j->probe_r[i] == -EXDEV) {
-			j->r = -EXDEV;
-			return;
-		}
-	}
-	if (!j->want_events)
-		return;
-	/* The event set is opened for what the backend knows: its last discovery. */
-	cur.n_devices = j->info.n_devices;
-	cur.devices = j->info.devices;
-	j->events_r = events_open(s, &cur);
-}
-
-static void *worker_thread(void *userdata)
-{
-	struct shared *s = userdata;
-
-	(void)pthread_mutex_lock(&s->mu);
-	while (!s->stop) {
-		struct job *j = s->job;
-
-		if (!j) {
-			(void)pthread_cond_wait(&s->cond, &s->mu);
-			continue;
-		}
-		s->job = NULL;
-		s->worker_busy = true;
-		(void)pthread_mutex_unlock(&s->mu);
-		switch (j->kind) {
-		case JOB_DISCOVER:
-			run_discover(s, j);
-			break;
-		case JOB_PROBE:
-			for (unsigned i = 0; i < MAX_GPUS && (j->mask >> i); i++)
-				if ((j->mask >> i) & 1)
-					j->probe_r[i] = s->b ? s->b->ops->probe(s->b, i) : -ENODEV;
-			break;
-		case JOB_REINIT:
-			run_reinit(s, j);
-			break;
-		}
-		(void)pthread_mutex_lock(&s->mu);
-		s->worker_busy = false;
-		if (s->stop) {
-			job_free(j);
-			break;
-		}
-		s->done = j;
-		wake_loop(s);
-	}
-	(void)pthread_mutex_unlock(&s->mu);
-	shared_unref(s);
-	atomic_fetch_sub(&live_threads, 1);
-	return NULL;
-}
-
 /* --- the loop side --- */
 
 struct mon_gpu {
@@ -558,7 +130,7 @@ struct mon_gpu {
 
 struct gpu_monitor {
 	struct loop *loop;
-	struct shared *s;
+	struct gpu_worker *w;
 	gpu_health_fn *health_fn;
 	gpu_discovered_fn *discovered_fn;
 	void *userdata;
@@ -572,7 +144,7 @@ struct gpu_monitor {
 	struct loop_timer *poll_timer, *event_poll_timer, *recovery_timer, *reinit_timer,
 		*hang_timer;
 
-	struct job *inflight; /* submitted to the worker, not collected */
+	struct gpu_job *inflight; /* submitted to the worker, not collected */
 	bool inflight_hung;
 	char hung_call[64];
 	usec_t inflight_since;
@@ -585,7 +157,7 @@ struct gpu_monitor {
 	bool reinit_pending;
 	usec_t reinit_backoff;
 	bool reinit_failed_logged;
-	struct gpu_event batch[QUEUE_CAP];
+	struct gpu_event batch[GPU_WORKER_QUEUE];
 };
 
 static const char *gpu_uuid(const struct gpu_monitor *m, unsigned gpu)
@@ -852,7 +424,7 @@ static int adopt(struct gpu_monitor *m, const struct gpu_info *info)
 	return 0;
 }
 
-static void clear_hung(struct gpu_monitor *m, const struct job *j)
+static void clear_hung(struct gpu_monitor *m, const struct gpu_job *j)
 {
 	if (!m->inflight_hung)
 		return;
@@ -867,7 +439,7 @@ static void clear_hung(struct gpu_monitor *m, const struct job *j)
 	}
 }
 
-static void finish_discover(struct gpu_monitor *m, struct job *j)
+static void finish_discover(struct gpu_monitor *m, struct gpu_job *j)
 {
 	if (j->r < 0) {
 		if (m->reinit_pending && !loop_timer_armed(m->reinit_timer)) {
@@ -896,7 +468,7 @@ static void finish_discover(struct gpu_monitor *m, struct job *j)
 		update_health(m, i, m->gpus[i].reason[0] ? m->gpus[i].reason : "discovered");
 }
 
-static void finish_reinit(struct gpu_monitor *m, struct job *j)
+static void finish_reinit(struct gpu_monitor *m, struct gpu_job *j)
 {
 	if (j->r < 0) {
 		char q[512];
@@ -947,23 +519,23 @@ static void arm_recovery_next(struct gpu_monitor *m)
 		loop_timer_arm_at(m->recovery_timer, next);
 }
 
-static void finish_job(struct gpu_monitor *m, struct job *j)
+static void finish_job(struct gpu_monitor *m, struct gpu_job *j)
 {
 	loop_timer_disarm(m->hang_timer);
 	clear_hung(m, j);
 	m->stats.jobs++;
 	switch (j->kind) {
-	case JOB_DISCOVER:
+	case GPU_JOB_DISCOVER:
 		finish_discover(m, j);
 		break;
-	case JOB_PROBE:
+	case GPU_JOB_PROBE:
 		for (unsigned i = 0; i < m->n_gpus; i++)
 			if ((j->mask >> i) & 1 && !m->reinit_pending) {
 				m->stats.probes++;
 				probe_result(m, i, j->probe_r[i]);
 			}
 		break;
-	case JOB_REINIT:
+	case GPU_JOB_REINIT:
 		finish_reinit(m, j);
 		break;
 	}
@@ -973,8 +545,7 @@ static void finish_job(struct gpu_monitor *m, struct job *j)
 /* Submits the most urgent pending request when the worker is free. */
 static void kick(struct gpu_monitor *m)
 {
-	struct shared *s = m->s;
-	struct job *j;
+	struct gpu_job *j;
 
 	if (m->inflight)
 		return;
@@ -989,21 +560,21 @@ static void kick(struct gpu_monitor *m)
 	}
 	j->want_events = !m->o.disable_all;
 	if (m->want_reinit && !m->want_discover) {
-		j->kind = JOB_REINIT;
+		j->kind = GPU_JOB_REINIT;
 		j->mask = all_mask(m);
 		/* The worker opens the event set for the GPUs it knows (by index = ours). */
 		j->info.n_devices = 0;
 		m->want_reinit = false;
 	} else if (m->want_discover) {
-		j->kind = JOB_DISCOVER;
+		j->kind = GPU_JOB_DISCOVER;
 		j->fresh = m->want_fresh || m->want_reinit;
 		m->want_discover = m->want_fresh = m->want_reinit = false;
 	} else {
-		j->kind = JOB_PROBE;
+		j->kind = GPU_JOB_PROBE;
 		j->mask = m->want_probe;
 		m->want_probe = 0;
 	}
-	if (j->kind == JOB_REINIT) {
+	if (j->kind == GPU_JOB_REINIT) {
 		/* Give the worker our view of the GPUs (uuids, events) to open the set with. */
 		j->info.devices = calloc(m->n_gpus + 1, sizeof(*j->info.devices));
 		if (j->info.devices) {
@@ -1017,34 +588,19 @@ static void kick(struct gpu_monitor *m)
 	m->inflight = j;
 	m->inflight_since = now_usec();
 	m->inflight_hung = false;
-	(void)pthread_mutex_lock(&s->mu);
-	s->job = j;
-	(void)pthread_cond_broadcast(&s->cond);
-	(void)pthread_mutex_unlock(&s->mu);
+	gpu_worker_submit(m->w, j);
 	loop_timer_arm(m->hang_timer, m->o.call_timeout);
 }
 
 static void on_wake(struct loop_wake *w, void *userdata)
 {
 	struct gpu_monitor *m = userdata;
-	struct shared *s = m->s;
-	struct job *done;
+	struct gpu_job *done;
 	bool failing;
 	unsigned n;
 	int err;
 
-	(void)pthread_mutex_lock(&s->mu);
-	n = s->q_len;
-	for (unsigned i = 0; i < n; i++)
-		m->batch[i] = s->q[(s->q_head + i) % QUEUE_CAP];
-	s->q_head = (s->q_head + n) % QUEUE_CAP;
-	s->q_len = 0;
-	(void)pthread_cond_broadcast(&s->cond);
-	failing = s->wait_failing;
-	err = s->wait_error;
-	done = s->done;
-	s->done = NULL;
-	(void)pthread_mutex_unlock(&s->mu);
+	done = gpu_worker_collect(m->w, m->batch, &n, &failing, &err);
 
 	for (unsigned i = 0; i < n; i++)
 		apply_event(m, &m->batch[i]);
@@ -1061,7 +617,7 @@ static void on_wake(struct loop_wake *w, void *userdata)
 	if (done) {
 		m->inflight = NULL;
 		finish_job(m, done);
-		job_free(done);
+		gpu_job_free(done);
 	}
 	kick(m);
 }
@@ -1106,24 +662,20 @@ static void on_reinit_timer(struct loop_timer *t, void *userdata)
 static void on_hang(struct loop_timer *t, void *userdata)
 {
 	struct gpu_monitor *m = userdata;
-	struct shared *s = m->s;
-	const struct job *j = m->inflight;
-	const char *call = NULL;
+	const struct gpu_job *j = m->inflight;
+	const char *call;
 	char why[128];
 	uint64_t mask;
 
 	if (!j || m->inflight_hung)
 		return;
-	(void)pthread_mutex_lock(&s->mu);
-	if (s->b)
-		call = atomic_load_explicit(&s->b->call, memory_order_relaxed);
-	(void)pthread_mutex_unlock(&s->mu);
+	call = gpu_worker_call(m->w);
 	if (!call)
 		call = "open";
 	(void)snprintf(m->hung_call, sizeof(m->hung_call), "%s", call);
 	m->inflight_hung = true;
 	m->stats.hung_calls++;
-	mask = j->kind == JOB_PROBE ? j->mask : all_mask(m);
+	mask = j->kind == GPU_JOB_PROBE ? j->mask : all_mask(m);
 	log_error("nvml call hung, its gpus are unhealthy until it returns, serving on",
 		  "call=%s timeout_ms=%llu", m->hung_call,
 		  (unsigned long long)(m->o.call_timeout / USEC_PER_MSEC));
@@ -1164,9 +716,8 @@ int gpu_monitor_set_opts(struct gpu_monitor *m, const struct gpu_monitor_opts *o
 		m->o.call_timeout = DEFAULT_CALL_TIMEOUT;
 	if (!m->o.event_slice)
 		m->o.event_slice = DEFAULT_EVENT_SLICE;
-	(void)pthread_mutex_lock(&m->s->mu);
-	m->s->slice = m->o.event_slice;
-	(void)pthread_mutex_unlock(&m->s->mu);
+	if (m->w)
+		gpu_worker_set_slice(m->w, m->o.event_slice);
 	/* New periods take effect now, not after the old ones run out. */
 	loop_timer_disarm(m->poll_timer);
 	loop_timer_disarm(m->event_poll_timer);
@@ -1180,30 +731,14 @@ int gpu_monitor_new(struct loop *l, gpu_backend_open_fn *open, void *open_arg,
 		    const struct gpu_monitor_opts *o, gpu_health_fn *health_fn,
 		    gpu_discovered_fn *discovered_fn, void *userdata, struct gpu_monitor **ret)
 {
-	pthread_condattr_t attr;
 	struct gpu_monitor *m;
-	struct shared *s;
 	int r;
 
 	if (!l || !open || !ret)
 		return -EINVAL;
 	m = calloc(1, sizeof(*m));
-	s = calloc(1, sizeof(*s));
-	if (!m || !s) {
-		free(m);
-		free(s);
+	if (!m)
 		return -ENOMEM;
-	}
-	(void)pthread_mutex_init(&s->mu, NULL);
-	(void)pthread_condattr_init(&attr);
-	(void)pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	(void)pthread_cond_init(&s->cond, &attr);
-	(void)pthread_condattr_destroy(&attr);
-	s->refs = 1;
-	s->open = open;
-	s->open_arg = open_arg;
-	s->ev_parked = true;
-	m->s = s;
 	m->loop = l;
 	m->health_fn = health_fn;
 	m->discovered_fn = discovered_fn;
@@ -1213,16 +748,11 @@ int gpu_monitor_new(struct loop *l, gpu_backend_open_fn *open, void *open_arg,
 	    (r = loop_timer_new(l, on_poll, m, &m->event_poll_timer)) < 0 ||
 	    (r = loop_timer_new(l, on_recovery, m, &m->recovery_timer)) < 0 ||
 	    (r = loop_timer_new(l, on_reinit_timer, m, &m->reinit_timer)) < 0 ||
-	    (r = loop_timer_new(l, on_hang, m, &m->hang_timer)) < 0)
+	    (r = loop_timer_new(l, on_hang, m, &m->hang_timer)) < 0 ||
+	    (r = gpu_monitor_set_opts(m, o)) < 0 ||
+	    (r = gpu_worker_new(open, open_arg, m->wake, &m->w)) < 0)
 		goto fail;
-	r = gpu_monitor_set_opts(m, o);
-	if (r < 0)
-		goto fail;
-	s->wake = m->wake;
-	r = thread_start(s, &s->worker, worker_thread);
-	if (r < 0)
-		goto fail;
-	s->worker_started = true;
+	gpu_worker_set_slice(m->w, m->o.event_slice);
 	if (m->o.disable_all)
 		log_info("gpu health checks off", "disable_all=yes");
 	*ret = m;
@@ -1241,7 +771,7 @@ void gpu_monitor_discover(struct gpu_monitor *m, bool fresh)
 
 bool gpu_monitor_discovering(const struct gpu_monitor *m)
 {
-	return m->want_discover || (m->inflight && m->inflight->kind == JOB_DISCOVER);
+	return m->want_discover || (m->inflight && m->inflight->kind == GPU_JOB_DISCOVER);
 }
 
 enum gpu_health gpu_monitor_health(const struct gpu_monitor *m, unsigned gpu)
@@ -1266,42 +796,15 @@ unsigned gpu_monitor_n_gpus(const struct gpu_monitor *m)
 void gpu_monitor_get_stats(const struct gpu_monitor *m, struct gpu_monitor_stats *ret)
 {
 	*ret = m->stats;
-	(void)pthread_mutex_lock(&m->s->mu);
-	ret->wait_errors = m->s->wait_errors;
-	(void)pthread_mutex_unlock(&m->s->mu);
+	ret->wait_errors = gpu_worker_wait_errors(m->w);
 }
 
 struct gpu_monitor *gpu_monitor_free(struct gpu_monitor *m)
 {
-	struct shared *s;
-	bool join_worker, join_events;
-
 	if (!m)
 		return NULL;
-	s = m->s;
-	(void)pthread_mutex_lock(&s->mu);
-	s->stop = true;
-	s->wake = NULL;
-	s->done = job_free(s->done);
-	s->job = job_free(s->job);
-	/* A thread inside the backend is left behind: it may never come back (a hung driver). */
-	join_worker = s->worker_started && !s->worker_busy;
-	join_events = s->ev_started && !s->ev_in_wait;
-	(void)pthread_cond_broadcast(&s->cond);
-	(void)pthread_mutex_unlock(&s->mu);
-	m->inflight = NULL; /* freed above, or the busy worker's to free */
-	if (s->worker_started) {
-		if (join_worker)
-			(void)pthread_join(s->worker, NULL);
-		else
-			(void)pthread_detach(s->worker);
-	}
-	if (s->ev_started) {
-		if (join_events)
-			(void)pthread_join(s->events, NULL);
-		else
-			(void)pthread_detach(s->events);
-	}
+	gpu_worker_stop(m->w);
+	m->inflight = NULL; /* freed by the stop, or the busy worker's to free */
 	(void)loop_timer_free(m->hang_timer);
 	(void)loop_timer_free(m->reinit_timer);
 	(void)loop_timer_free(m->recovery_timer);
@@ -1311,6 +814,10 @@ struct gpu_monitor *gpu_monitor_free(struct gpu_monitor *m)
 	free(m->ignored);
 	free(m->gpus);
 	free(m);
-	shared_unref(s);
 	return NULL;
+}
+
+unsigned gpu_monitor_live_threads(void)
+{
+	return gpu_worker_live_threads();
 }

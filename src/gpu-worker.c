@@ -1,0 +1,546 @@
+/*
+ * The GPU monitor's threads (gpu-worker.h): a worker that makes every backend call but the
+ * event wait, one job at a time, and an event thread that waits in the backend's event set.
+ *
+ * Ownership. What the threads touch lives in struct gpu_worker under one mutex, with a
+ * reference per running thread and one for the loop side (dropped by gpu_worker_stop()): the
+ * last one out frees it and closes the backend. A job belongs to the worker from
+ * gpu_worker_submit() until gpu_worker_collect() hands it back; one that finishes after the
+ * stop is freed by the worker itself.
+ */
+
+#define LOG_MODULE "gpu"
+
+#include "gpu-worker.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "loop.h"
+#include "util.h"
+
+#define BACKOFF_MIN (100 * USEC_PER_MSEC)
+#define BACKOFF_MAX (10 * USEC_PER_SEC)
+
+struct gpu_job *gpu_job_free(struct gpu_job *j)
+{
+	if (!j)
+		return NULL;
+	free(j->err);
+	gpu_info_release(&j->info);
+	free(j->distance);
+	free(j);
+	return NULL;
+}
+
+struct gpu_worker {
+	pthread_mutex_t mu;
+	pthread_cond_t cond; /* CLOCK_MONOTONIC; broadcast on every change */
+	unsigned refs;	     /* the loop side and each running thread */
+	bool stop;
+	struct loop_wake *wake; /* NULL once the loop side is gone */
+	gpu_backend_open_fn *open;
+	void *open_arg;
+	struct gpu_backend *b; /* set by the worker; closed by the last reference */
+	usec_t slice;
+
+	/* worker */
+	pthread_t worker;
+	bool worker_started, worker_busy;
+	struct gpu_job *job;  /* submitted, not picked up yet */
+	struct gpu_job *done; /* finished, not collected yet */
+	/* GPUs the event set was opened for (worker only) */
+	char (*ev_uuids)[GPU_UUID_MAX];
+	unsigned ev_n;
+	bool ev_open;
+
+	/* event thread */
+	pthread_t events;
+	bool ev_started;
+	bool ev_run;	 /* wait on the event set */
+	bool ev_parked;	 /* out of the backend, waiting for ev_run */
+	bool ev_in_wait; /* inside ops->event_wait */
+	struct gpu_event q[GPU_WORKER_QUEUE];
+	unsigned q_head, q_len;
+	uint64_t wait_errors;
+	int wait_error;
+	bool wait_failing;
+};
+
+/* Monitor threads running, across monitors (a thread left in the backend counts). */
+static atomic_uint live_threads;
+
+unsigned gpu_worker_live_threads(void)
+{
+	return atomic_load(&live_threads);
+}
+
+static void wake_loop(struct gpu_worker *s)
+{
+	if (s->wake)
+		loop_wake_signal(s->wake);
+}
+
+static void shared_unref(struct gpu_worker *s)
+{
+	bool last;
+
+	(void)pthread_mutex_lock(&s->mu);
+	last = --s->refs == 0;
+	(void)pthread_mutex_unlock(&s->mu);
+	if (!last)
+		return;
+	if (s->b && s->ev_open)
+		s->b->ops->events_close(s->b);
+	gpu_backend_close(s->b);
+	gpu_job_free(s->job);
+	gpu_job_free(s->done);
+	free(s->ev_uuids);
+	(void)pthread_cond_destroy(&s->cond);
+	(void)pthread_mutex_destroy(&s->mu);
+	free(s);
+}
+
+static void timed_wait(struct gpu_worker *s, usec_t until)
+{
+	struct timespec ts = {
+		.tv_sec = (time_t)(until / USEC_PER_SEC),
+		.tv_nsec = (long)(until % USEC_PER_SEC) * 1000L,
+	};
+
+	(void)pthread_cond_timedwait(&s->cond, &s->mu, &ts);
+}
+
+/* --- the event thread --- */
+
+static void *event_thread(void *userdata)
+{
+	struct gpu_worker *s = userdata;
+	usec_t backoff = 0, started;
+
+	(void)pthread_mutex_lock(&s->mu);
+	while (!s->stop) {
+		struct gpu_event ev;
+		int r;
+
+		if (!s->ev_run) {
+			if (!s->ev_parked) {
+				s->ev_parked = true;
+				(void)pthread_cond_broadcast(&s->cond);
+			}
+			(void)pthread_cond_wait(&s->cond, &s->mu);
+			continue;
+		}
+		s->ev_parked = false;
+		if (s->q_len == GPU_WORKER_QUEUE) {
+			/* The loop has not caught up: wait for room rather than drop events. */
+			(void)pthread_cond_wait(&s->cond, &s->mu);
+			continue;
+		}
+		s->ev_in_wait = true;
+		(void)pthread_mutex_unlock(&s->mu);
+		memset(&ev, 0, sizeof(ev));
+		started = now_usec();
+		/* After failures, short waits: a wait that works again is seen soon. */
+		r = s->b->ops->event_wait(
+			s->b, s->wait_failing ? MIN(s->slice, USEC_PER_SEC) : s->slice, &ev);
+		(void)pthread_mutex_lock(&s->mu);
+		s->ev_in_wait = false;
+		if (s->stop)
+			break;
+		/* A wait that blocked a while is no spin: what it brings starts a fresh back-off. */
+		if (now_usec() - started >= BACKOFF_MIN)
+			backoff = 0;
+		if (r > 0) {
+			s->q[(s->q_head + s->q_len) % GPU_WORKER_QUEUE] = ev;
+			s->q_len++;
+			wake_loop(s);
+			if (ev.kind == GPU_EVENT_DRIVER_CHANGED) {
+				/* The worker re-initialises the backend: keep out of it meanwhile. */
+				s->ev_run = false;
+				backoff = 0;
+				continue;
+			}
+		} else if (r < 0) {
+			s->wait_errors++;
+			s->wait_error = r;
+		}
+		if (r < 0 || (r > 0 && ev.kind == GPU_EVENT_LOST && ev.gpu < 0)) {
+			usec_t deadline;
+
+			/* A wait that fails (or keeps reporting a lost GPU) must not spin. */
+			if (r < 0 && !s->wait_failing) {
+				s->wait_failing = true;
+				wake_loop(s);
+			}
+			backoff = backoff ? MIN(backoff * 2, BACKOFF_MAX) : BACKOFF_MIN;
+			deadline = now_usec() + backoff;
+			while (!s->stop && s->ev_run && now_usec() < deadline)
+				timed_wait(s, deadline);
+			continue;
+		}
+		backoff = 0;
+		if (s->wait_failing) {
+			s->wait_failing = false;
+			wake_loop(s);
+		}
+	}
+	s->ev_parked = true;
+	(void)pthread_cond_broadcast(&s->cond);
+	(void)pthread_mutex_unlock(&s->mu);
+	shared_unref(s);
+	atomic_fetch_sub(&live_threads, 1);
+	return NULL;
+}
+
+/* Starts @fn with every signal blocked: signals belong to the loop's signalfd. */
+static int thread_start(struct gpu_worker *s, pthread_t *t, void *(*fn)(void *))
+{
+	sigset_t all, old;
+	int r;
+
+	(void)sigfillset(&all);
+	(void)pthread_sigmask(SIG_SETMASK, &all, &old);
+	(void)pthread_mutex_lock(&s->mu);
+	s->refs++;
+	(void)pthread_mutex_unlock(&s->mu);
+	atomic_fetch_add(&live_threads, 1);
+	r = pthread_create(t, NULL, fn, s);
+	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r != 0) {
+		atomic_fetch_sub(&live_threads, 1);
+		(void)pthread_mutex_lock(&s->mu);
+		s->refs--;
+		(void)pthread_mutex_unlock(&s->mu);
+		return -r;
+	}
+	return 0;
+}
+
+/* --- the worker (every backend call but the event wait) --- */
+
+/* Gets the event thread out of the backend. Worker thread. */
+static void events_park(struct gpu_worker *s)
+{
+	(void)pthread_mutex_lock(&s->mu);
+	s->ev_run = false;
+	(void)pthread_cond_broadcast(&s->cond);
+	while (s->ev_started && !s->ev_parked && !s->stop)
+		(void)pthread_cond_wait(&s->cond, &s->mu);
+	(void)pthread_mutex_unlock(&s->mu);
+}
+
+static void events_close(struct gpu_worker *s)
+{
+	events_park(s);
+	if (s->ev_open)
+		s->b->ops->events_close(s->b);
+	s->ev_open = false;
+	s->ev_n = 0;
+}
+
+static bool events_match(const struct gpu_worker *s, const struct gpu_info *info)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < info->n_devices; i++) {
+		if (!info->devices[i].events_supported)
+			continue;
+		if (n >= s->ev_n || !streq(s->ev_uuids[n], info->devices[i].uuid))
+			return false;
+		n++;
+	}
+	return n == s->ev_n;
+}
+
+/* Opens the event set for @info's GPUs (if not open for exactly them) and runs the thread. */
+static int events_open(struct gpu_worker *s, const struct gpu_info *info)
+{
+	char(*uuids)[GPU_UUID_MAX];
+	unsigned n = 0;
+	int r;
+
+	if (s->ev_open && events_match(s, info))
+		return 0;
+	/*
+	 * A set that is open stays open: the backend adds the new GPUs to it beside the wait in
+	 * progress (a GPU that went away stays registered; its events map to no GPU). Parking
+	 * the event thread would wait for its slice to end.
+	 */
+	uuids = calloc(info->n_devices + 1, sizeof(*uuids));
+	if (!uuids)
+		return -ENOMEM;
+	for (unsigned i = 0; i < info->n_devices; i++)
+		if (info->devices[i].events_supported)
+			memcpy(uuids[n++], info->devices[i].uuid, GPU_UUID_MAX);
+	if (n == 0) {
+		free(uuids);
+		return -EOPNOTSUPP;
+	}
+	r = s->b->ops->events_open(s->b);
+	if (r < 0) {
+		free(uuids);
+		if (s->ev_open)
+			events_close(s);
+		return r;
+	}
+	s->ev_open = true;
+	free(s->ev_uuids);
+	s->ev_uuids = uuids;
+	s->ev_n = n;
+	if (!s->ev_started) {
+		r = thread_start(s, &s->events, event_thread);
+		if (r < 0) {
+			events_close(s);
+			return r;
+		}
+		s->ev_started = true;
+	}
+	(void)pthread_mutex_lock(&s->mu);
+	s->ev_run = true;
+	(void)pthread_cond_broadcast(&s->cond);
+	(void)pthread_mutex_unlock(&s->mu);
+	return 0;
+}
+
+static void run_discover(struct gpu_worker *s, struct gpu_job *j)
+{
+	struct gpu_backend *b = s->b;
+	unsigned n;
+
+	if (!b) {
+		j->r = s->open(s->open_arg, &b, &j->err);
+		if (j->r < 0)
+			return;
+		(void)pthread_mutex_lock(&s->mu);
+		s->b = b;
+		(void)pthread_mutex_unlock(&s->mu);
+	} else if (j->fresh && b->ops->reinit) {
+		events_close(s);
+		j->r = b->ops->reinit(b, &j->err);
+		if (j->r < 0)
+			return;
+		free(j->err);
+		j->err = NULL;
+	}
+	j->r = b->ops->discover(b, &j->info, &j->err);
+	if (j->r < 0)
+		return;
+	n = j->info.n_devices;
+	/* Topology is read once; an error falls back to a plain choice, never a failed admission. */
+	if (n > 1 && b->ops->distance) {
+		j->distance = calloc((size_t)n * n, sizeof(int));
+		for (unsigned a = 0; j->distance && a < n; a++)
+			for (unsigned c = 0; c < n; c++) {
+				int v = a == c ? 0 : b->ops->distance(b, a, c);
+
+				if (v < 0) {
+					j->distance = mfree(j->distance);
+					break;
+				}
+				j->distance[a * n + c] = v;
+			}
+	}
+	j->events_r = j->want_events ? events_open(s, &j->info) : -EOPNOTSUPP;
+	if (!j->want_events)
+		events_close(s);
+}
+
+static void run_reinit(struct gpu_worker *s, struct gpu_job *j)
+{
+	struct gpu_backend *b = s->b;
+	struct gpu_info cur = { 0 };
+
+	j->events_r = -EOPNOTSUPP;
+	if (!b || !b->ops->reinit) {
+		j->r = -EOPNOTSUPP;
+		return;
+	}
+	events_close(s);
+	j->r = b->ops->reinit(b, &j->err);
+	if (j->r < 0)
+		return;
+	for (unsigned i = 0; i < GPU_WORKER_MAX_GPUS && (j->mask >> i); i++) {
+		if (!((j->mask >> i) & 1))
+			continue;
+		j->probe_r[i] = b->ops->probe(b, i);
+		if (j->probe_r[i] == -EXDEV) {
+			j->r = -EXDEV;
+			return;
+		}
+	}
+	if (!j->want_events)
+		return;
+	/* The event set is opened for what the backend knows: its last discovery. */
+	cur.n_devices = j->info.n_devices;
+	cur.devices = j->info.devices;
+	j->events_r = events_open(s, &cur);
+}
+
+static void *worker_thread(void *userdata)
+{
+	struct gpu_worker *s = userdata;
+
+	(void)pthread_mutex_lock(&s->mu);
+	while (!s->stop) {
+		struct gpu_job *j = s->job;
+
+		if (!j) {
+			(void)pthread_cond_wait(&s->cond, &s->mu);
+			continue;
+		}
+		s->job = NULL;
+		s->worker_busy = true;
+		(void)pthread_mutex_unlock(&s->mu);
+		switch (j->kind) {
+		case GPU_JOB_DISCOVER:
+			run_discover(s, j);
+			break;
+		case GPU_JOB_PROBE:
+			for (unsigned i = 0; i < GPU_WORKER_MAX_GPUS && (j->mask >> i); i++)
+				if ((j->mask >> i) & 1)
+					j->probe_r[i] = s->b ? s->b->ops->probe(s->b, i) : -ENODEV;
+			break;
+		case GPU_JOB_REINIT:
+			run_reinit(s, j);
+			break;
+		}
+		(void)pthread_mutex_lock(&s->mu);
+		s->worker_busy = false;
+		if (s->stop) {
+			gpu_job_free(j);
+			break;
+		}
+		s->done = j;
+		wake_loop(s);
+	}
+	(void)pthread_mutex_unlock(&s->mu);
+	shared_unref(s);
+	atomic_fetch_sub(&live_threads, 1);
+	return NULL;
+}
+
+/* --- the loop side's handle --- */
+
+int gpu_worker_new(gpu_backend_open_fn *open, void *open_arg, struct loop_wake *wake,
+		   struct gpu_worker **ret)
+{
+	pthread_condattr_t attr;
+	struct gpu_worker *s = calloc(1, sizeof(*s));
+	int r;
+
+	if (!s)
+		return -ENOMEM;
+	(void)pthread_mutex_init(&s->mu, NULL);
+	(void)pthread_condattr_init(&attr);
+	(void)pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	(void)pthread_cond_init(&s->cond, &attr);
+	(void)pthread_condattr_destroy(&attr);
+	s->refs = 1;
+	s->open = open;
+	s->open_arg = open_arg;
+	s->ev_parked = true;
+	s->wake = wake;
+	r = thread_start(s, &s->worker, worker_thread);
+	if (r < 0) {
+		shared_unref(s);
+		return r;
+	}
+	s->worker_started = true;
+	*ret = s;
+	return 0;
+}
+
+void gpu_worker_set_slice(struct gpu_worker *s, usec_t slice)
+{
+	(void)pthread_mutex_lock(&s->mu);
+	s->slice = slice;
+	(void)pthread_mutex_unlock(&s->mu);
+}
+
+void gpu_worker_submit(struct gpu_worker *s, struct gpu_job *j)
+{
+	(void)pthread_mutex_lock(&s->mu);
+	s->job = j;
+	(void)pthread_cond_broadcast(&s->cond);
+	(void)pthread_mutex_unlock(&s->mu);
+}
+
+struct gpu_job *gpu_worker_collect(struct gpu_worker *s, struct gpu_event *batch, unsigned *ret_n,
+				   bool *ret_failing, int *ret_err)
+{
+	struct gpu_job *done;
+	unsigned n;
+
+	(void)pthread_mutex_lock(&s->mu);
+	n = s->q_len;
+	for (unsigned i = 0; i < n; i++)
+		batch[i] = s->q[(s->q_head + i) % GPU_WORKER_QUEUE];
+	s->q_head = (s->q_head + n) % GPU_WORKER_QUEUE;
+	s->q_len = 0;
+	(void)pthread_cond_broadcast(&s->cond);
+	*ret_failing = s->wait_failing;
+	*ret_err = s->wait_error;
+	done = s->done;
+	s->done = NULL;
+	(void)pthread_mutex_unlock(&s->mu);
+	*ret_n = n;
+	return done;
+}
+
+const char *gpu_worker_call(struct gpu_worker *s)
+{
+	const char *call = NULL;
+
+	(void)pthread_mutex_lock(&s->mu);
+	if (s->b)
+		call = atomic_load_explicit(&s->b->call, memory_order_relaxed);
+	(void)pthread_mutex_unlock(&s->mu);
+	return call;
+}
+
+uint64_t gpu_worker_wait_errors(struct gpu_worker *s)
+{
+	uint64_t n;
+
+	(void)pthread_mutex_lock(&s->mu);
+	n = s->wait_errors;
+	(void)pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+void gpu_worker_stop(struct gpu_worker *s)
+{
+	bool join_worker, join_events;
+
+	if (!s)
+		return;
+	(void)pthread_mutex_lock(&s->mu);
+	s->stop = true;
+	s->wake = NULL;
+	s->done = gpu_job_free(s->done);
+	s->job = gpu_job_free(s->job);
+	/* A thread inside the backend is left behind: it may never come back (a hung driver). */
+	join_worker = s->worker_started && !s->worker_busy;
+	join_events = s->ev_started && !s->ev_in_wait;
+	(void)pthread_cond_broadcast(&s->cond);
+	(void)pthread_mutex_unlock(&s->mu);
+	if (s->worker_started) {
+		if (join_worker)
+			(void)pthread_join(s->worker, NULL);
+		else
+			(void)pthread_detach(s->worker);
+	}
+	if (s->ev_started) {
+		if (join_events)
+			(void)pthread_join(s->events, NULL);
+		else
+			(void)pthread_detach(s->events);
+	}
+	shared_unref(s);
+}

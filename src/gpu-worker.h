@@ -1,0 +1,76 @@
+#pragma once
+
+/*
+ * The GPU monitor's threads, private to gpu-monitor.c. A worker thread makes every backend
+ * call but the event wait (open, discover, distance, probe, reinit, event registration),
+ * one job at a time; an event thread waits in the backend's event set in long slices. Both
+ * hand what they have to the loop by signalling @wake; the loop side takes it with
+ * gpu_worker_collect(). Every function here is for the loop thread.
+ *
+ * A thread stuck inside the backend (a hung driver) is never waited for: gpu_worker_stop()
+ * leaves it behind with what it needs, and it frees that when it comes back, if ever.
+ * Future telemetry sampling (metrics) is one more job kind.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpu-monitor.h"
+#include "gpu.h"
+#include "util.h"
+
+struct loop_wake;
+struct gpu_worker;
+
+#define GPU_WORKER_MAX_GPUS 64	/* probe masks are one uint64_t */
+#define GPU_WORKER_QUEUE    256 /* events handed over at once */
+
+enum gpu_job_kind {
+	GPU_JOB_DISCOVER,
+	GPU_JOB_PROBE,
+	GPU_JOB_REINIT,
+};
+
+/* One request to the worker and its results. */
+struct gpu_job {
+	enum gpu_job_kind kind;
+	bool fresh;	  /* discover: re-initialise the library first */
+	bool want_events; /* discover, reinit: the event set should be open afterwards */
+	uint64_t mask;	  /* probe: which GPUs (backend indices) */
+	/* results (worker) */
+	int r;
+	char *err;
+	struct gpu_info info;
+	int *distance;
+	int probe_r[GPU_WORKER_MAX_GPUS];
+	int events_r; /* 0: the event set is open; -errno: it is not */
+};
+
+/* Frees @j and what its results hold. NULL-safe, returns NULL. */
+struct gpu_job *gpu_job_free(struct gpu_job *j);
+
+/*
+ * Starts the worker thread (the event thread starts with the first event set). @open (with
+ * @open_arg, which must outlive every thread) opens the backend on the worker, at the first
+ * discovery. Returns 0 or -errno.
+ */
+int gpu_worker_new(gpu_backend_open_fn *open, void *open_arg, struct loop_wake *wake,
+		   struct gpu_worker **ret) WARN_UNUSED;
+/* How long one event wait lasts. */
+void gpu_worker_set_slice(struct gpu_worker *w, usec_t slice);
+/* Hands @j to the worker (one job at a time: the previous one was collected). */
+void gpu_worker_submit(struct gpu_worker *w, struct gpu_job *j);
+/*
+ * Takes what the threads handed over: the queued events into @batch (GPU_WORKER_QUEUE at
+ * most, *@ret_n of them), whether the event wait is failing (and its last -errno), and the
+ * finished job, which the caller then owns (NULL when none finished).
+ */
+struct gpu_job *gpu_worker_collect(struct gpu_worker *w, struct gpu_event *batch, unsigned *ret_n,
+				   bool *ret_failing, int *ret_err);
+/* The backend function the worker called last (NULL before the backend is open). */
+const char *gpu_worker_call(struct gpu_worker *w);
+uint64_t gpu_worker_wait_errors(struct gpu_worker *w);
+/* Stops the threads and lets go of @w; never waits for a thread inside the backend. */
+void gpu_worker_stop(struct gpu_worker *w);
+/* Threads still running, over every worker (those left in the backend included). */
+unsigned gpu_worker_live_threads(void);
