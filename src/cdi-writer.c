@@ -164,6 +164,7 @@ static void on_wake(struct loop_wake *lw, void *userdata)
 	struct write_job *j = w->job;
 	bool done;
 	char q[512];
+	int r;
 
 	if (!j)
 		return;
@@ -199,15 +200,23 @@ static void on_wake(struct loop_wake *lw, void *userdata)
 		return;
 	}
 	job_unref(j);
-	if (w->error)
-		log_info("cdi spec written", "dir=%s after_failures=yes", spec_dir(w));
-	else
-		log_info("cdi spec written", "dir=%s", spec_dir(w));
+	/*
+	 * Watch first, then look: a change from now on is an inotify event, and one made while
+	 * the write was finishing (before this wake-up) is seen by the check.
+	 */
+	watch_dir(w);
+	r = cdi_spec_verify(*w->dir ? w->dir : NULL, w->spec.data, w->spec.len);
+	if (r == -ENOENT || r == -ESTALE) {
+		log_warn("cdi spec removed or changed, writing it again", "dir=%s reason=%s",
+			 spec_dir(w), "changed while it was written");
+		start_write(w);
+		return;
+	}
+	log_info("cdi spec written", "dir=%s retried=%s", spec_dir(w), w->backoff ? "yes" : "no");
 	w->writes++;
 	w->backoff = 0;
 	w->on_disk = true;
 	set_error(w, NULL);
-	watch_dir(w);
 }
 
 static void on_retry(struct loop_timer *t, void *userdata)
@@ -308,6 +317,7 @@ int cdi_writer_set(struct cdi_writer *w, const struct cdi_opts *o, const struct 
 		set_error(w, "the CDI spec is being written");
 	w->backoff = 0;
 	loop_timer_disarm(w->retry);
+	watch_dir(w); /* before the write: nothing done to the spec after it goes unseen */
 	start_write(w);
 	return 0;
 }
