@@ -336,11 +336,6 @@ const char *const *cdi_writer_error(const struct cdi_writer *w)
 	return (const char *const *)&w->error;
 }
 
-unsigned cdi_writer_writes(const struct cdi_writer *w)
-{
-	return w->writes;
-}
-
 struct cdi_writer *cdi_writer_free(struct cdi_writer *w)
 {
 	if (!w)

@@ -40,8 +40,5 @@ void cdi_writer_clear(struct cdi_writer *w);
  */
 const char *const *cdi_writer_error(const struct cdi_writer *w);
 
-/* Successful writes so far (tests and the metrics issue). */
-unsigned cdi_writer_writes(const struct cdi_writer *w);
-
 /* A write in progress is left to finish on its own. NULL-safe, returns NULL. */
 struct cdi_writer *cdi_writer_free(struct cdi_writer *w);

@@ -769,11 +769,6 @@ void gpu_monitor_discover(struct gpu_monitor *m, bool fresh)
 	kick(m);
 }
 
-bool gpu_monitor_discovering(const struct gpu_monitor *m)
-{
-	return m->want_discover || (m->inflight && m->inflight->kind == GPU_JOB_DISCOVER);
-}
-
 enum gpu_health gpu_monitor_health(const struct gpu_monitor *m, unsigned gpu)
 {
 	if (!m || gpu >= m->n_gpus)
@@ -786,11 +781,6 @@ const char *gpu_monitor_reason(const struct gpu_monitor *m, unsigned gpu)
 	if (!m || gpu >= m->n_gpus)
 		return "unknown gpu";
 	return m->gpus[gpu].health == GPU_HEALTHY ? "" : m->gpus[gpu].reason;
-}
-
-unsigned gpu_monitor_n_gpus(const struct gpu_monitor *m)
-{
-	return m ? m->n_gpus : 0;
 }
 
 void gpu_monitor_get_stats(const struct gpu_monitor *m, struct gpu_monitor_stats *ret)

@@ -101,8 +101,6 @@ int gpu_monitor_new(struct loop *l, gpu_backend_open_fn *open, void *open_arg,
  * attempt found nothing). The result comes to the discovered callback.
  */
 void gpu_monitor_discover(struct gpu_monitor *m, bool fresh);
-/* True while a discovery is asked for or running. */
-bool gpu_monitor_discovering(const struct gpu_monitor *m);
 
 /* New options (SIGHUP). Returns 0 or -ENOMEM (the old ones stay). */
 int gpu_monitor_set_opts(struct gpu_monitor *m, const struct gpu_monitor_opts *o) WARN_UNUSED;
@@ -110,7 +108,6 @@ int gpu_monitor_set_opts(struct gpu_monitor *m, const struct gpu_monitor_opts *o
 enum gpu_health gpu_monitor_health(const struct gpu_monitor *m, unsigned gpu);
 /* Why @gpu is unhealthy ("" when healthy). */
 const char *gpu_monitor_reason(const struct gpu_monitor *m, unsigned gpu);
-unsigned gpu_monitor_n_gpus(const struct gpu_monitor *m);
 void gpu_monitor_get_stats(const struct gpu_monitor *m, struct gpu_monitor_stats *ret);
 
 /*

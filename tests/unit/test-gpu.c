@@ -580,6 +580,8 @@ static void test_hung_call(void **state)
 	if (!run_until(e, reason_has, "nvml call nvmlDeviceGetMemoryInfo hung", 5 * USEC_PER_SEC))
 		fail_msg("a hung probe was not reported: reason \"%s\"", e->reason[0]);
 	assert_true(now_usec() - t0 >= 300 * USEC_PER_MSEC);
+	assert_non_null(strstr(gpu_monitor_reason(e->m, 0), "hung"));
+	assert_string_equal(gpu_monitor_reason(e->m, 1), "");
 	/* Only the GPU whose call hung: GPU 1 (events) is not probed here. */
 	assert_int_equal(gpu_monitor_health(e->m, 1), GPU_HEALTHY);
 	assert_int_equal(blocked_in("nvmlDeviceGetMemoryInfo"), 1);
