@@ -668,25 +668,12 @@ int cdi_spec_verify(const char *dir, const void *expected, size_t len)
 		r = -ESTALE;
 		goto out;
 	}
-	buf = malloc(len + 1);
-	if (!buf) {
-		r = -ENOMEM;
+	/* A file that grew after the fstat is not ours either: -EFBIG past @len. */
+	r = fd_read_all(fd, len, &buf, &got);
+	if (r == -EFBIG)
+		r = -ESTALE;
+	if (r < 0)
 		goto out;
-	}
-	/* One byte past @len: a file that grew after the fstat is not ours either. */
-	while (got < len + 1) {
-		ssize_t n = read(fd, buf + got, len + 1 - got);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			r = -errno;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
 	r = got == len && memcmp(buf, expected, len) == 0 ? 0 : -ESTALE;
 out:
 	free(buf);

@@ -72,7 +72,7 @@ int cdi_spec_write_file(const char *dir, const void *data, size_t len, char **re
 /*
  * Checks that <@dir>/CDI_SPEC_FILE_NAME (@dir NULL: CDI_SPEC_DIR) is still the spec we wrote:
  * a regular file (not followed through a symlink) holding exactly @len bytes equal to
- * @expected. Never blocks on a FIFO (opened O_NONBLOCK); reads at most @len + 1 bytes.
+ * @expected. Never blocks on a FIFO (opened O_NONBLOCK); reads at most @len + 4 KiB.
  * Thread-safe. Returns 0 when it is, -ENOENT when it (or @dir) vanished, -ESTALE when
  * something else is there (altered, truncated, replaced by a symlink or a non-regular file),
  * or another -errno when it cannot be read (-EACCES, -EIO, -ENOMEM).
