@@ -53,7 +53,6 @@ struct daemon {
 	/* What the monitor opens NVML with, fixed at start (a change needs a restart). */
 	struct gpu_nvml_opts nvml_opts;
 	char *nvml_lib, *nvml_driver_root;
-	char *backend_err;
 	usec_t backend_err_logged;
 	bool discovered_once; /* a discovery has finished (failOnInitError applies before) */
 	struct gpu_info info;
@@ -124,15 +123,11 @@ static void gpu_state_release(struct daemon *d)
 	d->distance = mfree(d->distance);
 }
 
-/* The monitor's options from the config. Returns 0 or -errno (logged). */
-static int monitor_opts(struct daemon *d, struct gpu_monitor_opts *o, uint64_t **ret_all)
+/* The monitor's options from the config (start and SIGHUP). Returns 0 or -errno (logged). */
+static int apply_monitor_opts(struct daemon *d)
 {
 	const struct config_health *h = &d->cfg.health;
-	uint64_t *dis_xids = NULL;
-	int r;
-
-	*ret_all = NULL;
-	*o = (struct gpu_monitor_opts){
+	struct gpu_monitor_opts o = {
 		.poll_interval = h->poll_interval,
 		.event_poll_interval = h->event_poll_interval,
 		.recovery_quiet = h->recovery_quiet_period,
@@ -140,27 +135,20 @@ static int monitor_opts(struct daemon *d, struct gpu_monitor_opts *o, uint64_t *
 		.n_ignored_xids = (unsigned)h->n_ignored_xids,
 		.call_timeout = h->call_timeout,
 	};
-	if (!h->disable_healthchecks || !*h->disable_healthchecks)
-		return 0;
-	r = gpu_parse_disable_healthchecks(h->disable_healthchecks, o, &dis_xids);
-	if (r < 0)
-		return log_error_errno(r, "invalid DP_DISABLE_HEALTHCHECKS", "value=%s",
-				       log_q(h->disable_healthchecks));
-	*ret_all = dis_xids;
-	if (o->disable_all)
-		log_warn("health checks disabled", "reason=\"DP_DISABLE_HEALTHCHECKS=all\"");
-	return 0;
-}
+	uint64_t *dis_xids = NULL;
+	int r;
 
-static int apply_monitor_opts(struct daemon *d)
-{
-	struct gpu_monitor_opts o;
-	uint64_t *all = NULL;
-	int r = monitor_opts(d, &o, &all);
-
-	if (r >= 0)
-		r = gpu_monitor_set_opts(d->monitor, &o);
-	free(all);
+	if (h->disable_healthchecks && *h->disable_healthchecks) {
+		r = gpu_parse_disable_healthchecks(h->disable_healthchecks, &o, &dis_xids);
+		if (r < 0)
+			return log_error_errno(r, "invalid DP_DISABLE_HEALTHCHECKS", "value=%s",
+					       log_q(h->disable_healthchecks));
+		if (o.disable_all)
+			log_warn("health checks disabled",
+				 "reason=\"DP_DISABLE_HEALTHCHECKS=all\"");
+	}
+	r = gpu_monitor_set_opts(d->monitor, &o);
+	free(dis_xids);
 	return r;
 }
 
@@ -188,8 +176,6 @@ static void discovery_failed(struct daemon *d, int r, const char *err)
 {
 	usec_t now = now_usec();
 
-	free(d->backend_err);
-	d->backend_err = strdup(err ? err : "");
 	if (!d->discovered_once) {
 		d->discovered_once = true;
 		if (d->cfg.fail_on_init_error) {
@@ -997,20 +983,14 @@ int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flag
 		.driver_root = d.nvml_driver_root,
 		.sysfs_root = getenv("EDGEGPU_SYSFS_ROOT"), /* tests: a fake /sys */
 	};
-	{
-		struct gpu_monitor_opts o;
-		uint64_t *all = NULL;
-
-		r = monitor_opts(&d, &o, &all);
-		if (r >= 0)
-			r = gpu_monitor_new(d.loop, gpu_monitor_open_nvml, &d.nvml_opts, &o,
-					    on_health, on_discovered, &d, &d.monitor);
-		free(all);
-		if (r < 0) {
-			log_error_errno(r, "starting the GPU monitor failed", NULL);
-			goto out;
-		}
+	r = gpu_monitor_new(d.loop, gpu_monitor_open_nvml, &d.nvml_opts, NULL, on_health,
+			    on_discovered, &d, &d.monitor);
+	if (r < 0) {
+		log_error_errno(r, "starting the GPU monitor failed", NULL);
+		goto out;
 	}
+	if (apply_monitor_opts(&d) < 0)
+		goto out;
 	gpu_monitor_discover(d.monitor, false);
 	rc = loop_run(d.loop);
 	if (rc < 0)
@@ -1041,7 +1021,6 @@ out:
 	d.cdi = cdi_writer_free(d.cdi);
 	d.monitor = gpu_monitor_free(d.monitor); /* never waits for a call stuck in NVML */
 	gpu_state_release(&d);
-	free(d.backend_err);
 	free(d.nvml_lib);
 	free(d.nvml_driver_root);
 	loop_timer_free(d.rediscover);
