@@ -424,7 +424,7 @@ static int adopt(struct gpu_monitor *m, const struct gpu_info *info)
 	return 0;
 }
 
-static void clear_hung(struct gpu_monitor *m, const struct gpu_job *j)
+static void clear_hung(struct gpu_monitor *m)
 {
 	if (!m->inflight_hung)
 		return;
@@ -522,7 +522,7 @@ static void arm_recovery_next(struct gpu_monitor *m)
 static void finish_job(struct gpu_monitor *m, struct gpu_job *j)
 {
 	loop_timer_disarm(m->hang_timer);
-	clear_hung(m, j);
+	clear_hung(m);
 	m->stats.jobs++;
 	switch (j->kind) {
 	case GPU_JOB_DISCOVER:
@@ -562,20 +562,8 @@ static void kick(struct gpu_monitor *m)
 	if (m->want_reinit && !m->want_discover) {
 		j->kind = GPU_JOB_REINIT;
 		j->mask = all_mask(m);
-		/* The worker opens the event set for the GPUs it knows (by index = ours). */
-		j->info.n_devices = 0;
 		m->want_reinit = false;
-	} else if (m->want_discover) {
-		j->kind = GPU_JOB_DISCOVER;
-		j->fresh = m->want_fresh || m->want_reinit;
-		m->want_discover = m->want_fresh = m->want_reinit = false;
-	} else {
-		j->kind = GPU_JOB_PROBE;
-		j->mask = m->want_probe;
-		m->want_probe = 0;
-	}
-	if (j->kind == GPU_JOB_REINIT) {
-		/* Give the worker our view of the GPUs (uuids, events) to open the set with. */
+		/* Our view of the GPUs (UUIDs, events) for the worker to open the event set with. */
 		j->info.devices = calloc(m->n_gpus + 1, sizeof(*j->info.devices));
 		if (j->info.devices) {
 			j->info.n_devices = m->n_gpus;
@@ -584,6 +572,14 @@ static void kick(struct gpu_monitor *m)
 				j->info.devices[i].events_supported = m->gpus[i].events;
 			}
 		}
+	} else if (m->want_discover) {
+		j->kind = GPU_JOB_DISCOVER;
+		j->fresh = m->want_fresh || m->want_reinit;
+		m->want_discover = m->want_fresh = m->want_reinit = false;
+	} else {
+		j->kind = GPU_JOB_PROBE;
+		j->mask = m->want_probe;
+		m->want_probe = 0;
 	}
 	m->inflight = j;
 	m->inflight_since = now_usec();
