@@ -102,19 +102,6 @@ static void free_str(char *s)
 		free(s);
 }
 
-/* <root><path> with @root's trailing slashes dropped, so "/" + "/dev/x" is "/dev/x". */
-static char *root_join(const char *root, const char *path)
-{
-	size_t n = root ? strlen(root) : 0;
-	char *p = NULL;
-
-	while (n > 0 && root[n - 1] == '/')
-		n--;
-	if (asprintf(&p, "%.*s%s", (int)n, n ? root : "", path) < 0)
-		return NULL;
-	return p;
-}
-
 /*
  * The arrays of a response are sized once, up front, from the request (so no realloc):
  * these are the capacities, checked by assert when an entry is added.

@@ -84,7 +84,7 @@ static void *write_thread(void *userdata)
 	return NULL;
 }
 
-static void set_error(struct cdi_writer *w, const char *s)
+static void writer_set_error(struct cdi_writer *w, const char *s)
 {
 	free(w->error);
 	w->error = s ? strdup(s) : NULL;
@@ -154,7 +154,7 @@ static void start_write(struct cdi_writer *w)
 	w->job = j;
 	return;
 fail:
-	set_error(w, "cannot start the CDI spec write: out of memory or threads");
+	writer_set_error(w, "cannot start the CDI spec write: out of memory or threads");
 	loop_timer_arm(w->retry, w->backoff ? w->backoff : BACKOFF_MIN);
 }
 
@@ -192,7 +192,7 @@ static void on_wake(struct loop_wake *lw, void *userdata)
 							  USEC_PER_MSEC));
 		if (asprintf(&msg, "cannot write the CDI spec: %s", j->err ? j->err : "") < 0)
 			msg = NULL;
-		set_error(w, msg ? msg : "cannot write the CDI spec");
+		writer_set_error(w, msg ? msg : "cannot write the CDI spec");
 		free(msg);
 		w->backoff = w->backoff ? MIN(w->backoff * 2, BACKOFF_MAX) : BACKOFF_MIN;
 		loop_timer_arm(w->retry, w->backoff);
@@ -216,7 +216,7 @@ static void on_wake(struct loop_wake *lw, void *userdata)
 	w->writes++;
 	w->backoff = 0;
 	w->on_disk = true;
-	set_error(w, NULL);
+	writer_set_error(w, NULL);
 }
 
 static void on_retry(struct loop_timer *t, void *userdata)
@@ -243,7 +243,8 @@ static void on_watch(struct loop_watch *lw, const char *name, uint32_t mask, voi
 	log_warn("cdi spec removed or changed, writing it again", "dir=%s reason=%s", spec_dir(w),
 		 r == -ENOENT ? "removed" : "changed");
 	w->on_disk = false;
-	set_error(w, r == -ENOENT ? "the CDI spec was removed; writing it again" :
+	writer_set_error(w, r == -ENOENT ?
+				    "the CDI spec was removed; writing it again" :
 				    "the CDI spec was changed by someone else; writing it again");
 	start_write(w);
 }
@@ -287,7 +288,7 @@ int cdi_writer_set(struct cdi_writer *w, const struct cdi_opts *o, const struct 
 				      log_q(err ? err : ""));
 		if (asprintf(&msg, "cannot generate the CDI spec: %s", err ? err : "") < 0)
 			msg = NULL;
-		set_error(w, msg ? msg : "cannot generate the CDI spec");
+		writer_set_error(w, msg ? msg : "cannot generate the CDI spec");
 		free(msg);
 		free(err);
 		buf_release(&nb);
@@ -314,7 +315,7 @@ int cdi_writer_set(struct cdi_writer *w, const struct cdi_opts *o, const struct 
 	w->on_disk = false;
 	/* Before the first write there is no spec at all; later the old one serves meanwhile. */
 	if (!w->error && w->writes == 0)
-		set_error(w, "the CDI spec is being written");
+		writer_set_error(w, "the CDI spec is being written");
 	w->backoff = 0;
 	loop_timer_disarm(w->retry);
 	watch_dir(w); /* before the write: nothing done to the spec after it goes unseen */
@@ -328,7 +329,7 @@ void cdi_writer_clear(struct cdi_writer *w)
 	w->on_disk = false;
 	loop_timer_disarm(w->retry);
 	w->watch = loop_watch_free(w->watch);
-	set_error(w, NULL);
+	writer_set_error(w, NULL);
 }
 
 const char *const *cdi_writer_error(const struct cdi_writer *w)

@@ -115,19 +115,6 @@ static void set_err(char **reterr, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* <root><path> with @root's trailing slashes dropped, so "/" + "/dev/x" is "/dev/x". */
-static char *root_join(const char *root, const char *path)
-{
-	size_t n = strlen(root);
-	char *p = NULL;
-
-	while (n > 0 && root[n - 1] == '/')
-		n--;
-	if (asprintf(&p, "%.*s%s", (int)n, root, path) < 0)
-		return NULL;
-	return p;
-}
-
 /* Returns 1 if <root><path> exists (as a regular file when @regular), 0 if not, or -ENOMEM. */
 static int exists(const char *root, const char *path, bool regular)
 {

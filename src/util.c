@@ -355,9 +355,49 @@ char *path_join(const char *dir, const char *name)
 	return p;
 }
 
-char *strdup_safe(const char *s)
+char *root_join(const char *root, const char *path)
 {
-	return s ? strdup(s) : NULL;
+	size_t n = root ? strlen(root) : 0;
+	char *p = NULL;
+
+	while (n > 0 && root[n - 1] == '/')
+		n--;
+	if (asprintf(&p, "%.*s%s", (int)n, n ? root : "", path) < 0)
+		return NULL;
+	return p;
+}
+
+char *strdup_vprintf(const char *fmt, va_list ap)
+{
+	char *s = NULL;
+
+	if (vasprintf(&s, fmt, ap) < 0)
+		return NULL;
+	return s;
+}
+
+char *strdup_printf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+
+	va_start(ap, fmt);
+	s = strdup_vprintf(fmt, ap);
+	va_end(ap);
+	return s;
+}
+
+int set_error(char **reterr, int r, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!reterr)
+		return r;
+	free(*reterr);
+	va_start(ap, fmt);
+	*reterr = strdup_vprintf(fmt, ap);
+	va_end(ap);
+	return r;
 }
 
 bool streq_ptr(const char *a, const char *b)

@@ -2,6 +2,7 @@
 
 /* Small helpers shared by every module: time, fds, number parsing, growable buffers. */
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -83,8 +84,37 @@ int write_file_atomic(const char *path, const void *data, size_t len, unsigned m
 /* Joins a directory and a file name with exactly one '/'; returns a heap string or NULL. */
 char *path_join(const char *dir, const char *name) WARN_UNUSED;
 
-/* strdup that returns NULL for NULL. */
-char *strdup_safe(const char *s) WARN_UNUSED;
+/*
+ * <root><path> with @root's trailing slashes dropped, so "/" + "/dev/x" is "/dev/x" and a NULL
+ * or empty @root gives @path. Returns a heap string or NULL.
+ */
+char *root_join(const char *root, const char *path) WARN_UNUSED;
+
+/* printf into a new heap string; NULL on failure. */
+char *strdup_vprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0))) WARN_UNUSED;
+char *strdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2))) WARN_UNUSED;
+
+/*
+ * The one error-message helper: when @reterr is not NULL, frees *@reterr and sets it to the
+ * formatted heap message (NULL when out of memory). Returns @r, so that callers write
+ * `return set_error(reterr, -ENOENT, "...", ...)`.
+ */
+int set_error(char **reterr, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Bitmaps of uint64_t words, bit @i in word i / 64. The caller sizes them: BITMAP_WORDS(n). */
+#define BITMAP_WORDS(n) (((size_t)(n) + 63) / 64)
+static inline bool bitmap_test(const uint64_t *w, unsigned i)
+{
+	return w[i / 64] >> (i % 64) & 1;
+}
+static inline void bitmap_set(uint64_t *w, unsigned i)
+{
+	w[i / 64] |= (uint64_t)1 << (i % 64);
+}
+static inline void bitmap_clear(uint64_t *w, unsigned i)
+{
+	w[i / 64] &= ~((uint64_t)1 << (i % 64));
+}
 
 bool streq_ptr(const char *a, const char *b);
 #define streq(a, b) (strcmp((a), (b)) == 0)

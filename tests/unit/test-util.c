@@ -87,6 +87,44 @@ static void test_json_string(void **state)
 	buf_release(&b);
 }
 
+static void test_helpers(void **state)
+{
+	char *s, *err = NULL;
+	uint64_t w[BITMAP_WORDS(130)] = { 0 };
+
+	(void)state;
+	s = root_join("/host//", "/dev/nvidia0");
+	assert_string_equal(s, "/host/dev/nvidia0");
+	free(s);
+	s = root_join("/", "/dev/nvidia0");
+	assert_string_equal(s, "/dev/nvidia0");
+	free(s);
+	s = root_join(NULL, "/dev/x");
+	assert_string_equal(s, "/dev/x");
+	free(s);
+
+	s = strdup_printf("%s=%d", "a", 7);
+	assert_string_equal(s, "a=7");
+	free(s);
+
+	assert_int_equal(set_error(&err, -ENOENT, "no %s", "lib"), -ENOENT);
+	assert_string_equal(err, "no lib");
+	assert_int_equal(set_error(&err, -EIO, "second"), -EIO); /* replaces, no leak */
+	assert_string_equal(err, "second");
+	free(err);
+	assert_int_equal(set_error(NULL, -EINVAL, "dropped"), -EINVAL);
+
+	assert_int_equal(BITMAP_WORDS(130), 3);
+	bitmap_set(w, 0);
+	bitmap_set(w, 129);
+	assert_true(bitmap_test(w, 0) && bitmap_test(w, 129));
+	assert_false(bitmap_test(w, 64) || bitmap_test(w, 1));
+	assert_int_equal(w[2], 2);
+	bitmap_clear(w, 129);
+	assert_false(bitmap_test(w, 129));
+	assert_int_equal(w[2], 0);
+}
+
 static void test_files(void **state)
 {
 	char dir[] = "/tmp/test-util-XXXXXX";
@@ -122,7 +160,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_safe_atou), cmocka_unit_test(test_parse_duration),
 		cmocka_unit_test(test_buf),	  cmocka_unit_test(test_json_string),
-		cmocka_unit_test(test_files),
+		cmocka_unit_test(test_files),	  cmocka_unit_test(test_helpers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
