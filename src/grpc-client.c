@@ -23,7 +23,8 @@
 #define CLIENT_STREAM_WINDOW	(4 * 1024 * 1024)
 #define CLIENT_CONN_WINDOW	(16 * 1024 * 1024)
 #define CLIENT_WRITE_CHUNK	((size_t)256 * 1024)
-#define CONNECT_RETRY_USEC	(10 * USEC_PER_MSEC) /* listen backlog full: try again */
+#define CLIENT_READ_BUDGET	((size_t)1024 * 1024) /* per wakeup */
+#define CONNECT_RETRY_USEC	(10 * USEC_PER_MSEC)  /* listen backlog full: try again */
 #define CONNECT_RETRY_MAX	500
 
 struct grpc_client_call {
@@ -179,7 +180,6 @@ static void cc_result(struct grpc_client_call *cc, int r, enum grpc_status statu
 		      ...)
 {
 	va_list ap;
-	int n;
 
 	if (cc->result_ready)
 		return;
@@ -187,10 +187,8 @@ static void cc_result(struct grpc_client_call *cc, int r, enum grpc_status statu
 	cc->result_r = r;
 	cc->result_status = status;
 	va_start(ap, fmt);
-	n = vasprintf(&cc->result_msg, fmt, ap);
+	cc->result_msg = strdup_vprintf(fmt, ap);
 	va_end(ap);
-	if (n < 0)
-		cc->result_msg = NULL;
 	if (cc->depth == 0)
 		loop_timer_arm(cc->kick, 0);
 }
@@ -474,23 +472,15 @@ static void cc_lost(struct grpc_client_call *cc, const char *what)
 
 static void cc_read(struct grpc_client_call *cc)
 {
-	uint8_t buf[16384];
+	int r = grpc_io_read(cc->fd, cc->h2, CLIENT_READ_BUDGET);
 
-	for (int i = 0; i < 64 && !cc->result_ready; i++) {
-		ssize_t n = read(cc->fd, buf, sizeof(buf));
-
-		if (n > 0) {
-			if (h2_session_recv(cc->h2, buf, (size_t)n) < 0)
-				cc_result(cc, -EPROTO, GRPC_STATUS_INTERNAL,
-					  "HTTP/2 protocol error from %s", cc->sock);
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			break;
-		cc_lost(cc, n == 0 ? "end of file" : strerror(errno));
-	}
+	if (r == GRPC_IO_READ_REJECTED)
+		cc_result(cc, -EPROTO, GRPC_STATUS_INTERNAL, "HTTP/2 protocol error from %s",
+			  cc->sock);
+	else if (r == GRPC_IO_READ_EOF)
+		cc_lost(cc, "end of file");
+	else if (r < 0)
+		cc_lost(cc, strerror(-r));
 }
 
 static int cc_start_session(struct grpc_client_call *cc)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "grpc-io.h"
 #include "h2.h"
@@ -276,4 +277,31 @@ int grpc_io_write(int fd, struct h2_session *h2, struct buf *out, size_t *off, s
 		*off += (size_t)n;
 	}
 	return r;
+}
+
+int grpc_io_read(int fd, struct h2_session *h2, size_t budget)
+{
+	uint8_t buf[16384];
+	size_t total = 0;
+
+	while (total < budget) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+
+		if (n > 0) {
+			total += (size_t)n;
+			if (h2_session_recv(h2, buf, (size_t)n) < 0)
+				return GRPC_IO_READ_REJECTED;
+			if (!h2_session_want_read(h2))
+				return GRPC_IO_READ_SATED;
+			continue;
+		}
+		if (n == 0)
+			return GRPC_IO_READ_EOF;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN)
+			break;
+		return -errno;
+	}
+	return GRPC_IO_READ_AGAIN;
 }
