@@ -1341,6 +1341,142 @@ static void test_conn_end_closes_calls(void **state)
 	tc_release(&tc);
 }
 
+/* What the client has to send, taken out of its session instead of fed to the server. */
+static void tc_capture(struct tc *tc, struct buf *into)
+{
+	const uint8_t *p;
+	ssize_t n;
+
+	while ((n = nghttp2_session_mem_send(tc->s, &p)) > 0)
+		assert_int_equal(buf_append(into, p, (size_t)n), 0);
+	assert_true(n >= 0);
+}
+
+/*
+ * The connection state machine, through memory connections on a loop. HANDSHAKE ends either
+ * with the preface (the idle timer takes over) or with the preface timeout (GOING_AWAY:
+ * GOAWAY(NO_ERROR), then DEAD); a dead connection stays dead.
+ */
+static void test_conn_state_preface_timeout_mem(void **state)
+{
+	const struct grpc_limits lim = { .preface_timeout = 20 * USEC_PER_MSEC,
+					 .idle_timeout = 3600 * USEC_PER_SEC };
+	static const uint8_t preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+	struct grpc_server_stats stats;
+	struct grpc_server_conn *quiet;
+	struct buf quiet_out = { 0 };
+	struct grpc_server *s;
+	struct tstream *st;
+	struct loop *l;
+	uint8_t req[8];
+	struct tc tc;
+
+	assert_int_equal(loop_new(&l), 0);
+	s = server_new(l, &lim);
+	/*
+	 * The talker is created first: its preface deadline comes first, and it would be the
+	 * first one cut had its preface not moved it on.
+	 */
+	tc_mem(&tc, s);
+	tc_pump(&tc);
+	assert_true(tc.got_settings);
+	assert_int_equal(grpc_server_conn_new_mem(s, &quiet_out, &quiet), 0);
+	run_loop_until(l, &T.events[GRPC_SERVER_EVENT_PREFACE_TIMEOUT], 1);
+
+	/* The quiet one: GOAWAY(NO_ERROR) after its SETTINGS, then dead; a late preface is refused. */
+	assert_int_equal(find_goaway(&quiet_out, 0), NGHTTP2_NO_ERROR);
+	assert_int_equal(grpc_server_conn_flush(quiet), -ECONNRESET);
+	assert_int_equal(grpc_server_conn_feed(quiet, preface, sizeof(preface) - 1), -ECONNRESET);
+	grpc_server_get_stats(s, &stats);
+	assert_int_equal(stats.conns, 1);
+
+	/* The talker is open and serves. */
+	st = tc_request(&tc, "/test.Svc/Echo", NULL, req, frame(req, 0, "a", 1));
+	tc_pump(&tc);
+	assert_status(st, 200, GRPC_STATUS_OK, NULL);
+	assert_int_equal(tc.feed_r, 0);
+	assert_false(tc.goaway);
+	assert_int_equal(T.events[GRPC_SERVER_EVENT_PREFACE_TIMEOUT], 1);
+	assert_int_equal(T.events[GRPC_SERVER_EVENT_IDLE], 0);
+	tc_release(&tc);
+	grpc_server_conn_free(tc.conn);
+	grpc_server_conn_free(quiet);
+	buf_release(&quiet_out);
+	grpc_server_free(s);
+	loop_free(l);
+}
+
+/*
+ * Shutdown: an idle connection (OPEN, no stream) closes as soon as its GOAWAY is out; a busy
+ * one drains (its call runs to its end, a stream past the GOAWAY is refused), then closes;
+ * a dead connection serves nothing.
+ */
+static void test_conn_state_drain_mem(void **state)
+{
+	struct grpc_server_stats stats;
+	struct tstream *hold, *late;
+	struct buf late_in = { 0 };
+	struct grpc_server *s;
+	struct tc idle, busy;
+	uint8_t req[8], req2[16];
+	struct loop *l;
+	int done = 0;
+
+	assert_int_equal(loop_new(&l), 0);
+	s = server_new(l, NULL);
+	tc_mem(&idle, s);
+	tc_pump(&idle);
+	tc_mem(&busy, s);
+	hold = tc_request(&busy, "/test.Svc/Hold", NULL, req, frame(req, 0, "", 0));
+	tc_pump(&busy);
+	assert_int_equal(T.n_held, 1);
+	/* Stream 3, sent after the server's GOAWAY(last_stream_id=1) but before the client saw it. */
+	late = tc_request(&busy, "/test.Svc/Echo", NULL, req2, frame(req2, 0, "late", 4));
+	tc_capture(&busy, &late_in);
+
+	grpc_server_shutdown(s, USEC_INFINITY, on_done, &done);
+	tc_pump(&idle);
+	assert_true(idle.goaway);
+	assert_int_equal(idle.goaway_code, NGHTTP2_NO_ERROR);
+	assert_int_equal(idle.feed_r, -ECONNRESET);
+
+	assert_int_equal(grpc_server_conn_flush(busy.conn), 0);
+	assert_int_equal(grpc_server_conn_feed(busy.conn, late_in.data, late_in.len), 0);
+	tc_pump(&busy);
+	assert_true(busy.goaway);
+	assert_int_equal(busy.goaway_code, NGHTTP2_NO_ERROR);
+	assert_int_equal(busy.feed_r, 0);
+	assert_true(late->closed);
+	assert_int_equal(late->close_code, NGHTTP2_REFUSED_STREAM);
+	assert_int_equal(late->header_blocks, 0);
+	grpc_server_get_stats(s, &stats);
+	assert_int_equal(stats.calls, 1);
+	assert_int_equal(stats.conns, 1);
+	assert_false(hold->ended);
+	assert_int_equal(done, 0);
+
+	/* The held call ends: the drained connection closes and the server is done. */
+	assert_int_equal(grpc_call_finish(T.held[0], GRPC_STATUS_OK, NULL), 0);
+	tc_pump(&busy);
+	assert_status(hold, 200, GRPC_STATUS_OK, NULL);
+	assert_int_equal(T.closes[GRPC_STATUS_OK], 1);
+	assert_int_equal(busy.feed_r, -ECONNRESET);
+	run_loop_until(l, &done, 1);
+	assert_int_equal(grpc_server_conn_feed(busy.conn, late_in.data, late_in.len), -ECONNRESET);
+	assert_int_equal(grpc_server_conn_feed_eof(busy.conn), -ECONNRESET);
+	grpc_server_get_stats(s, &stats);
+	assert_int_equal(stats.calls, 1);
+	assert_int_equal(stats.conns, 0);
+
+	buf_release(&late_in);
+	tc_release(&idle);
+	tc_release(&busy);
+	grpc_server_conn_free(idle.conn);
+	grpc_server_conn_free(busy.conn);
+	grpc_server_free(s);
+	loop_free(l);
+}
+
 static void test_client_goaway(void **state)
 {
 	struct grpc_server *s = server_new(NULL, NULL);
@@ -1484,6 +1620,11 @@ static bool cond_ended(struct tc *tc, void *arg)
 static bool cond_data(struct tc *tc, void *arg)
 {
 	return ((struct tstream *)arg)->data.len > 0;
+}
+
+static bool cond_settings(struct tc *tc, void *arg)
+{
+	return tc->got_settings;
 }
 
 static bool cond_goaway(struct tc *tc, void *arg)
@@ -1913,6 +2054,57 @@ static void test_socket_conn_cap(void **state)
 	assert_int_equal(res.r, 0);
 	assert_int_equal(res.status, GRPC_STATUS_OK);
 	buf_release(&res.resp);
+	grpc_server_free(s);
+	loop_free(l);
+	free(path);
+	rm_tmpdir();
+}
+
+/*
+ * At the cap, the victim is the connection idle the longest, counted from the end of its last
+ * stream, not the oldest: a connection that just finished a call outlives a younger stray.
+ */
+static void test_socket_evict_idle_longest(void **state)
+{
+	const struct grpc_limits lim = { .max_conns = 2 };
+	struct grpc_server *s;
+	struct tstream *st;
+	struct buf got = { 0 };
+	struct loop *l;
+	uint8_t req[8];
+	int stray, extra;
+	struct tc old;
+	char *path;
+
+	make_tmpdir();
+	path = tmp_path("evict.sock");
+	assert_int_equal(loop_new(&l), 0);
+	s = server_new(l, &lim);
+	assert_int_equal(grpc_server_listen(s, path), 0);
+	tc_sock(&old, l, path);
+	tc_sock_until(&old, cond_settings, NULL);
+	stray = unix_connect(path);
+	wait_conns(l, s, 2);
+	/* The older connection works after the stray came: idle since now, not since accept. */
+	st = tc_request(&old, "/test.Svc/Echo", NULL, req, frame(req, 0, "1", 1));
+	tc_sock_until(&old, cond_ended, st);
+	assert_status(st, 200, GRPC_STATUS_OK, NULL);
+
+	extra = unix_connect(path);
+	assert_true(read_until_eof(l, stray, &got));
+	assert_int_equal(find_goaway(&got, 0), NGHTTP2_NO_ERROR);
+	wait_conns(l, s, 2);
+	assert_int_equal(T.events[GRPC_SERVER_EVENT_EVICTED], 1);
+	assert_int_equal(T.events[GRPC_SERVER_EVENT_REFUSED], 0);
+	st = tc_request(&old, "/test.Svc/Echo", NULL, req, frame(req, 0, "2", 1));
+	tc_sock_until(&old, cond_ended, st);
+	assert_status(st, 200, GRPC_STATUS_OK, NULL);
+	assert_false(old.goaway);
+
+	buf_release(&got);
+	close(stray);
+	close(extra);
+	tc_release(&old);
 	grpc_server_free(s);
 	loop_free(l);
 	free(path);
@@ -2634,6 +2826,69 @@ static void test_oom_server_session(void **state)
 	buf_release(&in);
 }
 
+/*
+ * Allocation failures anywhere along a connection's life (open, a held call, shutdown and
+ * drain, finish, EOF): no crash, no leak, the connection ends dead, and every call that
+ * reached its handler gets exactly one close callback.
+ */
+static void test_oom_conn_states(void **state)
+{
+	static uint8_t m[8];
+	struct buf in = { 0 };
+	struct tc tc;
+	long runs = 0;
+
+	memset(&tc, 0, sizeof(tc));
+	tc.fd = -1;
+	tc_init_session(&tc);
+	(void)tc_request(&tc, "/test.Svc/Hold", NULL, m, frame(m, 0, "", 0));
+	tc_capture(&tc, &in);
+	tc_release(&tc);
+
+	for (long fail = 0;; fail++) {
+		struct grpc_server *s = NULL;
+		struct grpc_server_conn *c = NULL;
+		struct buf out = { 0 };
+		long before = oom_failed;
+		int r;
+
+		memset(&T, 0, sizeof(T));
+		oom_fail_at(fail);
+		r = grpc_server_new(NULL, methods, ELEMENTSOF(methods), NULL, NULL, &s);
+		if (r == 0)
+			r = grpc_server_conn_new_mem(s, &out, &c);
+		if (r == 0) {
+			(void)grpc_server_conn_feed(c, in.data, in.len);
+			grpc_server_shutdown(s, USEC_INFINITY, NULL, NULL);
+			(void)grpc_server_conn_flush(c);
+			if (T.n_held == 1 && T.held[0])
+				(void)grpc_call_finish(T.held[0], GRPC_STATUS_OK, NULL);
+			(void)grpc_server_conn_flush(c);
+			assert_true(grpc_server_conn_feed_eof(c) < 0);
+		} else {
+			assert_int_equal(r, -ENOMEM);
+		}
+		oom_off();
+		if (c)
+			assert_true(grpc_server_conn_flush(c) < 0);
+		assert_int_equal(T.n_closes, (int)T.n_held);
+		grpc_server_conn_free(c);
+		grpc_server_free(s);
+		runs++;
+		if (oom_failed == before) {
+			/* No allocation failed: drained, the call finished OK, closed after it. */
+			assert_int_equal(T.closes[GRPC_STATUS_OK], 1);
+			assert_int_equal(find_goaway(&out, 0), NGHTTP2_NO_ERROR);
+			buf_release(&out);
+			break;
+		}
+		buf_release(&out);
+		assert_true(fail < 5000);
+	}
+	assert_true(runs > 10);
+	buf_release(&in);
+}
+
 static void test_oom_client_call(void **state)
 {
 	const struct grpc_client_opts opts = { .timeout = 300 * USEC_PER_MSEC };
@@ -2709,11 +2964,14 @@ int main(void)
 		cmocka_unit_test_teardown(test_protocol_errors_goaway, teardown),
 		cmocka_unit_test_teardown(test_graceful_shutdown_mem, teardown),
 		cmocka_unit_test_teardown(test_conn_end_closes_calls, teardown),
+		cmocka_unit_test_teardown(test_conn_state_preface_timeout_mem, teardown),
+		cmocka_unit_test_teardown(test_conn_state_drain_mem, teardown),
 		cmocka_unit_test_teardown(test_client_goaway, teardown),
 		cmocka_unit_test_teardown(test_socket_listen, teardown),
 		cmocka_unit_test_teardown(test_socket_accept_emfile, teardown),
 		cmocka_unit_test_teardown(test_socket_accept_pause_errors, teardown),
 		cmocka_unit_test_teardown(test_socket_conn_cap, teardown),
+		cmocka_unit_test_teardown(test_socket_evict_idle_longest, teardown),
 		cmocka_unit_test_teardown(test_socket_preface_and_idle_timeouts, teardown),
 		cmocka_unit_test_teardown(test_socket_peer_cred, teardown),
 		cmocka_unit_test_teardown(test_socket_shutdown_drain, teardown),
@@ -2723,6 +2981,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_client_dial_back_same_loop, teardown),
 		cmocka_unit_test_teardown(test_client_sync, teardown),
 		cmocka_unit_test_teardown(test_oom_server_session, teardown),
+		cmocka_unit_test_teardown(test_oom_conn_states, teardown),
 		cmocka_unit_test_teardown(test_oom_client_call, teardown),
 	};
 
