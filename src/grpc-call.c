@@ -454,7 +454,7 @@ const struct h2_callbacks grpc_server_h2_callbacks = {
 	.stream_close = srv_stream_close,
 };
 
-/* --- calls --- */
+/* --- what a handler does with its call --- */
 
 static void prefix_write(uint8_t *prefix, size_t len)
 {

@@ -49,7 +49,11 @@ void grpc_conn_set_state(struct grpc_server_conn *c, enum conn_state to)
 		[CONN_BURIED] = 0,
 	};
 
-	assert(legal[c->state] & (1u << to));
+	if (!(legal[c->state] & (1u << to))) {
+		log_error("illegal connection state change", "conn=%" PRIu64 " from=%s to=%s",
+			  c->id, conn_state_names[c->state], conn_state_names[to]);
+		assert(!"illegal connection state change");
+	}
 	log_debug("connection state", "conn=%" PRIu64 " from=%s to=%s", c->id,
 		  conn_state_names[c->state], conn_state_names[to]);
 	c->state = to;

@@ -318,11 +318,17 @@ static void tc_init_session(struct tc *tc)
 	assert_int_equal(nghttp2_submit_settings(tc->s, NGHTTP2_FLAG_NONE, NULL, 0), 0);
 }
 
-static void tc_mem(struct tc *tc, struct grpc_server *s)
+/* A client session that is fed to nothing (its output is captured). */
+static void tc_offline(struct tc *tc)
 {
 	memset(tc, 0, sizeof(*tc));
 	tc->fd = -1;
 	tc_init_session(tc);
+}
+
+static void tc_mem(struct tc *tc, struct grpc_server *s)
+{
+	tc_offline(tc);
 	assert_int_equal(grpc_server_conn_new_mem(s, &tc->srv_out, &tc->conn), 0);
 }
 
@@ -2765,25 +2771,18 @@ static bool contains(const struct buf *b, const char *needle)
 	return false;
 }
 
-static void test_oom_server_session(void **state)
-{
-	static uint8_t m1[32], m2[8], m3[8];
-	struct buf in = { 0 };
-	const uint8_t *p;
-	struct tc tc;
-	ssize_t n;
-	long runs = 0;
+typedef void oom_drive_fn(struct grpc_server *s, struct grpc_server_conn *c, const struct buf *in);
+typedef void oom_check_fn(const struct buf *out);
 
-	/* What a client sends for three calls, captured once. */
-	memset(&tc, 0, sizeof(tc));
-	tc.fd = -1;
-	tc_init_session(&tc);
-	(void)tc_request(&tc, "/test.Svc/Echo", "5S", m1, frame(m1, 0, "oom-echo-payload", 16));
-	(void)tc_request(&tc, "/test.Svc/Fail", NULL, m2, frame(m2, 0, "", 0));
-	(void)tc_request(&tc, "/test.Svc/Watch", NULL, m3, frame(m3, 0, "", 0));
-	while ((n = nghttp2_session_mem_send(tc.s, &p)) > 0)
-		assert_int_equal(buf_append(&in, p, (size_t)n), 0);
-	tc_release(&tc);
+/*
+ * Runs @drive on a fresh server and memory connection, with the 0th, 1st, ... allocation
+ * failing, until a run where none fails; that run's output goes to @check. Whatever failed,
+ * the connection ends dead and nothing leaks. Returns the number of runs.
+ */
+static long oom_sweep(const struct grpc_method *m, size_t n, const struct buf *in,
+		      oom_drive_fn *drive, oom_check_fn *check)
+{
+	long runs = 0;
 
 	for (long fail = 0;; fail++) {
 		struct grpc_server *s = NULL;
@@ -2794,36 +2793,85 @@ static void test_oom_server_session(void **state)
 
 		memset(&T, 0, sizeof(T));
 		oom_fail_at(fail);
-		r = grpc_server_new(NULL, oom_methods, ELEMENTSOF(oom_methods), NULL, NULL, &s);
+		r = grpc_server_new(NULL, m, n, NULL, NULL, &s);
 		if (r == 0)
 			r = grpc_server_conn_new_mem(s, &out, &c);
-		if (r == 0) {
-			/* In pieces, so that failures land between frames as well as inside. */
-			for (size_t off = 0; off < in.len; off += 50)
-				(void)grpc_server_conn_feed(c, in.data + off,
-							    MIN(50, in.len - off));
-			(void)grpc_server_conn_flush(c);
-			(void)grpc_server_conn_feed_eof(c);
-		} else {
+		if (r == 0)
+			drive(s, c, in);
+		else
 			assert_int_equal(r, -ENOMEM);
-		}
 		oom_off();
+		if (c)
+			assert_true(grpc_server_conn_flush(c) < 0);
 		grpc_server_conn_free(c);
 		grpc_server_free(s);
 		runs++;
 		if (oom_failed == before) {
-			/* No allocation failed: the whole exchange happened. */
-			assert_true(contains(&out, "oom-echo-payload"));
-			assert_int_equal(T.closes[GRPC_STATUS_OK], 1);
-			assert_int_equal(T.closes[GRPC_STATUS_CANCELLED], 1);
+			check(&out);
 			buf_release(&out);
-			break;
+			return runs;
 		}
 		buf_release(&out);
 		assert_true(fail < 5000);
 	}
-	assert_true(runs > 20);
+}
+
+static void oom_drive_session(struct grpc_server *s, struct grpc_server_conn *c,
+			      const struct buf *in)
+{
+	/* In pieces, so that failures land between frames as well as inside. */
+	for (size_t off = 0; off < in->len; off += 50)
+		(void)grpc_server_conn_feed(c, in->data + off, MIN(50, in->len - off));
+	(void)grpc_server_conn_flush(c);
+	(void)grpc_server_conn_feed_eof(c);
+}
+
+static void oom_check_session(const struct buf *out)
+{
+	/* No allocation failed: the whole exchange happened. */
+	assert_true(contains(out, "oom-echo-payload"));
+	assert_int_equal(T.closes[GRPC_STATUS_OK], 1);
+	assert_int_equal(T.closes[GRPC_STATUS_CANCELLED], 1);
+}
+
+static void test_oom_server_session(void **state)
+{
+	static uint8_t m1[32], m2[8], m3[8];
+	struct buf in = { 0 };
+	struct tc tc;
+
+	/* What a client sends for three calls, captured once. */
+	tc_offline(&tc);
+	(void)tc_request(&tc, "/test.Svc/Echo", "5S", m1, frame(m1, 0, "oom-echo-payload", 16));
+	(void)tc_request(&tc, "/test.Svc/Fail", NULL, m2, frame(m2, 0, "", 0));
+	(void)tc_request(&tc, "/test.Svc/Watch", NULL, m3, frame(m3, 0, "", 0));
+	tc_capture(&tc, &in);
+	tc_release(&tc);
+	assert_true(oom_sweep(oom_methods, ELEMENTSOF(oom_methods), &in, oom_drive_session,
+			      oom_check_session) > 20);
 	buf_release(&in);
+}
+
+/* A held call, shutdown, drain, finish, EOF: each handed-out call closed exactly once. */
+static void oom_drive_states(struct grpc_server *s, struct grpc_server_conn *c,
+			     const struct buf *in)
+{
+	(void)grpc_server_conn_feed(c, in->data, in->len);
+	grpc_server_shutdown(s, USEC_INFINITY, NULL, NULL);
+	(void)grpc_server_conn_flush(c);
+	if (T.n_held == 1 && T.held[0])
+		(void)grpc_call_finish(T.held[0], GRPC_STATUS_OK, NULL);
+	(void)grpc_server_conn_flush(c);
+	assert_true(grpc_server_conn_feed_eof(c) < 0);
+	assert_int_equal(T.n_closes, (int)T.n_held);
+}
+
+static void oom_check_states(const struct buf *out)
+{
+	/* No allocation failed: drained, the call finished OK, closed after it. */
+	assert_int_equal(T.n_held, 1);
+	assert_int_equal(T.closes[GRPC_STATUS_OK], 1);
+	assert_int_equal(find_goaway(out, 0), NGHTTP2_NO_ERROR);
 }
 
 /*
@@ -2836,56 +2884,13 @@ static void test_oom_conn_states(void **state)
 	static uint8_t m[8];
 	struct buf in = { 0 };
 	struct tc tc;
-	long runs = 0;
 
-	memset(&tc, 0, sizeof(tc));
-	tc.fd = -1;
-	tc_init_session(&tc);
+	tc_offline(&tc);
 	(void)tc_request(&tc, "/test.Svc/Hold", NULL, m, frame(m, 0, "", 0));
 	tc_capture(&tc, &in);
 	tc_release(&tc);
-
-	for (long fail = 0;; fail++) {
-		struct grpc_server *s = NULL;
-		struct grpc_server_conn *c = NULL;
-		struct buf out = { 0 };
-		long before = oom_failed;
-		int r;
-
-		memset(&T, 0, sizeof(T));
-		oom_fail_at(fail);
-		r = grpc_server_new(NULL, methods, ELEMENTSOF(methods), NULL, NULL, &s);
-		if (r == 0)
-			r = grpc_server_conn_new_mem(s, &out, &c);
-		if (r == 0) {
-			(void)grpc_server_conn_feed(c, in.data, in.len);
-			grpc_server_shutdown(s, USEC_INFINITY, NULL, NULL);
-			(void)grpc_server_conn_flush(c);
-			if (T.n_held == 1 && T.held[0])
-				(void)grpc_call_finish(T.held[0], GRPC_STATUS_OK, NULL);
-			(void)grpc_server_conn_flush(c);
-			assert_true(grpc_server_conn_feed_eof(c) < 0);
-		} else {
-			assert_int_equal(r, -ENOMEM);
-		}
-		oom_off();
-		if (c)
-			assert_true(grpc_server_conn_flush(c) < 0);
-		assert_int_equal(T.n_closes, (int)T.n_held);
-		grpc_server_conn_free(c);
-		grpc_server_free(s);
-		runs++;
-		if (oom_failed == before) {
-			/* No allocation failed: drained, the call finished OK, closed after it. */
-			assert_int_equal(T.closes[GRPC_STATUS_OK], 1);
-			assert_int_equal(find_goaway(&out, 0), NGHTTP2_NO_ERROR);
-			buf_release(&out);
-			break;
-		}
-		buf_release(&out);
-		assert_true(fail < 5000);
-	}
-	assert_true(runs > 10);
+	assert_true(oom_sweep(methods, ELEMENTSOF(methods), &in, oom_drive_states,
+			      oom_check_states) > 10);
 	buf_release(&in);
 }
 
