@@ -17,43 +17,30 @@
 #include "loop.h"
 #include "util.h"
 
+struct h2_callbacks;
+struct h2_session;
+
 #define MAX_HEADER_BYTES ((size_t)64 * 1024) /* per request header block */
 
 /*
- * A connection's life. Every change goes through grpc_conn_set_state(), which holds the table of
- * legal transitions and asserts it.
+ * A connection's life. Every change goes through grpc_conn_set_state(), which holds the table
+ * of legal transitions, asserts it and logs it (debug).
  *
- *   accept / new_mem
- *         |
- *         v           preface in
- *   +-----------+  ---------------->  +------+
- *   | HANDSHAKE |                     | OPEN |
- *   +-----------+                     +------+
- *         |   \    server shutdown:       |
- *         |    \   GOAWAY(NO_ERROR)       |
- *         |     +-------->+----------+<---+
- *         |               | DRAINING |    (calls finish, still reading)
- *         |               +----------+
- *         |  EOF, protocol error,  |         (any reading state)
- *         |  session wants no more v
- *         |               +-----------+
- *         +-------------->| READ_DONE |     (no input; output flushes, calls may finish)
- *         |               +-----------+
- *         |  overflow, preface/idle  |       (any state above)
- *         |  timeout, eviction       v
- *         |               +------------+
- *         +-------------->| GOING_AWAY |    (our GOAWAY queued; no new work, no sends)
- *                         +------------+
- *   kill: write error, EOF, linger    |     (any state above, at the outermost leave)
- *   timer, session done, grace, free  v
- *                             +------+
- *                             | DEAD |      (calls closed, session and socket gone)
- *                             +------+
- *   socket connection only            |
- *                                     v
- *                             +--------+
- *                             | BURIED |    (in the graveyard, freed from the loop)
- *                             +--------+
+ *   accept, new_mem      preface in
+ *      HANDSHAKE ------------------------> OPEN
+ *          |                                 |
+ *          |        server shutdown          |
+ *          +--------> DRAINING <-------------+
+ *
+ *   HANDSHAKE | OPEN | DRAINING ---------------> READ_DONE
+ *          EOF, a protocol error, or a session that wants no more input
+ *   HANDSHAKE | OPEN | DRAINING | READ_DONE ---> GOING_AWAY
+ *          overflow, preface or idle timeout, eviction: our GOAWAY
+ *   any state above ---------------------------> DEAD
+ *          the kill, at the outermost leave: EOF, write error, linger timer,
+ *          session done, grace over, free
+ *   DEAD --------------------------------------> BURIED
+ *          socket connections only: into the graveyard, freed from the loop
  *
  * READ_DONE and GOING_AWAY arm the linger timer (socket connections): a peer that reads
  * nothing gets LINGER_USEC to take our GOAWAY, then the connection dies. A memory connection
