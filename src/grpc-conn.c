@@ -8,9 +8,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include "grpc-io.h"
 #include "grpc-server-int.h"
