@@ -10,7 +10,7 @@
 
 enum log_level log_max_level = LOG_LEVEL_INFO;
 
-#define LEVEL_NAME(level, name) [level] = name,
+#define LEVEL_NAME(level, name) [level] = (name),
 static const char *const level_names[LOG_LEVEL_COUNT] = { LOG_LEVEL_NAMES(LEVEL_NAME) };
 #undef LEVEL_NAME
 

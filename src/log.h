@@ -24,9 +24,13 @@ enum log_level {
  * The one list of level names, X(level, name) per level: the log prints them (level=warn) and
  * the config reads them (edgegpu.logLevel).
  */
-#define LOG_LEVEL_NAMES(X)          \
-	X(LOG_LEVEL_DEBUG, "debug") \
-	X(LOG_LEVEL_INFO, "info") X(LOG_LEVEL_WARN, "warn") X(LOG_LEVEL_ERROR, "error")
+/* clang-format off */
+#define LOG_LEVEL_NAMES(X)		\
+	X(LOG_LEVEL_DEBUG, "debug")	\
+	X(LOG_LEVEL_INFO, "info")	\
+	X(LOG_LEVEL_WARN, "warn")	\
+	X(LOG_LEVEL_ERROR, "error")
+/* clang-format on */
 
 extern enum log_level log_max_level;
 
