@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "assign.h"
 #include "config.h"
 #include "daemon.h"
 #include "gpu.h"
@@ -266,7 +267,7 @@ static int verb_discover(int argc, char **argv)
 		fprintf(stderr, "edgegpu: discovery failed: %s\n", err ? err : strerror(-r));
 		goto out;
 	}
-	n = daemon_build_resources(&c, &info, res, ELEMENTSOF(res));
+	n = assign_build_resources(&c, &info, res, ELEMENTSOF(res));
 	if (a.json) {
 		printf("{\"driver_version\":");
 		json_str(stdout, info.driver_version);

@@ -44,8 +44,6 @@
 #include "log.h"
 #include "util.h"
 
-struct gpu_info;
-
 /* The largest config file accepted (bytes). */
 #define CONFIG_FILE_MAX ((size_t)1024 * 1024)
 /* Collection stops after this many errors; the load fails anyway. */
@@ -234,6 +232,23 @@ int config_error_format(const struct config_error *e, struct buf *out) WARN_UNUS
 /* The same as a heap string (caller frees), or NULL on OOM. */
 char *config_error_to_string(const struct config_error *e) WARN_UNUSED;
 
+/*
+ * For modules that check a config against what only they know (assign.h): appends an error to
+ * @d (NULL: none is kept), at @pos of @file (no file when @pos has no line), under the dotted
+ * @key (may be NULL). Nothing is added once @d holds CONFIG_ERRORS_MAX errors. Returns 0 or
+ * -ENOMEM.
+ */
+int config_diag_add_error(struct config_diag *d, const char *file, struct config_pos pos,
+			  const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+/* Renders @s for a message as the config's errors quote values: in double quotes, escaped, cut
+ * after 60 characters. Returns @out. */
+const char *config_quote(char *out, size_t size, const char *s);
+
+/* A device reference for a message: its UUID, or "GPU <index>". Returns @out. */
+const char *config_device_ref_str(char *out, size_t size, const struct config_device_ref *r);
+
 /* Fills @c with the defaults. Returns 0 or -ENOMEM (then @c needs no release). */
 int config_init(struct config *c) WARN_UNUSED;
 /* Frees everything @c owns and zeroes it. Safe on a zeroed struct. */
@@ -292,7 +307,7 @@ bool config_flag_lookup(const char *name, bool *ret_is_bool);
  * plugin socket of any resource the config can advertise (<devicePluginPath>/<socket name as
  * resource_socket_name() builds it>, nvidia.com/gpu always counted), the kubelet socket, and the
  * pod-resources socket when gpumem placement: mask dials it. The error names the key, the path,
- * its length and the limit. Checks that need the discovered GPUs are config_assign_gpus().
+ * its length and the limit. Checks that need the discovered GPUs are assign_gpus() (assign.h).
  * Returns 0, -EINVAL (errors in @d) or -ENOMEM; on failure @c is unchanged.
  */
 int config_validate(struct config *c, struct config_diag *d) WARN_UNUSED;
@@ -335,39 +350,8 @@ int config_dump(const struct config *c, struct buf *out) WARN_UNUSED;
 int config_restart_needed(const struct config *old, const struct config *new, const char **ret_keys,
 			  size_t max);
 
-/* Wildcard match, `*` = any run of characters, anchored at both ends, case-sensitive. */
-bool config_pattern_match(const char *pattern, const char *s);
-
-/* The resource of a GPU by its NVML name: the first matching resources.gpus entry, else
- * CONFIG_DEFAULT_RESOURCE. Points into @c or at a static string. */
-const char *config_gpu_resource(const struct config *c, const char *gpu_name);
-
 /* The name a time-sliced resource is advertised under. */
 static inline const char *config_ts_resource_name(const struct config_ts_resource *r)
 {
 	return r->rename ? r->rename : r->name;
 }
-
-enum config_gpu_use {
-	CONFIG_GPU_WHOLE,	/* one device of @resource */
-	CONFIG_GPU_TIME_SLICED, /* @replicas devices "<uuid>::<n>" of @resource */
-	CONFIG_GPU_MEMORY,	/* units of c->gpumem.resource_name */
-};
-
-struct config_gpu_assignment {
-	enum config_gpu_use use;
-	const char *resource;		     /* points into the config (or a static string) */
-	unsigned replicas;		     /* time-sliced: replicas; otherwise 1 */
-	const struct config_ts_resource *ts; /* time-sliced: its entry; otherwise NULL */
-};
-
-/*
- * Decides what each of the info->n_devices discovered GPUs becomes, and checks what only the
- * GPUs can tell: a `devices` entry naming no GPU, a time-slicing entry listing a GPU of another
- * resource, a count larger than the GPUs there are, a GPU claimed twice after indices and UUIDs
- * are resolved, a reserveMiB that leaves a sharing.memory GPU no whole unit. On success *ret is
- * a heap array of info->n_devices entries (caller frees; they point into @c, which must outlive
- * them). Returns 0, -EINVAL (errors in @d, positions from the file) or -ENOMEM.
- */
-int config_assign_gpus(const struct config *c, const struct gpu_info *info,
-		       struct config_gpu_assignment **ret, struct config_diag *d) WARN_UNUSED;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "assign.h"
 #include "cdi-writer.h"
 #include "cdi.h"
 #include "config.h"
@@ -258,109 +259,6 @@ static void on_discovered(struct gpu_monitor *m, int r, struct gpu_info *info, i
 			loop_exit(d->loop, 1);
 		}
 	}
-}
-
-/* --- resources from the config --- */
-
-struct spec_set {
-	struct resource_spec specs[32];
-	unsigned gpus[32][64];
-	size_t n;
-};
-
-static struct resource_spec *spec_for(struct spec_set *s, const char *name, enum resource_kind kind)
-{
-	for (size_t i = 0; i < s->n; i++)
-		if (streq(s->specs[i].name, name))
-			return &s->specs[i];
-	if (s->n == ELEMENTSOF(s->specs))
-		return NULL;
-	s->specs[s->n] =
-		(struct resource_spec){ .name = name, .kind = kind, .gpus = s->gpus[s->n] };
-	return &s->specs[s->n++];
-}
-
-int daemon_build_resources(const struct config *cfg, const struct gpu_info *info,
-			   struct resource **ret, size_t max)
-{
-	struct config_gpu_assignment *as = NULL;
-	struct config_diag dg = { 0 };
-	struct spec_set *set;
-	unsigned(*reps)[ELEMENTSOF(set->gpus[0])] = NULL; /* per spec, per entry of its gpus */
-	size_t n = 0;
-	int r;
-
-	set = calloc(1, sizeof(*set));
-	reps = calloc(ELEMENTSOF(set->specs), sizeof(*reps));
-	if (!set || !reps) {
-		free(set);
-		free(reps);
-		return -ENOMEM;
-	}
-	r = config_assign_gpus(cfg, info, &as, &dg);
-	log_diag(&dg, true);
-	config_diag_release(&dg);
-	if (r < 0)
-		goto out;
-	if (info->n_devices > ELEMENTSOF(set->gpus[0]))
-		log_warn("more GPUs than one node is built for, advertising the first ones",
-			 "gpus=%u limit=%zu", info->n_devices, ELEMENTSOF(set->gpus[0]));
-	for (unsigned g = 0; g < info->n_devices && g < ELEMENTSOF(set->gpus[0]); g++) {
-		enum resource_kind kind = as[g].use == CONFIG_GPU_WHOLE	      ? RESOURCE_GPU :
-					  as[g].use == CONFIG_GPU_TIME_SLICED ? RESOURCE_REPLICA :
-										RESOURCE_GPUMEM;
-		struct resource_spec *sp = spec_for(set, as[g].resource, kind);
-
-		if (!sp) {
-			r = -E2BIG;
-			goto out;
-		}
-		if (sp->kind != kind) {
-			log_error(
-				"one resource name is used for two kinds of sharing",
-				"resource=%s hint=%s", sp->name,
-				log_q("some of its GPUs are time-sliced or memory-shared and others whole: give the shared ones another name (rename, or renameByDefault: true), or share all of them"));
-			r = -EINVAL;
-			goto out;
-		}
-		/* Two time-slicing entries may share a name with their own replica counts (GPU 0
-		 * four ways, GPU 1 two ways): each GPU keeps its own. */
-		reps[sp - set->specs][sp->n_gpus] = as[g].replicas;
-		if (kind == RESOURCE_REPLICA)
-			sp->gpu_replicas = reps[sp - set->specs];
-		set->gpus[sp - set->specs][sp->n_gpus++] = g;
-		sp->replicas = as[g].replicas;
-		sp->fail_requests_gt_one = cfg->time_slicing.fail_requests_greater_than_one;
-		sp->unit_mib = cfg->gpumem.unit_mib;
-		sp->reserve_mib = cfg->gpumem.reserve_mib;
-	}
-	for (size_t i = 0; i < set->n && n < max; i++) {
-		char *err = NULL;
-
-		r = resource_new(&set->specs[i], info, &ret[n], &err);
-		if (r < 0) {
-			log_error_errno(r, "invalid resource", "resource=%s reason=%s",
-					set->specs[i].name, log_q(err ? err : ""));
-			free(err);
-			while (n > 0) {
-				n--;
-				ret[n] = resource_free(ret[n]);
-			}
-			goto out;
-		}
-		if (ret[n]->unit_mib != ret[n]->unit_mib_asked)
-			log_warn("gpumem unit doubled to keep the device list under 3 MiB",
-				 "resource=%s unit_mib=%llu asked_mib=%llu units=%u", ret[n]->name,
-				 (unsigned long long)ret[n]->unit_mib,
-				 (unsigned long long)ret[n]->unit_mib_asked, ret[n]->n_devices);
-		n++;
-	}
-	r = (int)n;
-out:
-	free(as);
-	free(reps);
-	free(set);
-	return r;
 }
 
 /* --- plugins --- */
@@ -696,7 +594,7 @@ static bool resource_matches(const struct resource *r, const struct gpu_info *in
 static int sync_plugins(struct daemon *d)
 {
 	struct resource *res[32];
-	int n = daemon_build_resources(&d->cfg, &d->info, res, ELEMENTSOF(res));
+	int n = assign_build_resources(&d->cfg, &d->info, res, ELEMENTSOF(res));
 
 	if (n < 0) {
 		/* Keep what still matches the GPUs; a resource naming a GPU that is gone cannot stay. */

@@ -10,19 +10,9 @@
 
 struct config;
 struct config_flag;
-struct gpu_info;
-struct resource;
 
 /*
  * Runs until SIGTERM/SIGINT. @envp and @flags are kept for SIGHUP reloads (the config is
  * rebuilt from the same environment and flags). Returns the process exit code.
  */
 int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flags);
-
-/*
- * Builds the resources the config asks for over the discovered GPUs (logging config problems
- * and a gpumem unit that had to double). Fills up to @max entries of @ret (caller frees each).
- * Returns the count, or -errno.
- */
-int daemon_build_resources(const struct config *cfg, const struct gpu_info *info,
-			   struct resource **ret, size_t max);

@@ -10,20 +10,9 @@
 
 enum log_level log_max_level = LOG_LEVEL_INFO;
 
-static const char *const level_names[LOG_LEVEL_COUNT] = {
-	[LOG_LEVEL_DEBUG] = "debug",
-	[LOG_LEVEL_INFO] = "info",
-	[LOG_LEVEL_WARN] = "warn",
-	[LOG_LEVEL_ERROR] = "error",
-};
-
-enum log_level log_level_from_string(const char *s)
-{
-	for (int i = 0; i < LOG_LEVEL_COUNT; i++)
-		if (s && strcmp(s, level_names[i]) == 0)
-			return (enum log_level)i;
-	return LOG_LEVEL_INVALID;
-}
+#define LEVEL_NAME(level, name) [level] = (name),
+static const char *const level_names[LOG_LEVEL_COUNT] = { LOG_LEVEL_NAMES(LEVEL_NAME) };
+#undef LEVEL_NAME
 
 const char *log_quote(char *buf, unsigned size, const char *s)
 {

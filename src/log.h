@@ -18,13 +18,21 @@ enum log_level {
 	LOG_LEVEL_WARN,
 	LOG_LEVEL_ERROR,
 	LOG_LEVEL_COUNT,
-	LOG_LEVEL_INVALID = -22,
 };
 
-extern enum log_level log_max_level;
+/*
+ * The one list of level names, X(level, name) per level: the log prints them (level=warn) and
+ * the config reads them (edgegpu.logLevel).
+ */
+/* clang-format off */
+#define LOG_LEVEL_NAMES(X)		\
+	X(LOG_LEVEL_DEBUG, "debug")	\
+	X(LOG_LEVEL_INFO, "info")	\
+	X(LOG_LEVEL_WARN, "warn")	\
+	X(LOG_LEVEL_ERROR, "error")
+/* clang-format on */
 
-/* Parses "debug", "info", "warn" or "error"; returns the level or LOG_LEVEL_INVALID. */
-enum log_level log_level_from_string(const char *s);
+extern enum log_level log_max_level;
 
 /*
  * Writes one line. @module may be NULL. @fmt formats the key=value tail and may be NULL.

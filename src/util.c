@@ -76,66 +76,6 @@ int safe_atoi(const char *s, int *ret)
 	return 0;
 }
 
-int parse_duration(const char *s, usec_t *ret)
-{
-	static const struct {
-		const char *suffix;
-		usec_t mul;
-	} units[] = {
-		{ "ns", 0 },
-		{ "us", 1 },
-		{ "ms", USEC_PER_MSEC },
-		{ "s", USEC_PER_SEC },
-		{ "m", 60 * USEC_PER_SEC },
-		{ "h", 3600 * USEC_PER_SEC },
-	};
-	usec_t total = 0;
-
-	if (!s || !*s)
-		return -EINVAL;
-	if (streq(s, "0")) {
-		*ret = 0;
-		return 0;
-	}
-	while (*s) {
-		uint64_t v = 0;
-		size_t best = 0;
-		int u = -1;
-
-		if (*s < '0' || *s > '9')
-			return -EINVAL;
-		while (*s >= '0' && *s <= '9') {
-			if (v > (UINT64_MAX - 9) / 10)
-				return -ERANGE;
-			v = v * 10 + (uint64_t)(*s++ - '0');
-		}
-		for (size_t i = 0; i < ELEMENTSOF(units); i++) {
-			size_t n = strlen(units[i].suffix);
-
-			if (strncmp(s, units[i].suffix, n) == 0 && n > best &&
-			    !(n == 1 && s[0] == 'm' && s[1] == 's')) {
-				best = n;
-				u = (int)i;
-			}
-		}
-		if (u < 0)
-			return -EINVAL;
-		s += best;
-		if (units[u].mul == 0) {
-			v /= 1000;
-		} else {
-			if (v > UINT64_MAX / units[u].mul)
-				return -ERANGE;
-			v *= units[u].mul;
-		}
-		if (total > UINT64_MAX - v)
-			return -ERANGE;
-		total += v;
-	}
-	*ret = total;
-	return 0;
-}
-
 int buf_reserve(struct buf *b, size_t more)
 {
 	size_t want, ncap;

@@ -39,9 +39,6 @@ int safe_atou64(const char *s, uint64_t *ret) WARN_UNUSED;
 int safe_atou(const char *s, unsigned *ret) WARN_UNUSED;
 int safe_atoi(const char *s, int *ret) WARN_UNUSED;
 
-/* Parses a Go-style duration ("5s", "250ms", "1m30s", "0"); returns 0, -EINVAL or -ERANGE. */
-int parse_duration(const char *s, usec_t *ret) WARN_UNUSED;
-
 /* A growable byte buffer. Zero-initialised is empty. */
 struct buf {
 	uint8_t *data;

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "gpu.h"
 #include "oom.h"
 #include "unit.h"
 #include "util.h"
@@ -31,23 +30,6 @@ static const char *const uuids[] = {
 	"GPU-00000000-0000-0000-0000-000000000002",
 	"GPU-00000000-0000-0000-0000-000000000003",
 };
-
-/* Four GPUs: an A100, two T4s and an A2 (index 2). */
-static void fake_gpus(struct gpu_device devs[4], struct gpu_info *info)
-{
-	static const char *const names[] = { "NVIDIA A100-SXM4-40GB", "Tesla T4", "NVIDIA A2",
-					     "Tesla T4" };
-
-	memset(devs, 0, 4 * sizeof(*devs));
-	for (unsigned i = 0; i < 4; i++) {
-		devs[i].index = i;
-		(void)snprintf(devs[i].uuid, sizeof(devs[i].uuid), "%s", uuids[i]);
-		(void)snprintf(devs[i].name, sizeof(devs[i].name), "%s", names[i]);
-		devs[i].mem_total = (i == 0 ? 40960 : 16384) * MIB;
-		devs[i].numa_node = -1;
-	}
-	*info = (struct gpu_info){ .n_devices = 4, .devices = devs };
-}
 
 static char *fmt_error(const struct config_error *e)
 {
@@ -234,11 +216,6 @@ static void test_full_nvidia(void **state)
 					  "default)");
 	free(s);
 
-	/* Patterns are anchored wildcards on the NVML name. */
-	assert_string_equal(config_gpu_resource(&c, "NVIDIA A100-SXM4-40GB"), "nvidia.com/a100");
-	assert_string_equal(config_gpu_resource(&c, "NVIDIA A2"), "nvidia.com/gpu-a2");
-	assert_string_equal(config_gpu_resource(&c, "NVIDIA A2 Pro"), "nvidia.com/gpu");
-	assert_string_equal(config_gpu_resource(&c, "Tesla T4"), "nvidia.com/gpu");
 	config_diag_release(&d);
 	config_release(&c);
 }
@@ -257,11 +234,8 @@ static void test_json(void **state)
 
 static void test_time_slicing(void **state)
 {
-	struct config_gpu_assignment *as = NULL;
 	const struct config_ts_resource *r;
 	struct config_diag d = { 0 };
-	struct gpu_device devs[4];
-	struct gpu_info info;
 	struct config c;
 
 	assert_int_equal(config_init(&c), 0);
@@ -292,24 +266,6 @@ static void test_time_slicing(void **state)
 	assert_int_equal(r->devices.count, 1);
 	assert_int_equal(config_validate(&c, &d), 0);
 
-	/* On the node: GPU 0 by index and GPU 1 by UUID four ways, the A2 three ways, the last T4
-	 * two ways. */
-	fake_gpus(devs, &info);
-	assert_int_equal(config_assign_gpus(&c, &info, &as, &d), 0);
-	assert_int_equal(d.n_errors, 0);
-	assert_int_equal(as[0].use, CONFIG_GPU_TIME_SLICED);
-	assert_string_equal(as[0].resource, "nvidia.com/gpu.small");
-	assert_int_equal(as[0].replicas, 4);
-	assert_ptr_equal(as[0].ts, &c.time_slicing.resources[0]);
-	assert_int_equal(as[1].use, CONFIG_GPU_TIME_SLICED);
-	assert_string_equal(as[1].resource, "nvidia.com/gpu.small");
-	assert_int_equal(as[2].use, CONFIG_GPU_TIME_SLICED);
-	assert_string_equal(as[2].resource, "nvidia.com/gpu-a2");
-	assert_int_equal(as[2].replicas, 3);
-	assert_int_equal(as[3].use, CONFIG_GPU_TIME_SLICED);
-	assert_string_equal(as[3].resource, "nvidia.com/gpu");
-	assert_int_equal(as[3].replicas, 2);
-	free(as);
 	config_release(&c);
 
 	/* renameByDefault names the resource <name>.shared; an explicit rename wins. */
@@ -320,32 +276,12 @@ static void test_time_slicing(void **state)
 	assert_string_equal(c.time_slicing.resources[0].rename, "nvidia.com/gpu.shared");
 	assert_string_equal(c.time_slicing.resources[1].rename, "nvidia.com/gpu-three");
 	config_release(&c);
-
-	/* No sharing: every GPU whole, under its pattern's resource. */
-	assert_int_equal(config_init(&c), 0);
-	assert_int_equal(config_load_file(&c, FX("full-nvidia.yaml"), NULL), 0);
-	c.time_slicing.resources[0].devices.kind = CONFIG_DEVICES_COUNT;
-	c.time_slicing.resources[0].devices.count = 1;
-	assert_int_equal(config_assign_gpus(&c, &info, &as, &d), 0);
-	assert_int_equal(as[0].use, CONFIG_GPU_WHOLE);
-	assert_string_equal(as[0].resource, "nvidia.com/a100");
-	assert_int_equal(as[1].use, CONFIG_GPU_TIME_SLICED);
-	assert_string_equal(as[1].resource, "nvidia.com/gpu.shared");
-	assert_int_equal(as[2].use, CONFIG_GPU_WHOLE);
-	assert_string_equal(as[2].resource, "nvidia.com/gpu-a2");
-	assert_int_equal(as[3].use, CONFIG_GPU_WHOLE);
-	assert_string_equal(as[3].resource, "nvidia.com/gpu");
-	free(as);
 	config_diag_release(&d);
-	config_release(&c);
 }
 
 static void test_gpumem(void **state)
 {
-	struct config_gpu_assignment *as = NULL;
 	struct config_diag d = { 0 };
-	struct gpu_device devs[4];
-	struct gpu_info info;
 	struct config c;
 
 	assert_int_equal(config_init(&c), 0);
@@ -363,38 +299,7 @@ static void test_gpumem(void **state)
 	assert_int_equal(c.gpumem.mask_hysteresis_mib, 2048);
 	assert_int_equal(c.gpumem.reserve_pos.line, 8);
 	assert_int_equal(c.gpumem.reserve_pos.column, 19);
-
-	fake_gpus(devs, &info);
-	assert_int_equal(config_assign_gpus(&c, &info, &as, &d), 0);
-	assert_int_equal(as[0].use, CONFIG_GPU_WHOLE);
-	assert_string_equal(as[0].resource, "nvidia.com/gpu");
-	assert_int_equal(as[1].use, CONFIG_GPU_MEMORY);
-	assert_string_equal(as[1].resource, "nvidia.com/gpumem-edge");
-	assert_null(as[1].ts);
-	assert_int_equal(as[2].use, CONFIG_GPU_MEMORY);
-	assert_int_equal(as[3].use, CONFIG_GPU_WHOLE);
-	free(as);
-
-	/* A reserve that leaves a GPU no unit can only be seen against the GPU. */
-	devs[1].mem_total = 258 * MIB;
-	assert_int_equal(config_assign_gpus(&c, &info, &as, &d), 0);
-	free(as);
-	devs[1].mem_total = 256 * MIB;
-	as = (void *)&d; /* untouched on failure */
-	assert_int_equal(config_assign_gpus(&c, &info, &as, &d), -EINVAL);
-	assert_ptr_equal(as, &d);
-	assert_one_error(
-		&d, FX("gpumem.yaml") ":8:19: edgegpu.sharing.memory.reserveMiB: reserving "
-				      "256 MiB of GPU 1 (Tesla T4, 256 MiB) leaves no 2 MiB unit");
 	config_diag_release(&d);
-	config_release(&c);
-
-	/* Off unless devices are listed. */
-	assert_int_equal(config_init(&c), 0);
-	assert_int_equal(config_assign_gpus(&c, &info, &as, &d), 0);
-	for (unsigned i = 0; i < 4; i++)
-		assert_int_equal(as[i].use, CONFIG_GPU_WHOLE);
-	free(as);
 	config_release(&c);
 }
 
@@ -1378,79 +1283,6 @@ static void test_failed_load_keeps_old(void **state)
 	config_release(&c);
 }
 
-static void test_pattern_match(void **state)
-{
-	assert_true(config_pattern_match("*", ""));
-	assert_true(config_pattern_match("*", "NVIDIA A2"));
-	assert_true(config_pattern_match("NVIDIA A2", "NVIDIA A2"));
-	assert_false(config_pattern_match("NVIDIA A2", "NVIDIA A20"));
-	assert_false(config_pattern_match("A2", "NVIDIA A2")); /* anchored: no substring match */
-	assert_true(config_pattern_match("*A2", "NVIDIA A2"));
-	assert_true(config_pattern_match("*A100*", "NVIDIA A100-SXM4-40GB"));
-	assert_false(config_pattern_match("*A100*", "NVIDIA A10"));
-	assert_true(config_pattern_match("N*A*2", "NVIDIA A2"));
-	assert_true(config_pattern_match("**a**", "a"));
-	assert_false(config_pattern_match("a*b", "acbx"));
-	assert_true(config_pattern_match("a*b*c", "aXbYbZc"));
-	assert_false(config_pattern_match("nvidia a2", "NVIDIA A2"));
-	assert_false(config_pattern_match(".*", "NVIDIA A2")); /* not a regexp */
-}
-
-static void expect_assign_error(const char *yaml, const char *want)
-{
-	struct config_gpu_assignment *as = NULL;
-	struct config_diag d = { 0 };
-	struct gpu_device devs[4];
-	struct gpu_info info;
-	struct config c;
-
-	fake_gpus(devs, &info);
-	load_ok(&c, yaml);
-	assert_int_equal(config_validate(&c, &d), 0);
-	assert_int_equal(config_assign_gpus(&c, &info, &as, &d), -EINVAL);
-	assert_null(as);
-	assert_one_error(&d, want);
-	config_diag_release(&d);
-	config_release(&c);
-}
-
-static void test_assign_errors(void **state)
-{
-	expect_assign_error("edgegpu: {sharing: {memory: {devices: [7]}}}\n",
-			    "t.yaml:1:40: edgegpu.sharing.memory.devices[0]: GPU 7 is not a GPU of "
-			    "this node");
-	expect_assign_error(
-		"edgegpu: {sharing: {memory: {devices: [\"GPU-nope\"]}}}\n",
-		"t.yaml:1:40: edgegpu.sharing.memory.devices[0]: GPU-nope is not a GPU of "
-		"this node");
-	/* Index 1 and GPU 1's UUID are the same GPU; only discovery can tell. */
-	expect_assign_error(
-		"edgegpu: {sharing: {memory: {devices: [1, "
-		"\"GPU-00000000-0000-0000-0000-000000000001\"]}}}\n",
-		"t.yaml:1:43: edgegpu.sharing.memory.devices[1]: GPU 1 is listed twice");
-	expect_assign_error("sharing: {timeSlicing: {resources: [{name: gpu, replicas: 2, devices: "
-			    "[0]}]}}\nedgegpu: {sharing: {memory: {devices: "
-			    "[\"GPU-00000000-0000-0000-0000-000000000000\"]}}}\n",
-			    "t.yaml:1:72: sharing.timeSlicing.resources[0].devices[0]: GPU 0 is "
-			    "already in edgegpu.sharing.memory.devices");
-	expect_assign_error(
-		"resources: {gpus: [{pattern: \"NVIDIA A2\", name: a2}]}\nsharing: "
-		"{timeSlicing: {resources: [{name: gpu, replicas: 2, devices: [2]}]}}\n",
-		"t.yaml:2:72: sharing.timeSlicing.resources[0].devices[0]: GPU 2 is a "
-		"nvidia.com/a2 GPU, not \"nvidia.com/gpu\"");
-	expect_assign_error(
-		"sharing: {timeSlicing: {resources: [{name: gpu, replicas: 2, devices: "
-		"5}]}}\n",
-		"t.yaml:1:71: sharing.timeSlicing.resources[0].devices: asks for 5 GPUs of "
-		"\"nvidia.com/gpu\", the node has 4");
-	expect_assign_error("sharing: {timeSlicing: {resources: [{name: gpu, replicas: 2, devices: "
-			    "[1]}, {name: gpu, replicas: 3, devices: "
-			    "[\"GPU-00000000-0000-0000-0000-000000000001\"]}]}}\n",
-			    "t.yaml:1:112: sharing.timeSlicing.resources[1].devices[0]: "
-			    "GPU-00000000-0000-0000-0000-000000000001 is already in "
-			    "sharing.timeSlicing.resources[0]");
-}
-
 /* The whole start-up path, every allocation failed once in turn. */
 static int pipeline(struct config *c, const char *file, struct config_diag *d, bool *ret_built)
 {
@@ -1458,9 +1290,6 @@ static int pipeline(struct config *c, const char *file, struct config_diag *d, b
 	char *envp[] = { "DEVICE_LIST_STRATEGY=envvar,cdi-cri", "GDS_ENABLED=false", NULL, NULL };
 	const struct config_flag flags[] = { { "pass-device-specs", NULL },
 					     { "log-level", "debug" } };
-	struct config_gpu_assignment *as = NULL;
-	struct gpu_device devs[4];
-	struct gpu_info info;
 	struct buf b = { 0 };
 	int r;
 
@@ -1471,11 +1300,6 @@ static int pipeline(struct config *c, const char *file, struct config_diag *d, b
 	*ret_built = r >= 0;
 	if (r >= 0)
 		r = config_dump(c, &b);
-	if (r >= 0) {
-		fake_gpus(devs, &info);
-		r = config_assign_gpus(c, &info, &as, d);
-	}
-	free(as);
 	buf_release(&b);
 	free(cf);
 	return r;
@@ -1611,8 +1435,6 @@ int main(void)
 		cmocka_unit_test(test_flags),
 		cmocka_unit_test(test_dump_round_trip),
 		cmocka_unit_test(test_failed_load_keeps_old),
-		cmocka_unit_test(test_pattern_match),
-		cmocka_unit_test(test_assign_errors),
 		cmocka_unit_test(test_oom),
 		cmocka_unit_test(test_fuzz_corpus),
 		cmocka_unit_test(test_not_regular_file),

@@ -29,29 +29,6 @@ static void test_safe_atou(void **state)
 	assert_int_equal(safe_atoi("-", &i), -EINVAL);
 }
 
-static void test_parse_duration(void **state)
-{
-	usec_t u;
-
-	assert_int_equal(parse_duration("5s", &u), 0);
-	assert_int_equal(u, 5 * USEC_PER_SEC);
-	assert_int_equal(parse_duration("250ms", &u), 0);
-	assert_int_equal(u, 250 * USEC_PER_MSEC);
-	assert_int_equal(parse_duration("1m30s", &u), 0);
-	assert_int_equal(u, 90 * USEC_PER_SEC);
-	assert_int_equal(parse_duration("2h", &u), 0);
-	assert_int_equal(u, 7200 * USEC_PER_SEC);
-	assert_int_equal(parse_duration("1500ns", &u), 0);
-	assert_int_equal(u, 1);
-	assert_int_equal(parse_duration("0", &u), 0);
-	assert_int_equal(u, 0);
-	assert_int_equal(parse_duration("5", &u), -EINVAL);
-	assert_int_equal(parse_duration("s", &u), -EINVAL);
-	assert_int_equal(parse_duration("5x", &u), -EINVAL);
-	assert_int_equal(parse_duration("", &u), -EINVAL);
-	assert_int_equal(parse_duration("99999999999999999999h", &u), -ERANGE);
-}
-
 static void test_buf(void **state)
 {
 	struct buf b = { 0 };
@@ -158,9 +135,9 @@ static void test_files(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_safe_atou), cmocka_unit_test(test_parse_duration),
-		cmocka_unit_test(test_buf),	  cmocka_unit_test(test_json_string),
-		cmocka_unit_test(test_files),	  cmocka_unit_test(test_helpers),
+		cmocka_unit_test(test_safe_atou),   cmocka_unit_test(test_buf),
+		cmocka_unit_test(test_json_string), cmocka_unit_test(test_files),
+		cmocka_unit_test(test_helpers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,339 @@
+/*
+ * config-schema.c: the schema, NVIDIA's config file plus our edgegpu section, as tables of
+ * struct field (key, kind, where the value lives in struct config, flag and environment names,
+ * limits) that every stage walks; and the walk of a YAML mapping against a table, with its
+ * unknown- and duplicate-key errors and "did you mean" suggestions.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "config-int.h"
+#include "log.h"
+
+#define MIG_REFUSED "MIG is not supported by edgegpu yet; only \"none\" is accepted"
+
+static const struct enum_value mig_values[] = {
+	{ "none", CONFIG_MIG_NONE },
+	{ "single", CONFIG_MIG_SINGLE, MIG_REFUSED },
+	{ "mixed", CONFIG_MIG_MIXED, MIG_REFUSED },
+	{ NULL },
+};
+
+const struct enum_value config_dls_values[] = {
+	{ "envvar", CONFIG_DLS_ENVVAR },
+	{ "volume-mounts", CONFIG_DLS_VOLUME_MOUNTS },
+	{ "cdi-annotations", CONFIG_DLS_CDI_ANNOTATIONS },
+	{ "cdi-cri", CONFIG_DLS_CDI_CRI },
+	{ NULL },
+};
+
+static const struct enum_value id_values[] = {
+	{ "uuid", CONFIG_DEVICE_ID_UUID },
+	{ "index", CONFIG_DEVICE_ID_INDEX },
+	{ NULL },
+};
+
+/* We discover with NVML: "auto" and "nvml" describe what we do, Tegra comes later. */
+static const struct enum_value discovery_values[] = {
+	{ "auto", 0, NULL, true },
+	{ "nvml", 0, NULL, true },
+	{ "tegra", 0, "the Tegra backend is not supported by edgegpu yet" },
+	{ NULL },
+};
+
+static const struct enum_value alloc_policy_values[] = {
+	{ "distributed", 0 },
+	{ "packed", 0, "only the \"distributed\" policy is supported by edgegpu" },
+	{ NULL },
+};
+
+/* log.h's names: one list for what the log prints and what the config reads. */
+#define LOG_VALUE(level, name) { name, level },
+static const struct enum_value log_values[] = { LOG_LEVEL_NAMES(LOG_VALUE){ NULL } };
+#undef LOG_VALUE
+
+static const struct enum_value split_values[] = {
+	{ "reject", CONFIG_ON_SPLIT_REJECT },
+	{ "allow", CONFIG_ON_SPLIT_ALLOW },
+	{ NULL },
+};
+
+static const struct enum_value placement_values[] = {
+	{ "mask", CONFIG_PLACEMENT_MASK },
+	{ "preferred", CONFIG_PLACEMENT_PREFERRED },
+	{ NULL },
+};
+
+#define C(m) offsetof(struct config, m)
+
+static const struct field gfd_fields[] = {
+	{ "oneshot", K_UNSUP_BOOL, NOOFF, .min = false },
+	{ "noTimestamp", K_UNSUP_BOOL, NOOFF, .min = false },
+	{ "sleepInterval", K_UNSUP_DURATION, NOOFF, .min = 60 * USEC_PER_SEC },
+	{ "outputFile", K_UNSUP_STR, NOOFF,
+	  .arg = "/etc/kubernetes/node-feature-discovery/features.d/gfd" },
+	{ "machineTypeFile", K_UNSUP_STR, NOOFF, .arg = "/sys/class/dmi/id/product_name" },
+	{ NULL },
+};
+
+static const struct field plugin_fields[] = {
+	{ "passDeviceSpecs", K_BOOL, C(pass_device_specs), .flag = { "pass-device-specs" },
+	  .env = { "PASS_DEVICE_SPECS" } },
+	{ "deviceListStrategy", K_DLS, C(device_list_strategy), .arg = config_dls_values,
+	  .flag = { "device-list-strategy" }, .env = { "DEVICE_LIST_STRATEGY" } },
+	{ "deviceIDStrategy", K_ENUM, C(device_id_strategy), .arg = id_values,
+	  .flag = { "device-id-strategy" }, .env = { "DEVICE_ID_STRATEGY" } },
+	{ "containerDriverRoot", K_STR, C(container_driver_root), .min = STR_EMPTY_IGNORED,
+	  .flag = { "driver-root-ctr-path", "container-driver-root" },
+	  .env = { "DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT" } },
+	{ "cdiAnnotationPrefix", K_UNSUP_STR, NOOFF, .arg = "cdi.k8s.io/",
+	  .flag = { "cdi-annotation-prefix" }, .env = { "CDI_ANNOTATION_PREFIX" } },
+	{ "nvidiaCTKPath", K_UNSUP_STR, NOOFF, .arg = "/usr/bin/nvidia-ctk",
+	  .flag = { "nvidia-cdi-hook-path", "nvidia-ctk-path" },
+	  .env = { "NVIDIA_CDI_HOOK_PATH", "NVIDIA_CTK_PATH" } },
+	{ "sharedDevicesAllocationPolicy", K_ENUM, NOOFF, .arg = alloc_policy_values,
+	  .flag = { "shared-devices-allocation-policy" },
+	  .env = { "SHARED_DEVICES_ALLOCATION_POLICY" } },
+	{ NULL },
+};
+
+static const struct field flags_fields[] = {
+	{ "migStrategy", K_ENUM, C(mig_strategy), .arg = mig_values, .flag = { "mig-strategy" },
+	  .env = { "MIG_STRATEGY" } },
+	{ "failOnInitError", K_BOOL, C(fail_on_init_error), .flag = { "fail-on-init-error" },
+	  .env = { "FAIL_ON_INIT_ERROR" } },
+	{ "nvidiaDriverRoot", K_STR, C(driver_root), .min = STR_EMPTY_IGNORED,
+	  .flag = { "driver-root", "nvidia-driver-root" }, .env = { "NVIDIA_DRIVER_ROOT" } },
+	{ "nvidiaDevRoot", K_STR, C(dev_root), .min = STR_EMPTY_IGNORED,
+	  .flag = { "dev-root", "nvidia-dev-root" }, .env = { "NVIDIA_DEV_ROOT" } },
+	{ "mpsRoot", K_UNSUP_ANY, NOOFF, .arg = "is ignored: MPS is not supported by edgegpu",
+	  .flag = { "mps-root" }, .env = { "MPS_ROOT" } },
+	{ "gdsEnabled", K_UNSUP_BOOL, NOOFF, .min = false, .flag = { "gds-enabled" },
+	  .env = { "GDS_ENABLED" } },
+	{ "mofedEnabled", K_UNSUP_BOOL, NOOFF, .min = false, .flag = { "mofed-enabled" },
+	  .env = { "MOFED_ENABLED" } },
+	{ "gdrcopyEnabled", K_UNSUP_BOOL, NOOFF, .min = false, .flag = { "gdrcopy-enabled" },
+	  .env = { "GDRCOPY_ENABLED" } },
+	{ "useNodeFeatureAPI", K_UNSUP_BOOL, NOOFF, .min = false },
+	{ "deviceDiscoveryStrategy", K_ENUM, NOOFF, .arg = discovery_values,
+	  .flag = { "device-discovery-strategy" }, .env = { "DEVICE_DISCOVERY_STRATEGY" } },
+	{ "plugin", K_SECTION, 0, .arg = plugin_fields },
+	{ "gfd", K_SECTION, 0, .arg = gfd_fields },
+	{ NULL },
+};
+
+const struct field config_gpu_item_fields[] = {
+	{ "pattern", K_STR, offsetof(struct config_gpu_pattern, pattern), .min = STR_NONEMPTY },
+	{ "name", K_RESNAME, offsetof(struct config_gpu_pattern, name) },
+	{ NULL },
+};
+
+static const struct field resources_fields[] = {
+	{ "gpus", K_GPUS, 0 },
+	{ "mig", K_REFUSE, 0, .arg = "MIG is not supported by edgegpu yet" },
+	{ NULL },
+};
+
+#define T(m) offsetof(struct config_ts_resource, m)
+
+const struct field config_ts_item_fields[] = {
+	{ "name", K_RESNAME, T(name), POS(struct config_ts_resource, name_pos) },
+	{ "rename", K_RESNAME, T(rename), POS(struct config_ts_resource, rename_pos) },
+	{ "replicas", K_U32, T(replicas), .min = 2, .max = CONFIG_REPLICAS_MAX },
+	{ "devices", K_TS_DEVICES, T(devices) },
+	{ NULL },
+};
+
+static const struct field ts_fields[] = {
+	{ "renameByDefault", K_BOOL, C(time_slicing.rename_by_default) },
+	{ "failRequestsGreaterThanOne", K_BOOL, C(time_slicing.fail_requests_greater_than_one) },
+	{ "resources", K_TS_RESOURCES, 0 },
+	{ NULL },
+};
+
+static const struct field sharing_fields[] = {
+	{ "timeSlicing", K_TIME_SLICING, 0, .arg = ts_fields },
+	{ "mps", K_REFUSE, 0,
+	  .arg = "MPS sharing is not supported by edgegpu; use sharing.timeSlicing or "
+		 "edgegpu.sharing.memory" },
+	{ NULL },
+};
+
+static const struct field imex_fields[] = {
+	{ "channelIDs", K_UNSUP_EMPTY_LIST, NOOFF, .flag = { "imex-channel-ids" },
+	  .env = { "IMEX_CHANNEL_IDS" } },
+	{ "required", K_UNSUP_BOOL, NOOFF, .min = false, .flag = { "imex-required" },
+	  .env = { "IMEX_REQUIRED" } },
+	{ NULL },
+};
+
+static const struct field health_fields[] = {
+	{ "pollInterval", K_DURATION, C(health.poll_interval), .min = 100 * USEC_PER_MSEC,
+	  .max = USEC_PER_SEC * 24 * 3600 },
+	{ "eventPollInterval", K_DURATION, C(health.event_poll_interval),
+	  .min = 100 * USEC_PER_MSEC, .max = USEC_PER_SEC * 24 * 3600 },
+	{ "callTimeout", K_DURATION, C(health.call_timeout), .min = 100 * USEC_PER_MSEC,
+	  .max = USEC_PER_SEC * 3600 },
+	{ "recoveryQuietPeriod", K_DURATION, C(health.recovery_quiet_period), .min = 0,
+	  .max = USEC_PER_SEC * 24 * 3600 },
+	{ "ignoredXids", K_XIDS, 0 },
+	{ "disableHealthchecks", K_STR, C(health.disable_healthchecks), .min = STR_EMPTY_IGNORED,
+	  .env = { "DP_DISABLE_HEALTHCHECKS" } },
+	{ NULL },
+};
+
+static const struct field grpc_fields[] = {
+	{ "maxRecvMsgBytes", K_U64, C(grpc.max_recv_msg_bytes), .min = (uint64_t)64 * 1024,
+	  .max = 1024 * MIB },
+	{ "maxConnections", K_U32, C(grpc.max_connections), .min = 1, .max = 4096 },
+	{ NULL },
+};
+
+static const struct field gpumem_fields[] = {
+	{ "resourceName", K_RESNAME, C(gpumem.resource_name),
+	  POS(struct config, gpumem.resource_name_pos) },
+	{ "devices", K_DEVICES, C(gpumem.devices) },
+	{ "unitMiB", K_U32, C(gpumem.unit_mib), POS(struct config, gpumem.unit_pos), .min = 1,
+	  .max = 1u << 20 },
+	{ "reserveMiB", K_U64, C(gpumem.reserve_mib), POS(struct config, gpumem.reserve_pos),
+	  .min = 0, .max = 1u << 24 },
+	{ "onSplit", K_ENUM, C(gpumem.on_split), .arg = split_values },
+	{ "placement", K_ENUM, C(gpumem.placement), .arg = placement_values },
+	{ "maskHysteresisMiB", K_U64, C(gpumem.mask_hysteresis_mib), .min = 0, .max = 1u << 24 },
+	{ NULL },
+};
+
+static const struct field edgegpu_sharing_fields[] = {
+	{ "memory", K_SECTION, 0, .arg = gpumem_fields },
+	{ NULL },
+};
+
+static const struct field edgegpu_fields[] = {
+	{ "logLevel", K_ENUM, C(log_level), .arg = log_values, .flag = { "log-level" },
+	  .env = { "EDGEGPU_LOG_LEVEL" } },
+	{ "devicePluginPath", K_STR, C(device_plugin_path), .min = STR_EMPTY_IGNORED,
+	  .flag = { "device-plugin-path" }, .env = { "DEVICE_PLUGIN_PATH" } },
+	{ "kubeletSocket", K_STR, C(kubelet_socket), .min = STR_EMPTY_OK,
+	  .flag = { "kubelet-socket" }, .env = { "KUBELET_SOCKET" } },
+	{ "nvmlLib", K_STR, C(nvml_lib), .min = STR_EMPTY_IGNORED, .flag = { "nvml-lib" },
+	  .env = { "NVML_LIB" } },
+	{ "podResourcesSocket", K_STR, C(pod_resources_socket), .min = STR_EMPTY_IGNORED,
+	  .flag = { "pod-resources-socket" }, .env = { "POD_RESOURCES_SOCKET" } },
+	{ "cdiSpecDir", K_STR, C(cdi_spec_dir), .min = STR_EMPTY_IGNORED,
+	  .flag = { "cdi-spec-dir" }, .env = { "CDI_SPEC_DIR" } },
+	{ "rediscoverInterval", K_DURATION, C(rediscover_interval), .min = USEC_PER_SEC,
+	  .max = USEC_PER_SEC * 24 * 3600, .flag = { "rediscover-interval" } },
+	{ "health", K_SECTION, 0, .arg = health_fields },
+	{ "grpc", K_SECTION, 0, .arg = grpc_fields },
+	{ "sharing", K_SECTION, 0, .arg = edgegpu_sharing_fields },
+	{ NULL },
+};
+
+const struct field config_root_fields[] = {
+	{ "version", K_VERSION, 0 },
+	{ "flags", K_SECTION, 0, .arg = flags_fields },
+	{ "resources", K_SECTION, 0, .arg = resources_fields },
+	{ "sharing", K_SECTION, 0, .arg = sharing_fields },
+	{ "imex", K_SECTION, 0, .arg = imex_fields },
+	{ "edgegpu", K_SECTION, 0, .arg = edgegpu_fields },
+	{ NULL, K_STR, C(config_file), .min = STR_EMPTY_IGNORED, .flag = { "config-file" },
+	  .env = { "CONFIG_FILE" }, .flags = F_NOCMP },
+	{ NULL },
+};
+
+/* Levenshtein distance, case-insensitive, for "did you mean"; large for long strings. */
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), prev[65], cur[65];
+
+	if (la > 64 || lb > 64)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		prev[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		cur[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t sub = prev[j - 1] + ((a[i - 1] | 0x20) != (b[j - 1] | 0x20));
+
+			cur[j] = MIN(MIN(prev[j] + 1, cur[j - 1] + 1), sub);
+		}
+		memcpy(prev, cur, sizeof(prev));
+	}
+	return prev[lb];
+}
+
+static int unknown_key(struct ctx *x, const struct field *fields, const struct src *s,
+		       const char *key)
+{
+	const char *best = NULL;
+	size_t bd = 3;
+
+	for (const struct field *f = fields; f->kind != K_END; f++) {
+		size_t dist;
+
+		if (!f->key)
+			continue;
+		dist = edit_distance(key, f->key);
+		if (dist < bd) {
+			bd = dist;
+			best = f->key;
+		}
+	}
+	if (best)
+		return config_add_err(x, s, "unknown key, did you mean \"%s\"?", best);
+	return config_add_err(x, s, "unknown key");
+}
+
+int config_parse_map(struct ctx *x, const struct field *fields, void *base, const char *path,
+		     const struct ynode *node)
+{
+	uint64_t seen = 0;
+
+	if (is_null(node))
+		return 0;
+	if (node->kind != Y_MAP) {
+		struct src s = { ORIGIN_FILE, path[0] ? path : NULL, node, NULL, node->pos };
+
+		return config_type_error(x, &s, "a mapping");
+	}
+	for (size_t p = 0; p + 1 < node->n_kids && !x->stop; p += 2) {
+		const struct ynode *k = kid(x->doc, node, p), *v = kid(x->doc, node, p + 1);
+		char key[KEY_MAX];
+		struct src s = { ORIGIN_FILE, key };
+		const struct field *f;
+		unsigned i = 0;
+		int r;
+
+		s.node = k;
+		s.pos = k->pos;
+		if (k->kind != Y_SCALAR) {
+			char q[96];
+
+			s.key = path[0] ? path : NULL;
+			r = config_add_err(x, &s, "keys must be strings, got %s",
+					   config_describe(q, sizeof(q), k));
+			if (r < 0)
+				return r;
+			continue;
+		}
+		(void)snprintf(key, sizeof(key), "%s%s%s", path, path[0] ? "." : "", scalar(k));
+		for (f = fields; f->kind != K_END; f++, i++)
+			if (f->key && streq(f->key, scalar(k)))
+				break;
+		if (f->kind == K_END || strlen(scalar(k)) != k->len)
+			r = unknown_key(x, fields, &s, scalar(k));
+		else if (seen & (UINT64_C(1) << i))
+			r = config_add_err(x, &s, "duplicate key");
+		else {
+			seen |= UINT64_C(1) << i;
+			if (is_null(v))
+				continue; /* null is "not set", as for NVIDIA's pointer fields */
+			s.node = v;
+			s.pos = v->pos;
+			r = config_set_field(x, f, base, &s);
+		}
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
