@@ -8,7 +8,7 @@
 
 #include "config.h"
 #include "daemon.h"
-#include "gpu.h"
+#include "gpu-backend.h"
 #include "resource.h"
 #include "version.h"
 
@@ -238,7 +238,7 @@ static int verb_discover(int argc, char **argv)
 {
 	struct cli_args a = { 0 };
 	struct config c = { 0 };
-	struct gpu_nvml_opts o = { 0 };
+	struct gpu_backend_opts o = { 0 };
 	struct gpu_backend *b = NULL;
 	struct gpu_info info = { 0 };
 	struct resource *res[32];
@@ -256,7 +256,7 @@ static int verb_discover(int argc, char **argv)
 	o.lib_path = c.nvml_lib;
 	o.driver_root = c.container_driver_root;
 	o.sysfs_root = getenv("EDGEGPU_SYSFS_ROOT"); /* tests: a fake /sys */
-	r = gpu_nvml_open(&o, &b, &err);
+	r = gpu_backend_open(&o, &b, &err);
 	if (r < 0) {
 		fprintf(stderr, "edgegpu: %s\n", err ? err : strerror(-r));
 		goto out;

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "fake-client.h"
-#include "gpu.h"
+#include "gpu-backend.h"
 #include "unit.h"
 #include "util.h"
 
@@ -74,7 +74,8 @@ static int teardown(void **state)
 static int open_fake(struct env *e, const char *lib, const char *fixture)
 {
 	char path[512];
-	struct gpu_nvml_opts o = {
+	struct gpu_backend_opts o = {
+		.kind = GPU_BACKEND_NVML,
 		.lib_path = lib,
 		.sysfs_root = e->sysfs,
 		.proc_root = e->proc,
@@ -84,7 +85,7 @@ static int open_fake(struct env *e, const char *lib, const char *fixture)
 	assert_int_equal(setenv("EDGEGPU_FAKE_NVML_FIXTURE", path, 1), 0);
 	free(e->err);
 	e->err = NULL;
-	return gpu_nvml_open(&o, &e->b, &e->err);
+	return gpu_backend_open(&o, &e->b, &e->err);
 }
 
 static void open_discover(struct env *e, const char *lib, const char *fixture)
@@ -235,7 +236,7 @@ static void test_mig_skipped(void **state)
 static void test_lib_missing(void **state)
 {
 	struct env *e = *state;
-	struct gpu_nvml_opts o = { .driver_root = e->dir };
+	struct gpu_backend_opts o = { .kind = GPU_BACKEND_NVML, .driver_root = e->dir };
 	void *system_nvml;
 	char want[256];
 	int r;
@@ -251,7 +252,7 @@ static void test_lib_missing(void **state)
 	free(e->err);
 	e->err = NULL;
 	system_nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-	r = gpu_nvml_open(&o, &e->b, &e->err);
+	r = gpu_backend_open(&o, &e->b, &e->err);
 	if (system_nvml) {
 		/* This host has a driver: the loader's search finds it first. */
 		(void)dlclose(system_nvml);
@@ -272,14 +273,16 @@ static void test_driver_root_search(void **state)
 	struct env *e = *state;
 	/* Sized for any checkout path: the fake's path is compiled in (FAKE_NVML_LIB). */
 	char dir[1024], cmd[4096], path[1024];
-	struct gpu_nvml_opts o = { .driver_root = e->dir, .sysfs_root = e->sysfs };
+	struct gpu_backend_opts o = { .kind = GPU_BACKEND_NVML,
+				      .driver_root = e->dir,
+				      .sysfs_root = e->sysfs };
 	void *system_nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
 	int r;
 
 	if (system_nvml) {
 		/* The loader's search wins on a host with a driver; covered by the real group. */
 		(void)dlclose(system_nvml);
-		assert_int_equal(gpu_nvml_open(&o, &e->b, &e->err), 0);
+		assert_int_equal(gpu_backend_open(&o, &e->b, &e->err), 0);
 		return;
 	}
 	assert_true(snprintf(dir, sizeof(dir), "%s/usr/lib64", e->dir) < (int)sizeof(dir));
@@ -289,7 +292,7 @@ static void test_driver_root_search(void **state)
 	assert_true(snprintf(path, sizeof(path), "%s/two-gpus.conf", FAKE_NVML_FIXTURES) <
 		    (int)sizeof(path));
 	assert_int_equal(setenv("EDGEGPU_FAKE_NVML_FIXTURE", path, 1), 0);
-	r = gpu_nvml_open(&o, &e->b, &e->err);
+	r = gpu_backend_open(&o, &e->b, &e->err);
 	assert_int_equal(r, 0);
 	assert_int_equal(e->b->ops->discover(e->b, &e->info, &e->err), 0);
 	assert_int_equal(e->info.n_devices, 2);
@@ -584,11 +587,12 @@ static void test_hotplug(void **state)
 static void test_real(void **state)
 {
 	struct env *e = *state;
-	struct gpu_nvml_opts o = { .lib_path = getenv("EDGEGPU_NVML_LIB") };
+	struct gpu_backend_opts o = { .kind = GPU_BACKEND_NVML,
+				      .lib_path = getenv("EDGEGPU_NVML_LIB") };
 	struct gpu_event ev;
 	int r;
 
-	r = gpu_nvml_open(&o, &e->b, &e->err);
+	r = gpu_backend_open(&o, &e->b, &e->err);
 	if (r < 0)
 		print_error("open: %d %s\n", r, e->err ? e->err : "");
 	assert_int_equal(r, 0);
@@ -650,7 +654,7 @@ static void test_real(void **state)
 
 		gpu_backend_close(e->b);
 		e->b = NULL;
-		assert_int_equal(gpu_nvml_open(&o, &e->b, &e->err), 0);
+		assert_int_equal(gpu_backend_open(&o, &e->b, &e->err), 0);
 		assert_int_equal(e->b->ops->discover(e->b, &again, &e->err), 0);
 		assert_int_equal(again.n_devices, n);
 		for (unsigned i = 0; i < n; i++)
