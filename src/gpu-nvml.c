@@ -84,7 +84,7 @@ static const char *const driver_bin_dirs[] = {
 	"/sbin",
 };
 
-static const struct gpu_container nvml_container = {
+const struct gpu_container nvml_container = {
 	.ctl_nodes = ctl_nodes,
 	.n_ctl_nodes = ELEMENTSOF(ctl_nodes),
 	.libs = driver_libs,

@@ -94,5 +94,12 @@ struct nvml_device *nvml_dev_handle(struct nvml_backend *n, unsigned gpu);
 /* ops->sample (nvml-sample.c). */
 int nvml_sample(struct gpu_backend *b, unsigned gpu, struct gpu_sample *ret);
 
+/*
+ * What a container needs for an NVML GPU: the control nodes /dev/nvidiactl, nvidia-uvm,
+ * nvidia-uvm-tools and nvidia-modeset, and the driver files CDI mounts. Discovery points
+ * each gpu_device and the gpu_info at it.
+ */
+extern const struct gpu_container nvml_container;
+
 /* The NVML backend's opener, for gpu_backend_open(). */
 int nvml_open(const struct gpu_backend_opts *o, struct gpu_backend **ret, char **reterr);
