@@ -20,11 +20,6 @@
 #include "nvml-int.h"
 #include "util.h"
 
-static void copy_str(char *dst, size_t size, const char *src)
-{
-	(void)snprintf(dst, size, "%s", src);
-}
-
 /* --- what a container needs --- */
 
 /* The optional control nodes, in NVIDIA's order (nvidia-plugin.md section 2.3). */
@@ -251,7 +246,7 @@ static int discover_one(struct nvml_backend *n, unsigned i, struct gpu_device *d
 	if (ret != NVML_RET_SUCCESS)
 		goto failed;
 	pci.bus_id[sizeof(pci.bus_id) - 1] = 0;
-	copy_str(d->pci_bus_id, sizeof(d->pci_bus_id), pci.bus_id);
+	nvml_copy_str(d->pci_bus_id, sizeof(d->pci_bus_id), pci.bus_id);
 	d->numa_node = read_numa_node(n->sysfs_root, d->pci_bus_id);
 	/* Integrated GPUs have no framebuffer of their own: NOT_SUPPORTED, total 0. */
 	call = "nvmlDeviceGetMemoryInfo";
@@ -271,7 +266,7 @@ static int discover_one(struct nvml_backend *n, unsigned i, struct gpu_device *d
 		if (ret != NVML_RET_SUCCESS)
 			arch = NVML_ARCH_UNKNOWN;
 	}
-	copy_str(d->arch, sizeof(d->arch), arch_name(arch, d->cc_major, d->cc_minor));
+	nvml_copy_str(d->arch, sizeof(d->arch), arch_name(arch, d->cc_major, d->cc_minor));
 	call = "nvmlDeviceGetSupportedEventTypes";
 	ret = NVC(n, nvmlDeviceGetSupportedEventTypes)(h, &events);
 	if (nvml_driver_gone(ret) || ret == NVML_RET_GPU_IS_LOST)
@@ -283,7 +278,7 @@ static int discover_one(struct nvml_backend *n, unsigned i, struct gpu_device *d
 	d->events_supported = nd->event_mask != 0;
 	d->integrated = strstr(d->name, "(nvgpu)") || strstr(d->name, "NVIDIA Thor");
 	nd->handle = h;
-	copy_str(nd->uuid, sizeof(nd->uuid), d->uuid);
+	nvml_copy_str(nd->uuid, sizeof(nd->uuid), d->uuid);
 	return 0;
 
 failed:
@@ -326,7 +321,7 @@ static int nvml_discover(struct gpu_backend *b, struct gpu_info *ret, char **ret
 	if (!n->f.nvmlSystemGetNVMLVersion ||
 	    NVC(n, nvmlSystemGetNVMLVersion)(info.lib_version, sizeof(info.lib_version)) !=
 		    NVML_RET_SUCCESS)
-		copy_str(info.lib_version, sizeof(info.lib_version), "unknown");
+		nvml_copy_str(info.lib_version, sizeof(info.lib_version), "unknown");
 	if (!(n->f.nvmlSystemGetCudaDriverVersion_v2 &&
 	      NVC(n, nvmlSystemGetCudaDriverVersion_v2)(&v) == NVML_RET_SUCCESS) &&
 	    !(n->f.nvmlSystemGetCudaDriverVersion &&
@@ -537,7 +532,7 @@ static int nvml_event_wait(struct gpu_backend *b, usec_t timeout_usec, struct gp
 		else
 			found = 0;
 		if (found)
-			copy_str(ret->uuid, sizeof(ret->uuid), n->devs[i].uuid);
+			nvml_copy_str(ret->uuid, sizeof(ret->uuid), n->devs[i].uuid);
 		(void)pthread_mutex_unlock(&n->devs_mu);
 		return found;
 	}

@@ -10,6 +10,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
 
 #include "gpu-backend.h"
 #include "nvml-api.h"
@@ -22,6 +24,7 @@ struct nvml_syms {
 };
 
 #define NVML_SYM_COUNT (sizeof(struct nvml_syms) / sizeof(void (*)(void)))
+
 /* The health-relevant events (nvidia-plugin.md §3: NVIDIA registers 0xb). */
 #define NVML_HEALTH_EVENTS \
 	(NVML_EVENT_XID_CRITICAL | NVML_EVENT_DOUBLE_BIT_ECC | NVML_EVENT_SINGLE_BIT_ECC)
@@ -34,8 +37,8 @@ struct nvml_dev {
 };
 
 /*
- * Calls n->f.FN after noting its name for a hang report (gpu-backend.h, struct gpu_backend.call).
- * The event thread's nvmlEventSetWait_v2 does not go through it: it blocks by design.
+ * Calls n->f.FN after noting its name for a hang report (gpu-backend.h, struct
+ * gpu_backend.call). The event thread's nvmlEventSetWait_v2 does not go through it: it blocks by design.
  */
 #define NVC(n, fn) (atomic_store_explicit(&(n)->base.call, #fn, memory_order_relaxed), (n)->f.fn)
 
@@ -57,6 +60,12 @@ struct nvml_backend {
 	unsigned n_devs;
 	struct nvml_event_set *set;
 };
+
+/* snprintf("%s"): @src cut to fit @size, always terminated. */
+static inline void nvml_copy_str(char *dst, size_t size, const char *src)
+{
+	(void)snprintf(dst, size, "%s", src);
+}
 
 static inline struct nvml_backend *to_nvml(struct gpu_backend *b)
 {

@@ -156,11 +156,6 @@ bool nvml_driver_gone(enum nvml_return r)
 	return r == NVML_RET_LIB_RM_VERSION_MISMATCH || r == NVML_RET_UNINITIALIZED;
 }
 
-static void copy_str(char *dst, size_t size, const char *src)
-{
-	(void)snprintf(dst, size, "%s", src);
-}
-
 /* --- versions, for the mismatch message --- */
 
 /* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar ..." -> "550.54.15" */
@@ -169,7 +164,7 @@ static void kernel_module_version(struct nvml_backend *n, char *out, size_t size
 	char *path = path_join(n->proc_root, "driver/nvidia/version"), *text = NULL;
 	char *save = NULL;
 
-	copy_str(out, size, "unknown");
+	nvml_copy_str(out, size, "unknown");
 	if (!path || read_file(path, 4096, &text, NULL) < 0)
 		goto out;
 	text[strcspn(text, "\n")] = 0;
@@ -177,7 +172,7 @@ static void kernel_module_version(struct nvml_backend *n, char *out, size_t size
 		size_t digits = strspn(t, "0123456789."), len = strlen(t);
 
 		if (len > 2 && digits == len && strchr(t, '.') && t[0] != '.') {
-			copy_str(out, size, t);
+			nvml_copy_str(out, size, t);
 			break;
 		}
 	}
@@ -199,7 +194,7 @@ static void lib_file_version(struct nvml_backend *n, char *out, size_t size)
 	base = base ? base + 1 : real;
 	v = strncmp(base, "libnvidia-ml.so.", 16) == 0 ? base + 16 : NULL;
 	if (v && strchr(v, '.') && strspn(v, "0123456789.") == strlen(v))
-		copy_str(out, size, v);
+		nvml_copy_str(out, size, v);
 	free(real);
 }
 
@@ -221,7 +216,7 @@ static int mismatch_error(struct nvml_backend *n, char **reterr, const char *cal
 		(void)snprintf(lib, sizeof(lib), "%s%s", nvml[0] ? "NVML " : "",
 			       file[0] ? file : nvml);
 	else
-		copy_str(lib, sizeof(lib), "version unknown");
+		nvml_copy_str(lib, sizeof(lib), "version unknown");
 	kernel_module_version(n, drv, sizeof(drv));
 	return set_error(
 		reterr, -EXDEV,
