@@ -420,6 +420,7 @@ static int builder_init(struct builder *b, const struct gpu_device *const *uniq,
 	V1beta1__ContainerAllocateResponse *r;
 	size_t n_nodes = 0;
 
+	assert(n_uniq > 0);
 	for (size_t i = 0; i < n_uniq; i++)
 		n_nodes += MIN(uniq[i]->n_nodes, GPU_NODES_MAX) +
 			   (uniq[i]->container ? uniq[i]->container->n_ctl_nodes : 0);

@@ -498,34 +498,31 @@ void json_string(struct json_writer *j, const char *s)
 	j->comma = true;
 }
 
-/* A number or a literal, as printf writes it. */
-static void json_printf(struct json_writer *j, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void json_printf(struct json_writer *j, const char *fmt, ...)
+/* A number or a literal, written as it is. */
+static void json_scalar(struct json_writer *j, const char *s)
 {
-	char s[32];
-	va_list ap;
-	int n;
-
 	json_prefix(j);
-	va_start(ap, fmt);
-	n = vsnprintf(s, sizeof(s), fmt, ap);
-	va_end(ap);
-	json_raw(j, s, n > 0 ? (size_t)n : 0);
+	json_raw(j, s, strlen(s));
 	j->comma = true;
 }
 
 void json_int(struct json_writer *j, int64_t v)
 {
-	json_printf(j, "%" PRId64, v);
+	char s[24];
+
+	(void)snprintf(s, sizeof(s), "%" PRId64, v);
+	json_scalar(j, s);
 }
 
 void json_uint(struct json_writer *j, uint64_t v)
 {
-	json_printf(j, "%" PRIu64, v);
+	char s[24];
+
+	(void)snprintf(s, sizeof(s), "%" PRIu64, v);
+	json_scalar(j, s);
 }
 
 void json_bool(struct json_writer *j, bool v)
 {
-	json_printf(j, "%s", v ? "true" : "false");
+	json_scalar(j, v ? "true" : "false");
 }
