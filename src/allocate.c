@@ -14,14 +14,6 @@
 #include "gpu.h"
 #include "pbwire.h"
 
-/* The optional control nodes of nvidia-plugin.md section 2.3, in NVIDIA's order. */
-static const char *const control_nodes[] = {
-	"/dev/nvidiactl",
-	"/dev/nvidia-uvm",
-	"/dev/nvidia-uvm-tools",
-	"/dev/nvidia-modeset",
-};
-
 bool alloc_utf8_valid(const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
@@ -422,9 +414,16 @@ static ssize_t dedup_gpus(const struct gpu_device *const *gpus, size_t n, const 
 }
 
 /* Sizes the arrays for the worst case of this request (see struct builder). */
-static int builder_init(struct builder *b, size_t n_uniq, const struct alloc_extra *extra)
+static int builder_init(struct builder *b, const struct gpu_device *const *uniq, size_t n_uniq,
+			const struct alloc_extra *extra)
 {
 	V1beta1__ContainerAllocateResponse *r;
+	size_t n_nodes = 0;
+
+	assert(n_uniq > 0);
+	for (size_t i = 0; i < n_uniq; i++)
+		n_nodes += MIN(uniq[i]->n_nodes, GPU_NODES_MAX) +
+			   (uniq[i]->container ? uniq[i]->container->n_ctl_nodes : 0);
 
 	b->r = r = malloc(sizeof(*r));
 	if (!r)
@@ -432,15 +431,60 @@ static int builder_init(struct builder *b, size_t n_uniq, const struct alloc_ext
 	*r = (V1beta1__ContainerAllocateResponse)V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
 	b->cap_envs = 2 + n_uniq + extra->n_env;
 	b->cap_mounts = n_uniq + extra->n_mounts;
-	b->cap_devices = ELEMENTSOF(control_nodes) + n_uniq;
+	b->cap_devices = n_nodes;
 	b->cap_cdi = n_uniq;
 	r->envs = calloc(b->cap_envs, sizeof(V1beta1__ContainerAllocateResponse__EnvsEntry *));
 	r->mounts = calloc(b->cap_mounts, sizeof(V1beta1__Mount *));
-	r->devices = calloc(b->cap_devices, sizeof(V1beta1__DeviceSpec *));
+	r->devices = calloc(b->cap_devices + 1, sizeof(V1beta1__DeviceSpec *));
 	r->annotations = calloc(1, sizeof(V1beta1__ContainerAllocateResponse__AnnotationsEntry *));
 	r->cdi_devices = calloc(b->cap_cdi, sizeof(V1beta1__CDIDevice *));
 	if (!r->envs || !r->mounts || !r->devices || !r->annotations || !r->cdi_devices)
 		return -ENOMEM;
+	return 0;
+}
+
+/* Is @path a control node of a GPU before @i with a different container description? */
+static bool ctl_node_added(const struct gpu_device *const *uniq, size_t i, const char *path)
+{
+	for (size_t j = 0; j < i; j++) {
+		const struct gpu_container *c = uniq[j]->container;
+
+		for (size_t k = 0; c && c != uniq[i]->container && k < c->n_ctl_nodes; k++)
+			if (streq(c->ctl_nodes[k], path))
+				return true;
+	}
+	return false;
+}
+
+/*
+ * The control nodes the GPUs' backends name, each once, in the order of the first GPU that
+ * names it, and only those present under @dev_root; then each GPU's own nodes.
+ */
+static int add_device_nodes(struct builder *b, const char *dev_root,
+			    const struct gpu_device *const *uniq, size_t n)
+{
+	int r;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct gpu_container *c = uniq[i]->container;
+		bool seen = false;
+
+		for (size_t j = 0; c && j < i && !seen; j++)
+			seen = uniq[j]->container == c;
+		for (size_t k = 0; c && !seen && k < c->n_ctl_nodes; k++) {
+			if (ctl_node_added(uniq, i, c->ctl_nodes[k]))
+				continue;
+			r = add_device(b, dev_root, c->ctl_nodes[k], true);
+			if (r < 0)
+				return r;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		for (unsigned k = 0; k < MIN(uniq[i]->n_nodes, GPU_NODES_MAX); k++) {
+			r = add_device(b, dev_root, uniq[i]->nodes[k], false);
+			if (r < 0)
+				return r;
+		}
 	return 0;
 }
 
@@ -527,19 +571,9 @@ static int add_devices(struct builder *b, const struct alloc_opts *o, unsigned s
 		}
 	}
 	if (o->pass_device_specs) {
-		for (size_t i = 0; i < ELEMENTSOF(control_nodes); i++) {
-			r = add_device(b, o->dev_root, control_nodes[i], true);
-			if (r < 0)
-				goto out;
-		}
-		for (size_t i = 0; i < n; i++) {
-			char path[32];
-
-			(void)snprintf(path, sizeof(path), "/dev/nvidia%u", uniq[i]->minor);
-			r = add_device(b, o->dev_root, path, false);
-			if (r < 0)
-				goto out;
-		}
+		r = add_device_nodes(b, o->dev_root, uniq, n);
+		if (r < 0)
+			goto out;
 	}
 	r = 0;
 out:
@@ -577,7 +611,7 @@ int alloc_response_new(const struct alloc_opts *o, const struct gpu_device *cons
 		r = (int)n_uniq;
 		goto out;
 	}
-	r = builder_init(&b, (size_t)n_uniq, extra);
+	r = builder_init(&b, uniq, (size_t)n_uniq, extra);
 	if (r < 0)
 		goto out;
 	if (strategies & (ALLOC_CDI_ANNOTATIONS | ALLOC_CDI_CRI)) {

@@ -74,8 +74,9 @@ struct alloc_extra {
  * kept, so two replicas of one GPU deliver it once). With mem_limit_mib set, adds
  * EDGEGPU_GPUMEM_LIMIT_MIB=<sum> and CUDA_DEVICE_MEMORY_LIMIT_<i>=<n>m per GPU in
  * NVIDIA_VISIBLE_DEVICES order (so CUDA_DEVICE_MEMORY_LIMIT_0 for a single GPU).
- * Env entries keep insertion order. With passDeviceSpecs (and a non-CDI strategy) the control
- * nodes are stat()ed under dev_root on every call.
+ * Env entries keep insertion order. With passDeviceSpecs (and a non-CDI strategy) the device
+ * nodes come from the GPUs (gpu.h: their container's control nodes, each once and only when
+ * stat() finds it under dev_root on this call, then each GPU's own nodes).
  * Returns 0, -ENOMEM, or -EINVAL (no GPUs, a string that is not valid UTF-8, an extra env entry
  * without "KEY=", a relative mount path, a limit sum that overflows); the caller frees with
  * alloc_response_free(). @ret is set only on success.

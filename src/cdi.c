@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,84 +13,32 @@
 
 #define CDI_VERSION "0.5.0"
 
-/* Common device nodes, in the order NVIDIA's generated spec lists them; each only if present. */
-static const char *const control_nodes[] = {
-	"/dev/nvidia-uvm",
-	"/dev/nvidia-uvm-tools",
-	"/dev/nvidiactl",
-	"/dev/nvidia-modeset",
-};
-
-/* Where the driver's libraries live, relative to the driver root, most common first. */
-static const char *const lib_dirs[] = {
-	"/usr/lib/x86_64-linux-gnu",
-	"/usr/lib/aarch64-linux-gnu",
-	"/usr/lib64",
-	"/lib/x86_64-linux-gnu",
-	"/lib/aarch64-linux-gnu",
-	"/lib64",
-	"/usr/lib",
-	"/lib",
-};
-
-static const char *const bin_dirs[] = {
-	"/usr/bin",
-	"/usr/sbin",
-	"/bin",
-	"/sbin",
-};
-
-/*
- * The compute and video libraries of the driver, found as <name>.so.<driver version>. The
- * soname is mounted too (same host file), because without nvidia-ctk's create-symlinks hook
- * nothing else would create libcuda.so.1 in the container. Graphics libraries are left out.
- */
-static const struct driver_lib {
-	const char *name;
-	const char *soname; /* NULL: the versioned name is the soname */
-	bool required;
-} driver_libs[] = {
-	{ "libcuda.so", "libcuda.so.1", true },
-	{ "libcudadebugger.so", "libcudadebugger.so.1", false },
-	{ "libnvidia-ml.so", "libnvidia-ml.so.1", false },
-	{ "libnvidia-ptxjitcompiler.so", "libnvidia-ptxjitcompiler.so.1", false },
-	{ "libnvidia-nvvm.so", "libnvidia-nvvm.so.4", false },
-	{ "libnvidia-opencl.so", "libnvidia-opencl.so.1", false },
-	{ "libnvidia-cfg.so", "libnvidia-cfg.so.1", false },
-	{ "libnvidia-allocator.so", "libnvidia-allocator.so.1", false },
-	{ "libnvidia-gpucomp.so", NULL, false },
-	{ "libnvidia-pkcs11.so", NULL, false },
-	{ "libnvidia-pkcs11-openssl3.so", NULL, false },
-	{ "libnvcuvid.so", "libnvcuvid.so.1", false },
-	{ "libnvidia-encode.so", "libnvidia-encode.so.1", false },
-	{ "libnvidia-opticalflow.so", "libnvidia-opticalflow.so.1", false },
-};
-
-static const char *const driver_bins[] = {
-	"nvidia-smi",
-	"nvidia-debugdump",
-	"nvidia-persistenced",
-	"nvidia-cuda-mps-control",
-	"nvidia-cuda-mps-server",
-};
-
-#define MAX_MOUNTS (2 * ELEMENTSOF(driver_libs) + ELEMENTSOF(driver_bins))
-
 struct spec_mount {
 	char *host_path;
 	char *container_path;
 };
 
 struct spec {
-	const char *look_root;	   /* where the driver files are looked for, from here */
-	const char *look_dev_root; /* where the control nodes are looked for, from here */
-	const char *host_root;	   /* the same driver root on the host: the spec's host paths */
-	const char *host_dev_root; /* the same dev root on the host */
-	struct spec_mount mounts[MAX_MOUNTS];
+	const char *look_root;	       /* where the driver files are looked for, from here */
+	const char *look_dev_root;     /* where the control nodes are looked for, from here */
+	const char *host_root;	       /* the same driver root on the host: the spec's host paths */
+	const char *host_dev_root;     /* the same dev root on the host */
+	const struct gpu_container *c; /* the backend's files and nodes (NULL: none) */
+	struct spec_mount *mounts;     /* room for 2 per library and 1 per binary */
 	size_t n_mounts;
-	const char *lib_dirs[ELEMENTSOF(lib_dirs)]; /* container dirs holding mounted libraries */
+	const char **lib_dirs; /* container dirs holding mounted libraries */
 	size_t n_lib_dirs;
 };
+
+static int spec_init(struct spec *s)
+{
+	size_t n_libs = s->c ? s->c->n_libs : 0, n_bins = s->c ? s->c->n_bins : 0;
+	size_t n_dirs = s->c ? s->c->n_lib_dirs : 0;
+
+	s->mounts = calloc(2 * n_libs + n_bins + 1, sizeof(*s->mounts));
+	s->lib_dirs = calloc(n_dirs + 1, sizeof(*s->lib_dirs));
+	return s->mounts && s->lib_dirs ? 0 : -ENOMEM;
+}
 
 static void spec_release(struct spec *s)
 {
@@ -100,19 +47,8 @@ static void spec_release(struct spec *s)
 		free(s->mounts[i].container_path);
 	}
 	s->n_mounts = 0;
-}
-
-static void set_err(char **reterr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_err(char **reterr, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!reterr)
-		return;
-	va_start(ap, fmt);
-	if (vasprintf(reterr, fmt, ap) < 0)
-		*reterr = NULL;
-	va_end(ap);
+	s->mounts = mfree(s->mounts);
+	s->lib_dirs = mfree(s->lib_dirs);
 }
 
 /* Returns 1 if <root><path> exists (as a regular file when @regular), 0 if not, or -ENOMEM. */
@@ -189,32 +125,31 @@ static void spec_add_lib_dir(struct spec *s, const char *dir)
 
 static int spec_find_files(struct spec *s, const char *version, char **reterr)
 {
+	const struct gpu_container *c = s->c;
 	char file[256];
 	int r;
 
-	for (size_t i = 0; i < ELEMENTSOF(driver_libs); i++) {
+	for (size_t i = 0; c && i < c->n_libs; i++) {
 		const char *dir = NULL;
 
-		(void)snprintf(file, sizeof(file), "%s.%s", driver_libs[i].name, version);
-		r = spec_find_mount(s, lib_dirs, ELEMENTSOF(lib_dirs), file, driver_libs[i].soname,
-				    &dir);
+		(void)snprintf(file, sizeof(file), "%s.%s", c->libs[i].name, version);
+		r = spec_find_mount(s, c->lib_dirs, c->n_lib_dirs, file, c->libs[i].soname, &dir);
 		if (r < 0)
 			return r;
-		if (r == 0 && driver_libs[i].required) {
+		if (r == 0 && c->libs[i].required) {
 			if (streq(s->look_root, s->host_root))
-				set_err(reterr, "failed to locate %s under %s", file, s->look_root);
-			else
-				set_err(reterr,
-					"failed to locate %s under %s (the container driver root, "
-					"where the host's %s is expected to be mounted)",
-					file, s->look_root, s->host_root);
-			return -ENOENT;
+				return set_error(reterr, -ENOENT, "failed to locate %s under %s",
+						 file, s->look_root);
+			return set_error(reterr, -ENOENT,
+					 "failed to locate %s under %s (the container driver root, "
+					 "where the host's %s is expected to be mounted)",
+					 file, s->look_root, s->host_root);
 		}
 		if (r > 0)
 			spec_add_lib_dir(s, dir);
 	}
-	for (size_t i = 0; i < ELEMENTSOF(driver_bins); i++) {
-		r = spec_find_mount(s, bin_dirs, ELEMENTSOF(bin_dirs), driver_bins[i], NULL, NULL);
+	for (size_t i = 0; c && i < c->n_bins; i++) {
+		r = spec_find_mount(s, c->bin_dirs, c->n_bin_dirs, c->bins[i], NULL, NULL);
 		if (r < 0)
 			return r;
 	}
@@ -241,187 +176,120 @@ static bool cdi_device_name_valid(const char *n)
 	return true;
 }
 
-/*
- * A small JSON writer: two-space indentation, one member or element per line. Errors are
- * sticky in @r, so callers check once at the end.
- */
-struct json {
-	struct buf *b;
-	unsigned depth;
-	bool comma; /* a value was written at this level */
-	bool key;   /* a key was just written: its value follows on the same line */
-	int r;
-};
-
-static void json_raw(struct json *j, const char *s, size_t n)
+/* Every string of the spec goes through here: one that is not UTF-8 fails the spec. */
+static void spec_str(struct json_writer *j, const char *v)
 {
-	if (j->r == 0)
-		j->r = buf_append(j->b, s, n);
+	if (!alloc_utf8_valid(v))
+		json_fail(j, -EINVAL);
+	json_string(j, v);
 }
 
-static void json_prefix(struct json *j)
-{
-	if (j->key) {
-		j->key = false;
-		return;
-	}
-	if (j->comma)
-		json_raw(j, ",", 1);
-	if (j->depth > 0) {
-		json_raw(j, "\n", 1);
-		for (unsigned i = 0; i < j->depth; i++)
-			json_raw(j, "  ", 2);
-	}
-}
-
-static void json_escape(struct json *j, const char *s)
-{
-	if (j->r == 0)
-		j->r = alloc_utf8_valid(s) ? buf_json_string(j->b, s) : -EINVAL;
-}
-
-static void json_open(struct json *j, char c)
-{
-	json_prefix(j);
-	json_raw(j, &c, 1);
-	j->depth++;
-	j->comma = false;
-}
-
-static void json_close(struct json *j, char c)
-{
-	j->depth--;
-	if (j->comma) {
-		json_raw(j, "\n", 1);
-		for (unsigned i = 0; i < j->depth; i++)
-			json_raw(j, "  ", 2);
-	}
-	json_raw(j, &c, 1);
-	j->comma = true;
-}
-
-static void json_key(struct json *j, const char *k)
-{
-	json_prefix(j);
-	json_escape(j, k);
-	json_raw(j, ": ", 2);
-	j->key = true;
-}
-
-static void json_str(struct json *j, const char *s)
-{
-	json_prefix(j);
-	json_escape(j, s);
-	j->comma = true;
-}
-
-static void json_kv(struct json *j, const char *k, const char *v)
+static void spec_kv(struct json_writer *j, const char *k, const char *v)
 {
 	json_key(j, k);
-	json_str(j, v);
+	spec_str(j, v);
 }
 
-static void json_device_node(struct json *j, const char *dev_root, const char *path)
+static void spec_device_node(struct json_writer *j, const char *dev_root, const char *path)
 {
 	char *host = root_join(dev_root, path);
 
 	if (!host) {
-		if (j->r == 0)
-			j->r = -ENOMEM;
+		json_fail(j, -ENOMEM);
 		return;
 	}
-	json_open(j, '{');
-	json_kv(j, "path", path);
-	json_kv(j, "hostPath", host);
-	json_close(j, '}');
+	json_object_open(j);
+	spec_kv(j, "path", path);
+	spec_kv(j, "hostPath", host);
+	json_object_close(j);
 	free(host);
 }
 
-static void json_devices(struct json *j, const struct cdi_opts *o, const struct gpu_info *info,
-			 const char *dev_root)
+static void spec_devices(struct json_writer *j, const struct cdi_opts *o,
+			 const struct gpu_info *info, const char *dev_root)
 {
 	json_key(j, "devices");
-	json_open(j, '[');
+	json_array_open(j);
 	for (unsigned i = 0; i < info->n_devices; i++) {
 		const struct gpu_device *g = &info->devices[i];
-		char id[GPU_UUID_MAX], node[32];
+		char id[GPU_UUID_MAX];
 
-		(void)snprintf(node, sizeof(node), "/dev/nvidia%u", g->minor);
-		json_open(j, '{');
-		json_kv(j, "name", alloc_gpu_id(o->id_strategy, g, id, sizeof(id)));
+		json_object_open(j);
+		spec_kv(j, "name", alloc_gpu_id(o->id_strategy, g, id, sizeof(id)));
 		json_key(j, "containerEdits");
-		json_open(j, '{');
+		json_object_open(j);
 		json_key(j, "deviceNodes");
-		json_open(j, '[');
-		json_device_node(j, dev_root, node);
-		json_close(j, ']');
-		json_close(j, '}');
-		json_close(j, '}');
+		json_array_open(j);
+		for (unsigned k = 0; k < MIN(g->n_nodes, GPU_NODES_MAX); k++)
+			spec_device_node(j, dev_root, g->nodes[k]);
+		json_array_close(j);
+		json_object_close(j);
+		json_object_close(j);
 	}
-	json_close(j, ']');
+	json_array_close(j);
 }
 
-static void json_common_edits(struct json *j, const struct cdi_opts *o, const struct spec *s)
+static void spec_common_edits(struct json_writer *j, const struct cdi_opts *o, const struct spec *s)
 {
 	static const char *const options[] = { "ro", "nosuid", "nodev", "bind" };
 	bool any_node = false;
 
 	json_key(j, "containerEdits");
-	json_open(j, '{');
+	json_object_open(j);
 	json_key(j, "env");
-	json_open(j, '[');
-	json_str(j, "NVIDIA_VISIBLE_DEVICES=void");
-	json_close(j, ']');
-	for (size_t i = 0; i < ELEMENTSOF(control_nodes); i++) {
-		int r = exists(s->look_dev_root, control_nodes[i], false);
+	json_array_open(j);
+	spec_str(j, "NVIDIA_VISIBLE_DEVICES=void");
+	json_array_close(j);
+	for (size_t i = 0; s->c && i < s->c->n_ctl_nodes; i++) {
+		int r = exists(s->look_dev_root, s->c->ctl_nodes[i], false);
 
-		if (r < 0 && j->r == 0)
-			j->r = r;
+		if (r < 0)
+			json_fail(j, r);
 		if (r <= 0)
 			continue;
 		if (!any_node) {
 			json_key(j, "deviceNodes");
-			json_open(j, '[');
+			json_array_open(j);
 			any_node = true;
 		}
-		json_device_node(j, s->host_dev_root, control_nodes[i]);
+		spec_device_node(j, s->host_dev_root, s->c->ctl_nodes[i]);
 	}
 	if (any_node)
-		json_close(j, ']');
+		json_array_close(j);
 	json_key(j, "mounts");
-	json_open(j, '[');
+	json_array_open(j);
 	for (size_t i = 0; i < s->n_mounts; i++) {
-		json_open(j, '{');
-		json_kv(j, "hostPath", s->mounts[i].host_path);
-		json_kv(j, "containerPath", s->mounts[i].container_path);
+		json_object_open(j);
+		spec_kv(j, "hostPath", s->mounts[i].host_path);
+		spec_kv(j, "containerPath", s->mounts[i].container_path);
 		json_key(j, "options");
-		json_open(j, '[');
+		json_array_open(j);
 		for (size_t k = 0; k < ELEMENTSOF(options); k++)
-			json_str(j, options[k]);
-		json_close(j, ']');
-		json_close(j, '}');
+			spec_str(j, options[k]);
+		json_array_close(j);
+		json_object_close(j);
 	}
-	json_close(j, ']');
+	json_array_close(j);
 	if (o->ldcache_hook_path && s->n_lib_dirs > 0) {
 		json_key(j, "hooks");
-		json_open(j, '[');
-		json_open(j, '{');
-		json_kv(j, "hookName", "createContainer");
-		json_kv(j, "path", o->ldcache_hook_path);
+		json_array_open(j);
+		json_object_open(j);
+		spec_kv(j, "hookName", "createContainer");
+		spec_kv(j, "path", o->ldcache_hook_path);
 		json_key(j, "args");
-		json_open(j, '[');
-		json_str(j, "nvidia-ctk");
-		json_str(j, "hook");
-		json_str(j, "update-ldcache");
+		json_array_open(j);
+		spec_str(j, "nvidia-ctk");
+		spec_str(j, "hook");
+		spec_str(j, "update-ldcache");
 		for (size_t i = 0; i < s->n_lib_dirs; i++) {
-			json_str(j, "--folder");
-			json_str(j, s->lib_dirs[i]);
+			spec_str(j, "--folder");
+			spec_str(j, s->lib_dirs[i]);
 		}
-		json_close(j, ']');
-		json_close(j, '}');
-		json_close(j, ']');
+		json_array_close(j);
+		json_object_close(j);
+		json_array_close(j);
 	}
-	json_close(j, '}');
+	json_object_close(j);
 }
 
 /* Is @p an existing directory (following symlinks)? */
@@ -439,22 +307,23 @@ int cdi_spec_render(const struct cdi_opts *o, const struct gpu_info *info, struc
 	const char *dev_root = o->dev_root && *o->dev_root ? o->dev_root : driver_root;
 	const char *ver = info->driver_version;
 	struct buf b = { 0 };
-	struct json j = { .b = &b };
-	struct spec s = { .host_root = driver_root, .host_dev_root = dev_root };
+	struct json_writer j = { .b = &b, .indent = 2 };
+	struct spec s = { .host_root = driver_root,
+			  .host_dev_root = dev_root,
+			  .c = info->container };
 	int r;
 
 	if (!ver[0] || strchr(ver, '/') || !alloc_utf8_valid(ver)) {
-		set_err(reterr, "invalid driver version \"%s\" for the CDI spec", ver);
-		return -EINVAL;
+		return set_error(reterr, -EINVAL, "invalid driver version \"%s\" for the CDI spec",
+				 ver);
 	}
 	for (unsigned i = 0; i < info->n_devices; i++) {
 		char id[GPU_UUID_MAX];
 
 		alloc_gpu_id(o->id_strategy, &info->devices[i], id, sizeof(id));
 		if (!cdi_device_name_valid(id)) {
-			set_err(reterr, "invalid CDI device name for GPU %u",
-				info->devices[i].index);
-			return -EINVAL;
+			return set_error(reterr, -EINVAL, "invalid CDI device name for GPU %u",
+					 info->devices[i].index);
 		}
 	}
 	/*
@@ -467,10 +336,8 @@ int cdi_spec_render(const struct cdi_opts *o, const struct gpu_info *info, struc
 	if (is_dir(o->container_driver_root)) {
 		char *ctr_dev = root_join(o->container_driver_root, "/dev");
 
-		if (!ctr_dev) {
-			set_err(reterr, "out of memory rendering the CDI spec");
-			return -ENOMEM;
-		}
+		if (!ctr_dev)
+			return set_error(reterr, -ENOMEM, "out of memory rendering the CDI spec");
 		s.look_root = o->container_driver_root;
 		s.look_dev_root = is_dir(ctr_dev) ? o->container_driver_root : "/";
 		free(ctr_dev);
@@ -478,26 +345,29 @@ int cdi_spec_render(const struct cdi_opts *o, const struct gpu_info *info, struc
 		s.look_root = driver_root;
 		s.look_dev_root = dev_root;
 	}
-	r = spec_find_files(&s, ver, reterr);
+	r = spec_init(&s);
+	if (r == 0)
+		r = spec_find_files(&s, ver, reterr);
 	if (r == -ENOMEM)
-		set_err(reterr, "out of memory rendering the CDI spec");
+		(void)set_error(reterr, r, "out of memory rendering the CDI spec");
 	if (r < 0)
 		goto out;
 
-	json_open(&j, '{');
-	json_kv(&j, "cdiVersion", CDI_VERSION);
-	json_kv(&j, "kind", ALLOC_CDI_KIND_DEFAULT);
-	json_devices(&j, o, info, dev_root);
-	json_common_edits(&j, o, &s);
-	json_close(&j, '}');
-	json_raw(&j, "\n", 1);
+	json_object_open(&j);
+	spec_kv(&j, "cdiVersion", CDI_VERSION);
+	spec_kv(&j, "kind", ALLOC_CDI_KIND_DEFAULT);
+	spec_devices(&j, o, info, dev_root);
+	spec_common_edits(&j, o, &s);
+	json_object_close(&j);
 	r = j.r;
+	if (r == 0)
+		r = buf_append(&b, "\n", 1);
 	if (r == 0)
 		r = buf_append(out, b.data, b.len);
 	if (r == -EINVAL)
-		set_err(reterr, "a path for the CDI spec is not valid UTF-8");
+		(void)set_error(reterr, r, "a path for the CDI spec is not valid UTF-8");
 	else if (r < 0)
-		set_err(reterr, "out of memory rendering the CDI spec");
+		(void)set_error(reterr, r, "out of memory rendering the CDI spec");
 out:
 	spec_release(&s);
 	buf_release(&b);
@@ -569,15 +439,14 @@ int cdi_spec_write_file(const char *dir, const void *data, size_t len, char **re
 		dir = CDI_SPEC_DIR;
 	r = mkdir_p(dir);
 	if (r < 0) {
-		set_err(reterr, "failed to create CDI spec directory %s: %s", dir,
-			errstr(-r, eb, sizeof(eb)));
-		return r;
+		return set_error(reterr, r, "failed to create CDI spec directory %s: %s", dir,
+				 errstr(-r, eb, sizeof(eb)));
 	}
 	path = path_join(dir, CDI_SPEC_FILE_NAME);
 	if (!path || asprintf(&tmp, "%s/.%s.XXXXXX", dir, CDI_SPEC_FILE_NAME) < 0) {
 		tmp = NULL;
 		r = -ENOMEM;
-		set_err(reterr, "out of memory writing the CDI spec");
+		(void)set_error(reterr, r, "out of memory writing the CDI spec");
 		goto out;
 	}
 	fd = mkostemp(tmp, O_CLOEXEC);
@@ -620,7 +489,8 @@ int cdi_spec_write_file(const char *dir, const void *data, size_t len, char **re
 	r = 0;
 	goto out;
 fail:
-	set_err(reterr, "failed to %s CDI spec %s: %s", step, path, errstr(-r, eb, sizeof(eb)));
+	(void)set_error(reterr, r, "failed to %s CDI spec %s: %s", step, path,
+			errstr(-r, eb, sizeof(eb)));
 out:
 	if (fd >= 0)
 		(void)close(fd);

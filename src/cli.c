@@ -9,7 +9,7 @@
 #include "assign.h"
 #include "config.h"
 #include "daemon.h"
-#include "gpu.h"
+#include "gpu-backend.h"
 #include "resource.h"
 #include "version.h"
 
@@ -221,25 +221,107 @@ out:
 	return r;
 }
 
-static void json_str(FILE *f, const char *s)
-{
-	struct buf b = { 0 };
-
-	if (buf_json_string(&b, s ? s : "") == 0)
-		fwrite(b.data, 1, b.len, f);
-	buf_release(&b);
-}
-
 static const char *kind_name(enum resource_kind k)
 {
 	return k == RESOURCE_GPU ? "gpu" : k == RESOURCE_REPLICA ? "time-sliced" : "gpumem";
+}
+
+/* `discover --json`: the driver, the GPUs and the resources, on one line of stdout. */
+static int discover_json(const struct gpu_info *info, struct resource *const *res, int n)
+{
+	struct buf out = { 0 };
+	struct json_writer j = { .b = &out };
+	char cc[32], warning[256];
+	int r;
+
+	json_object_open(&j);
+	json_key(&j, "driver_version");
+	json_string(&j, info->driver_version);
+	json_key(&j, "cuda_driver_version");
+	json_int(&j, info->cuda_driver_version);
+	json_key(&j, "nvml_version");
+	json_string(&j, info->lib_version);
+	json_key(&j, "skipped");
+	json_uint(&j, info->n_skipped);
+	json_key(&j, "gpus");
+	json_array_open(&j);
+	for (unsigned i = 0; i < info->n_devices; i++) {
+		const struct gpu_device *g = &info->devices[i];
+
+		json_object_open(&j);
+		json_key(&j, "index");
+		json_uint(&j, g->index);
+		json_key(&j, "uuid");
+		json_string(&j, g->uuid);
+		json_key(&j, "name");
+		json_string(&j, g->name);
+		json_key(&j, "minor");
+		json_uint(&j, g->minor);
+		json_key(&j, "memory_mib");
+		json_uint(&j, g->mem_total >> 20);
+		json_key(&j, "pci_bus_id");
+		json_string(&j, g->pci_bus_id);
+		json_key(&j, "numa_node");
+		json_int(&j, g->numa_node);
+		(void)snprintf(cc, sizeof(cc), "%d.%d", g->cc_major, g->cc_minor);
+		json_key(&j, "compute_capability");
+		json_string(&j, cc);
+		json_key(&j, "architecture");
+		json_string(&j, g->arch);
+		json_key(&j, "events_supported");
+		json_bool(&j, g->events_supported);
+		json_object_close(&j);
+	}
+	json_array_close(&j);
+	json_key(&j, "resources");
+	json_array_open(&j);
+	for (int i = 0; i < n; i++) {
+		const struct resource *rs = res[i];
+
+		json_object_open(&j);
+		json_key(&j, "name");
+		json_string(&j, rs->name);
+		json_key(&j, "kind");
+		json_string(&j, kind_name(rs->kind));
+		json_key(&j, "socket");
+		json_string(&j, rs->socket);
+		json_key(&j, "devices");
+		json_uint(&j, rs->n_devices);
+		json_key(&j, "list_bytes");
+		json_uint(&j, resource_list_size(rs, NULL));
+		if (rs->kind == RESOURCE_GPUMEM) {
+			json_key(&j, "unit_mib");
+			json_uint(&j, rs->unit_mib);
+			json_key(&j, "unit_mib_configured");
+			json_uint(&j, rs->unit_mib_asked);
+		}
+		if (rs->kind == RESOURCE_GPUMEM && rs->unit_mib != rs->unit_mib_asked) {
+			(void)snprintf(
+				warning, sizeof(warning),
+				"unit doubled from %llu to %llu MiB to keep the ListAndWatch message under 3 MiB: a request counts units, the limit is units x %llu MiB",
+				(unsigned long long)rs->unit_mib_asked,
+				(unsigned long long)rs->unit_mib, (unsigned long long)rs->unit_mib);
+			json_key(&j, "warning");
+			json_string(&j, warning);
+		}
+		json_object_close(&j);
+	}
+	json_array_close(&j);
+	json_object_close(&j);
+	r = j.r;
+	if (r == 0)
+		r = buf_append(&out, "\n", 1);
+	if (r == 0 && fwrite(out.data, 1, out.len, stdout) != out.len)
+		r = -EIO;
+	buf_release(&out);
+	return r;
 }
 
 static int verb_discover(int argc, char **argv)
 {
 	struct cli_args a = { 0 };
 	struct config c = { 0 };
-	struct gpu_nvml_opts o = { 0 };
+	struct gpu_backend_opts o = { 0 };
 	struct gpu_backend *b = NULL;
 	struct gpu_info info = { 0 };
 	struct resource *res[32];
@@ -257,7 +339,7 @@ static int verb_discover(int argc, char **argv)
 	o.lib_path = c.nvml_lib;
 	o.driver_root = c.container_driver_root;
 	o.sysfs_root = getenv("EDGEGPU_SYSFS_ROOT"); /* tests: a fake /sys */
-	r = gpu_nvml_open(&o, &b, &err);
+	r = gpu_backend_open(&o, &b, &err);
 	if (r < 0) {
 		fprintf(stderr, "edgegpu: %s\n", err ? err : strerror(-r));
 		goto out;
@@ -269,47 +351,9 @@ static int verb_discover(int argc, char **argv)
 	}
 	n = assign_build_resources(&c, &info, res, ELEMENTSOF(res));
 	if (a.json) {
-		printf("{\"driver_version\":");
-		json_str(stdout, info.driver_version);
-		printf(",\"cuda_driver_version\":%d,\"nvml_version\":", info.cuda_driver_version);
-		json_str(stdout, info.lib_version);
-		printf(",\"skipped\":%u,\"gpus\":[", info.n_skipped);
-		for (unsigned i = 0; i < info.n_devices; i++) {
-			const struct gpu_device *g = &info.devices[i];
-
-			printf("%s{\"index\":%u,\"uuid\":", i ? "," : "", g->index);
-			json_str(stdout, g->uuid);
-			printf(",\"name\":");
-			json_str(stdout, g->name);
-			printf(",\"minor\":%u,\"memory_mib\":%llu,\"pci_bus_id\":", g->minor,
-			       (unsigned long long)(g->mem_total >> 20));
-			json_str(stdout, g->pci_bus_id);
-			printf(",\"numa_node\":%d,\"compute_capability\":\"%d.%d\",\"architecture\":",
-			       g->numa_node, g->cc_major, g->cc_minor);
-			json_str(stdout, g->arch);
-			printf(",\"events_supported\":%s}", g->events_supported ? "true" : "false");
-		}
-		printf("],\"resources\":[");
-		for (int i = 0; i < n; i++) {
-			printf("%s{\"name\":", i ? "," : "");
-			json_str(stdout, res[i]->name);
-			printf(",\"kind\":\"%s\",\"socket\":", kind_name(res[i]->kind));
-			json_str(stdout, res[i]->socket);
-			printf(",\"devices\":%u,\"list_bytes\":%zu", res[i]->n_devices,
-			       resource_list_size(res[i], NULL));
-			if (res[i]->kind == RESOURCE_GPUMEM) {
-				printf(",\"unit_mib\":%llu,\"unit_mib_configured\":%llu",
-				       (unsigned long long)res[i]->unit_mib,
-				       (unsigned long long)res[i]->unit_mib_asked);
-				if (res[i]->unit_mib != res[i]->unit_mib_asked)
-					printf(",\"warning\":\"unit doubled from %llu to %llu MiB to keep the ListAndWatch message under 3 MiB: a request counts units, the limit is units x %llu MiB\"",
-					       (unsigned long long)res[i]->unit_mib_asked,
-					       (unsigned long long)res[i]->unit_mib,
-					       (unsigned long long)res[i]->unit_mib);
-			}
-			printf("}");
-		}
-		printf("]}\n");
+		r = discover_json(&info, res, n);
+		if (r < 0)
+			fprintf(stderr, "edgegpu: %s\n", strerror(-r));
 	} else {
 		printf("driver %s, CUDA driver %d.%d, %u GPU(s)%s\n", info.driver_version,
 		       info.cuda_driver_version / 1000, info.cuda_driver_version % 1000 / 10,
@@ -317,9 +361,10 @@ static int verb_discover(int argc, char **argv)
 		for (unsigned i = 0; i < info.n_devices; i++) {
 			const struct gpu_device *g = &info.devices[i];
 
-			printf("  %u  %s  %-24s %6llu MiB  /dev/nvidia%u  pci %s  numa %d  cc %d.%d%s\n",
+			printf("  %u  %s  %-24s %6llu MiB  %s  pci %s  numa %d  cc %d.%d%s\n",
 			       g->index, g->uuid, g->name, (unsigned long long)(g->mem_total >> 20),
-			       g->minor, g->pci_bus_id, g->numa_node, g->cc_major, g->cc_minor,
+			       g->n_nodes ? g->nodes[0] : "-", g->pci_bus_id, g->numa_node,
+			       g->cc_major, g->cc_minor,
 			       g->events_supported ? "" : "  (no events: polled)");
 		}
 		for (int i = 0; i < n; i++) {
@@ -335,7 +380,7 @@ static int verb_discover(int argc, char **argv)
 	}
 	for (int i = 0; i < n; i++)
 		resource_free(res[i]);
-	rc = n < 0 ? 1 : 0;
+	rc = n < 0 || r < 0 ? 1 : 0;
 out:
 	free(err);
 	gpu_info_release(&info);

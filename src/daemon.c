@@ -11,8 +11,8 @@
 #include "cdi-writer.h"
 #include "cdi.h"
 #include "config.h"
+#include "gpu-backend.h"
 #include "gpu-monitor.h"
-#include "gpu.h"
 #include "kubelet.h"
 #include "loop.h"
 #include "plugin.h"
@@ -52,7 +52,7 @@ struct daemon {
 	struct config cfg;
 
 	/* What the monitor opens NVML with, fixed at start (a change needs a restart). */
-	struct gpu_nvml_opts nvml_opts;
+	struct gpu_backend_opts nvml_opts;
 	char *nvml_lib, *nvml_driver_root;
 	usec_t backend_err_logged;
 	bool discovered_once; /* a discovery has finished (failOnInitError applies before) */
@@ -876,12 +876,12 @@ int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flag
 		r = -ENOMEM;
 		goto out;
 	}
-	d.nvml_opts = (struct gpu_nvml_opts){
+	d.nvml_opts = (struct gpu_backend_opts){
 		.lib_path = d.nvml_lib,
 		.driver_root = d.nvml_driver_root,
 		.sysfs_root = getenv("EDGEGPU_SYSFS_ROOT"), /* tests: a fake /sys */
 	};
-	r = gpu_monitor_new(d.loop, gpu_monitor_open_nvml, &d.nvml_opts, NULL, on_health,
+	r = gpu_monitor_new(d.loop, gpu_monitor_open_backend, &d.nvml_opts, NULL, on_health,
 			    on_discovered, &d, &d.monitor);
 	if (r < 0) {
 		log_error_errno(r, "starting the GPU monitor failed", NULL);

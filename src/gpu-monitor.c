@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu-backend.h"
 #include "gpu-worker.h"
 #include "log.h"
 #include "loop.h"
@@ -108,9 +109,9 @@ out:
 	return r;
 }
 
-int gpu_monitor_open_nvml(void *arg, struct gpu_backend **ret, char **reterr)
+int gpu_monitor_open_backend(void *arg, struct gpu_backend **ret, char **reterr)
 {
-	return gpu_nvml_open(arg, ret, reterr);
+	return gpu_backend_open(arg, ret, reterr);
 }
 
 /* --- the loop side --- */

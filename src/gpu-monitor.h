@@ -24,6 +24,7 @@
 #include "util.h"
 
 struct loop;
+struct gpu_backend;
 struct gpu_monitor;
 
 enum gpu_health {
@@ -119,8 +120,8 @@ struct gpu_monitor *gpu_monitor_free(struct gpu_monitor *m);
 /* Monitor threads still running, over every monitor (those left in the backend included). */
 unsigned gpu_monitor_live_threads(void);
 
-/* The NVML opener for gpu_monitor_new(): @arg is a struct gpu_nvml_opts. */
-int gpu_monitor_open_nvml(void *arg, struct gpu_backend **ret, char **reterr);
+/* The opener for gpu_monitor_new(): gpu_backend_open() with @arg, a struct gpu_backend_opts. */
+int gpu_monitor_open_backend(void *arg, struct gpu_backend **ret, char **reterr);
 
 /* True for the application XIDs NVIDIA's plugin ignores (13, 31, 43, 45, 68, 109). */
 bool gpu_xid_is_application(uint64_t xid);

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gpu-backend.h"
 #include "log.h"
 #include "loop.h"
 #include "util.h"

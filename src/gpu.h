@@ -1,27 +1,51 @@
 #pragma once
 
 /*
- * The GPU layer: a device model and one backend interface (NVML now, Tegra/sysfs later).
- * The health monitor that owns a backend is in gpu-monitor.h.
- *
- * Threads: a backend is called by one thread at a time (the monitor's worker), except
- * ops->event_wait, which the monitor's event thread calls beside it. Backends must allow
- * that: discover, probe and reinit may run while a wait is in progress (NVML is
- * thread-safe; the NVML backend swaps its device table under a lock). Never from the loop.
+ * The GPU device model: what discovery found (struct gpu_info, one struct gpu_device per
+ * GPU), what a container needs to use a GPU (device nodes, control nodes, driver files),
+ * health events and telemetry samples. Plain data: the backend that fills it is in
+ * gpu-backend.h, the health monitor in gpu-monitor.h. Allocate and CDI read only this, so a
+ * new backend (Tegra) brings its own device nodes without touching them.
  */
 
-#include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "util.h"
 
-struct loop;
-struct gpu_backend;
-struct gpu_monitor;
+#define GPU_UUID_MAX	  96
+#define GPU_NAME_MAX	  96
+#define GPU_NODES_MAX	  8
+#define GPU_NODE_PATH_MAX 64
 
-#define GPU_UUID_MAX 96
-#define GPU_NAME_MAX 96
+/* A driver library, found as <name>.<driver version>; @soname is also mounted (NULL: none). */
+struct gpu_driver_lib {
+	const char *name; /* "libcuda.so" */
+	const char *soname;
+	bool required; /* the CDI spec fails without it */
+};
+
+/*
+ * What a container needs besides a GPU's own nodes, from the backend that found the GPU.
+ * Static data of the backend (it outlives any backend and any gpu_info): Allocate and CDI
+ * read it on the loop thread without calling the backend.
+ */
+struct gpu_container {
+	/* Control nodes, each delivered only when present under the dev root, in this order. */
+	const char *const *ctl_nodes;
+	size_t n_ctl_nodes;
+	/* Driver files the CDI spec mounts: libraries and binaries, each where first found. */
+	const struct gpu_driver_lib *libs;
+	size_t n_libs;
+	const char *const *bins;
+	size_t n_bins;
+	/* Where they are looked for under the driver root ("/usr/lib64", "/usr/bin"), in order. */
+	const char *const *lib_dirs;
+	size_t n_lib_dirs;
+	const char *const *bin_dirs;
+	size_t n_bin_dirs;
+};
 
 struct gpu_device {
 	unsigned index;		 /* NVML index */
@@ -36,6 +60,11 @@ struct gpu_device {
 	bool mig_enabled;	 /* such GPUs are skipped by discovery (logged) */
 	bool events_supported;	 /* false: health is polled */
 	bool integrated;	 /* Tegra iGPU, unified memory */
+	/* The GPU's own device nodes, container paths ("/dev/nvidia0"), delivered "rw". */
+	char nodes[GPU_NODES_MAX][GPU_NODE_PATH_MAX];
+	unsigned n_nodes;
+	/* What every container with this GPU needs besides its nodes; NULL: nothing. */
+	const struct gpu_container *container;
 };
 
 struct gpu_info {
@@ -47,6 +76,8 @@ struct gpu_info {
 	unsigned n_skipped;	    /* MIG-enabled and others left out */
 	/* n_skipped messages, which GPU and why, for the caller to log ("GPU 1 (GPU-...): ...") */
 	char **skipped;
+	/* The spec-wide part of CDI (common edits); each device carries its own pointer too. */
+	const struct gpu_container *container;
 };
 
 /* Frees what @info holds and zeroes it. NULL-safe. */
@@ -84,75 +115,3 @@ struct gpu_sample {
 	double temp_slowdown_c, temp_shutdown_c; /* thresholds */
 	uint64_t ecc_corrected, ecc_uncorrected; /* volatile totals; UINT64_MAX without ECC */
 };
-
-struct gpu_backend_ops {
-	const char *name; /* "nvml" */
-	void (*close)(struct gpu_backend *b);
-	/*
-	 * Fills @ret (caller releases). Returns 0 or -errno; @reterr gets a heap message.
-	 * It replaces the backend's device table, whose indices every other op takes: call it
-	 * only while no monitor runs on @b.
-	 */
-	int (*discover)(struct gpu_backend *b, struct gpu_info *ret, char **reterr);
-	/* Topology distance between two GPUs (lower is closer), or -errno (-EOPNOTSUPP). */
-	int (*distance)(struct gpu_backend *b, unsigned gpu_a, unsigned gpu_b);
-	/*
-	 * One health probe of @gpu: 0 healthy, -ENODEV lost, -EXDEV driver/library mismatch or
-	 * driver reloaded (re-initialise), other -errno for failures.
-	 */
-	int (*probe)(struct gpu_backend *b, unsigned gpu);
-	/*
-	 * Creates the event set if there is none and registers the discovered GPUs with
-	 * events_supported that are not registered yet. May run while event_wait waits on the
-	 * set (after a rediscovery found a new GPU). Returns 0, -EOPNOTSUPP when no GPU is
-	 * registered, or another -errno.
-	 */
-	int (*events_open)(struct gpu_backend *b);
-	/*
-	 * Blocks up to @timeout_usec for one event (monitor thread). Returns 1 and fills @ret, 0 on
-	 * timeout, or -errno (the monitor backs off on errors).
-	 */
-	int (*event_wait)(struct gpu_backend *b, usec_t timeout_usec, struct gpu_event *ret);
-	void (*events_close)(struct gpu_backend *b);
-	/*
-	 * Shuts the library down and initialises it again (driver reload), and finds the
-	 * discovered GPUs again by UUID (one that is gone probes -ENODEV). Closes the event set
-	 * first if open; the caller opens it again. Returns 0 or -errno (-EXDEV: still
-	 * mismatched); @reterr gets a heap message.
-	 */
-	int (*reinit)(struct gpu_backend *b, char **reterr);
-	/* Telemetry, for metrics; what the GPU lacks is NaN / UINT64_MAX. May be NULL. */
-	int (*sample)(struct gpu_backend *b, unsigned gpu, struct gpu_sample *ret);
-};
-
-struct gpu_backend {
-	const struct gpu_backend_ops *ops;
-	/*
-	 * The library function the worker called last (the backend sets it before each call,
-	 * except in event_wait), so that a hung call can be named: "nvmlDeviceGetMemoryInfo".
-	 */
-	_Atomic(const char *) call;
-};
-
-struct gpu_nvml_opts {
-	const char *lib_path; /* NULL: loader search for libnvidia-ml.so.1, then under driver_root */
-	const char *driver_root; /* "/" */
-	const char *sysfs_root;	 /* "/sys": <sysfs>/bus/pci/devices/<id>/numa_node */
-	/* "/proc": the kernel module's version, for the mismatch message, from
-	   <proc>/driver/nvidia/version */
-	const char *proc_root;
-};
-
-/*
- * Loads NVML with dlopen and initialises it. Returns 0, -ENOENT (library not found),
- * -ENOSYS (a required symbol missing), -EXDEV (driver/library version mismatch), or another
- * -errno; @reterr gets a heap message that names what is missing and how to fix it.
- */
-int gpu_nvml_open(const struct gpu_nvml_opts *o, struct gpu_backend **ret,
-		  char **reterr) WARN_UNUSED;
-
-static inline void gpu_backend_close(struct gpu_backend *b)
-{
-	if (b)
-		b->ops->close(b);
-}

@@ -1,7 +1,9 @@
 #include "util.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -345,4 +347,122 @@ bool streq_ptr(const char *a, const char *b)
 	if (!a || !b)
 		return a == b;
 	return strcmp(a, b) == 0;
+}
+
+void json_fail(struct json_writer *j, int r)
+{
+	if (j->r == 0)
+		j->r = r;
+}
+
+static void json_raw(struct json_writer *j, const char *s, size_t n)
+{
+	if (j->r == 0)
+		j->r = buf_append(j->b, s, n);
+}
+
+static void json_newline(struct json_writer *j)
+{
+	if (j->indent == 0)
+		return;
+	json_raw(j, "\n", 1);
+	for (unsigned i = 0; i < j->depth * j->indent; i++)
+		json_raw(j, " ", 1);
+}
+
+/* What goes before a value or a key: the comma, and the line break when indenting. */
+static void json_prefix(struct json_writer *j)
+{
+	if (j->key) {
+		j->key = false;
+		return;
+	}
+	if (j->comma)
+		json_raw(j, ",", 1);
+	if (j->depth > 0)
+		json_newline(j);
+}
+
+static void json_open(struct json_writer *j, char c)
+{
+	json_prefix(j);
+	json_raw(j, &c, 1);
+	j->depth++;
+	j->comma = false;
+}
+
+static void json_close(struct json_writer *j, char c)
+{
+	assert(j->depth > 0);
+	j->depth--;
+	if (j->comma)
+		json_newline(j);
+	json_raw(j, &c, 1);
+	j->comma = true;
+}
+
+void json_object_open(struct json_writer *j)
+{
+	json_open(j, '{');
+}
+
+void json_object_close(struct json_writer *j)
+{
+	json_close(j, '}');
+}
+
+void json_array_open(struct json_writer *j)
+{
+	json_open(j, '[');
+}
+
+void json_array_close(struct json_writer *j)
+{
+	json_close(j, ']');
+}
+
+void json_key(struct json_writer *j, const char *k)
+{
+	json_prefix(j);
+	if (j->r == 0)
+		j->r = buf_json_string(j->b, k);
+	json_raw(j, ": ", j->indent ? 2 : 1);
+	j->key = true;
+}
+
+void json_string(struct json_writer *j, const char *s)
+{
+	json_prefix(j);
+	if (j->r == 0)
+		j->r = buf_json_string(j->b, s ? s : "");
+	j->comma = true;
+}
+
+/* A number or a literal, written as it is. */
+static void json_scalar(struct json_writer *j, const char *s)
+{
+	json_prefix(j);
+	json_raw(j, s, strlen(s));
+	j->comma = true;
+}
+
+void json_int(struct json_writer *j, int64_t v)
+{
+	char s[24];
+
+	(void)snprintf(s, sizeof(s), "%" PRId64, v);
+	json_scalar(j, s);
+}
+
+void json_uint(struct json_writer *j, uint64_t v)
+{
+	char s[24];
+
+	(void)snprintf(s, sizeof(s), "%" PRIu64, v);
+	json_scalar(j, s);
+}
+
+void json_bool(struct json_writer *j, bool v)
+{
+	json_scalar(j, v ? "true" : "false");
 }

@@ -115,3 +115,34 @@ static inline void bitmap_clear(uint64_t *w, unsigned i)
 
 bool streq_ptr(const char *a, const char *b);
 #define streq(a, b) (strcmp((a), (b)) == 0)
+
+/*
+ * A JSON writer appending to @b: objects, arrays, keys, strings, numbers and booleans, with
+ * the commas and the nesting handled. @indent 0 writes compact JSON ({"a":1,"b":[true]});
+ * n > 0 one member or element per line, n spaces a level, ": " after a key, and an empty
+ * object or array as {} / []. Errors are sticky in @r (-ENOMEM, or what json_fail() set):
+ * every call after one does nothing, so the caller checks @r once at the end. Zero-initialise
+ * it, then set @b (and @indent).
+ */
+struct json_writer {
+	struct buf *b;
+	unsigned indent;
+	unsigned depth;
+	bool comma; /* a value was written at this level */
+	bool key;   /* a key was just written: its value follows on the same line */
+	int r;
+};
+
+void json_object_open(struct json_writer *j);
+void json_object_close(struct json_writer *j);
+void json_array_open(struct json_writer *j);
+void json_array_close(struct json_writer *j);
+/* A member's key; its value is the next call. */
+void json_key(struct json_writer *j, const char *k);
+/* A string, escaped by buf_json_string(); NULL writes "". */
+void json_string(struct json_writer *j, const char *s);
+void json_int(struct json_writer *j, int64_t v);
+void json_uint(struct json_writer *j, uint64_t v);
+void json_bool(struct json_writer *j, bool v);
+/* Makes @r (< 0) the writer's error unless it has one already. */
+void json_fail(struct json_writer *j, int r);

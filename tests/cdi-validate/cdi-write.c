@@ -25,6 +25,7 @@
 #include "cdi.h"
 #include "deviceplugin.pb-c.h"
 #include "gpu.h"
+#include "nvml-int.h"
 #include "util.h"
 
 #define VER  "550.54.15"
@@ -106,11 +107,24 @@ int main(int argc, char **argv)
 		"/dev/nvidia0",
 		"/dev/nvidia1",
 	};
+	/* As the NVML backend describes them. */
 	struct gpu_device devs[] = {
-		{ .index = 0, .uuid = "GPU-8d1f0e52-aaaa-bbbb-cccc-000000000000", .minor = 0 },
-		{ .index = 1, .uuid = "GPU-8d1f0e52-aaaa-bbbb-cccc-000000000001", .minor = 1 },
+		{ .index = 0,
+		  .uuid = "GPU-8d1f0e52-aaaa-bbbb-cccc-000000000000",
+		  .minor = 0,
+		  .nodes = { "/dev/nvidia0" },
+		  .n_nodes = 1,
+		  .container = &nvml_container },
+		{ .index = 1,
+		  .uuid = "GPU-8d1f0e52-aaaa-bbbb-cccc-000000000001",
+		  .minor = 1,
+		  .nodes = { "/dev/nvidia1" },
+		  .n_nodes = 1,
+		  .container = &nvml_container },
 	};
-	struct gpu_info info = { .driver_version = VER, .n_devices = 2, .devices = devs };
+	struct gpu_info info = {
+		.driver_version = VER, .n_devices = 2, .devices = devs, .container = &nvml_container
+	};
 	const struct gpu_device *const gpus[] = { &devs[0], &devs[1], &devs[0] };
 	char root[400], spec_dir[400], hook_dir[400], ctr_dir[400], expect[400];
 	char *err = NULL;

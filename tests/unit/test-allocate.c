@@ -11,6 +11,7 @@
 #include "allocate.h"
 #include "deviceplugin.pb-c.h"
 #include "gpu.h"
+#include "nvml-int.h"
 #include "oom.h"
 #include "unit.h"
 
@@ -18,9 +19,22 @@
 #define UUID1 "GPU-abcdef01-1111-2222-3333-444444444441"
 #define KIND  "k8s.device-plugin.nvidia.com/gpu"
 
-/* Two GPUs whose minor numbers differ from their indices, to tell the two apart. */
-static struct gpu_device gpu0 = { .index = 0, .uuid = UUID0, .minor = 2 };
-static struct gpu_device gpu1 = { .index = 1, .uuid = UUID1, .minor = 5 };
+/*
+ * Two GPUs as the NVML backend describes them, whose minor numbers differ from their
+ * indices, to tell the two apart.
+ */
+static struct gpu_device gpu0 = { .index = 0,
+				  .uuid = UUID0,
+				  .minor = 2,
+				  .nodes = { "/dev/nvidia2" },
+				  .n_nodes = 1,
+				  .container = &nvml_container };
+static struct gpu_device gpu1 = { .index = 1,
+				  .uuid = UUID1,
+				  .minor = 5,
+				  .nodes = { "/dev/nvidia5" },
+				  .n_nodes = 1,
+				  .container = &nvml_container };
 
 static char dev_root[64];
 
@@ -426,6 +440,73 @@ static void test_pass_device_specs(void **state)
 	alloc_response_free(r);
 }
 
+/* Creates <dev_root><path> as an empty file (a device node, for stat()). */
+static void touch_node(const char *path)
+{
+	char p[256];
+	int fd;
+
+	(void)snprintf(p, sizeof(p), "%s%s", dev_root, path);
+	fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+}
+
+/*
+ * A backend with other device nodes (a Jetson, say) is delivered as it describes itself:
+ * its control nodes that exist, each once even when two backends name it, then each GPU's
+ * own nodes; nothing of NVML's. The CDI and env strategies are unchanged by it.
+ */
+static void test_other_backend_nodes(void **state)
+{
+	static const char *const tegra_ctl[] = { "/dev/nvmap", "/dev/nvhost-ctrl",
+						 "/dev/nvidiactl" };
+	static const struct gpu_container tegra = { .ctl_nodes = tegra_ctl,
+						    .n_ctl_nodes = ELEMENTSOF(tegra_ctl) };
+	struct gpu_device igpu = { .index = 0,
+				   .uuid = "GPU-tegra-0",
+				   .minor = 0,
+				   .nodes = { "/dev/nvhost-gpu", "/dev/nvhost-as-gpu" },
+				   .n_nodes = 2,
+				   .container = &tegra };
+	struct alloc_opts o = { .strategies = ALLOC_ENVVAR,
+				.pass_device_specs = true,
+				.dev_root = dev_root };
+	V1beta1__ContainerAllocateResponse *r;
+	char path[128];
+
+	touch_node("/dev/nvmap");
+	r = build(&o, (const struct gpu_device *const[]){ &igpu }, 1, NULL);
+	assert_int_equal(r->n_devices, 4);
+	assert_device(r, 0, dev_root, "/dev/nvmap");
+	assert_device(r, 1, dev_root, "/dev/nvidiactl");
+	assert_device(r, 2, dev_root, "/dev/nvhost-gpu");
+	assert_device(r, 3, dev_root, "/dev/nvhost-as-gpu");
+	assert_env(r, 0, "NVIDIA_VISIBLE_DEVICES", "GPU-tegra-0");
+	alloc_response_free(r);
+
+	/* With an NVML GPU beside it: nvidiactl once (the first GPU's order), then uvm. */
+	r = build(&o, (const struct gpu_device *const[]){ &igpu, &gpu1 }, 2, NULL);
+	assert_int_equal(r->n_devices, 6);
+	assert_device(r, 0, dev_root, "/dev/nvmap");
+	assert_device(r, 1, dev_root, "/dev/nvidiactl");
+	assert_device(r, 2, dev_root, "/dev/nvidia-uvm");
+	assert_device(r, 3, dev_root, "/dev/nvhost-gpu");
+	assert_device(r, 4, dev_root, "/dev/nvhost-as-gpu");
+	assert_device(r, 5, dev_root, "/dev/nvidia5");
+	alloc_response_free(r);
+
+	/* No container description and no nodes: nothing to deliver but the env. */
+	igpu.container = NULL;
+	igpu.n_nodes = 0;
+	r = build(&o, (const struct gpu_device *const[]){ &igpu }, 1, NULL);
+	assert_nothing_but_envs(r);
+	alloc_response_free(r);
+
+	(void)snprintf(path, sizeof(path), "%s/dev/nvmap", dev_root);
+	assert_int_equal(unlink(path), 0);
+}
+
 static void test_dedup(void **state)
 {
 	/* Two replicas of GPU 0 (one a copy of the struct, as a replica table might hold). */
@@ -814,6 +895,7 @@ int main(void)
 		cmocka_unit_test(test_envvar_cdi_cri),
 		cmocka_unit_test(test_cdi_only_ignores_pass_device_specs),
 		cmocka_unit_test(test_pass_device_specs),
+		cmocka_unit_test(test_other_backend_nodes),
 		cmocka_unit_test(test_dedup),
 		cmocka_unit_test(test_gpumem_one_gpu),
 		cmocka_unit_test(test_gpumem_two_gpus),

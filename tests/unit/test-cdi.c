@@ -14,6 +14,7 @@
 
 #include "cdi.h"
 #include "gpu.h"
+#include "nvml-int.h"
 #include "oom.h"
 #include "unit.h"
 #include "util.h"
@@ -26,11 +27,24 @@
 static char tmp[64];
 static char root[96]; /* driver root; also the dev root unless a test says otherwise */
 
+/* Two GPUs as the NVML backend describes them. */
 static struct gpu_device devices[] = {
-	{ .index = 0, .uuid = UUID0, .minor = 3 },
-	{ .index = 1, .uuid = UUID1, .minor = 7 },
+	{ .index = 0,
+	  .uuid = UUID0,
+	  .minor = 3,
+	  .nodes = { "/dev/nvidia3" },
+	  .n_nodes = 1,
+	  .container = &nvml_container },
+	{ .index = 1,
+	  .uuid = UUID1,
+	  .minor = 7,
+	  .nodes = { "/dev/nvidia7" },
+	  .n_nodes = 1,
+	  .container = &nvml_container },
 };
-static struct gpu_info info = { .driver_version = VER, .n_devices = 2, .devices = devices };
+static struct gpu_info info = {
+	.driver_version = VER, .n_devices = 2, .devices = devices, .container = &nvml_container
+};
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -147,41 +161,41 @@ static char *expand(const char *t, const char *r, const char *d)
 	"      }"
 
 /* The whole spec for the 2-GPU info over make_root(), devices named by @a and @b. */
-#define SPEC(a, b, hooks)                                                                                                                                                                                                                                                                                                                                                \
-	"{\n"                                                                                                                                                                                                                                                                                                                                                            \
-	"  \"cdiVersion\": \"0.5.0\",\n"                                                                                                                                                                                                                                                                                                                                 \
-	"  \"kind\": \"k8s.device-plugin.nvidia.com/gpu\",\n"                                                                                                                                                                                                                                                                                                            \
-	"  \"devices\": [\n" DEVICE(a, "/dev/nvidia3") ",\n" DEVICE(                                                                                                                                                                                                                                                                                                     \
-		b,                                                                                                                                                                                                                                                                                                                                                       \
-		"/dev/nvidia7") "\n"                                                                                                                                                                                                                                                                                                                                     \
-				"  ],\n"                                                                                                                                                                                                                                                                                                                                 \
-				"  \"containerEdits\": {\n"                                                                                                                                                                                                                                                                                                              \
-				"    \"env\": [\n"                                                                                                                                                                                                                                                                                                                       \
-				"      \"NVIDIA_VISIBLE_DEVICES=void\"\n"                                                                                                                                                                                                                                                                                                \
-				"    ],\n"                                                                                                                                                                                                                                                                                                                               \
-				"    \"deviceNodes\": [\n" NODE("/dev/nvidia-uvm") ",\n" NODE(                                                                                                                                                                                                                                                                           \
-					"/dev/nvidiactl") "\n"                                                                                                                                                                                                                                                                                                           \
-							  "    ],\n"                                                                                                                                                                                                                                                                                                     \
-							  "    \"mounts\": [\n" MOUNT(LIBD "/libcuda.so." VER, LIBD "/libcuda.so." VER) ",\n" MOUNT(LIBD "/libcuda.so." VER, LIBD "/libcuda.so.1") ",\n" MOUNT(LIBD "/libnvidia-ml.so." VER, LIBD "/libnvidia-ml.so." VER) ",\n" MOUNT(                                                                                  \
-								  LIBD "/libnvidia-ml.so." VER,                                                                                                                                                                                                                                                                          \
-								  LIBD                                                                                                                                                                                                                                                                                                   \
-								  "/libnvidia-ml.so.1") ",\n" MOUNT("/lib64/libnvidia-ptxjitcompiler.so." VER,                                                                                                                                                                                                                           \
-												    "/lib64/libnvidia-ptxjitcompiler.so." VER) ",\n" MOUNT("/lib64/libnvidia-ptxjitcompiler.so." VER,                                                                                                                                                                    \
-																			   "/lib64/libnvidia-ptxjitcompiler.so.1") ",\n" MOUNT(LIBD                                                                                                                                                      \
-																									       "/libnvidia-nvvm.so." VER,                                                                                                                                \
-																									       LIBD                                                                                                                                                      \
-																									       "/libnvidia-nvvm.so." VER) ",\n" MOUNT(LIBD                                                                                                               \
-																														      "/libnvidia-nvvm.so." VER,                                                                                         \
-																														      LIBD                                                                                                               \
-																														      "/libnvidia-nvvm.so.4") ",\n" MOUNT(LIBD                                                                           \
-																																			  "/libnvidia-gpucomp.so." VER,                                                  \
-																																			  LIBD                                                                           \
-																																			  "/libnvidia-gpucomp.so." VER) ",\n" MOUNT("/usr/bin/nvidia-smi",               \
-																																								    "/usr/bin/nvidia-smi") "\n"          \
-																																											   "    ]" hooks \
-																																											   "\n"          \
-																																											   "  }\n"       \
-																																											   "}\n"
+#define SPEC(a, b, hooks)                                                                                                                                                                                                                                                                                                                                                 \
+	"{\n"                                                                                                                                                                                                                                                                                                                                                             \
+	"  \"cdiVersion\": \"0.5.0\",\n"                                                                                                                                                                                                                                                                                                                                  \
+	"  \"kind\": \"k8s.device-plugin.nvidia.com/gpu\",\n"                                                                                                                                                                                                                                                                                                             \
+	"  \"devices\": [\n" DEVICE(a, "/dev/nvidia3") ",\n" DEVICE(                                                                                                                                                                                                                                                                                                      \
+		b,                                                                                                                                                                                                                                                                                                                                                        \
+		"/dev/nvidia7") "\n"                                                                                                                                                                                                                                                                                                                                      \
+				"  ],\n"                                                                                                                                                                                                                                                                                                                                  \
+				"  \"containerEdits\": {\n"                                                                                                                                                                                                                                                                                                               \
+				"    \"env\": [\n"                                                                                                                                                                                                                                                                                                                        \
+				"      \"NVIDIA_VISIBLE_DEVICES=void\"\n"                                                                                                                                                                                                                                                                                                 \
+				"    ],\n"                                                                                                                                                                                                                                                                                                                                \
+				"    \"deviceNodes\": [\n" NODE("/dev/nvidiactl") ",\n" NODE(                                                                                                                                                                                                                                                                             \
+					"/dev/nvidia-uvm") "\n"                                                                                                                                                                                                                                                                                                           \
+							   "    ],\n"                                                                                                                                                                                                                                                                                                     \
+							   "    \"mounts\": [\n" MOUNT(LIBD "/libcuda.so." VER, LIBD "/libcuda.so." VER) ",\n" MOUNT(LIBD "/libcuda.so." VER, LIBD "/libcuda.so.1") ",\n" MOUNT(LIBD "/libnvidia-ml.so." VER, LIBD "/libnvidia-ml.so." VER) ",\n" MOUNT(                                                                                  \
+								   LIBD "/libnvidia-ml.so." VER,                                                                                                                                                                                                                                                                          \
+								   LIBD                                                                                                                                                                                                                                                                                                   \
+								   "/libnvidia-ml.so.1") ",\n" MOUNT("/lib64/libnvidia-ptxjitcompiler.so." VER,                                                                                                                                                                                                                           \
+												     "/lib64/libnvidia-ptxjitcompiler.so." VER) ",\n" MOUNT("/lib64/libnvidia-ptxjitcompiler.so." VER,                                                                                                                                                                    \
+																			    "/lib64/libnvidia-ptxjitcompiler.so.1") ",\n" MOUNT(LIBD                                                                                                                                                      \
+																										"/libnvidia-nvvm.so." VER,                                                                                                                                \
+																										LIBD                                                                                                                                                      \
+																										"/libnvidia-nvvm.so." VER) ",\n" MOUNT(LIBD                                                                                                               \
+																														       "/libnvidia-nvvm.so." VER,                                                                                         \
+																														       LIBD                                                                                                               \
+																														       "/libnvidia-nvvm.so.4") ",\n" MOUNT(LIBD                                                                           \
+																																			   "/libnvidia-gpucomp.so." VER,                                                  \
+																																			   LIBD                                                                           \
+																																			   "/libnvidia-gpucomp.so." VER) ",\n" MOUNT("/usr/bin/nvidia-smi",               \
+																																								     "/usr/bin/nvidia-smi") "\n"          \
+																																											    "    ]" hooks \
+																																											    "\n"          \
+																																											    "  }\n"       \
+																																											    "}\n"
 
 static void assert_render(const struct cdi_opts *o, const char *tmpl, const char *r, const char *d)
 {
@@ -317,11 +331,94 @@ static void test_missing_libcuda(void **state)
 	free(err);
 }
 
+/*
+ * A backend with other device nodes and driver files (a Jetson, say) gets a spec from its own
+ * description: its GPU's nodes, its control nodes that exist, its libraries where it says
+ * they live, and nothing of NVML's.
+ */
+static void test_other_backend(void **state)
+{
+	static const char *const ctl[] = { "/dev/nvmap", "/dev/nvhost-ctrl" };
+	static const struct gpu_driver_lib libs[] = { { "libnvrm_gpu.so", NULL, true },
+						      { "libcuda.so", "libcuda.so.1", false } };
+	static const char *const lib_dirs[] = { "/usr/lib/aarch64-linux-gnu/nvidia" };
+	static const struct gpu_container tegra = { .ctl_nodes = ctl,
+						    .n_ctl_nodes = ELEMENTSOF(ctl),
+						    .libs = libs,
+						    .n_libs = ELEMENTSOF(libs),
+						    .lib_dirs = lib_dirs,
+						    .n_lib_dirs = ELEMENTSOF(lib_dirs) };
+	struct gpu_device igpu = { .index = 0,
+				   .uuid = "GPU-tegra-0",
+				   .nodes = { "/dev/nvhost-gpu", "/dev/nvhost-as-gpu" },
+				   .n_nodes = 2,
+				   .container = &tegra };
+	struct gpu_info ti = { .driver_version = "36.4.3",
+			       .n_devices = 1,
+			       .devices = &igpu,
+			       .container = &tegra };
+	struct cdi_opts o = { .driver_root = root };
+	struct buf out = { 0 };
+	char *want, *err = NULL;
+
+	make(root, "/usr/lib/aarch64-linux-gnu/nvidia/libnvrm_gpu.so.36.4.3");
+	make(root, "/dev/nvmap");
+	want = expand("{\n"
+		      "  \"cdiVersion\": \"0.5.0\",\n"
+		      "  \"kind\": \"k8s.device-plugin.nvidia.com/gpu\",\n"
+		      "  \"devices\": [\n"
+		      "    {\n"
+		      "      \"name\": \"GPU-tegra-0\",\n"
+		      "      \"containerEdits\": {\n"
+		      "        \"deviceNodes\": [\n"
+		      "          {\n"
+		      "            \"path\": \"/dev/nvhost-gpu\",\n"
+		      "            \"hostPath\": \"@D@/dev/nvhost-gpu\"\n"
+		      "          },\n"
+		      "          {\n"
+		      "            \"path\": \"/dev/nvhost-as-gpu\",\n"
+		      "            \"hostPath\": \"@D@/dev/nvhost-as-gpu\"\n"
+		      "          }\n"
+		      "        ]\n"
+		      "      }\n"
+		      "    }\n"
+		      "  ],\n"
+		      "  \"containerEdits\": {\n"
+		      "    \"env\": [\n"
+		      "      \"NVIDIA_VISIBLE_DEVICES=void\"\n"
+		      "    ],\n"
+		      "    \"deviceNodes\": [\n" NODE("/dev/nvmap") "\n"
+		      "    ],\n"
+		      "    \"mounts\": [\n" MOUNT("/usr/lib/aarch64-linux-gnu/nvidia/libnvrm_gpu.so.36.4.3",
+					      "/usr/lib/aarch64-linux-gnu/nvidia/libnvrm_gpu.so.36.4.3") "\n"
+		      "    ]\n"
+		      "  }\n"
+		      "}\n",
+		      root, root);
+	assert_int_equal(cdi_spec_render(&o, &ti, &out, &err), 0);
+	assert_null(err);
+	assert_int_equal(buf_append(&out, "", 1), 0);
+	assert_string_equal((char *)out.data, want);
+	free(want);
+	buf_release(&out);
+
+	/* Its required library, not NVML's libcuda, is the one whose absence fails the spec. */
+	o.driver_root = tmp;
+	assert_int_equal(cdi_spec_render(&o, &ti, &out, &err), -ENOENT);
+	assert_non_null(strstr(err, "libnvrm_gpu.so.36.4.3"));
+	assert_int_equal(out.len, 0);
+	free(err);
+}
+
 static void test_invalid(void **state)
 {
 	struct gpu_device bad[] = { { .index = 0, .uuid = "GPU bad name", .minor = 0 } };
-	struct gpu_info bad_info = { .driver_version = VER, .n_devices = 1, .devices = bad };
-	struct gpu_info no_ver = { .n_devices = 2, .devices = devices };
+	struct gpu_info bad_info = {
+		.driver_version = VER, .n_devices = 1, .devices = bad, .container = &nvml_container
+	};
+	struct gpu_info no_ver = { .n_devices = 2,
+				   .devices = devices,
+				   .container = &nvml_container };
 	struct cdi_opts o = { .driver_root = root };
 	struct buf out = { 0 };
 	char *err = NULL;
@@ -402,9 +499,9 @@ static void test_write(void **state)
 	data = mfree(data);
 
 	/* Rewriting replaces the file and leaves no temporary file behind. */
-	devices[1].minor = 9;
+	(void)snprintf(devices[1].nodes[0], sizeof(devices[1].nodes[0]), "/dev/nvidia9");
 	assert_int_equal(cdi_spec_write(&o, &info, NULL), 0);
-	devices[1].minor = 7;
+	(void)snprintf(devices[1].nodes[0], sizeof(devices[1].nodes[0]), "/dev/nvidia7");
 	assert_int_equal(read_file(path, 1 << 20, &data, &len), 0);
 	assert_non_null(strstr(data, "/dev/nvidia9"));
 	data = mfree(data);
@@ -714,6 +811,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_render_dev_root, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ldcache_hook, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_missing_libcuda, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_other_backend, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_invalid, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_escaping, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write, setup, teardown),

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "fake-client.h"
-#include "gpu.h"
+#include "gpu-backend.h"
 #include "unit.h"
 #include "util.h"
 
@@ -71,10 +71,12 @@ static int teardown(void **state)
 }
 
 /* Opens @lib with the fixture @fixture (a file in tests/fakes/nvml/fixtures). */
-static int open_fake(struct env *e, const char *lib, const char *fixture)
+static int open_kind(struct env *e, enum gpu_backend_kind kind, const char *lib,
+		     const char *fixture)
 {
 	char path[512];
-	struct gpu_nvml_opts o = {
+	struct gpu_backend_opts o = {
+		.kind = kind,
 		.lib_path = lib,
 		.sysfs_root = e->sysfs,
 		.proc_root = e->proc,
@@ -84,7 +86,12 @@ static int open_fake(struct env *e, const char *lib, const char *fixture)
 	assert_int_equal(setenv("EDGEGPU_FAKE_NVML_FIXTURE", path, 1), 0);
 	free(e->err);
 	e->err = NULL;
-	return gpu_nvml_open(&o, &e->b, &e->err);
+	return gpu_backend_open(&o, &e->b, &e->err);
+}
+
+static int open_fake(struct env *e, const char *lib, const char *fixture)
+{
+	return open_kind(e, GPU_BACKEND_NVML, lib, fixture);
 }
 
 static void open_discover(struct env *e, const char *lib, const char *fixture)
@@ -137,6 +144,16 @@ static void test_discover_two(void **state)
 	assert_false(d->mig_enabled);
 	assert_true(d->events_supported);
 	assert_false(d->integrated);
+	/* What a container needs: its node by minor number, and NVML's control nodes. */
+	assert_int_equal(d->n_nodes, 1);
+	assert_string_equal(d->nodes[0], "/dev/nvidia0");
+	assert_ptr_equal(d->container, e->info.container);
+	assert_non_null(d->container);
+	assert_int_equal(d->container->n_ctl_nodes, 4);
+	assert_string_equal(d->container->ctl_nodes[0], "/dev/nvidiactl");
+	assert_string_equal(d->container->ctl_nodes[3], "/dev/nvidia-modeset");
+	assert_string_equal(d->container->libs[0].name, "libcuda.so");
+	assert_true(d->container->libs[0].required);
 
 	d = &e->info.devices[1];
 	assert_int_equal(d->index, 1);
@@ -151,6 +168,8 @@ static void test_discover_two(void **state)
 	assert_string_equal(d->arch, "ada");
 	assert_false(d->mig_enabled);
 	assert_true(d->events_supported);
+	assert_int_equal(d->n_nodes, 1);
+	assert_string_equal(d->nodes[0], "/dev/nvidia1");
 
 	assert_int_equal(e->b->ops->distance(e->b, 0, 1), 20);
 	assert_int_equal(e->b->ops->distance(e->b, 1, 0), 20);
@@ -235,7 +254,7 @@ static void test_mig_skipped(void **state)
 static void test_lib_missing(void **state)
 {
 	struct env *e = *state;
-	struct gpu_nvml_opts o = { .driver_root = e->dir };
+	struct gpu_backend_opts o = { .kind = GPU_BACKEND_NVML, .driver_root = e->dir };
 	void *system_nvml;
 	char want[256];
 	int r;
@@ -251,7 +270,7 @@ static void test_lib_missing(void **state)
 	free(e->err);
 	e->err = NULL;
 	system_nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-	r = gpu_nvml_open(&o, &e->b, &e->err);
+	r = gpu_backend_open(&o, &e->b, &e->err);
 	if (system_nvml) {
 		/* This host has a driver: the loader's search finds it first. */
 		(void)dlclose(system_nvml);
@@ -272,14 +291,16 @@ static void test_driver_root_search(void **state)
 	struct env *e = *state;
 	/* Sized for any checkout path: the fake's path is compiled in (FAKE_NVML_LIB). */
 	char dir[1024], cmd[4096], path[1024];
-	struct gpu_nvml_opts o = { .driver_root = e->dir, .sysfs_root = e->sysfs };
+	struct gpu_backend_opts o = { .kind = GPU_BACKEND_NVML,
+				      .driver_root = e->dir,
+				      .sysfs_root = e->sysfs };
 	void *system_nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
 	int r;
 
 	if (system_nvml) {
 		/* The loader's search wins on a host with a driver; covered by the real group. */
 		(void)dlclose(system_nvml);
-		assert_int_equal(gpu_nvml_open(&o, &e->b, &e->err), 0);
+		assert_int_equal(gpu_backend_open(&o, &e->b, &e->err), 0);
 		return;
 	}
 	assert_true(snprintf(dir, sizeof(dir), "%s/usr/lib64", e->dir) < (int)sizeof(dir));
@@ -289,11 +310,41 @@ static void test_driver_root_search(void **state)
 	assert_true(snprintf(path, sizeof(path), "%s/two-gpus.conf", FAKE_NVML_FIXTURES) <
 		    (int)sizeof(path));
 	assert_int_equal(setenv("EDGEGPU_FAKE_NVML_FIXTURE", path, 1), 0);
-	r = gpu_nvml_open(&o, &e->b, &e->err);
+	r = gpu_backend_open(&o, &e->b, &e->err);
 	assert_int_equal(r, 0);
 	assert_int_equal(e->b->ops->discover(e->b, &e->info, &e->err), 0);
 	assert_int_equal(e->info.n_devices, 2);
 	assert_int_equal(fake_nvml_count("nvmlInit_v2"), 1);
+}
+
+/* gpu_backend_open() chooses: AUTO finds NVML, an unknown kind is refused. */
+static void test_backend_open(void **state)
+{
+	struct env *e = *state;
+	struct gpu_backend_opts bad = { .kind = GPU_BACKEND_COUNT };
+	struct gpu_backend *b = NULL;
+
+	assert_int_equal(open_kind(e, GPU_BACKEND_AUTO, FAKE_NVML_LIB, "two-gpus.conf"), 0);
+	assert_non_null(e->b);
+	assert_string_equal(e->b->ops->name, "nvml");
+	assert_int_equal(e->b->ops->discover(e->b, &e->info, &e->err), 0);
+	assert_int_equal(e->info.n_devices, 2);
+
+	assert_int_equal(gpu_backend_open(&bad, &b, &e->err), -EINVAL);
+	assert_null(b);
+	assert_non_null(e->err);
+	assert_non_null(strstr(e->err, "unknown GPU backend"));
+}
+
+/* When no backend opens, AUTO hands back the first one's error and message as they are. */
+static void test_backend_open_auto_fails(void **state)
+{
+	struct env *e = *state;
+
+	assert_int_equal(open_kind(e, GPU_BACKEND_AUTO, FAKE_NVML_LIB, "init-fail.conf"), -ENXIO);
+	assert_null(e->b);
+	assert_non_null(e->err);
+	assert_non_null(strstr(e->err, "modprobe nvidia"));
 }
 
 static void test_init_failure(void **state)
@@ -584,11 +635,12 @@ static void test_hotplug(void **state)
 static void test_real(void **state)
 {
 	struct env *e = *state;
-	struct gpu_nvml_opts o = { .lib_path = getenv("EDGEGPU_NVML_LIB") };
+	struct gpu_backend_opts o = { .kind = GPU_BACKEND_NVML,
+				      .lib_path = getenv("EDGEGPU_NVML_LIB") };
 	struct gpu_event ev;
 	int r;
 
-	r = gpu_nvml_open(&o, &e->b, &e->err);
+	r = gpu_backend_open(&o, &e->b, &e->err);
 	if (r < 0)
 		print_error("open: %d %s\n", r, e->err ? e->err : "");
 	assert_int_equal(r, 0);
@@ -650,7 +702,7 @@ static void test_real(void **state)
 
 		gpu_backend_close(e->b);
 		e->b = NULL;
-		assert_int_equal(gpu_nvml_open(&o, &e->b, &e->err), 0);
+		assert_int_equal(gpu_backend_open(&o, &e->b, &e->err), 0);
 		assert_int_equal(e->b->ops->discover(e->b, &again, &e->err), 0);
 		assert_int_equal(again.n_devices, n);
 		for (unsigned i = 0; i < n; i++)
@@ -667,6 +719,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_mig_skipped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lib_missing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_driver_root_search, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_backend_open, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_backend_open_auto_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_init_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_version_mismatch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_missing_symbol, setup, teardown),

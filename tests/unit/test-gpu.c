@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "fake-client.h"
+#include "gpu-backend.h"
 #include "gpu-monitor.h"
-#include "gpu.h"
 #include "loop.h"
 #include "unit.h"
 #include "util.h"
@@ -26,7 +26,7 @@ struct env {
 	char dir[64];
 	char sock[128];
 	struct loop *loop;
-	struct gpu_nvml_opts nopts;
+	struct gpu_backend_opts nopts;
 	struct gpu_info info;
 	int discovered; /* 0: not yet, 1: done, <0: failed */
 	struct gpu_monitor *m;
@@ -126,14 +126,16 @@ static void start(struct env *e, const char *fixture, const struct gpu_monitor_o
 
 	(void)snprintf(path, sizeof(path), "%s/%s", FAKE_NVML_FIXTURES, fixture);
 	assert_int_equal(setenv("EDGEGPU_FAKE_NVML_FIXTURE", path, 1), 0);
-	e->nopts = (struct gpu_nvml_opts){ .lib_path = FAKE_NVML_LIB, .sysfs_root = e->dir };
+	e->nopts = (struct gpu_backend_opts){ .kind = GPU_BACKEND_NVML,
+					      .lib_path = FAKE_NVML_LIB,
+					      .sysfs_root = e->dir };
 	if (o)
 		def = *o;
 	/* Short event waits, so that a thread left in one after a test is soon gone. */
 	if (!def.event_slice)
 		def.event_slice = 200 * USEC_PER_MSEC;
-	assert_int_equal(gpu_monitor_new(e->loop, gpu_monitor_open_nvml, &e->nopts, &def, on_health,
-					 on_discovered, e, &e->m),
+	assert_int_equal(gpu_monitor_new(e->loop, gpu_monitor_open_backend, &e->nopts, &def,
+					 on_health, on_discovered, e, &e->m),
 			 0);
 	gpu_monitor_discover(e->m, false);
 	if (!run_until(e, discovered, NULL, 10 * USEC_PER_SEC))

@@ -64,6 +64,95 @@ static void test_json_string(void **state)
 	buf_release(&b);
 }
 
+/* Takes the writer's output as a C string (the buffer gets a NUL, not counted in len). */
+static const char *json_out(struct json_writer *j)
+{
+	assert_int_equal(j->r, 0);
+	assert_int_equal(buf_append(j->b, "", 1), 0);
+	j->b->len--;
+	return (const char *)j->b->data;
+}
+
+/* Writes one document of every kind of value, nested, into @j. */
+static void json_sample(struct json_writer *j)
+{
+	json_object_open(j);
+	json_key(j, "s");
+	json_string(j, "a\"b\\c\n");
+	json_key(j, "i");
+	json_int(j, INT64_MIN);
+	json_key(j, "u");
+	json_uint(j, UINT64_MAX);
+	json_key(j, "list");
+	json_array_open(j);
+	json_bool(j, true);
+	json_bool(j, false);
+	json_string(j, NULL);
+	json_object_open(j);
+	json_object_close(j);
+	json_array_open(j);
+	json_array_close(j);
+	json_array_close(j);
+	json_key(j, "o");
+	json_object_open(j);
+	json_key(j, "k");
+	json_int(j, -1);
+	json_object_close(j);
+	json_object_close(j);
+}
+
+static void test_json_writer(void **state)
+{
+	struct buf b = { 0 };
+	struct json_writer j = { .b = &b };
+
+	json_sample(&j);
+	assert_string_equal(json_out(&j),
+			    "{\"s\":\"a\\\"b\\\\c\\n\",\"i\":-9223372036854775808,"
+			    "\"u\":18446744073709551615,\"list\":[true,false,\"\",{},[]],"
+			    "\"o\":{\"k\":-1}}");
+	buf_release(&b);
+
+	j = (struct json_writer){ .b = &b, .indent = 2 };
+	json_sample(&j);
+	assert_string_equal(json_out(&j), "{\n"
+					  "  \"s\": \"a\\\"b\\\\c\\n\",\n"
+					  "  \"i\": -9223372036854775808,\n"
+					  "  \"u\": 18446744073709551615,\n"
+					  "  \"list\": [\n"
+					  "    true,\n"
+					  "    false,\n"
+					  "    \"\",\n"
+					  "    {},\n"
+					  "    []\n"
+					  "  ],\n"
+					  "  \"o\": {\n"
+					  "    \"k\": -1\n"
+					  "  }\n"
+					  "}");
+	buf_release(&b);
+}
+
+static void test_json_writer_error(void **state)
+{
+	struct buf b = { 0 };
+	struct json_writer j = { .b = &b };
+	size_t len;
+
+	/* The first error sticks: nothing is written after it, and a later one does not replace it. */
+	json_object_open(&j);
+	json_key(&j, "a");
+	json_fail(&j, -ENOMEM);
+	len = b.len;
+	json_string(&j, "x");
+	json_fail(&j, -EINVAL);
+	json_object_close(&j);
+	assert_int_equal(j.r, -ENOMEM);
+	assert_int_equal(b.len, len);
+	assert_memory_equal(b.data, "{\"a\":", len);
+	buf_release(&b);
+}
+
 static void test_helpers(void **state)
 {
 	char *s, *err = NULL;
@@ -135,9 +224,10 @@ static void test_files(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_safe_atou),   cmocka_unit_test(test_buf),
-		cmocka_unit_test(test_json_string), cmocka_unit_test(test_files),
-		cmocka_unit_test(test_helpers),
+		cmocka_unit_test(test_safe_atou),	  cmocka_unit_test(test_buf),
+		cmocka_unit_test(test_json_string),	  cmocka_unit_test(test_files),
+		cmocka_unit_test(test_helpers),		  cmocka_unit_test(test_json_writer),
+		cmocka_unit_test(test_json_writer_error),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -124,7 +124,7 @@ func checkSpec(spec *cdi.Spec, gpus []gpu, root string) {
 		nodes = append(nodes, n.Path)
 		check(n.HostPath == root+n.Path, "node %q host path %q", n.Path, n.HostPath)
 	}
-	check(reflect.DeepEqual(nodes, []string{"/dev/nvidia-uvm", "/dev/nvidiactl"}),
+	check(reflect.DeepEqual(nodes, []string{"/dev/nvidiactl", "/dev/nvidia-uvm"}),
 		"common device nodes %q", nodes)
 	want := map[string]string{
 		libDir + "/libcuda.so." + driverVer:                  libDir + "/libcuda.so." + driverVer,

@@ -1,0 +1,102 @@
+#pragma once
+
+/*
+ * The GPU backend interface (NVML now, Tegra/sysfs next) and the one way to open a backend,
+ * gpu_backend_open(). The device model it fills is in gpu.h; the health monitor that owns a
+ * backend is in gpu-monitor.h.
+ *
+ * Threads: a backend is called by one thread at a time (the monitor's worker), except
+ * ops->event_wait, which the monitor's event thread calls beside it. Backends must allow
+ * that: discover, probe and reinit may run while a wait is in progress (NVML is
+ * thread-safe; the NVML backend swaps its device table under a lock). Never from the loop.
+ */
+
+#include <stdatomic.h>
+
+#include "gpu.h"
+#include "util.h"
+
+struct gpu_backend;
+
+struct gpu_backend_ops {
+	const char *name; /* "nvml" */
+	void (*close)(struct gpu_backend *b);
+	/*
+	 * Fills @ret (caller releases). Returns 0 or -errno; @reterr gets a heap message.
+	 * It replaces the backend's device table, whose indices every other op takes: call it
+	 * only while no monitor runs on @b.
+	 */
+	int (*discover)(struct gpu_backend *b, struct gpu_info *ret, char **reterr);
+	/* Topology distance between two GPUs (lower is closer), or -errno (-EOPNOTSUPP). */
+	int (*distance)(struct gpu_backend *b, unsigned gpu_a, unsigned gpu_b);
+	/*
+	 * One health probe of @gpu: 0 healthy, -ENODEV lost, -EXDEV driver/library mismatch or
+	 * driver reloaded (re-initialise), other -errno for failures.
+	 */
+	int (*probe)(struct gpu_backend *b, unsigned gpu);
+	/*
+	 * Creates the event set if there is none and registers the discovered GPUs with
+	 * events_supported that are not registered yet. May run while event_wait waits on the
+	 * set (after a rediscovery found a new GPU). Returns 0, -EOPNOTSUPP when no GPU is
+	 * registered, or another -errno.
+	 */
+	int (*events_open)(struct gpu_backend *b);
+	/*
+	 * Blocks up to @timeout_usec for one event (monitor thread). Returns 1 and fills @ret, 0 on
+	 * timeout, or -errno (the monitor backs off on errors).
+	 */
+	int (*event_wait)(struct gpu_backend *b, usec_t timeout_usec, struct gpu_event *ret);
+	void (*events_close)(struct gpu_backend *b);
+	/*
+	 * Shuts the library down and initialises it again (driver reload), and finds the
+	 * discovered GPUs again by UUID (one that is gone probes -ENODEV). Closes the event set
+	 * first if open; the caller opens it again. Returns 0 or -errno (-EXDEV: still
+	 * mismatched); @reterr gets a heap message.
+	 */
+	int (*reinit)(struct gpu_backend *b, char **reterr);
+	/* Telemetry, for metrics; what the GPU lacks is NaN / UINT64_MAX. May be NULL. */
+	int (*sample)(struct gpu_backend *b, unsigned gpu, struct gpu_sample *ret);
+};
+
+struct gpu_backend {
+	const struct gpu_backend_ops *ops;
+	/*
+	 * The library function the worker called last (the backend sets it before each call,
+	 * except in event_wait), so that a hung call can be named: "nvmlDeviceGetMemoryInfo".
+	 */
+	_Atomic(const char *) call;
+};
+
+enum gpu_backend_kind {
+	GPU_BACKEND_AUTO, /* each backend in turn (NVML; Tegra next): the first that opens */
+	GPU_BACKEND_NVML,
+	GPU_BACKEND_COUNT,
+};
+
+struct gpu_backend_opts {
+	enum gpu_backend_kind kind;
+	/* NVML: NULL: loader search for libnvidia-ml.so.1, then under driver_root */
+	const char *lib_path;
+	const char *driver_root; /* "/" */
+	const char *sysfs_root;	 /* "/sys": <sysfs>/bus/pci/devices/<id>/numa_node */
+	/* "/proc": the kernel module's version, for the mismatch message, from
+	   <proc>/driver/nvidia/version */
+	const char *proc_root;
+};
+
+/*
+ * Opens the backend @o->kind names (@o NULL: defaults, AUTO). AUTO tries each backend in
+ * turn and takes the first that opens; when none does, the first one's error is returned.
+ * NVML: loads the library with dlopen and initialises it. Returns 0, -ENOENT (library not
+ * found), -ENOSYS (a required symbol missing), -EXDEV (driver/library version mismatch),
+ * -EINVAL (unknown kind) or another -errno; @reterr gets a heap message that names what is
+ * missing and how to fix it. *@ret is set only on success; close it with gpu_backend_close().
+ */
+int gpu_backend_open(const struct gpu_backend_opts *o, struct gpu_backend **ret,
+		     char **reterr) WARN_UNUSED;
+
+static inline void gpu_backend_close(struct gpu_backend *b)
+{
+	if (b)
+		b->ops->close(b);
+}

@@ -1,0 +1,114 @@
+#pragma once
+
+/*
+ * The NVML backend's private header, shared by its three files: nvml-load.c (dlopen under
+ * the driver root, symbols, init, the version-mismatch messages), gpu-nvml.c (the backend
+ * operations: discover, distance, probe, events, reinit, close) and nvml-sample.c
+ * (telemetry). nvml-api.h holds the NVML declarations themselves.
+ */
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "gpu-backend.h"
+#include "nvml-api.h"
+
+#define NVML_LIB "libnvidia-ml.so.1"
+
+#define NVML_SYM_FIELD(sym, r, params) nvml_fn_##sym *sym; /* NOLINT(bugprone-macro-parentheses) */
+struct nvml_syms {
+	NVML_API_FUNCTIONS(NVML_SYM_FIELD, NVML_OWN_TYPE)
+};
+
+#define NVML_SYM_COUNT (sizeof(struct nvml_syms) / sizeof(void (*)(void)))
+
+/* The health-relevant events (nvidia-plugin.md §3: NVIDIA registers 0xb). */
+#define NVML_HEALTH_EVENTS \
+	(NVML_EVENT_XID_CRITICAL | NVML_EVENT_DOUBLE_BIT_ECC | NVML_EVENT_SINGLE_BIT_ECC)
+
+struct nvml_dev {
+	struct nvml_device *handle; /* NULL: not found again after a re-init */
+	char uuid[GPU_UUID_MAX];
+	unsigned long long event_mask; /* supported & NVML_HEALTH_EVENTS; 0 without XID events */
+	bool registered;
+};
+
+/*
+ * Calls n->f.FN after noting its name for a hang report (gpu-backend.h, struct
+ * gpu_backend.call). The event thread's nvmlEventSetWait_v2 does not go through it: it blocks by design.
+ */
+#define NVC(n, fn) (atomic_store_explicit(&(n)->base.call, #fn, memory_order_relaxed), (n)->f.fn)
+
+struct nvml_backend {
+	struct gpu_backend base;
+	/*
+	 * Guards devs/n_devs against the event thread: discover swaps the table while a wait
+	 * may be in progress, and event_wait maps a handle to its GPU under it.
+	 */
+	pthread_mutex_t devs_mu;
+	void *dl;
+	char *lib_path; /* the file loaded */
+	char *proc_root;
+	char *sysfs_root;
+	struct nvml_syms f;
+	nvml_fn_nvmlDeviceGetPciInfo_v3 *get_pci_info; /* _v3, else _v2 */
+	bool initialised;
+	struct nvml_dev *devs;
+	unsigned n_devs;
+	struct nvml_event_set *set;
+};
+
+/* snprintf("%s"): @src cut to fit @size, always terminated. */
+static inline void nvml_copy_str(char *dst, size_t size, const char *src)
+{
+	(void)snprintf(dst, size, "%s", src);
+}
+
+static inline struct nvml_backend *to_nvml(struct gpu_backend *b)
+{
+	return (struct nvml_backend *)b;
+}
+
+/* The one translation of NVML return codes into -errno. */
+int nvml_to_errno(enum nvml_return r);
+
+/* nvmlErrorString's text for @r, or "unknown NVML error". */
+const char *nvml_str(struct nvml_backend *n, enum nvml_return r);
+
+/* True when @r says the library no longer matches the driver (re-initialise). */
+bool nvml_driver_gone(enum nvml_return r);
+
+/*
+ * A failed call: sets *@reterr (if wanted) to a heap message naming @call and NVML's text
+ * (the driver/library mismatch message for LIB_RM_VERSION_MISMATCH). Returns the -errno.
+ */
+int nvml_call_error(struct nvml_backend *n, char **reterr, const char *call, enum nvml_return ret);
+
+/*
+ * Loads the library (@o->lib_path, else the loader's search path, then the driver's
+ * directories under @o->driver_root) and resolves its symbols. Returns 0, -ENOENT (not
+ * found), -ENOSYS (a required symbol missing) or -ENOMEM; @reterr gets a heap message.
+ */
+int nvml_load(struct nvml_backend *n, const struct gpu_backend_opts *o, char **reterr);
+
+/* nvmlInit_v2. Returns 0, or -errno with a heap message in @reterr that says what to do. */
+int nvml_init(struct nvml_backend *n, char **reterr);
+
+/* The discovered GPU's handle, NULL when out of range or not found again after a re-init. */
+struct nvml_device *nvml_dev_handle(struct nvml_backend *n, unsigned gpu);
+
+/* ops->sample (nvml-sample.c). */
+int nvml_sample(struct gpu_backend *b, unsigned gpu, struct gpu_sample *ret);
+
+/*
+ * What a container needs for an NVML GPU: the control nodes /dev/nvidiactl, nvidia-uvm,
+ * nvidia-uvm-tools and nvidia-modeset, and the driver files CDI mounts. Discovery points
+ * each gpu_device and the gpu_info at it.
+ */
+extern const struct gpu_container nvml_container;
+
+/* The NVML backend's opener, for gpu_backend_open(). */
+int nvml_open(const struct gpu_backend_opts *o, struct gpu_backend **ret, char **reterr);
