@@ -290,11 +290,15 @@ static int fixture_uuids(const char *fixture, char uuids[][64], int max)
 	int n = 0;
 
 	assert_int_equal(read_file(path, 1 << 20, &text, &len), 0);
-	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+	for (char *line = text, *next; line; line = next) {
+		const char *v;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = 0;
 		if (strncmp(line, "uuid", 4) != 0 || !strchr(line, '='))
 			continue;
-		const char *v = strchr(line, '=') + 1;
-
+		v = strchr(line, '=') + 1;
 		while (*v == ' ')
 			v++;
 		assert_true(n < max);
