@@ -383,7 +383,7 @@ class Preferred(NodeTest):
     def test_topology_error_falls_back(self):
         ids = uuids("four-gpus-topo-error.conf")
         n, d = self.up("four-gpus-topo-error.conf")
-        d.wait_log("GPU topology not available, preferring by NUMA node only", timeout=2)
+        d.wait_log("GPU topology not available, preferring by NUMA node only", timeout=10)
         ev = n.emu.admit("p", f"c:{RESOURCE}=3")
         self.assertTrue(ev["ok"], ev)
         pref = self.preferred_events(n, "p")[0]
