@@ -360,23 +360,26 @@ class Mask(GpumemTest):
         # 1000 MiB less free on GPU 0 is below maskHysteresisMiB (1024): no move, not even once
         # pod-resources has confirmed the pod.
         d.wait_log("pod-resources answer", resource=GPUMEM, live_units="1000", timeout=10)
-        self.assertNoDevicesEvent(n, since, 0.3, GPUMEM)
         self.assertEqual(d.find_logs("gpumem mask moved", gpu_from="0"), [])
         self.assertEqual(n.emu.last_devices(GPUMEM)["unhealthy"], first["unhealthy"])
-        # 100 more: 1100 MiB difference, the mask moves to GPU 1.
+        # 100 more: 1100 MiB difference, the mask moves to GPU 1. That move is the sentinel:
+        # it is the first gpumem update since the first pod, so the first one moved nothing.
         self.one_gpu(self.admit(n, "b", 100), TWO8[0])
-        ev = self.settle(n, since, healthy_count=1100 + 8192)
+        ev = self.settle(n, since)
+        self.assertEqual(ev["healthy_count"], 1100 + 8192, "an update before the move")
         self.assertEqual(letters(ev["unhealthy"]), Counter({l0: 8192 - 1100}))
         d.wait_log("gpumem mask moved", gpu_from="0", gpu_to="1", timeout=10)
         # GPU 1 gives 1100 then 1000 units: GPU 0 has 0, then 1000 MiB more free -> no move.
         since = n.emu.mark()
         l1 = self.one_gpu(self.admit(n, "c", 1100), TWO8[1])
         self.one_gpu(self.admit(n, "d", 1000), TWO8[1])
-        self.assertNoDevicesEvent(n, since, 0.3, GPUMEM)
-        # 1100 more on GPU 1: GPU 0 has 1200 MiB more free, the mask moves back.
+        d.wait_log("pod-resources answer", resource=GPUMEM, live_units="3200", timeout=10)
+        # 1100 more on GPU 1: GPU 0 has 1200 MiB more free, the mask moves back: the first
+        # update since pod c (the sentinel), so c and d moved nothing.
         self.one_gpu(self.admit(n, "e", 1100), TWO8[1])
-        ev = self.settle(n, since, pred=lambda e: e["unhealthy"] and
-                         e["unhealthy"][0][0] == l1)
+        ev = self.settle(n, since)
+        self.assertTrue(ev["unhealthy"] and ev["unhealthy"][0][0] == l1,
+                        f"an update before the move back: {ev['unhealthy'][:3]}")
         self.assertEqual(letters(ev["unhealthy"]), Counter({l1: 8192 - 3200}))
         d.wait_log("gpumem mask moved", gpu_from="1", gpu_to="0", timeout=10)
 

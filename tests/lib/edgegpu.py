@@ -456,11 +456,6 @@ class Daemon:
     def threads(self):
         return int(self.status("Threads"))
 
-    def cpu_ticks(self):
-        with open(f"/proc/{self.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])  # utime + stime
-
 
 # --- a node: emulator + fake NVML + daemon in one temp root ---
 
