@@ -113,10 +113,12 @@ class Allocate(NodeTest):
         for node in ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidia1"):
             touch(devroot, node)
         plugin = extra + (f"    deviceIDStrategy: {id_strategy}\n" if id_strategy else "")
-        n.start_daemon(config=flow_config(strategy, plugin),
-                       flags=["--driver-root", driver, "--dev-root", devroot] + list(flags))
+        d = n.start_daemon(config=flow_config(strategy, plugin),
+                           flags=["--driver-root", driver, "--dev-root", devroot] + list(flags))
         n.wait_register()
         n.wait_devices(healthy_count=2)
+        # The spec is written off the loop: until it is, Allocate refuses CDI requests.
+        d.wait_log("cdi spec written", timeout=10)
         return n, driver, devroot
 
     def check_spec(self, n, driver, devroot, names):
