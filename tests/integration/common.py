@@ -8,10 +8,10 @@ import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
-from edgegpu import (RESOURCE, Node, load_fixture, mono_us)  # noqa: E402,F401
+from edgegpu import (RESOURCE, Node, load_fixture, mono_us, wait_until)  # noqa: E402,F401
 
-__all__ = ["RESOURCE", "Node", "load_fixture", "mono_us", "FIXTURES", "uuids", "NodeTest",
-           "main"]
+__all__ = ["RESOURCE", "Node", "load_fixture", "mono_us", "wait_until", "FIXTURES", "uuids",
+           "NodeTest", "main"]
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 
@@ -52,23 +52,19 @@ class NodeTest(unittest.TestCase):
                                              if k != "start_emulator"})
         n.wait_register(timeout=10)
         want = len(load_fixture(fixture)["gpus"]) if healthy is None else healthy
-        n.wait_devices(healthy_count=want, timeout=5)
+        n.wait_devices(healthy_count=want, timeout=10)
         return n, d
-
-    def assertWithin(self, seconds, t0_us, t1_us, what):
-        dt = (t1_us - t0_us) / 1e6
-        self.assertLessEqual(dt, seconds, f"{what} took {dt:.3f}s (limit {seconds}s)")
-        return dt
 
     CANCELLED_TEXTS = ("context canceled", "code = Canceled",
                        "kubelet restarted during registration")
 
     def assertFailedRegistersInterrupted(self, node):
         """Every refused Register was cut short by a kubelet restart: it began before a
-        `restart` event (emitted once the old incarnation has stopped), failed within 100 ms
-        of it, and failed with a cancellation (the daemon re-registers as soon as its stream
-        ends, which can reach the old kubelet while it is going away). Any other refusal,
-        such as the same-socket duplicate check, fails the test."""
+        `restart` event (emitted once the old incarnation has stopped), its failure came before
+        the next restart (the same cycle, however long the machine took), and it failed with a
+        cancellation (the daemon re-registers as soon as its stream ends, which can reach the
+        old kubelet while it is going away). Any other refusal, such as the same-socket
+        duplicate check, fails the test."""
         evs = list(node.emu.events)
         begin = {e["reg"]: i for i, e in enumerate(evs) if e.get("event") == "register_begin"}
         restarts = [i for i, e in enumerate(evs) if e.get("event") == "restart"]
@@ -77,13 +73,26 @@ class NodeTest(unittest.TestCase):
                 continue
             b = begin.get(e["reg"], i)
             around = "\n".join(str(x)[:220] for x in evs[max(0, b - 4):i + 2])
-            ok = any(t in (e.get("error") or "") for t in self.CANCELLED_TEXTS) and any(
-                r > b and abs(evs[r]["t_us"] - e["t_us"]) < 100000 for r in restarts)
+            after = [r for r in restarts if r > b]
+            ok = (any(t in (e.get("error") or "") for t in self.CANCELLED_TEXTS) and after
+                  and (len(after) < 2 or i < after[1]))
             self.assertTrue(ok, f"Register refused, not because of a restart: {e}; events:\n"
                             + around)
 
+    def assertFirstUpdateIs(self, node, since, unhealthy, resource=RESOURCE, timeout=10):
+        """The first ListAndWatch snapshot after event index `since` is the sentinel's: exactly
+        the devices `unhealthy` are Unhealthy. Call it after injecting a sentinel (a critical
+        XID on a GPU the events before it did not touch): the fake NVML delivers events in
+        order, so nothing injected before the sentinel changed health. No quiet window."""
+        ev = node.wait_devices(resource, since=since, timeout=timeout)
+        self.assertEqual(sorted(ev["unhealthy"]), sorted(unhealthy),
+                         f"a device list update before the sentinel: {ev}")
+        return ev
+
     def assertNoDevicesEvent(self, node, since, seconds, resource=RESOURCE):
-        """No new ListAndWatch snapshot for `seconds` after event index `since`."""
+        """No new ListAndWatch snapshot for `seconds` after event index `since`. Only where
+        no sentinel exists (nothing the daemon does could announce the end of the window):
+        a slow machine makes the check weaker, never the test fail."""
         time.sleep(seconds)
         evs = node.emu.find(lambda e: e.get("event") == "devices" and
                             e.get("resource") == resource, since)

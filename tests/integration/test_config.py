@@ -197,7 +197,7 @@ class Precedence(NodeTest):
         n = self.node("two-gpus.conf")
         bad = os.path.join(CFG, "syntax.yaml")
         d = n.start_daemon(config=None, env={"CONFIG_FILE": bad}, wait_control=False)
-        self.assertNotEqual(d.wait(timeout=5), 0)
+        self.assertNotEqual(d.wait(timeout=10), 0)
         self.assertIn(bad, d.text())
         n2 = self.node("two-gpus.conf")
         d2 = n2.start_daemon(config=os.path.join(CFG, "precedence.yaml"),
@@ -213,7 +213,7 @@ class Serve(NodeTest):
                 n = self.node("two-gpus.conf")
                 path = os.path.join(CFG, name)
                 d = n.start_daemon(config=path, wait_control=False)
-                rc = d.wait(timeout=5)
+                rc = d.wait(timeout=10)
                 self.assertNotEqual(rc, 0)
                 recs = d.find_logs("invalid config")
                 self.assertTrue(recs, d.text())
@@ -231,7 +231,7 @@ class Serve(NodeTest):
         for path, text in ((n.root, "cannot read"), (big, "larger than")):
             with self.subTest(path):
                 d = n.start_daemon(config=path, wait_control=False)
-                self.assertNotEqual(d.wait(timeout=5), 0)
+                self.assertNotEqual(d.wait(timeout=10), 0)
                 recs = d.find_logs("invalid config")
                 self.assertTrue(recs, d.text())
                 self.assertIn(path, recs[0]["detail"])

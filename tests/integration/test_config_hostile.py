@@ -12,9 +12,8 @@
 
 import os
 import signal
-import time
 
-from common import RESOURCE, NodeTest, main, uuids
+from common import RESOURCE, NodeTest, main, uuids, wait_until
 from edgegpu import PluginClient
 
 TWO = uuids("two-gpus.conf")
@@ -25,7 +24,6 @@ class FifoConfig(NodeTest):
     def test_fifo_at_start_is_refused_at_once(self):
         n = self.node("two-gpus.conf")
         os.mkfifo(n.config_path)
-        t0 = time.monotonic()
         d = n.start_daemon(config=n.config_path, wait_control=False)
         try:
             rc = d.wait(timeout=EXIT_WAIT)
@@ -33,7 +31,6 @@ class FifoConfig(NodeTest):
             self.fail(f"the daemon did not exit within {EXIT_WAIT}s with a FIFO as its config "
                       f"(blocked opening it?); log:\n{d.tail()}")
         self.assertNotEqual(rc, 0)
-        self.assertLess(time.monotonic() - t0, EXIT_WAIT)
         text = d.text()
         self.assertIn(n.config_path, text)
         self.assertIn("it is a FIFO, not a regular file", text)
@@ -43,31 +40,31 @@ class FifoConfig(NodeTest):
         n = self.node("two-gpus.conf")
         d = n.start_daemon(config="version: v1\n")
         n.wait_register(RESOURCE, timeout=10)
-        n.wait_devices(RESOURCE, healthy_count=2, timeout=5)
+        n.wait_devices(RESOURCE, healthy_count=2, timeout=10)
         os.remove(n.config_path)
         os.mkfifo(n.config_path)
         mark = d.mark()
         d.send_signal(signal.SIGHUP)
-        rec = d.wait_log("invalid config, keeping the previous one", since=mark, timeout=5)
+        rec = d.wait_log("invalid config, keeping the previous one", since=mark, timeout=10)
         self.assertIn(n.config_path, rec["detail"])
         self.assertIn("it is a FIFO, not a regular file", rec["detail"])
         # Still serving: an Allocate answers at once.
         c = PluginClient(n.socket())
         self.addCleanup(c.close)
-        r = c.allocate([TWO[1]], timeout=2)
+        r = c.allocate([TWO[1]], timeout=10)
         self.assertEqual(r.code, "OK", r)
         self.assertEqual(r.responses[0]["envs"]["NVIDIA_VISIBLE_DEVICES"], TWO[1])
         # A second SIGHUP with the FIFO still there: the same, no hang.
         mark = d.mark()
         d.send_signal(signal.SIGHUP)
-        d.wait_log("invalid config, keeping the previous one", since=mark, timeout=5)
+        d.wait_log("invalid config, keeping the previous one", since=mark, timeout=10)
         # A regular file again: the next SIGHUP applies it.
         os.remove(n.config_path)
         ev_mark = len(n.emu.events)
         n.write_config("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
                        "    - name: nvidia.com/gpu\n      replicas: 2\n")
         d.send_signal(signal.SIGHUP)
-        n.wait_devices(RESOURCE, since=ev_mark, healthy_count=4, timeout=5)
+        n.wait_devices(RESOURCE, since=ev_mark, healthy_count=4, timeout=10)
         self.assertTrue(d.alive())
 
 
@@ -103,11 +100,8 @@ class SocketPathLimit(NodeTest):
         ok = self.long_dir(n, 107 - len("/nvidia-gpu.sock"))
         d = n.start_daemon(flags=("--device-plugin-path", ok))
         d.wait_log("starting", timeout=10)
-        deadline = time.monotonic() + 10
         sock = os.path.join(ok, "nvidia-gpu.sock")
-        while not os.path.exists(sock) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self.assertTrue(os.path.exists(sock), d.tail())
+        wait_until(lambda: os.path.exists(sock), 10, f"{sock}; log:\n{d.tail()}")
         self.assertTrue(d.alive())
 
 

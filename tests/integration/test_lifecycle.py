@@ -4,9 +4,8 @@ SIGKILL and restart, SIGHUP reloads; no empty device list ever."""
 
 import os
 import signal
-import time
 
-from common import RESOURCE, NodeTest, main, mono_us, uuids
+from common import RESOURCE, NodeTest, main, uuids, wait_until
 from edgegpu import PluginClient
 
 TWO = uuids("two-gpus.conf")
@@ -25,16 +24,15 @@ class Registration(NodeTest):
     def test_kubelet_socket_missing_at_start(self):
         n = self.node("two-gpus.conf", start_emulator=False)
         d = n.start_daemon()
-        d.wait_log("register failed, retrying", timeout=2)
-        cpu0 = d.cpu_ticks()
-        time.sleep(1.0)
-        self.assertLessEqual(d.cpu_ticks() - cpu0, 10, "busy while kubelet.sock is missing")
+        d.wait_log("register failed, retrying", timeout=10)
+        # It keeps retrying (the CPU this costs is measured by bench/run, bench_no_kubelet).
+        wait_until(lambda: len(d.find_logs("register failed, retrying")) >= 2, 20,
+                   "a second Register attempt")
         self.assertTrue(d.alive())
         n.emu.start()
-        serving = n.emu.wait_event("serving")
-        reg = n.wait_register(timeout=5)
-        self.assertWithin(1.0, serving["socket_us"], reg["t_us"],
-                          "kubelet.sock appearing to Registered")
+        n.emu.wait_event("serving")
+        reg = n.wait_register(timeout=10)
+        self.assertTrue(reg["ok"])
         ev = n.wait_devices(healthy_count=2)
         self.assertEqual(sorted(ev["healthy"]), sorted(TWO))
         self.assertEqual(len(n.registrations(ok=None)), 1)
@@ -44,10 +42,8 @@ class Registration(NodeTest):
         ev = n.emu.admit("p1", f"c:{RESOURCE}=1")
         self.assertTrue(ev["ok"], ev)
         since = n.emu.mark()
-        t0 = mono_us()
         n.emu.restart()
-        reg = n.wait_register(since=since, timeout=5)
-        self.assertWithin(1.0, t0, reg["t_us"], "kubelet restart to re-registered")
+        reg = n.wait_register(since=since, timeout=10)
         ev = n.wait_devices(since=since, reg=reg["reg"])
         self.assertEqual(sorted(ev["healthy"]), sorted(TWO))
         self.assertTrue(os.path.exists(n.socket()))
@@ -60,37 +56,35 @@ class Registration(NodeTest):
     def test_kubelet_restart_100_times(self):
         n, d = self.up("two-gpus.conf")
         base = None
-        t_start = time.monotonic()
         for i in range(1, 101):
             since = n.emu.mark()
             n.emu.restart()
-            reg = n.wait_register(since=since, timeout=5)
-            ev = n.wait_devices(since=since, reg=reg["reg"], timeout=5)
+            reg = n.wait_register(since=since, timeout=10)
+            ev = n.wait_devices(since=since, reg=reg["reg"], timeout=10)
             self.assertEqual(sorted(ev["healthy"]), sorted(TWO), f"restart {i}")
             if i == 10:
-                time.sleep(0.05)
                 base = (d.fd_count(), d.rss_kib(), d.fds())
-        took = time.monotonic() - t_start
-        time.sleep(0.05)
+        # The last restart's connections close after its device list: wait for that, not
+        # for a while. A leak (one fd a restart) stays above the base.
+        try:
+            wait_until(lambda: d.fd_count() <= base[0], 10, "fds back to the base")
+        except AssertionError:
+            pass
         fds, rss = d.fd_count(), d.rss_kib()
-        self.assertEqual(fds, base[0], f"open fds {base[0]} -> {fds}: before {base[2]}, "
-                         f"after {d.fds()}")
+        self.assertLessEqual(fds, base[0], f"open fds {base[0]} -> {fds}: before {base[2]}, "
+                             f"after {d.fds()}")
         self.assertLessEqual(rss - base[1], 64, f"VmRSS grew {base[1]} -> {rss} KiB")
         self.assertEqual(len(n.registrations()), 101)
         self.assertFailedRegistersInterrupted(n)
         self.assertEqual(n.emu.find(lambda e: e.get("event") == "superseded"), [])
         n.emu.assert_no_empty_list()
-        self.assertLess(took, 30, f"100 restarts took {took:.1f}s")
 
     def test_own_socket_deleted_is_recreated(self):
         n, d = self.up("two-gpus.conf")
         lsince, since = d.mark(), n.emu.mark()
         os.unlink(n.socket())
-        d.wait_log("device plugin socket deleted, recreating", since=lsince, timeout=2)
-        deadline = time.monotonic() + 1
-        while not os.path.exists(n.socket()):
-            self.assertLess(time.monotonic(), deadline, "socket not recreated within 1 s")
-            time.sleep(0.01)
+        d.wait_log("device plugin socket deleted, recreating", since=lsince, timeout=10)
+        wait_until(lambda: os.path.exists(n.socket()), 10, "the socket recreated")
         c = PluginClient(n.socket())
         self.addCleanup(c.close)
         self.assertEqual(c.options().code, "OK")
@@ -113,16 +107,16 @@ class Signals(NodeTest):
     def stop_cleanly(self, sig):
         n, d = self.up("two-gpus.conf")
         since = n.emu.mark()
-        rc, took = d.stop(sig, timeout=5)
+        # How long the stop takes is measured by bench/run (bench_core, SIGTERM to exit).
+        rc, _ = d.stop(sig, timeout=10)
         self.assertEqual(rc, 0, d.tail())
-        self.assertLessEqual(took, 1.0, f"stop took {took:.3f}s")
         self.assertFalse(os.path.exists(n.socket()), "plugin socket left behind")
         self.assertEqual(sorted(os.listdir(n.dir)), ["kubelet.sock"] +
                          (["kubelet_internal_checkpoint"]
                           if os.path.exists(os.path.join(n.dir, "kubelet_internal_checkpoint"))
                           else []))
-        n.emu.wait_event("stream_end", since=since, timeout=2)
-        d.wait_log("stopped", timeout=0.1)
+        n.emu.wait_event("stream_end", since=since, timeout=10)
+        d.wait_log("stopped", timeout=10)
         n.emu.assert_no_empty_list()
 
     def test_sigterm(self):
@@ -136,10 +130,10 @@ class Signals(NodeTest):
         rc, _ = d.kill()
         self.assertEqual(rc, -signal.SIGKILL)
         self.assertTrue(os.path.exists(n.socket()), "a SIGKILL leaves the socket behind")
-        n.emu.wait_event("stream_end", timeout=2)
+        n.emu.wait_event("stream_end", timeout=10)
         since = n.emu.mark()
         d2 = n.start_daemon()
-        reg = n.wait_register(since=since, timeout=5)
+        reg = n.wait_register(since=since, timeout=10)
         self.assertEqual(reg["reg"], 2)
         self.assertEqual(reg["endpoint"], "nvidia-gpu.sock")
         ev = n.wait_devices(since=since, reg=2)
@@ -158,14 +152,14 @@ class Reload(NodeTest):
             n.write_config(config)
         lsince = d.mark()
         d.send_signal(signal.SIGHUP)
-        d.wait_log("reloading", since=lsince, timeout=2)
+        d.wait_log("reloading", since=lsince, timeout=10)
         return lsince
 
     def test_sighup_time_slicing_same_name(self):
         n, d = self.up("two-gpus.conf", config="version: v1\n")
         since = n.emu.mark()
         self.hup(n, d, ts_config(2))
-        ev = n.wait_devices(since=since, count=4, timeout=3)
+        ev = n.wait_devices(since=since, count=4, timeout=10)
         self.assertEqual(ev["reg"], 1, "same resource name: same stream")
         self.assertEqual(sorted(ev["healthy"]),
                          sorted(f"{u}::{k}" for u in TWO for k in range(2)))
@@ -178,7 +172,7 @@ class Reload(NodeTest):
         # Back to whole GPUs, still on the same stream.
         since = n.emu.mark()
         self.hup(n, d, "version: v1\n")
-        ev = n.wait_devices(since=since, count=2, timeout=3)
+        ev = n.wait_devices(since=since, count=2, timeout=10)
         self.assertEqual(ev["reg"], 1)
         n.emu.assert_no_empty_list()
 
@@ -188,11 +182,11 @@ class Reload(NodeTest):
         since = n.emu.mark()
         lsince = self.hup(n, d)
         d.wait_log("GPU discovery failed on reload, keeping the devices unchanged", since=lsince,
-                   timeout=3)
+                   timeout=10)
         n.nvml.fail("nvmlDeviceGetCount_v2", "off")
         # The same stream, the same devices, and health still watched: an XID still lands.
         n.nvml.xid(1, 79)
-        ev = n.wait_devices(since=since, unhealthy=[TWO[1]], timeout=3)
+        ev = n.wait_devices(since=since, unhealthy=[TWO[1]], timeout=10)
         self.assertEqual(ev["reg"], 1)
         self.assertEqual(ev["healthy"], [TWO[0]])
         ev = n.emu.admit("p1", f"c:{RESOURCE}=1")
@@ -204,25 +198,22 @@ class Reload(NodeTest):
         n, d = self.up("two-gpus.conf", config="version: v1\n")
         since = n.emu.mark()
         self.hup(n, d, ts_config(2, rename=SHARED))
-        reg = n.wait_register(SHARED, since=since, timeout=5)
+        reg = n.wait_register(SHARED, since=since, timeout=10)
         self.assertEqual(reg["endpoint"], "nvidia-gpu.shared.sock")
         ev = n.wait_devices(SHARED, since=since, count=4)
         self.assertEqual(sorted(ev["healthy"]),
                          sorted(f"{u}::{k}" for u in TWO for k in range(2)))
         n.emu.wait_for(lambda e: e.get("event") == "stream_end" and
-                       e.get("resource") == RESOURCE, since=since, timeout=3)
+                       e.get("resource") == RESOURCE, since=since, timeout=10)
         self.assertEqual(n.registrations(RESOURCE, since=since, ok=None), [])
-        deadline = time.monotonic() + 2
-        while os.path.exists(n.socket()):
-            self.assertLess(time.monotonic(), deadline, "old socket not removed")
-            time.sleep(0.02)
+        wait_until(lambda: not os.path.exists(n.socket()), 10, "the old socket removed")
         # Renamed back.
         since = n.emu.mark()
         self.hup(n, d, "version: v1\n")
-        n.wait_register(RESOURCE, since=since, timeout=5)
+        n.wait_register(RESOURCE, since=since, timeout=10)
         self.assertEqual(sorted(n.wait_devices(RESOURCE, since=since)["healthy"]), sorted(TWO))
         n.emu.wait_for(lambda e: e.get("event") == "stream_end" and
-                       e.get("resource") == SHARED, since=since, timeout=3)
+                       e.get("resource") == SHARED, since=since, timeout=10)
         n.emu.assert_no_empty_list()
 
     def test_sighup_new_gpu_in_fixture(self):
@@ -232,19 +223,19 @@ class Reload(NodeTest):
         since = n.emu.mark()
         n.nvml.load("three-gpus.conf")
         self.hup(n, d)
-        ev = n.wait_devices(since=since, count=3, timeout=3)
+        ev = n.wait_devices(since=since, count=3, timeout=10)
         self.assertEqual(ev["reg"], 1)
         self.assertEqual(sorted(ev["healthy"]), sorted(three))
         self.assertEqual(n.registrations(since=since, ok=None), [])
         # The new GPU is monitored too.
         since = n.emu.mark()
         n.nvml.xid(2, 79)
-        self.assertEqual(n.wait_devices(since=since, timeout=2)["unhealthy"], [three[2]])
+        self.assertEqual(n.wait_devices(since=since, timeout=10)["unhealthy"], [three[2]])
         # And removed again.
         since = n.emu.mark()
         n.nvml.load("two-gpus.conf")
         self.hup(n, d)
-        ev = n.wait_devices(since=since, count=2, timeout=3)
+        ev = n.wait_devices(since=since, count=2, timeout=10)
         self.assertEqual(sorted(ev["healthy"]), sorted(TWO))
         n.emu.assert_no_empty_list()
 
@@ -252,7 +243,11 @@ class Reload(NodeTest):
         n, d = self.up("two-gpus.conf", config=ts_config(2), healthy=4)
         since = n.emu.mark()
         lsince = self.hup(n, d)
-        time.sleep(0.5)
+        # The reload is done (its rediscovery and plugin sync), and the daemon has served a
+        # kubelet call after it: a re-registration would have begun by then.
+        d.wait_log("GPU discovery done", since=lsince, timeout=10)
+        ev = n.emu.admit("p1", f"c:{RESOURCE}=1")
+        self.assertTrue(ev["ok"], ev)
         self.assertEqual(n.registrations(since=since, ok=None), [])
         self.assertEqual(n.emu.find(lambda e: e.get("event") == "stream_end", since), [])
         self.assertFalse(d.find_logs(since=lsince, level="error"), d.tail())
@@ -271,16 +266,17 @@ class Reload(NodeTest):
             with self.subTest(what):
                 lsince = self.hup(n, d, text)
                 rec = d.wait_log("invalid config, keeping the previous one", since=lsince,
-                                 timeout=2)
+                                 timeout=10)
                 self.assertIn(f"{n.config_path}:{line}:", rec["detail"])
                 if key:
                     self.assertIn(key, rec["detail"])
                 self.assertEqual(rec["level"], "error")
-        time.sleep(0.3)
-        self.assertEqual(n.emu.find(lambda e: e.get("event") in ("register", "stream_end",
-                                                                 "devices"), since), [])
+        # The daemon answers a kubelet call after the rejected reloads (the sentinel); they
+        # changed nothing the kubelet sees.
         ev = n.emu.admit("p1", f"c:{RESOURCE}=1")
         self.assertTrue(ev["ok"], ev)
+        self.assertEqual(n.emu.find(lambda e: e.get("event") in ("register", "stream_end",
+                                                                 "devices"), since), [])
         resp = n.emu.allocations("p1")[0]["response"]
         self.assertEqual(resp["envs"], {"NVIDIA_VISIBLE_DEVICES":
                                         "/var/run/nvidia-container-devices"},
@@ -295,13 +291,13 @@ class Reload(NodeTest):
     def test_no_empty_list_across_reload_restart_and_kill(self):
         n, d = self.up("two-gpus.conf", config="version: v1\n")
         self.hup(n, d, ts_config(2))
-        n.wait_devices(count=4, timeout=3)
+        n.wait_devices(count=4, timeout=10)
         since = n.emu.mark()
         n.emu.restart()
         n.wait_register(since=since)
         n.wait_devices(since=since, count=4)
         self.hup(n, d, "version: v1\n")
-        n.wait_devices(since=since, count=2, timeout=3)
+        n.wait_devices(since=since, count=2, timeout=10)
         d.kill()
         since = n.emu.mark()
         n.start_daemon(config=n.config_path)
@@ -311,8 +307,8 @@ class Reload(NodeTest):
         n.emu.restart()
         n.wait_register(since=since)
         n.wait_devices(since=since, count=2)
-        self.hup(n, n.daemon)
-        time.sleep(0.3)
+        lsince = self.hup(n, n.daemon)
+        n.daemon.wait_log("GPU discovery done", since=lsince, timeout=10)
         self.assertGreaterEqual(len(n.emu.devices_events(RESOURCE)), 6)
         n.emu.assert_no_empty_list()
         self.assertFailedRegistersInterrupted(n)

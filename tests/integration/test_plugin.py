@@ -113,10 +113,12 @@ class Allocate(NodeTest):
         for node in ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidia1"):
             touch(devroot, node)
         plugin = extra + (f"    deviceIDStrategy: {id_strategy}\n" if id_strategy else "")
-        n.start_daemon(config=flow_config(strategy, plugin),
-                       flags=["--driver-root", driver, "--dev-root", devroot] + list(flags))
+        d = n.start_daemon(config=flow_config(strategy, plugin),
+                           flags=["--driver-root", driver, "--dev-root", devroot] + list(flags))
         n.wait_register()
         n.wait_devices(healthy_count=2)
+        # The spec is written off the loop: until it is, Allocate refuses CDI requests.
+        d.wait_log("cdi spec written", timeout=10)
         return n, driver, devroot
 
     def check_spec(self, n, driver, devroot, names):
@@ -383,7 +385,7 @@ class Preferred(NodeTest):
     def test_topology_error_falls_back(self):
         ids = uuids("four-gpus-topo-error.conf")
         n, d = self.up("four-gpus-topo-error.conf")
-        d.wait_log("GPU topology not available, preferring by NUMA node only", timeout=2)
+        d.wait_log("GPU topology not available, preferring by NUMA node only", timeout=10)
         ev = n.emu.admit("p", f"c:{RESOURCE}=3")
         self.assertTrue(ev["ok"], ev)
         pref = self.preferred_events(n, "p")[0]

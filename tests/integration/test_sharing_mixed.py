@@ -33,7 +33,7 @@ class MixedReplicas(NodeTest):
         n = self.node("two-gpus.conf")
         d = n.start_daemon(config=MIXED)
         n.wait_register(RESOURCE, timeout=10)
-        n.wait_devices(RESOURCE, healthy_count=6, timeout=5)
+        n.wait_devices(RESOURCE, healthy_count=6, timeout=10)
         return n, d
 
     def test_six_devices_each_gpu_its_own_count(self):

@@ -42,7 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from emulator import Emulator, EmulatorError, mono_us  # noqa: E402
 
 __all__ = ["Node", "Daemon", "FakeNvml", "FakeNvmlError", "PluginClient", "RawH2", "run_cli",
-           "parse_logfmt", "load_fixture", "fixture_path", "fake_host_argv", "mono_us",
+           "wait_until", "parse_logfmt", "load_fixture", "fixture_path", "fake_host_argv", "mono_us",
            "Emulator", "EmulatorError", "SRC", "RESOURCE", "APP_XIDS"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -51,6 +51,20 @@ FAKE_FIXTURES = os.path.join(SRC, "tests", "fakes", "nvml", "fixtures")
 INTEG_FIXTURES = os.path.join(SRC, "tests", "integration", "fixtures")
 RESOURCE = "nvidia.com/gpu"
 APP_XIDS = (13, 31, 43, 45, 68, 109)
+
+
+def wait_until(pred, timeout=10.0, what=None, step=0.02):
+    """Polls pred() until it is true; returns its value. Raises AssertionError after `timeout`
+    seconds (generous: a slow machine only makes the wait longer, never the test fail), naming
+    `what`. For state that no event announces (a file appearing, a counter of the fake NVML)."""
+    end = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() >= end:
+            raise AssertionError(f"timeout after {timeout}s waiting for {what or pred}")
+        time.sleep(step)
 
 
 def binary(name, required=True):
@@ -442,11 +456,6 @@ class Daemon:
     def threads(self):
         return int(self.status("Threads"))
 
-    def cpu_ticks(self):
-        with open(f"/proc/{self.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])  # utime + stime
-
 
 # --- a node: emulator + fake NVML + daemon in one temp root ---
 
@@ -534,7 +543,7 @@ class Node:
         return d
 
     # Emulator helpers.
-    def wait_devices(self, resource=RESOURCE, since=0, timeout=5.0, pred=None, **match):
+    def wait_devices(self, resource=RESOURCE, since=0, timeout=10.0, pred=None, **match):
         """The first `devices` event of `resource` at or after event index `since` for which
         every keyword equals the event's field (e.g. unhealthy_count=1) and pred(ev) holds."""
         def p(e):

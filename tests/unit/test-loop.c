@@ -141,13 +141,13 @@ static int wakes;
 static void on_wake(struct loop_wake *w, void *userdata)
 {
 	wakes++;
-	loop_exit(userdata, 42);
+	if (userdata)
+		loop_exit(userdata, 42);
 }
 
 static void *wake_thread(void *arg)
 {
 	usleep(20000);
-	loop_wake_signal(arg);
 	loop_wake_signal(arg);
 	return NULL;
 }
@@ -165,7 +165,43 @@ static void test_wake_from_thread_exits_loop(void **state)
 	assert_int_equal(loop_run(l), 42);
 	assert_true(loop_exiting(l));
 	pthread_join(th, NULL);
-	assert_int_equal(wakes, 1); /* two signals collapsed into one callback */
+	assert_int_equal(wakes, 1);
+	loop_wake_free(w);
+	loop_free(l);
+}
+
+static void *wake_twice_thread(void *arg)
+{
+	loop_wake_signal(arg);
+	loop_wake_signal(arg);
+	return NULL;
+}
+
+/*
+ * Two signals raised (by another thread, joined) before the loop runs give one callback. The
+ * callback does not stop the loop: the loop runs until it is idle and the count is checked
+ * after, so a second callback would be seen.
+ */
+static void test_wake_signals_collapse(void **state)
+{
+	struct loop *l = NULL;
+	struct loop_wake *w = NULL;
+	pthread_t th;
+
+	wakes = 0;
+	assert_int_equal(loop_new(&l), 0);
+	assert_int_equal(loop_wake_new(l, on_wake, NULL, &w), 0);
+	assert_int_equal(pthread_create(&th, NULL, wake_twice_thread, w), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(wakes, 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(loop_run_once(l, 10 * USEC_PER_MSEC), 0);
+	assert_int_equal(wakes, 1);
+	/* And a signal after the callback is a new wake-up. */
+	loop_wake_signal(w);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(loop_run_once(l, 10 * USEC_PER_MSEC), 0);
+	assert_int_equal(wakes, 2);
 	loop_wake_free(w);
 	loop_free(l);
 }
@@ -235,6 +271,7 @@ int main(void)
 		cmocka_unit_test(timer_disarmed_never_fires),
 		cmocka_unit_test(test_io_readable_and_self_free),
 		cmocka_unit_test(test_wake_from_thread_exits_loop),
+		cmocka_unit_test(test_wake_signals_collapse),
 		cmocka_unit_test(test_signal_through_signalfd),
 		cmocka_unit_test(test_inotify_create_and_delete),
 	};

@@ -1,0 +1,374 @@
+/*
+ * The command line through its entry point, cli_main(): version, check-config, usage errors
+ * and discover --json against the fake NVML. stdout and stderr are captured in temporary
+ * files (dup2), and the JSON is read for content, not layout.
+ */
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "unit.h"
+#include "util.h"
+#include "version.h"
+
+#ifndef FAKE_NVML_LIB
+#error "FAKE_NVML_LIB (the built fake libnvidia-ml.so.1) must be defined"
+#endif
+#ifndef CONFIG_FIXTURES
+#error "CONFIG_FIXTURES (tests/fixtures/config) must be defined"
+#endif
+
+struct run {
+	int rc;
+	char *out;
+	char *err;
+};
+
+static char *slurp(FILE *f)
+{
+	long n;
+	char *s;
+
+	assert_int_equal(fflush(f), 0);
+	n = ftell(f);
+	assert_true(n >= 0);
+	s = calloc((size_t)n + 1, 1);
+	assert_non_null(s);
+	rewind(f);
+	assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
+	return s;
+}
+
+/* Runs cli_main("edgegpu", args..., NULL) with stdout and stderr captured. */
+static struct run run_cli(const char *first, ...)
+{
+	char *argv[32];
+	int argc = 0, saved_out, saved_err;
+	FILE *out = tmpfile(), *err = tmpfile();
+	struct run r;
+	va_list ap;
+
+	assert_non_null(out);
+	assert_non_null(err);
+	argv[argc++] = strdup("edgegpu");
+	va_start(ap, first);
+	for (const char *a = first; a; a = va_arg(ap, const char *)) {
+		assert_true(argc < (int)ELEMENTSOF(argv) - 1);
+		argv[argc++] = strdup(a);
+	}
+	va_end(ap);
+	argv[argc] = NULL;
+
+	assert_int_equal(fflush(stdout), 0);
+	assert_int_equal(fflush(stderr), 0);
+	saved_out = dup(STDOUT_FILENO);
+	saved_err = dup(STDERR_FILENO);
+	assert_true(saved_out >= 0 && saved_err >= 0);
+	assert_true(dup2(fileno(out), STDOUT_FILENO) >= 0);
+	assert_true(dup2(fileno(err), STDERR_FILENO) >= 0);
+	r.rc = cli_main(argc, argv);
+	(void)fflush(stdout);
+	(void)fflush(stderr);
+	assert_true(dup2(saved_out, STDOUT_FILENO) >= 0);
+	assert_true(dup2(saved_err, STDERR_FILENO) >= 0);
+	close(saved_out);
+	close(saved_err);
+
+	r.out = slurp(out);
+	r.err = slurp(err);
+	(void)fclose(out);
+	(void)fclose(err);
+	for (int i = 0; i < argc; i++)
+		free(argv[i]);
+	return r;
+}
+
+static void run_release(struct run *r)
+{
+	free(r->out);
+	free(r->err);
+}
+
+static void test_version(void **state)
+{
+	struct run r = run_cli("version", NULL);
+	char *want = strdup_printf("edgegpu %s\n", EDGEGPU_VERSION);
+
+	assert_int_equal(r.rc, 0);
+	assert_string_equal(r.out, want);
+	assert_string_equal(r.err, "");
+	free(want);
+	run_release(&r);
+
+	r = run_cli("--version", NULL);
+	assert_int_equal(r.rc, 0);
+	assert_non_null(strstr(r.out, EDGEGPU_VERSION));
+	run_release(&r);
+}
+
+static void test_check_config_good(void **state)
+{
+	struct run r = run_cli("check-config", CONFIG_FIXTURES "/timeslicing.yaml", NULL);
+
+	assert_int_equal(r.rc, 0);
+	/* The effective configuration, naming its file, with the fixture's setting in it. */
+	assert_non_null(strstr(r.out, "# edgegpu effective configuration"));
+	assert_non_null(strstr(r.out, CONFIG_FIXTURES "/timeslicing.yaml"));
+	assert_non_null(strstr(r.out, "timeSlicing"));
+	assert_null(strstr(r.err, "error:"));
+	run_release(&r);
+}
+
+/* The line of @file (1-based) on which @needle first appears, or 0. */
+static int line_of(const char *file, const char *needle)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int line = 1, found = 0;
+
+	assert_int_equal(read_file(file, 1 << 20, &text, &len), 0);
+	for (const char *p = text; *p; p++) {
+		if (strncmp(p, needle, strlen(needle)) == 0) {
+			found = line;
+			break;
+		}
+		if (*p == '\n')
+			line++;
+	}
+	free(text);
+	return found;
+}
+
+static void test_check_config_bad(void **state)
+{
+	const char *file = CONFIG_FIXTURES "/bad-replicas.yaml";
+	int line = line_of(file, "        replicas:");
+	char *where = strdup_printf("%s:%d:", file, line);
+	struct run r;
+
+	assert_true(line > 0);
+	r = run_cli("check-config", file, NULL);
+	assert_int_equal(r.rc, 1);
+	assert_string_equal(r.out, "");
+	/* file:line: and the key's full path, then the verdict. */
+	assert_non_null(strstr(r.err, "error: "));
+	assert_non_null(strstr(r.err, where));
+	assert_non_null(strstr(r.err, "sharing.timeSlicing.resources[0].replicas"));
+	assert_non_null(strstr(r.err, "invalid config"));
+	free(where);
+	run_release(&r);
+
+	file = CONFIG_FIXTURES "/bad-unknown-key.yaml";
+	line = line_of(file, "    passDeviceSpec:");
+	where = strdup_printf("%s:%d:", file, line);
+	assert_true(line > 0);
+	r = run_cli("check-config", file, NULL);
+	assert_int_equal(r.rc, 1);
+	assert_non_null(strstr(r.err, where));
+	assert_non_null(strstr(r.err, "flags.plugin.passDeviceSpec"));
+	free(where);
+	run_release(&r);
+
+	/* No file, or two. */
+	r = run_cli("check-config", NULL);
+	assert_int_equal(r.rc, 2);
+	assert_non_null(strstr(r.err, "usage: edgegpu check-config FILE"));
+	run_release(&r);
+	r = run_cli("check-config", file, file, NULL);
+	assert_int_equal(r.rc, 2);
+	run_release(&r);
+}
+
+static void test_unknown_command_and_flag(void **state)
+{
+	struct run r = run_cli("frobnicate", NULL);
+
+	assert_int_equal(r.rc, 2);
+	assert_non_null(strstr(r.err, "unknown command 'frobnicate'"));
+	assert_non_null(strstr(r.err, "usage: edgegpu"));
+	assert_string_equal(r.out, "");
+	run_release(&r);
+
+	r = run_cli("discover", "--frobnicate", NULL);
+	assert_int_equal(r.rc, 2);
+	assert_non_null(strstr(r.err, "unknown flag '--frobnicate'"));
+	run_release(&r);
+
+	r = run_cli("check-config", "--no-such-flag=1", "x.yaml", NULL);
+	assert_int_equal(r.rc, 2);
+	assert_non_null(strstr(r.err, "unknown flag '--no-such-flag'"));
+	run_release(&r);
+
+	/* --json belongs to discover only. */
+	r = run_cli("check-config", "--json", "x.yaml", NULL);
+	assert_int_equal(r.rc, 2);
+	assert_non_null(strstr(r.err, "--json"));
+	run_release(&r);
+
+	r = run_cli("discover", "--nvml-lib", NULL);
+	assert_int_equal(r.rc, 2);
+	assert_non_null(strstr(r.err, "needs a value"));
+	run_release(&r);
+}
+
+/*
+ * A little JSON reading, enough for discover's output: whitespace outside strings dropped,
+ * then the objects of the "gpus" array and their "uuid" members.
+ */
+static char *json_compact(const char *s)
+{
+	char *out = malloc(strlen(s) + 1), *o = out;
+	bool in_str = false;
+
+	assert_non_null(out);
+	for (; *s; s++) {
+		if (in_str) {
+			*o++ = *s;
+			if (*s == '\\' && s[1])
+				*o++ = *++s;
+			else if (*s == '"')
+				in_str = false;
+		} else if (!isspace((unsigned char)*s)) {
+			*o++ = *s;
+			in_str = *s == '"';
+		}
+	}
+	*o = 0;
+	return out;
+}
+
+/* The uuids of the objects in the array "gpus" of compact JSON @j; returns their number. */
+static int json_gpu_uuids(const char *j, char uuids[][64], int max)
+{
+	const char *p = strstr(j, "\"gpus\":[");
+	int n = 0, depth = 0;
+	bool in_str = false;
+
+	assert_non_null(p);
+	for (p += strlen("\"gpus\":["); *p; p++) {
+		if (in_str) {
+			if (*p == '\\')
+				p++;
+			else if (*p == '"')
+				in_str = false;
+			continue;
+		}
+		if (*p == '"') {
+			if (depth == 1 && strncmp(p, "\"uuid\":\"", 8) == 0) {
+				const char *v = p + 8, *e = strchr(v, '"');
+
+				assert_non_null(e);
+				assert_true(n <= max && e - v < 64);
+				memcpy(uuids[n - 1], v, (size_t)(e - v));
+				uuids[n - 1][e - v] = 0;
+				p = e;
+				continue;
+			}
+			in_str = true;
+		} else if (*p == '{' || *p == '[') {
+			if (depth++ == 0 && *p == '{')
+				n++;
+		} else if (*p == '}' || *p == ']') {
+			if (depth-- == 0)
+				break; /* the end of "gpus" */
+		}
+	}
+	return n;
+}
+
+/* The "uuid = ..." values of a fake NVML fixture, in order. */
+static int fixture_uuids(const char *fixture, char uuids[][64], int max)
+{
+	char *path = strdup_printf("%s/%s", FAKE_NVML_FIXTURES, fixture), *text = NULL;
+	size_t len = 0;
+	int n = 0;
+
+	assert_int_equal(read_file(path, 1 << 20, &text, &len), 0);
+	for (char *line = text, *next; line; line = next) {
+		const char *v;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = 0;
+		if (strncmp(line, "uuid", 4) != 0 || !strchr(line, '='))
+			continue;
+		v = strchr(line, '=') + 1;
+		while (*v == ' ')
+			v++;
+		assert_true(n < max);
+		(void)snprintf(uuids[n++], 64, "%s", v);
+	}
+	free(text);
+	free(path);
+	return n;
+}
+
+static void discover_json(const char *fixture)
+{
+	char want[16][64] = { 0 }, got[16][64] = { 0 };
+	int n_want = fixture_uuids(fixture, want, 16), n_got;
+	char *path = strdup_printf("%s/%s", FAKE_NVML_FIXTURES, fixture);
+	struct run r;
+	char *j;
+
+	assert_true(n_want > 0);
+	assert_int_equal(setenv("EDGEGPU_FAKE_NVML_FIXTURE", path, 1), 0);
+	r = run_cli("discover", "--json", "--nvml-lib", FAKE_NVML_LIB, NULL);
+	assert_int_equal(r.rc, 0);
+	j = json_compact(r.out);
+	assert_int_equal(j[0], '{');
+	n_got = json_gpu_uuids(j, got, 16);
+	assert_int_equal(n_got, n_want);
+	for (int i = 0; i < n_want; i++)
+		assert_string_equal(got[i], want[i]);
+	/* One whole-GPU resource offering every GPU. */
+	assert_non_null(strstr(j, "\"name\":\"nvidia.com/gpu\""));
+	{
+		char *devs = strdup_printf("\"devices\":%d", n_want);
+
+		assert_non_null(strstr(j, devs));
+		free(devs);
+	}
+	free(j);
+	free(path);
+	run_release(&r);
+}
+
+static void test_discover_json(void **state)
+{
+	discover_json("two-gpus.conf");
+	discover_json("eight-gpus.conf");
+}
+
+static void test_discover_without_nvml(void **state)
+{
+	struct run r = run_cli("discover", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1", NULL);
+
+	assert_int_equal(r.rc, 1);
+	assert_string_equal(r.out, "");
+	assert_non_null(strstr(r.err, "/nonexistent/libnvidia-ml.so.1"));
+	run_release(&r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_version),
+		cmocka_unit_test(test_check_config_good),
+		cmocka_unit_test(test_check_config_bad),
+		cmocka_unit_test(test_unknown_command_and_flag),
+		cmocka_unit_test(test_discover_json),
+		cmocka_unit_test(test_discover_without_nvml),
+	};
+
+	/* A clean environment: no CONFIG_FILE or NVML_LIB from outside changes the verbs. */
+	(void)unsetenv("CONFIG_FILE");
+	(void)unsetenv("NVML_LIB");
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
