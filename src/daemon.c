@@ -25,7 +25,6 @@
 #define STOP_DEADLINE	   (900 * USEC_PER_MSEC)
 #define NO_NVML_LOG_GAP	   (300 * USEC_PER_SEC)
 #define PODRES_INTERVAL	   (2 * USEC_PER_SEC)
-#define STREAM_WATCHDOG	   (2 * USEC_PER_SEC)
 #define LISTEN_BACKOFF_MIN (100 * USEC_PER_MSEC)
 #define LISTEN_BACKOFF_MAX (10 * USEC_PER_SEC)
 
@@ -36,8 +35,7 @@ struct dplugin {
 	char *name;
 	bool stopping;
 	bool stopped;
-	bool served;		     /* our socket is listening */
-	struct loop_timer *watchdog; /* registered, but no ListAndWatch stream yet */
+	bool served; /* our socket is listening */
 	struct loop_timer *listen_retry;
 	usec_t listen_backoff;
 	struct dplugin *next;
@@ -56,7 +54,6 @@ struct daemon {
 	usec_t backend_err_logged;
 	bool discovered_once; /* a discovery has finished (failOnInitError applies before) */
 	struct gpu_info info;
-	bool *gpu_healthy;
 	int *numa;
 	int *distance;
 	struct gpu_monitor *monitor; /* owns the backend and every call into it */
@@ -105,9 +102,9 @@ static void on_health(struct gpu_monitor *m, unsigned gpu, enum gpu_health healt
 {
 	struct daemon *d = userdata;
 
-	if (gpu >= d->info.n_devices || d->gpu_healthy[gpu] == (health == GPU_HEALTHY))
+	/* The monitor reports changes only; the plugins read it back (gpu_healthy()). */
+	if (gpu >= d->info.n_devices)
 		return;
-	d->gpu_healthy[gpu] = health == GPU_HEALTHY;
 	log_info("device health changed", "device=%s gpu=%u healthy=%s reason=%s",
 		 d->info.devices[gpu].uuid, gpu, health == GPU_HEALTHY ? "yes" : "no",
 		 log_q(reason ? reason : ""));
@@ -115,10 +112,18 @@ static void on_health(struct gpu_monitor *m, unsigned gpu, enum gpu_health healt
 		plugin_refresh(dp->plugin);
 }
 
+/* The monitor is the one record of health, by UUID: a plugin's view is derived from it. */
+static bool gpu_healthy(unsigned gpu, void *userdata)
+{
+	struct daemon *d = userdata;
+
+	return gpu < d->info.n_devices &&
+	       gpu_monitor_health_by_uuid(d->monitor, d->info.devices[gpu].uuid) == GPU_HEALTHY;
+}
+
 static void gpu_state_release(struct daemon *d)
 {
 	gpu_info_release(&d->info);
-	d->gpu_healthy = mfree(d->gpu_healthy);
 	d->numa = mfree(d->numa);
 	d->distance = mfree(d->distance);
 }
@@ -207,7 +212,6 @@ static void on_discovered(struct gpu_monitor *m, int r, struct gpu_info *info, i
 			  const char *err, void *userdata)
 {
 	struct daemon *d = userdata;
-	bool *healthy = NULL;
 	int *numa = NULL;
 	unsigned n;
 
@@ -218,11 +222,8 @@ static void on_discovered(struct gpu_monitor *m, int r, struct gpu_info *info, i
 		return;
 	}
 	n = info->n_devices;
-	healthy = calloc(n + 1, sizeof(bool));
 	numa = calloc(n + 1, sizeof(int));
-	if (!healthy || !numa) {
-		free(healthy);
-		free(numa);
+	if (!numa) {
 		discovery_failed(d, -ENOMEM, "out of memory");
 		return;
 	}
@@ -231,14 +232,10 @@ static void on_discovered(struct gpu_monitor *m, int r, struct gpu_info *info, i
 	memset(info, 0, sizeof(*info));
 	d->distance = *distance;
 	*distance = NULL;
-	d->gpu_healthy = healthy;
 	d->numa = numa;
-	for (unsigned i = 0; i < n; i++) {
-		d->gpu_healthy[i] = gpu_monitor_health(m, i) == GPU_HEALTHY;
+	for (unsigned i = 0; i < n; i++)
 		d->numa[i] = d->info.devices[i].numa_node;
-	}
 	d->ctx.info = &d->info;
-	d->ctx.gpu_healthy = d->gpu_healthy;
 	d->ctx.numa = d->numa;
 	d->ctx.distance = d->distance;
 	log_gpus(d);
@@ -369,8 +366,8 @@ static void dplugin_register(struct dplugin *dp);
 
 /*
  * Which ListAndWatch stream is the kubelet's: the one from the process that answers on
- * kubelet.sock (plugin.h, plugin_expect_kubelet). Only that stream suppresses another
- * Register; a monitoring agent or grpcurl watching us does not.
+ * kubelet.sock (plugin.h, plugin_expect_kubelet). The registration (kubelet.h) hears of the
+ * kubelet's streams only; a monitoring agent or grpcurl watching us does not count.
  */
 static void on_dial(struct kubelet_reg *reg, pid_t kubelet_pid, void *userdata)
 {
@@ -383,30 +380,9 @@ static void on_reg(struct kubelet_reg *reg, bool ok, void *userdata)
 {
 	struct dplugin *dp = userdata;
 
-	if (ok) {
-		/* The kubelet's backlog was full when we dialled: the pid comes only now. */
+	/* The kubelet's backlog was full when we dialled: the pid comes only now. */
+	if (ok)
 		plugin_expect_kubelet(dp->plugin, kubelet_reg_peer_pid(reg));
-		loop_timer_arm(dp->watchdog, STREAM_WATCHDOG);
-		return;
-	}
-	/* Refused while the kubelet still streams from us: it has us, a retry would be refused too. */
-	if (plugin_kubelet_watchers(dp->plugin) > 0) {
-		log_info("kubelet still holds our ListAndWatch stream, not registering again",
-			 "resource=%s", dp->name);
-		kubelet_reg_stop(dp->reg);
-	}
-}
-
-static void stream_watchdog(struct loop_timer *t, void *userdata)
-{
-	struct dplugin *dp = userdata;
-
-	if (dp->stopping || plugin_kubelet_watchers(dp->plugin) > 0)
-		return;
-	log_warn("registered, but the kubelet opened no ListAndWatch stream, registering again",
-		 "resource=%s wait_ms=%llu", dp->name,
-		 (unsigned long long)(STREAM_WATCHDOG / USEC_PER_MSEC));
-	dplugin_register(dp);
 }
 
 /*
@@ -443,29 +419,28 @@ static bool dplugin_serve(struct dplugin *dp)
 	return true;
 }
 
+/* Serves our socket, then asks for registration (kubelet.c decides whether one is sent). */
 static void dplugin_register(struct dplugin *dp)
 {
-	if (dp->stopping || !dplugin_serve(dp) || !kubelet_enabled(dp->d->kubelet))
-		return;
-	loop_timer_disarm(dp->watchdog);
-	kubelet_reg_start(dp->reg);
+	if (dplugin_serve(dp))
+		kubelet_reg_start(dp->reg);
 }
 
 static void listen_retry(struct loop_timer *t, void *userdata)
 {
-	struct dplugin *dp = userdata;
-
-	/* A kubelet stream cannot be live on a socket we could not serve: register. */
-	if (dplugin_serve(dp) && plugin_kubelet_watchers(dp->plugin) == 0)
-		dplugin_register(dp);
+	dplugin_register(userdata);
 }
 
-static void on_stream_lost(struct plugin *p, void *userdata)
+static void on_stream(struct plugin *p, bool opened, void *userdata)
 {
 	struct dplugin *dp = userdata;
 
-	if (plugin_kubelet_watchers(p) == 0)
-		dplugin_register(dp);
+	if (opened) {
+		kubelet_reg_stream_opened(dp->reg);
+		return;
+	}
+	(void)dplugin_serve(dp); /* a re-registration needs our socket */
+	kubelet_reg_stream_closed(dp->reg);
 }
 
 static struct dplugin *dplugin_free(struct dplugin *dp)
@@ -474,7 +449,6 @@ static struct dplugin *dplugin_free(struct dplugin *dp)
 		return NULL;
 	kubelet_reg_free(dp->reg);
 	plugin_free(dp->plugin);
-	loop_timer_free(dp->watchdog);
 	loop_timer_free(dp->listen_retry);
 	free(dp->name);
 	free(dp);
@@ -498,13 +472,12 @@ static int dplugin_add(struct daemon *d, struct resource *r)
 		return -ENOMEM;
 	}
 	dp->d = d;
-	if ((e = loop_timer_new(d->loop, stream_watchdog, dp, &dp->watchdog)) < 0 ||
-	    (e = loop_timer_new(d->loop, listen_retry, dp, &dp->listen_retry)) < 0) {
+	if ((e = loop_timer_new(d->loop, listen_retry, dp, &dp->listen_retry)) < 0) {
 		resource_free(r);
 		goto fail;
 	}
 	/* plugin_new takes @r on success only (plugin.h). */
-	e = plugin_new(&d->ctx, r, on_stream_lost, dp, &dp->plugin);
+	e = plugin_new(&d->ctx, r, on_stream, dp, &dp->plugin);
 	if (e < 0) {
 		resource_free(r);
 		goto fail;
@@ -565,7 +538,6 @@ static void dplugin_stop(struct dplugin *dp)
 	if (dp->stopping)
 		return;
 	dp->stopping = true;
-	loop_timer_disarm(dp->watchdog);
 	kubelet_reg_stop(dp->reg);
 	dp->d->n_stopping++;
 	plugin_shutdown(dp->plugin, STOP_GRACE, plugin_stopped, dp);
@@ -595,6 +567,8 @@ static void apply_ctx_from_config(struct daemon *d)
 	const struct config *c = &d->cfg;
 
 	d->ctx.loop = d->loop;
+	d->ctx.gpu_healthy = gpu_healthy;
+	d->ctx.health_userdata = d;
 	d->ctx.dir = c->device_plugin_path;
 	d->ctx.alloc.strategies =
 		(c->device_list_strategy & CONFIG_DLS_ENVVAR ? ALLOC_ENVVAR : 0) |
@@ -632,7 +606,7 @@ static void mark_live(const char *resource, const char *id, void *userdata)
 	dev = resource_device_lookup(ls->res, id, strlen(id));
 	if (dev < 0)
 		return;
-	ls->bits[dev / 64] |= (uint64_t)1 << (dev % 64);
+	bitmap_set(ls->bits, (unsigned)dev);
 	ls->n++;
 }
 
@@ -645,7 +619,7 @@ static void on_podres(struct podres *pr, const uint8_t *resp, size_t len, void *
 
 		if (ls.res->kind != RESOURCE_GPUMEM || dp->stopping)
 			continue;
-		ls.bits = calloc((ls.res->n_devices + 63) / 64 + 1, sizeof(uint64_t));
+		ls.bits = calloc(BITMAP_WORDS(ls.res->n_devices) + 1, sizeof(uint64_t));
 		if (!ls.bits)
 			return;
 		if (podres_for_each_device(resp, len, mark_live, &ls) < 0) {
@@ -761,8 +735,7 @@ static void on_kubelet(struct kubelet *k, enum kubelet_event ev, const char *nam
 			 d->cfg.kubelet_socket);
 		/* A live kubelet stream is the new kubelet's (or the old one's, whose end re-registers). */
 		for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
-			if (plugin_kubelet_watchers(dp->plugin) == 0)
-				dplugin_register(dp);
+			dplugin_register(dp);
 		return;
 	case KUBELET_EVENT_DIR_GONE:
 		log_warn("device-plugin directory removed, serving again when it is back", "dir=%s",
@@ -775,8 +748,7 @@ static void on_kubelet(struct kubelet *k, enum kubelet_event ev, const char *nam
 		for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
 			dp->served = false;
 			dp->listen_backoff = 0;
-			if (dplugin_serve(dp) && plugin_kubelet_watchers(dp->plugin) == 0)
-				dplugin_register(dp);
+			dplugin_register(dp);
 		}
 		return;
 	case KUBELET_EVENT_FILE_DELETED:
@@ -792,9 +764,7 @@ static void on_kubelet(struct kubelet *k, enum kubelet_event ev, const char *nam
 		log_warn("device plugin socket deleted, recreating", "resource=%s path=%s",
 			 dp->name, plugin_socket_path(dp->plugin));
 		dp->served = false;
-		/* A live kubelet stream means it still has us: a second Register would be refused. */
-		if (dplugin_serve(dp) && plugin_kubelet_watchers(dp->plugin) == 0)
-			dplugin_register(dp);
+		dplugin_register(dp);
 	}
 }
 

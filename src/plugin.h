@@ -20,14 +20,22 @@ struct gpu_info;
 struct resource;
 struct plugin;
 
+/* Whether GPU @gpu (a gpu_info index) is healthy now. */
+typedef bool plugin_health_fn(unsigned gpu, void *userdata);
+
 /* Shared by every plugin; owned by the daemon, which keeps it valid while plugins live. */
 struct plugin_ctx {
 	struct loop *loop;
 	const char *dir; /* device-plugin directory */
 	const struct gpu_info *info;
-	const bool *gpu_healthy; /* per gpu_info index */
-	const int *numa;	 /* per gpu_info index; -1 none */
-	const int *distance;	 /* n x n topology distances, or NULL */
+	/*
+	 * Health is not kept here: every list and Allocate asks (the daemon answers from the GPU
+	 * monitor). Call plugin_refresh() when it changes.
+	 */
+	plugin_health_fn *gpu_healthy;
+	void *health_userdata;
+	const int *numa;     /* per gpu_info index; -1 none */
+	const int *distance; /* n x n topology distances, or NULL */
 	struct alloc_opts alloc;
 	bool split_allow;	      /* gpumem onSplit: allow */
 	bool mask;		      /* gpumem placement: mask */
@@ -43,16 +51,17 @@ struct plugin_ctx {
 };
 
 /*
- * The kubelet's ListAndWatch stream ended (the kubelet went away or dropped us): re-register.
- * Runs only for the kubelet's streams (see plugin_expect_kubelet()), never for others'.
+ * One of the kubelet's ListAndWatch streams opened (@opened) or ended (the kubelet went away
+ * or dropped us). Runs only for the kubelet's streams (see plugin_expect_kubelet()), never for
+ * others', and not while shutting down. It may not free @p.
  */
-typedef void plugin_event_fn(struct plugin *p, void *userdata);
+typedef void plugin_stream_fn(struct plugin *p, bool opened, void *userdata);
 
 /*
  * Takes ownership of @r on success; on failure the caller still owns @r (and may read it to
  * log). Returns 0 or -errno.
  */
-int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_event_fn *on_stream_lost,
+int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_stream_fn *on_stream,
 	       void *userdata, struct plugin **ret) WARN_UNUSED;
 
 /* (Re)creates the socket <dir>/<r->socket>, replacing a stale file. Returns 0 or -errno. */

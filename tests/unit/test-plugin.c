@@ -26,6 +26,11 @@ static struct gpu_info info = { .devices = devs, .n_devices = 2 };
 static bool healthy[2];
 static const int numa[2] = { -1, -1 };
 
+static bool healthy_fn(unsigned gpu, void *userdata)
+{
+	return healthy[gpu];
+}
+
 /* --- a client on a memory connection --- */
 
 struct strm {
@@ -211,9 +216,14 @@ static void cli_cancel(struct cli *c, struct strm *st)
 
 static int streams_lost;
 
-static void on_lost(struct plugin *p, void *userdata)
+static int streams_opened;
+
+static void on_lost(struct plugin *p, bool opened, void *userdata)
 {
-	streams_lost++;
+	if (opened)
+		streams_opened++;
+	else
+		streams_lost++;
 }
 
 static void ctx_init(struct plugin_ctx *ctx, struct loop *l)
@@ -231,7 +241,7 @@ static void ctx_init(struct plugin_ctx *ctx, struct loop *l)
 	ctx->loop = l;
 	ctx->dir = "/nonexistent";
 	ctx->info = &info;
-	ctx->gpu_healthy = healthy;
+	ctx->gpu_healthy = healthy_fn;
 	ctx->numa = numa;
 	ctx->alloc.strategies = ALLOC_ENVVAR;
 	streams_lost = 0;
