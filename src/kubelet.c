@@ -19,7 +19,7 @@
 #define REGISTER_TIMEOUT (20 * USEC_PER_SEC)
 #define BACKOFF_FIRST	 (1 * USEC_PER_MSEC)
 #define BACKOFF_MAX	 (5 * USEC_PER_SEC)
-#define STREAM_WATCHDOG (2 * USEC_PER_SEC)
+#define STREAM_WATCHDOG	 (2 * USEC_PER_SEC)
 #define WATCH_FIRST	 (100 * USEC_PER_MSEC)
 #define WATCH_MAX	 (10 * USEC_PER_SEC)
 
@@ -544,9 +544,10 @@ static void reg_timer(struct loop_timer *t, void *userdata)
 	struct kubelet_reg *reg = userdata;
 
 	if (reg->state == KUBELET_REG_WAITING_STREAM) {
-		log_warn("registered, but the kubelet opened no ListAndWatch stream, registering again",
-			 "resource=%s wait_ms=%llu", reg->resource,
-			 (unsigned long long)(STREAM_WATCHDOG / USEC_PER_MSEC));
+		log_warn(
+			"registered, but the kubelet opened no ListAndWatch stream, registering again",
+			"resource=%s wait_ms=%llu", reg->resource,
+			(unsigned long long)(STREAM_WATCHDOG / USEC_PER_MSEC));
 		reg->backoff = BACKOFF_FIRST;
 	}
 	reg_attempt(reg);
@@ -559,9 +560,10 @@ static void reg_failed(struct kubelet_reg *reg, int r, enum grpc_status status, 
 	if (reg->failures > 3 && reg->failures % 10 != 0)
 		return;
 	if (r < 0)
-		log_warn_errno(r, "register failed, retrying", "resource=%s socket=%s reason=%s attempt=%u",
-			       reg->resource, reg->k ? reg->k->sock : "",
-			       log_q(message ? message : ""), reg->failures);
+		log_warn_errno(r, "register failed, retrying",
+			       "resource=%s socket=%s reason=%s attempt=%u", reg->resource,
+			       reg->k ? reg->k->sock : "", log_q(message ? message : ""),
+			       reg->failures);
 	else
 		log_warn("register refused by the kubelet, retrying",
 			 "resource=%s grpc_status=%s reason=%s attempt=%u", reg->resource,
@@ -605,8 +607,9 @@ static void reg_done(struct grpc_client_call *cc, int r, enum grpc_status status
 		reg_failed(reg, r, status, message);
 		if (reg->streams > 0) {
 			/* Refused while the kubelet streams from us: it has us, a retry would fail too. */
-			log_info("kubelet still holds our ListAndWatch stream, not registering again",
-				 "resource=%s", reg->resource);
+			log_info(
+				"kubelet still holds our ListAndWatch stream, not registering again",
+				"resource=%s", reg->resource);
 			set_state(reg, KUBELET_REG_REGISTERED);
 		} else if (again) {
 			reg->backoff = BACKOFF_FIRST;
@@ -740,7 +743,7 @@ void kubelet_reg_stream_closed(struct kubelet_reg *reg)
 	if (reg->streams > 0)
 		reg->streams--;
 	/* Only the end of the kubelet's last stream re-registers: it went away or dropped us. */
-	if (reg->streams == 0 && reg->state == KUBELET_REG_REGISTERED)
+	if (reg->streams == 0 && reg->state != KUBELET_REG_STOPPED)
 		kubelet_reg_start(reg);
 }
 

@@ -105,7 +105,8 @@ int kubelet_set_paths(struct kubelet *k, const char *plugin_dir,
  *                 REGISTERING                  REGISTERING
  *
  *   stop (any state): STOPPED, a call in flight cancelled, any timer dropped; only a start
- *   leaves it. kubelet_set_paths() and kubelet_free(): IDLE.
+ *   leaves it (stream events do not). kubelet_set_paths() and kubelet_free(): IDLE.
+ *   The last kubelet stream closed, in any state but STOPPED: a start.
  *   start while REGISTERING: the attempt in flight finishes first; if it fails, the retry
  *   comes at once instead of after the backoff; if it succeeds, nothing more is sent.
  *   start while the kubelet holds one of our streams: nothing (a second Register at the same
@@ -165,8 +166,7 @@ void kubelet_reg_stop(struct kubelet_reg *reg);
 /*
  * The kubelet opened / closed one of its ListAndWatch streams on our endpoint (the plugin
  * tells the kubelet's streams from others', plugin_expect_kubelet(); report only those).
- * The close of the last one registers again from REGISTERED (the kubelet went away or
- * dropped us).
+ * The close of the last one is a start (the kubelet went away or dropped us), unless STOPPED.
  */
 void kubelet_reg_stream_opened(struct kubelet_reg *reg);
 void kubelet_reg_stream_closed(struct kubelet_reg *reg);

@@ -71,7 +71,8 @@ void plugin_handle_prestart(struct grpc_call *call, const uint8_t *req, size_t l
 	V1beta1__PreStartContainerResponse o = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
 
 	if (!m) {
-		plugin_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed PreStartContainerRequest");
+		plugin_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
+			    "malformed PreStartContainerRequest");
 		return;
 	}
 	v1beta1__pre_start_container_request__free_unpacked(m, NULL);
@@ -203,7 +204,7 @@ void plugin_handle_preferred(struct grpc_call *call, const uint8_t *req, size_t 
 			continue;
 		if (out.n_container_responses == ELEMENTSOF(crs)) {
 			plugin_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
-			     "too many container requests (at most %zu)", ELEMENTSOF(crs));
+				    "too many container requests (at most %zu)", ELEMENTSOF(crs));
 			goto out;
 		}
 		free(q.avail);
@@ -217,17 +218,18 @@ void plugin_handle_preferred(struct grpc_call *call, const uint8_t *req, size_t 
 		if (r == -ENOMEM)
 			goto oom;
 		if (r == -EINVAL) {
-			plugin_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "must-include %s: %.*s", why,
-			     (int)MIN(badlen, 128), (const char *)bad);
+			plugin_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "must-include %s: %.*s",
+				    why, (int)MIN(badlen, 128), (const char *)bad);
 			goto out;
 		}
 		if (r < 0)
 			break;
 		if (q.size < 0 || (uint64_t)q.size > q.n_avail + q.n_must ||
 		    (size_t)q.size < q.n_must) {
-			plugin_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
-			     "allocation_size %lld is out of range (%zu devices available, %zu must-include)",
-			     (long long)q.size, q.n_avail + q.n_must, q.n_must);
+			plugin_fail(
+				call, GRPC_STATUS_INVALID_ARGUMENT,
+				"allocation_size %lld is out of range (%zu devices available, %zu must-include)",
+				(long long)q.size, q.n_avail + q.n_must, q.n_must);
 			goto out;
 		}
 		pick = malloc(((size_t)q.size + 1) * sizeof(*pick));
@@ -261,7 +263,8 @@ void plugin_handle_preferred(struct grpc_call *call, const uint8_t *req, size_t 
 		cr->n_deviceids = (size_t)np;
 	}
 	if (r < 0) {
-		plugin_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed PreferredAllocationRequest");
+		plugin_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
+			    "malformed PreferredAllocationRequest");
 		goto out;
 	}
 	plugin_reply(call, &out.base);
@@ -424,7 +427,7 @@ void plugin_handle_allocate(struct grpc_call *call, const uint8_t *req, size_t l
 	if (p->ctx->cdi_error && *p->ctx->cdi_error && alloc_uses_cdi(&p->ctx->alloc)) {
 		p->stats.allocate_errors++;
 		plugin_fail(call, GRPC_STATUS_FAILED_PRECONDITION, "no valid CDI spec: %s",
-		     *p->ctx->cdi_error);
+			    *p->ctx->cdi_error);
 		return;
 	}
 	r = alloc_request_unpack(req, len, &m, msg, sizeof(msg));
@@ -432,19 +435,21 @@ void plugin_handle_allocate(struct grpc_call *call, const uint8_t *req, size_t l
 		p->stats.allocate_errors++;
 		if (r == -ENOMEM)
 			plugin_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
-			     "out of memory decoding the AllocateRequest");
+				    "out of memory decoding the AllocateRequest");
 		else if (r == -EINVAL)
-			plugin_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
-			     "invalid allocation request for \"%s\": device ID with a NUL byte: %s",
-			     p->res->name, msg);
+			plugin_fail(
+				call, GRPC_STATUS_INVALID_ARGUMENT,
+				"invalid allocation request for \"%s\": device ID with a NUL byte: %s",
+				p->res->name, msg);
 		else
-			plugin_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed AllocateRequest");
+			plugin_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
+				    "malformed AllocateRequest");
 		return;
 	}
 	if (m->n_container_requests == 0) {
 		p->stats.allocate_errors++;
 		plugin_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
-		     "AllocateRequest for \"%s\" has no container requests", p->res->name);
+			    "AllocateRequest for \"%s\" has no container requests", p->res->name);
 		goto out;
 	}
 	crs = calloc(m->n_container_requests + 1, sizeof(*crs));

@@ -5,12 +5,11 @@
  * unary calls). Everything runs on the loop's thread.
  */
 
+#include <protobuf-c/protobuf-c.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-
-#include <protobuf-c/protobuf-c.h>
 
 #include "grpc.h"
 #include "plugin.h"
@@ -37,6 +36,9 @@ struct plugin {
 	char *path;
 	dev_t sock_dev;
 	ino_t sock_ino;
+	bool served;			 /* our socket is listening */
+	struct loop_timer *listen_retry; /* plugin_serve() failed: tries again */
+	usec_t listen_backoff;
 	struct watcher *watchers;
 	unsigned n_watchers;
 	unsigned n_kubelet_watchers;
@@ -54,7 +56,7 @@ struct plugin {
 	int mask_slot;
 	bool shutting_down;
 	uint64_t refused;
-	plugin_stream_fn *on_stream;
+	plugin_event_fn *on_event;
 	void *userdata;
 	void (*shutdown_done)(void *userdata);
 	void *shutdown_userdata;

@@ -11,6 +11,7 @@
 #include "gpu.h"
 #include "loop.h"
 #include "plugin-internal.h"
+#include "podres.h"
 #include "resource.h"
 
 #define LOG_MODULE "plugin"
@@ -26,6 +27,9 @@
 /* A device list that could not be built is tried again after this, doubling up to the max. */
 #define RETRY_MIN_USEC (100 * USEC_PER_MSEC)
 #define RETRY_MAX_USEC (10 * USEC_PER_SEC)
+/* A socket that cannot be served is tried again after this, doubling up to the max. */
+#define LISTEN_BACKOFF_MIN (100 * USEC_PER_MSEC)
+#define LISTEN_BACKOFF_MAX (10 * USEC_PER_SEC)
 
 /* --- health and gpumem masking --- */
 
@@ -258,8 +262,8 @@ static void watch_closed(struct grpc_call *call, enum grpc_status status, void *
 	free(w);
 	log_warn("ListAndWatch stream ended by the kubelet", "resource=%s grpc_status=%s",
 		 p->res->name, grpc_status_name((int)status));
-	if (p->on_stream)
-		p->on_stream(p, false, p->userdata);
+	if (p->on_event)
+		p->on_event(p, PLUGIN_EVENT_STREAM_CLOSED, p->userdata);
 }
 
 /* The rule is in plugin.h (plugin_expect_kubelet). */
@@ -305,8 +309,8 @@ static void handle_list_and_watch(struct grpc_call *call, const uint8_t *req, si
 	log_info("ListAndWatch stream opened", "resource=%s devices=%u bytes=%zu pid=%d kubelet=%s",
 		 p->res->name, p->res->n_devices, p->snap_len, (int)w->pid,
 		 w->kubelet ? "true" : "false");
-	if (w->kubelet && p->on_stream)
-		p->on_stream(p, true, p->userdata);
+	if (w->kubelet && p->on_event)
+		p->on_event(p, PLUGIN_EVENT_STREAM_OPENED, p->userdata);
 	if (!p->snap) {
 		/* Sends to every stream, this one included, once a list exists. */
 		plugin_refresh(p);
@@ -366,7 +370,15 @@ static const struct grpc_method methods[] = {
 	{ "/v1beta1.DevicePlugin/PreStartContainer", false, plugin_handle_prestart },
 };
 
-int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_stream_fn *on_stream,
+static void on_listen_retry(struct loop_timer *t, void *userdata)
+{
+	struct plugin *p = userdata;
+
+	if (plugin_serve(p) && p->on_event)
+		p->on_event(p, PLUGIN_EVENT_SERVING, p->userdata);
+}
+
+int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_event_fn *on_event,
 	       void *userdata, struct plugin **ret)
 {
 	struct plugin *p;
@@ -377,7 +389,7 @@ int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_stream_f
 		return -ENOMEM;
 	p->ctx = ctx;
 	p->mask_slot = -1;
-	p->on_stream = on_stream;
+	p->on_event = on_event;
 	p->userdata = userdata;
 	p->path = path_join(ctx->dir, r->socket);
 	if (!p->path) {
@@ -385,7 +397,10 @@ int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_stream_f
 		return -ENOMEM;
 	}
 	e = grpc_server_new(ctx->loop, methods, ELEMENTSOF(methods), &ctx->limits, p, &p->server);
+	if (e >= 0 && ctx->loop)
+		e = loop_timer_new(ctx->loop, on_listen_retry, p, &p->listen_retry);
 	if (e < 0) {
+		grpc_server_free(p->server);
 		free(p->path);
 		free(p);
 		return e;
@@ -396,7 +411,7 @@ int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_stream_f
 	return 0;
 }
 
-int plugin_listen(struct plugin *p)
+static int plugin_listen(struct plugin *p)
 {
 	struct stat st;
 	int r;
@@ -418,6 +433,44 @@ bool plugin_socket_ok(const struct plugin *p)
 	struct stat st;
 
 	return stat(p->path, &st) == 0 && st.st_ino == p->sock_ino && st.st_dev == p->sock_dev;
+}
+
+bool plugin_serve(struct plugin *p)
+{
+	int r;
+
+	if (p->shutting_down)
+		return false;
+	if (p->served && plugin_socket_ok(p))
+		return true;
+	r = plugin_listen(p);
+	if (r < 0) {
+		p->listen_backoff = p->listen_backoff ?
+					    MIN(p->listen_backoff * 2, LISTEN_BACKOFF_MAX) :
+					    LISTEN_BACKOFF_MIN;
+		(void)log_warn_errno(r, "cannot serve the device plugin socket, retrying",
+				     "resource=%s path=%s retry_ms=%llu", p->res->name, p->path,
+				     (unsigned long long)(p->listen_backoff / USEC_PER_MSEC));
+		p->served = false;
+		if (p->listen_retry)
+			loop_timer_arm(p->listen_retry, p->listen_backoff);
+		return false;
+	}
+	if (p->listen_backoff)
+		log_info("serving the device plugin socket again", "resource=%s path=%s",
+			 p->res->name, p->path);
+	p->listen_backoff = 0;
+	p->served = true;
+	if (p->listen_retry)
+		loop_timer_disarm(p->listen_retry);
+	return true;
+}
+
+void plugin_unserve(struct plugin *p, bool fresh)
+{
+	p->served = false;
+	if (fresh)
+		p->listen_backoff = 0;
 }
 
 void plugin_set_resource(struct plugin *p, struct resource *r)
@@ -442,20 +495,44 @@ const struct resource *plugin_resource(const struct plugin *p)
 	return p->res;
 }
 
-void plugin_set_live(struct plugin *p, const uint64_t *bitmap)
-{
-	size_t nwords = BITMAP_WORDS(p->res->n_devices) + 1;
+struct live_scan {
+	const struct resource *res;
+	uint64_t *bits;
+	unsigned n;
+};
 
-	if (!bitmap) {
-		p->live = mfree(p->live);
-	} else {
-		if (!p->live)
-			p->live = calloc(nwords, sizeof(uint64_t));
-		if (!p->live)
-			return;
-		memcpy(p->live, bitmap, nwords * sizeof(uint64_t));
+static void mark_live(const char *resource, const char *id, void *userdata)
+{
+	struct live_scan *ls = userdata;
+	int dev;
+
+	if (!resource || !id || !streq(resource, ls->res->name))
+		return;
+	dev = resource_device_lookup(ls->res, id, strlen(id));
+	if (dev < 0)
+		return;
+	bitmap_set(ls->bits, (unsigned)dev);
+	ls->n++;
+}
+
+int plugin_set_live_podres(struct plugin *p, const uint8_t *resp, size_t len)
+{
+	struct live_scan ls = { .res = p->res };
+	int r;
+
+	ls.bits = calloc(BITMAP_WORDS(p->res->n_devices) + 1, sizeof(uint64_t));
+	if (!ls.bits)
+		return -ENOMEM;
+	r = podres_for_each_device(resp, len, mark_live, &ls);
+	if (r < 0) {
+		free(ls.bits);
+		return r;
 	}
+	log_debug("pod-resources answer", "resource=%s live_units=%u", p->res->name, ls.n);
+	free(p->live);
+	p->live = ls.bits;
 	plugin_refresh(p);
+	return 0;
 }
 
 unsigned plugin_watchers(const struct plugin *p)
@@ -506,6 +583,8 @@ void plugin_shutdown(struct plugin *p, usec_t grace_usec, void (*done)(void *use
 	p->shutting_down = true;
 	if (p->retry)
 		loop_timer_disarm(p->retry);
+	if (p->listen_retry)
+		loop_timer_disarm(p->listen_retry);
 	p->shutdown_done = done;
 	p->shutdown_userdata = userdata;
 	grpc_server_shutdown(p->server, grace_usec, shutdown_complete, p);
@@ -518,6 +597,7 @@ struct plugin *plugin_free(struct plugin *p)
 	p->shutting_down = true;
 	p->server = grpc_server_free(p->server);
 	p->retry = loop_timer_free(p->retry);
+	p->listen_retry = loop_timer_free(p->listen_retry);
 	expire_recent_older(p, 0);
 	free(p->live);
 	free(p->in_use);
