@@ -531,10 +531,16 @@ static void set_state(struct kubelet_reg *reg, enum kubelet_reg_state to)
 
 static void reg_attempt(struct kubelet_reg *reg);
 
-static void reg_backoff(struct kubelet_reg *reg, usec_t after)
+/* @now: a start came while the attempt was in flight, so the retry does not wait. */
+static void reg_backoff(struct kubelet_reg *reg, bool now)
 {
 	set_state(reg, KUBELET_REG_BACKING_OFF);
-	loop_timer_arm(reg->timer, after);
+	if (now) {
+		reg->backoff = BACKOFF_FIRST;
+		loop_timer_arm(reg->timer, 0);
+		return;
+	}
+	loop_timer_arm(reg->timer, reg->backoff);
 	reg->backoff = MIN(reg->backoff * 4, BACKOFF_MAX);
 }
 
@@ -611,11 +617,8 @@ static void reg_done(struct grpc_client_call *cc, int r, enum grpc_status status
 				"kubelet still holds our ListAndWatch stream, not registering again",
 				"resource=%s", reg->resource);
 			set_state(reg, KUBELET_REG_REGISTERED);
-		} else if (again) {
-			reg->backoff = BACKOFF_FIRST;
-			reg_backoff(reg, 0);
 		} else {
-			reg_backoff(reg, reg->backoff);
+			reg_backoff(reg, again);
 		}
 	}
 	if (reg->fn)
@@ -655,7 +658,7 @@ static void reg_attempt(struct kubelet_reg *reg)
 	if (r < 0) {
 		log_warn_errno(r, "register failed, retrying", "resource=%s socket=%s",
 			       reg->resource, reg->k->sock);
-		reg_backoff(reg, reg->backoff);
+		reg_backoff(reg, false);
 		return;
 	}
 	if (grpc_client_call_peer_cred(reg->call, &reg->peer_pid, NULL) == 0 && reg->dial_fn)
