@@ -20,6 +20,7 @@
 #include "loop.h"
 #include "oom.h"
 #include "plugin.h"
+#include "podresources.pb-c.h"
 #include "resource.h"
 #include "unit.h"
 
@@ -656,6 +657,105 @@ static void test_refresh_oom_retries(void **state)
 	loop_free(l);
 }
 
+/* A pod-resources List answer: one pod, one container, holding @ids of @res. */
+static size_t podres_answer(const char *res, char **ids, size_t n, uint8_t *out, size_t max)
+{
+	V1__ListPodResourcesResponse m = V1__LIST_POD_RESOURCES_RESPONSE__INIT;
+	V1__PodResources pod = V1__POD_RESOURCES__INIT, *pp = &pod;
+	V1__ContainerResources cr = V1__CONTAINER_RESOURCES__INIT, *crp = &cr;
+	V1__ContainerDevices cd = V1__CONTAINER_DEVICES__INIT, *cdp = &cd;
+
+	cd.resource_name = (char *)res;
+	cd.device_ids = ids;
+	cd.n_device_ids = n;
+	cr.name = (char *)"c";
+	cr.devices = &cdp;
+	cr.n_devices = 1;
+	pod.name = (char *)"pod";
+	pod.namespace_ = (char *)"default";
+	pod.containers = &crp;
+	pod.n_containers = 1;
+	m.pod_resources = &pp;
+	m.n_pod_resources = 1;
+	assert_true(v1__list_pod_resources_response__get_packed_size(&m) <= max);
+	return v1__list_pod_resources_response__pack(&m, out);
+}
+
+static int mask_slot(const struct plugin *p)
+{
+	struct plugin_stats stats;
+
+	plugin_get_stats(p, &stats);
+	return stats.mask_slot;
+}
+
+/*
+ * gpumem placement: mask offers one GPU's free units. Units that pods hold (pod-resources)
+ * move it to the GPU with more free memory; an unhealthy GPU loses it; an answer that cannot
+ * be read (malformed, out of memory) leaves the marks as they were.
+ */
+static void test_gpumem_mask_from_podres(void **state)
+{
+	static const unsigned all[] = { 0, 1 };
+	const struct resource_spec spec = { .name = "nvidia.com/gpumem",
+					    .kind = RESOURCE_GPUMEM,
+					    .gpus = all,
+					    .n_gpus = 2,
+					    .unit_mib = 1024 };
+	struct plugin_ctx ctx;
+	struct resource *r = NULL;
+	struct plugin *p = NULL;
+	struct loop *l;
+	char *err = NULL, idbuf[4][128], *ids[4];
+	uint8_t answer[4096];
+	size_t n;
+	long at;
+	int e;
+
+	assert_int_equal(loop_new(&l), 0);
+	ctx_init(&ctx, l);
+	ctx.mask = true;
+	ctx.mask_hysteresis_mib = 1024;
+	assert_int_equal(resource_new(&spec, &info, &r, &err), 0);
+	assert_int_equal(plugin_new(&ctx, r, on_lost, NULL, &p), 0);
+	plugin_refresh(p);
+	assert_int_equal(mask_slot(p), 0); /* a tie goes to the lower index */
+
+	/* Pods hold 3 units of GPU 0 (the first units): GPU 1 has 3 GiB more free. */
+	for (unsigned i = 0; i < 3; i++) {
+		assert_true(resource_device_id(r, i, idbuf[i]) > 0);
+		ids[i] = idbuf[i];
+	}
+	n = podres_answer("nvidia.com/gpumem", ids, 3, answer, sizeof(answer));
+	assert_int_equal(plugin_set_live_podres(p, answer, n), 0);
+	assert_int_equal(mask_slot(p), 1);
+
+	/* Unreadable answers change nothing. */
+	assert_int_equal(plugin_set_live_podres(p, (const uint8_t *)"\x0a\x05\x0a", 3), -EBADMSG);
+	assert_int_equal(mask_slot(p), 1);
+	n = podres_answer("nvidia.com/gpumem", ids, 0, answer, sizeof(answer));
+	for (at = 0;; at++) {
+		oom_fail_at(at);
+		e = plugin_set_live_podres(p, answer, n);
+		oom_off();
+		if (e == 0)
+			break;
+		/* protobuf-c's own failed allocation reads as a malformed answer (podres.h) */
+		assert_true(e == -ENOMEM || e == -EBADMSG);
+		assert_int_equal(mask_slot(p), 1);
+	}
+	assert_true(at > 0);
+	/* Read at last: nothing held, the mask stays put (within the hysteresis). */
+	assert_int_equal(mask_slot(p), 1);
+
+	/* GPU 1 turns unhealthy: the mask goes back to GPU 0. */
+	healthy[1] = false;
+	plugin_refresh(p);
+	assert_int_equal(mask_slot(p), 0);
+	plugin_free(p);
+	loop_free(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -665,6 +765,7 @@ int main(void)
 		cmocka_unit_test(test_refresh_masks_unhealthy),
 		cmocka_unit_test(test_new_oom),
 		cmocka_unit_test(test_refresh_oom_retries),
+		cmocka_unit_test(test_gpumem_mask_from_podres),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
