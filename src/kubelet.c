@@ -343,8 +343,9 @@ static int paths_make(const char *plugin_dir, const char *kubelet_sock, struct p
 	return 0;
 fail:
 	paths_release(&p);
-	return log_error_errno(r, "invalid kubelet paths", "plugin_dir=%s kubelet_socket=%s",
-			       plugin_dir, kubelet_sock ? kubelet_sock : "");
+	(void)log_error_errno(r, "invalid kubelet paths", "plugin_dir=%s kubelet_socket=%s",
+			      plugin_dir, kubelet_sock ? kubelet_sock : "");
+	return r;
 }
 
 /* True when kubelet.sock's directory is the device-plugin directory (same path or inode). */

@@ -323,25 +323,26 @@ static enum grpc_status allocate_one(struct plugin *p, const V1beta1__ContainerA
 	int n, r;
 
 	if (q->n_devices_ids == 0) {
-		snprintf(msg, msgsz, "invalid allocation request for \"%s\": no devices requested",
-			 res->name);
+		(void)snprintf(msg, msgsz,
+			       "invalid allocation request for \"%s\": no devices requested",
+			       res->name);
 		return GRPC_STATUS_INVALID_ARGUMENT;
 	}
 	devs = malloc(q->n_devices_ids * sizeof(*devs));
 	if (!devs) {
-		snprintf(msg, msgsz, "out of memory");
+		(void)snprintf(msg, msgsz, "out of memory");
 		return GRPC_STATUS_RESOURCE_EXHAUSTED;
 	}
 	memset(seen, 0, nwords * sizeof(*seen));
 	n = map_ids(p, q->devices_ids, q->n_devices_ids, seen, devs, &bad, &why);
 	if (n < 0) {
-		snprintf(msg, msgsz, "invalid allocation request for \"%s\": %s: %s", res->name,
-			 why, bad);
+		(void)snprintf(msg, msgsz, "invalid allocation request for \"%s\": %s: %s",
+			       res->name, why, bad);
 		st = GRPC_STATUS_INVALID_ARGUMENT;
 		goto out;
 	}
 	if (res->kind == RESOURCE_REPLICA && res->fail_requests_gt_one && n > 1) {
-		snprintf(
+		(void)snprintf(
 			msg, msgsz,
 			"invalid allocation request for \"%s\": invalid request: maximum request size for shared resources is 1; found %d",
 			res->name, n);
@@ -355,7 +356,7 @@ static enum grpc_status allocate_one(struct plugin *p, const V1beta1__ContainerA
 			char id[128];
 
 			resource_device_id(res, devs[i], id);
-			snprintf(
+			(void)snprintf(
 				msg, msgsz,
 				"invalid allocation request for \"%s\": device %s is unhealthy (GPU %u)",
 				res->name, id, res->gpus[s].gpu);
@@ -384,10 +385,10 @@ static enum grpc_status allocate_one(struct plugin *p, const V1beta1__ContainerA
 	}
 	if (res->kind == RESOURCE_GPUMEM) {
 		if (n_gpus > 1 && !p->ctx->split_allow) {
-			snprintf(
+			(void)snprintf(
 				msg, msgsz,
 				"gpumem request of %d units (%llu MiB) spans %zu GPUs and onSplit is reject: a container's nvidia.com/gpumem must come from one GPU; retry the pod, or set edgegpu.sharing.memory.onSplit: allow",
-				n, (unsigned long long)((uint64_t)n * res->unit_mib), n_gpus);
+				n, (unsigned long long)n * res->unit_mib, n_gpus);
 			st = GRPC_STATUS_FAILED_PRECONDITION;
 			goto out;
 		}
@@ -395,7 +396,8 @@ static enum grpc_status allocate_one(struct plugin *p, const V1beta1__ContainerA
 	}
 	r = alloc_response_new(&p->ctx->alloc, gpus, n_gpus, &extra, ret);
 	if (r < 0) {
-		snprintf(msg, msgsz, "building the allocate response failed: %s", strerror(-r));
+		(void)snprintf(msg, msgsz, "building the allocate response failed: %s",
+			       strerror(-r));
 		st = grpc_status_from_errno(r);
 		goto out;
 	}
