@@ -112,7 +112,8 @@ int kubelet_set_paths(struct kubelet *k, const char *plugin_dir,
  *   start while the kubelet holds one of our streams: nothing (a second Register at the same
  *   socket is refused while the kubelet holds our stream); from any other state: REGISTERING.
  *   Backoff: 1 ms growing four-fold to 5 s, reset by success and by start. Each transition is
- *   checked against this table and logged at debug ("registration state changed").
+ *   checked against the table of legal ones (kubelet.c, set_state()) and logged at debug
+ *   ("registration state changed").
  */
 enum kubelet_reg_state {
 	KUBELET_REG_IDLE,	    /* created, never started (or reset by kubelet_set_paths) */
