@@ -1,5 +1,6 @@
 #include "daemon.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include "cdi-writer.h"
 #include "cdi.h"
 #include "config.h"
+#include "daemon-internal.h"
 #include "gpu-backend.h"
 #include "gpu-monitor.h"
 #include "kubelet.h"
@@ -22,13 +24,10 @@
 #define LOG_MODULE "daemon"
 #include "log.h"
 
-#define STOP_GRACE	   (500 * USEC_PER_MSEC)
-#define STOP_DEADLINE	   (900 * USEC_PER_MSEC)
-#define NO_NVML_LOG_GAP	   (300 * USEC_PER_SEC)
-#define PODRES_INTERVAL	   (2 * USEC_PER_SEC)
-#define STREAM_WATCHDOG	   (2 * USEC_PER_SEC)
-#define LISTEN_BACKOFF_MIN (100 * USEC_PER_MSEC)
-#define LISTEN_BACKOFF_MAX (10 * USEC_PER_SEC)
+#define STOP_GRACE	(500 * USEC_PER_MSEC)
+#define STOP_DEADLINE	(900 * USEC_PER_MSEC)
+#define NO_NVML_LOG_GAP (300 * USEC_PER_SEC)
+#define PODRES_INTERVAL (2 * USEC_PER_SEC)
 
 struct dplugin {
 	struct daemon *d;
@@ -37,10 +36,6 @@ struct dplugin {
 	char *name;
 	bool stopping;
 	bool stopped;
-	bool served;		     /* our socket is listening */
-	struct loop_timer *watchdog; /* registered, but no ListAndWatch stream yet */
-	struct loop_timer *listen_retry;
-	usec_t listen_backoff;
 	struct dplugin *next;
 };
 
@@ -57,7 +52,6 @@ struct daemon {
 	usec_t backend_err_logged;
 	bool discovered_once; /* a discovery has finished (failOnInitError applies before) */
 	struct gpu_info info;
-	bool *gpu_healthy;
 	int *numa;
 	int *distance;
 	struct gpu_monitor *monitor; /* owns the backend and every call into it */
@@ -106,9 +100,9 @@ static void on_health(struct gpu_monitor *m, unsigned gpu, enum gpu_health healt
 {
 	struct daemon *d = userdata;
 
-	if (gpu >= d->info.n_devices || d->gpu_healthy[gpu] == (health == GPU_HEALTHY))
+	/* The monitor reports changes only; the plugins read it back (gpu_healthy()). */
+	if (gpu >= d->info.n_devices)
 		return;
-	d->gpu_healthy[gpu] = health == GPU_HEALTHY;
 	log_info("device health changed", "device=%s gpu=%u healthy=%s reason=%s",
 		 d->info.devices[gpu].uuid, gpu, health == GPU_HEALTHY ? "yes" : "no",
 		 log_q(reason ? reason : ""));
@@ -116,10 +110,18 @@ static void on_health(struct gpu_monitor *m, unsigned gpu, enum gpu_health healt
 		plugin_refresh(dp->plugin);
 }
 
+/* The monitor is the one record of health, by UUID: a plugin's view is derived from it. */
+static bool gpu_healthy(unsigned gpu, void *userdata)
+{
+	struct daemon *d = userdata;
+
+	return gpu < d->info.n_devices &&
+	       gpu_monitor_health_by_uuid(d->monitor, d->info.devices[gpu].uuid) == GPU_HEALTHY;
+}
+
 static void gpu_state_release(struct daemon *d)
 {
 	gpu_info_release(&d->info);
-	d->gpu_healthy = mfree(d->gpu_healthy);
 	d->numa = mfree(d->numa);
 	d->distance = mfree(d->distance);
 }
@@ -208,7 +210,6 @@ static void on_discovered(struct gpu_monitor *m, int r, struct gpu_info *info, i
 			  const char *err, void *userdata)
 {
 	struct daemon *d = userdata;
-	bool *healthy = NULL;
 	int *numa = NULL;
 	unsigned n;
 
@@ -219,11 +220,8 @@ static void on_discovered(struct gpu_monitor *m, int r, struct gpu_info *info, i
 		return;
 	}
 	n = info->n_devices;
-	healthy = calloc(n + 1, sizeof(bool));
 	numa = calloc(n + 1, sizeof(int));
-	if (!healthy || !numa) {
-		free(healthy);
-		free(numa);
+	if (!numa) {
 		discovery_failed(d, -ENOMEM, "out of memory");
 		return;
 	}
@@ -232,14 +230,10 @@ static void on_discovered(struct gpu_monitor *m, int r, struct gpu_info *info, i
 	memset(info, 0, sizeof(*info));
 	d->distance = *distance;
 	*distance = NULL;
-	d->gpu_healthy = healthy;
 	d->numa = numa;
-	for (unsigned i = 0; i < n; i++) {
-		d->gpu_healthy[i] = gpu_monitor_health(m, i) == GPU_HEALTHY;
+	for (unsigned i = 0; i < n; i++)
 		d->numa[i] = d->info.devices[i].numa_node;
-	}
 	d->ctx.info = &d->info;
-	d->ctx.gpu_healthy = d->gpu_healthy;
 	d->ctx.numa = d->numa;
 	d->ctx.distance = d->distance;
 	log_gpus(d);
@@ -267,8 +261,8 @@ static void dplugin_register(struct dplugin *dp);
 
 /*
  * Which ListAndWatch stream is the kubelet's: the one from the process that answers on
- * kubelet.sock (plugin.h, plugin_expect_kubelet). Only that stream suppresses another
- * Register; a monitoring agent or grpcurl watching us does not.
+ * kubelet.sock (plugin.h, plugin_expect_kubelet). The registration (kubelet.h) hears of the
+ * kubelet's streams only; a monitoring agent or grpcurl watching us does not count.
  */
 static void on_dial(struct kubelet_reg *reg, pid_t kubelet_pid, void *userdata)
 {
@@ -281,89 +275,36 @@ static void on_reg(struct kubelet_reg *reg, bool ok, void *userdata)
 {
 	struct dplugin *dp = userdata;
 
-	if (ok) {
-		/* The kubelet's backlog was full when we dialled: the pid comes only now. */
+	/* The kubelet's backlog was full when we dialled: the pid comes only now. */
+	if (ok)
 		plugin_expect_kubelet(dp->plugin, kubelet_reg_peer_pid(reg));
-		loop_timer_arm(dp->watchdog, STREAM_WATCHDOG);
-		return;
-	}
-	/* Refused while the kubelet still streams from us: it has us, a retry would be refused too. */
-	if (plugin_kubelet_watchers(dp->plugin) > 0) {
-		log_info("kubelet still holds our ListAndWatch stream, not registering again",
-			 "resource=%s", dp->name);
-		kubelet_reg_stop(dp->reg);
-	}
 }
 
-static void stream_watchdog(struct loop_timer *t, void *userdata)
-{
-	struct dplugin *dp = userdata;
-
-	if (dp->stopping || plugin_kubelet_watchers(dp->plugin) > 0)
-		return;
-	log_warn("registered, but the kubelet opened no ListAndWatch stream, registering again",
-		 "resource=%s wait_ms=%llu", dp->name,
-		 (unsigned long long)(STREAM_WATCHDOG / USEC_PER_MSEC));
-	dplugin_register(dp);
-}
-
-/*
- * Makes sure our socket is served; on failure retries with back-off (100 ms doubling to
- * 10 s), forever, saying so once per step. Returns true when it is served.
- */
-static bool dplugin_serve(struct dplugin *dp)
-{
-	int r;
-
-	if (dp->stopping)
-		return false;
-	if (dp->served && plugin_socket_ok(dp->plugin))
-		return true;
-	r = plugin_listen(dp->plugin);
-	if (r < 0) {
-		dp->listen_backoff = dp->listen_backoff ?
-					     MIN(dp->listen_backoff * 2, LISTEN_BACKOFF_MAX) :
-					     LISTEN_BACKOFF_MIN;
-		(void)log_warn_errno(r, "cannot serve the device plugin socket, retrying",
-				     "resource=%s path=%s retry_ms=%llu", dp->name,
-				     plugin_socket_path(dp->plugin),
-				     (unsigned long long)(dp->listen_backoff / USEC_PER_MSEC));
-		dp->served = false;
-		loop_timer_arm(dp->listen_retry, dp->listen_backoff);
-		return false;
-	}
-	if (dp->listen_backoff)
-		log_info("serving the device plugin socket again", "resource=%s path=%s", dp->name,
-			 plugin_socket_path(dp->plugin));
-	dp->listen_backoff = 0;
-	dp->served = true;
-	loop_timer_disarm(dp->listen_retry);
-	return true;
-}
-
+/* Serves our socket, then asks for registration (kubelet.c decides whether one is sent). */
 static void dplugin_register(struct dplugin *dp)
 {
-	if (dp->stopping || !dplugin_serve(dp) || !kubelet_enabled(dp->d->kubelet))
-		return;
-	loop_timer_disarm(dp->watchdog);
-	kubelet_reg_start(dp->reg);
+	if (plugin_serve(dp->plugin))
+		kubelet_reg_start(dp->reg);
 }
 
-static void listen_retry(struct loop_timer *t, void *userdata)
+/* The plugin's events go to the registration: it is the one that decides. */
+static void on_plugin(struct plugin *p, enum plugin_event ev, void *userdata)
 {
 	struct dplugin *dp = userdata;
 
-	/* A kubelet stream cannot be live on a socket we could not serve: register. */
-	if (dplugin_serve(dp) && plugin_kubelet_watchers(dp->plugin) == 0)
-		dplugin_register(dp);
-}
-
-static void on_stream_lost(struct plugin *p, void *userdata)
-{
-	struct dplugin *dp = userdata;
-
-	if (plugin_kubelet_watchers(p) == 0)
-		dplugin_register(dp);
+	switch (ev) {
+	case PLUGIN_EVENT_STREAM_OPENED:
+		kubelet_reg_stream_opened(dp->reg);
+		break;
+	case PLUGIN_EVENT_STREAM_CLOSED:
+		(void)plugin_serve(p); /* a re-registration needs our socket */
+		kubelet_reg_stream_closed(dp->reg);
+		break;
+	case PLUGIN_EVENT_SERVING:
+	default:
+		kubelet_reg_start(dp->reg);
+		break;
+	}
 }
 
 static struct dplugin *dplugin_free(struct dplugin *dp)
@@ -372,8 +313,6 @@ static struct dplugin *dplugin_free(struct dplugin *dp)
 		return NULL;
 	kubelet_reg_free(dp->reg);
 	plugin_free(dp->plugin);
-	loop_timer_free(dp->watchdog);
-	loop_timer_free(dp->listen_retry);
 	free(dp->name);
 	free(dp);
 	return NULL;
@@ -381,7 +320,7 @@ static struct dplugin *dplugin_free(struct dplugin *dp)
 
 /*
  * Adds a plugin for @r (taken: freed on failure too) and serves and registers it. A socket
- * that cannot be served yet is retried (dplugin_serve); only a failure to create the objects
+ * that cannot be served yet is retried (plugin_serve); only a failure to create the objects
  * loses the resource, and that is logged.
  */
 static int dplugin_add(struct daemon *d, struct resource *r)
@@ -396,13 +335,8 @@ static int dplugin_add(struct daemon *d, struct resource *r)
 		return -ENOMEM;
 	}
 	dp->d = d;
-	if ((e = loop_timer_new(d->loop, stream_watchdog, dp, &dp->watchdog)) < 0 ||
-	    (e = loop_timer_new(d->loop, listen_retry, dp, &dp->listen_retry)) < 0) {
-		resource_free(r);
-		goto fail;
-	}
 	/* plugin_new takes @r on success only (plugin.h). */
-	e = plugin_new(&d->ctx, r, on_stream_lost, dp, &dp->plugin);
+	e = plugin_new(&d->ctx, r, on_plugin, dp, &dp->plugin);
 	if (e < 0) {
 		resource_free(r);
 		goto fail;
@@ -463,7 +397,6 @@ static void dplugin_stop(struct dplugin *dp)
 	if (dp->stopping)
 		return;
 	dp->stopping = true;
-	loop_timer_disarm(dp->watchdog);
 	kubelet_reg_stop(dp->reg);
 	dp->d->n_stopping++;
 	plugin_shutdown(dp->plugin, STOP_GRACE, plugin_stopped, dp);
@@ -493,6 +426,8 @@ static void apply_ctx_from_config(struct daemon *d)
 	const struct config *c = &d->cfg;
 
 	d->ctx.loop = d->loop;
+	d->ctx.gpu_healthy = gpu_healthy;
+	d->ctx.health_userdata = d;
 	d->ctx.dir = c->device_plugin_path;
 	d->ctx.alloc.strategies =
 		(c->device_list_strategy & CONFIG_DLS_ENVVAR ? ALLOC_ENVVAR : 0) |
@@ -514,46 +449,20 @@ static void apply_ctx_from_config(struct daemon *d)
 
 /* --- gpumem masking: which units live pods hold, from the kubelet's pod-resources API --- */
 
-struct live_scan {
-	const struct resource *res;
-	uint64_t *bits;
-	unsigned n;
-};
-
-static void mark_live(const char *resource, const char *id, void *userdata)
-{
-	struct live_scan *ls = userdata;
-	int dev;
-
-	if (!resource || !id || !streq(resource, ls->res->name))
-		return;
-	dev = resource_device_lookup(ls->res, id, strlen(id));
-	if (dev < 0)
-		return;
-	ls->bits[dev / 64] |= (uint64_t)1 << (dev % 64);
-	ls->n++;
-}
-
 static void on_podres(struct podres *pr, const uint8_t *resp, size_t len, void *userdata)
 {
 	struct daemon *d = userdata;
 
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
-		struct live_scan ls = { .res = plugin_resource(dp->plugin) };
+		int r;
 
-		if (ls.res->kind != RESOURCE_GPUMEM || dp->stopping)
+		if (plugin_resource(dp->plugin)->kind != RESOURCE_GPUMEM || dp->stopping)
 			continue;
-		ls.bits = calloc((ls.res->n_devices + 63) / 64 + 1, sizeof(uint64_t));
-		if (!ls.bits)
-			return;
-		if (podres_for_each_device(resp, len, mark_live, &ls) < 0) {
+		r = plugin_set_live_podres(dp->plugin, resp, len);
+		if (r == -EBADMSG)
 			log_warn("malformed pod-resources answer, ignoring", "bytes=%zu", len);
-			free(ls.bits);
+		if (r < 0)
 			return;
-		}
-		log_debug("pod-resources answer", "resource=%s live_units=%u", ls.res->name, ls.n);
-		plugin_set_live(dp->plugin, ls.bits);
-		free(ls.bits);
 	}
 }
 
@@ -577,8 +486,7 @@ static void update_podres(struct daemon *d)
 			 d->cfg.pod_resources_socket);
 }
 
-/* True when every GPU of @r is still at its index with the same UUID. */
-static bool resource_matches(const struct resource *r, const struct gpu_info *info)
+bool daemon_resource_matches(const struct resource *r, const struct gpu_info *info)
 {
 	for (unsigned s = 0; s < r->n_gpus; s++)
 		if (r->gpus[s].gpu >= info->n_devices ||
@@ -587,20 +495,43 @@ static bool resource_matches(const struct resource *r, const struct gpu_info *in
 	return true;
 }
 
-/*
- * Brings the plugins in line with the config and GPUs: same resource name -> new device list on
- * the open stream; added -> new plugin and registration; removed -> closed.
- */
+size_t daemon_reload_match(const char *const *running, size_t n_running, const char *const *wanted,
+			   size_t n_wanted, int *ret_take, bool *ret_add)
+{
+	size_t added = 0;
+
+	for (size_t j = 0; j < n_wanted; j++)
+		ret_add[j] = true;
+	for (size_t i = 0; i < n_running; i++) {
+		ret_take[i] = -1;
+		for (size_t j = 0; running[i] && j < n_wanted; j++)
+			if (ret_add[j] && streq(running[i], wanted[j])) {
+				ret_take[i] = (int)j;
+				ret_add[j] = false;
+				break;
+			}
+	}
+	for (size_t j = 0; j < n_wanted; j++)
+		added += ret_add[j];
+	return added;
+}
+
+/* Brings the plugins in line with the config and GPUs (daemon_reload_match() says how). */
 static int sync_plugins(struct daemon *d)
 {
 	struct resource *res[32];
+	struct dplugin *live[ELEMENTSOF(res)];
+	const char *running[ELEMENTSOF(res)], *wanted[ELEMENTSOF(res)];
+	int take[ELEMENTSOF(res)];
+	bool add[ELEMENTSOF(res)];
+	size_t n_live = 0;
 	int n = assign_build_resources(&d->cfg, &d->info, res, ELEMENTSOF(res));
 
 	if (n < 0) {
 		/* Keep what still matches the GPUs; a resource naming a GPU that is gone cannot stay. */
 		for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
 			if (!dp->stopping &&
-			    !resource_matches(plugin_resource(dp->plugin), &d->info)) {
+			    !daemon_resource_matches(plugin_resource(dp->plugin), &d->info)) {
 				log_error(
 					"resource no longer matches the GPUs and the config cannot be applied, closing it",
 					"resource=%s", dp->name);
@@ -609,28 +540,28 @@ static int sync_plugins(struct daemon *d)
 		return n;
 	}
 	write_cdi(d);
-	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
-		bool keep = false;
-
-		if (dp->stopping)
-			continue;
-
-		for (int i = 0; i < n; i++)
-			if (res[i] && streq(res[i]->name, dp->name)) {
-				plugin_apply_limits(dp->plugin);
-				plugin_set_resource(dp->plugin, res[i]);
-				res[i] = NULL;
-				keep = true;
-				break;
-			}
-		if (!keep) {
-			log_info("resource no longer advertised", "resource=%s", dp->name);
-			dplugin_stop(dp);
+	/* Each live plugin came from the last build, whose names are unique: at most 32. */
+	for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
+		if (!dp->stopping) {
+			assert(n_live < ELEMENTSOF(live));
+			live[n_live] = dp;
+			running[n_live++] = dp->name;
 		}
+	for (int j = 0; j < n; j++)
+		wanted[j] = res[j]->name;
+	(void)daemon_reload_match(running, n_live, wanted, (size_t)n, take, add);
+	for (size_t i = 0; i < n_live; i++) {
+		if (take[i] < 0) {
+			log_info("resource no longer advertised", "resource=%s", live[i]->name);
+			dplugin_stop(live[i]);
+			continue;
+		}
+		plugin_apply_limits(live[i]->plugin);
+		plugin_set_resource(live[i]->plugin, res[take[i]]);
 	}
-	for (int i = 0; i < n; i++)
-		if (res[i])
-			(void)dplugin_add(d, res[i]);
+	for (int j = 0; j < n; j++)
+		if (add[j])
+			(void)dplugin_add(d, res[j]);
 	update_podres(d);
 	return n;
 }
@@ -659,22 +590,19 @@ static void on_kubelet(struct kubelet *k, enum kubelet_event ev, const char *nam
 			 d->cfg.kubelet_socket);
 		/* A live kubelet stream is the new kubelet's (or the old one's, whose end re-registers). */
 		for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
-			if (plugin_kubelet_watchers(dp->plugin) == 0)
-				dplugin_register(dp);
+			dplugin_register(dp);
 		return;
 	case KUBELET_EVENT_DIR_GONE:
 		log_warn("device-plugin directory removed, serving again when it is back", "dir=%s",
 			 name);
 		for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
-			dp->served = false;
+			plugin_unserve(dp->plugin, false);
 		return;
 	case KUBELET_EVENT_DIR_BACK:
 		log_info("device-plugin directory back, serving our sockets again", "dir=%s", name);
 		for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
-			dp->served = false;
-			dp->listen_backoff = 0;
-			if (dplugin_serve(dp) && plugin_kubelet_watchers(dp->plugin) == 0)
-				dplugin_register(dp);
+			plugin_unserve(dp->plugin, true);
+			dplugin_register(dp);
 		}
 		return;
 	case KUBELET_EVENT_FILE_DELETED:
@@ -689,10 +617,8 @@ static void on_kubelet(struct kubelet *k, enum kubelet_event ev, const char *nam
 			continue;
 		log_warn("device plugin socket deleted, recreating", "resource=%s path=%s",
 			 dp->name, plugin_socket_path(dp->plugin));
-		dp->served = false;
-		/* A live kubelet stream means it still has us: a second Register would be refused. */
-		if (dplugin_serve(dp) && plugin_kubelet_watchers(dp->plugin) == 0)
-			dplugin_register(dp);
+		plugin_unserve(dp->plugin, false);
+		dplugin_register(dp);
 	}
 }
 

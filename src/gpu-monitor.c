@@ -773,6 +773,13 @@ enum gpu_health gpu_monitor_health(const struct gpu_monitor *m, unsigned gpu)
 	return m->gpus[gpu].health;
 }
 
+enum gpu_health gpu_monitor_health_by_uuid(const struct gpu_monitor *m, const char *uuid)
+{
+	int gpu = m ? gpu_by_uuid(m, uuid) : -1;
+
+	return gpu < 0 ? GPU_UNHEALTHY : m->gpus[gpu].health;
+}
+
 const char *gpu_monitor_reason(const struct gpu_monitor *m, unsigned gpu)
 {
 	if (!m || gpu >= m->n_gpus)

@@ -107,6 +107,8 @@ void gpu_monitor_discover(struct gpu_monitor *m, bool fresh);
 int gpu_monitor_set_opts(struct gpu_monitor *m, const struct gpu_monitor_opts *o) WARN_UNUSED;
 
 enum gpu_health gpu_monitor_health(const struct gpu_monitor *m, unsigned gpu);
+/* The same by UUID: a GPU the last discovery did not find is unhealthy. */
+enum gpu_health gpu_monitor_health_by_uuid(const struct gpu_monitor *m, const char *uuid);
 /* Why @gpu is unhealthy ("" when healthy). */
 const char *gpu_monitor_reason(const struct gpu_monitor *m, unsigned gpu);
 void gpu_monitor_get_stats(const struct gpu_monitor *m, struct gpu_monitor_stats *ret);

@@ -1,5 +1,6 @@
 #include "kubelet.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #define REGISTER_TIMEOUT (20 * USEC_PER_SEC)
 #define BACKOFF_FIRST	 (1 * USEC_PER_MSEC)
 #define BACKOFF_MAX	 (5 * USEC_PER_SEC)
+#define STREAM_WATCHDOG	 (2 * USEC_PER_SEC)
 #define WATCH_FIRST	 (100 * USEC_PER_MSEC)
 #define WATCH_MAX	 (10 * USEC_PER_SEC)
 
@@ -69,11 +71,12 @@ struct kubelet_reg {
 	void *userdata;
 	enum kubelet_reg_state state;
 	struct grpc_client_call *call;
-	struct loop_timer *retry;
+	struct loop_timer *timer; /* BACKING_OFF: the retry; WAITING_STREAM: the stream watchdog */
 	usec_t backoff;
 	bool again; /* started again while a call was in flight */
 	pid_t peer_pid;
-	unsigned count;
+	unsigned streams;  /* the kubelet's open ListAndWatch streams (the owner reports them) */
+	unsigned count;	   /* registrations accepted (for metrics) */
 	unsigned failures; /* consecutive, for log rate */
 };
 
@@ -340,6 +343,8 @@ static int paths_make(const char *plugin_dir, const char *kubelet_sock, struct p
 	return 0;
 fail:
 	paths_release(&p);
+	(void)log_error_errno(r, "invalid kubelet paths", "plugin_dir=%s kubelet_socket=%s",
+			      plugin_dir, kubelet_sock ? kubelet_sock : "");
 	return r;
 }
 
@@ -393,9 +398,7 @@ int kubelet_new(struct loop *l, const char *plugin_dir, const char *kubelet_sock
 
 	r = paths_make(plugin_dir, kubelet_sock, &p);
 	if (r < 0)
-		return log_error_errno(r, "invalid kubelet paths",
-				       "plugin_dir=%s kubelet_socket=%s", plugin_dir,
-				       kubelet_sock ? kubelet_sock : "");
+		return r;
 	k = calloc(1, sizeof(*k));
 	if (!k) {
 		paths_release(&p);
@@ -457,9 +460,7 @@ int kubelet_set_paths(struct kubelet *k, const char *plugin_dir, const char *kub
 
 	r = paths_make(plugin_dir, kubelet_sock, &p);
 	if (r < 0)
-		return log_error_errno(r, "invalid kubelet paths",
-				       "plugin_dir=%s kubelet_socket=%s", plugin_dir,
-				       kubelet_sock ? kubelet_sock : "");
+		return r;
 	if (streq(p.plugin_dir, k->plugin_dir) && streq_ptr(p.sock, k->sock)) {
 		paths_release(&p);
 		return 0;
@@ -499,37 +500,99 @@ int kubelet_set_paths(struct kubelet *k, const char *plugin_dir, const char *kub
 
 /* --- registration --- */
 
+/*
+ * The legal transitions (kubelet.h draws them). Every attempt passes through REGISTERING, and
+ * reg_reset() may return any state to IDLE.
+ */
+static const unsigned reg_next[KUBELET_REG_STATE_COUNT] = {
+#define B(s) (1u << KUBELET_REG_##s)
+	[KUBELET_REG_IDLE] = B(REGISTERING) | B(STOPPED),
+	[KUBELET_REG_REGISTERING] = B(IDLE) | B(WAITING_STREAM) | B(REGISTERED) | B(BACKING_OFF) |
+				    B(STOPPED),
+	[KUBELET_REG_WAITING_STREAM] = B(IDLE) | B(REGISTERING) | B(REGISTERED) | B(STOPPED),
+	[KUBELET_REG_REGISTERED] = B(IDLE) | B(REGISTERING) | B(STOPPED),
+	[KUBELET_REG_BACKING_OFF] = B(IDLE) | B(REGISTERING) | B(REGISTERED) | B(STOPPED),
+	[KUBELET_REG_STOPPED] = B(IDLE) | B(REGISTERING),
+#undef B
+};
+
+/* The one place the state changes. Leaving a state disarms its timer. */
+static void set_state(struct kubelet_reg *reg, enum kubelet_reg_state to)
+{
+	enum kubelet_reg_state from = reg->state;
+
+	if (from == to)
+		return;
+	assert(reg_next[from] & (1u << to));
+	log_debug("registration state changed", "resource=%s from=%s to=%s", reg->resource,
+		  kubelet_reg_state_name(from), kubelet_reg_state_name(to));
+	loop_timer_disarm(reg->timer);
+	reg->state = to;
+}
+
 static void reg_attempt(struct kubelet_reg *reg);
 
-static void reg_retry(struct loop_timer *t, void *userdata)
+/* @now: a start came while the attempt was in flight, so the retry does not wait. */
+static void reg_backoff(struct kubelet_reg *reg, bool now)
 {
-	reg_attempt(userdata);
+	set_state(reg, KUBELET_REG_BACKING_OFF);
+	if (now) {
+		reg->backoff = BACKOFF_FIRST;
+		loop_timer_arm(reg->timer, 0);
+		return;
+	}
+	loop_timer_arm(reg->timer, reg->backoff);
+	reg->backoff = MIN(reg->backoff * 4, BACKOFF_MAX);
 }
 
-static void reg_schedule_retry(struct kubelet_reg *reg, usec_t after)
+/* BACKING_OFF: the retry is due; WAITING_STREAM: no stream came after the accept. */
+static void reg_timer(struct loop_timer *t, void *userdata)
 {
-	reg->state = KUBELET_REG_BACKING_OFF;
-	loop_timer_arm(reg->retry, after);
+	struct kubelet_reg *reg = userdata;
+
+	if (reg->state == KUBELET_REG_WAITING_STREAM) {
+		log_warn(
+			"registered, but the kubelet opened no ListAndWatch stream, registering again",
+			"resource=%s wait_ms=%llu", reg->resource,
+			(unsigned long long)(STREAM_WATCHDOG / USEC_PER_MSEC));
+		reg->backoff = BACKOFF_FIRST;
+	}
+	reg_attempt(reg);
 }
 
-static void reg_backoff(struct kubelet_reg *reg)
+static void reg_failed(struct kubelet_reg *reg, int r, enum grpc_status status, const char *message)
 {
-	reg_schedule_retry(reg, reg->backoff);
-	reg->backoff = reg->backoff * 4 > BACKOFF_MAX ? BACKOFF_MAX : reg->backoff * 4;
+	reg->failures++;
+	/* Log the first failures, then one in ten, so a long kubelet outage stays readable. */
+	if (reg->failures > 3 && reg->failures % 10 != 0)
+		return;
+	if (r < 0)
+		log_warn_errno(r, "register failed, retrying",
+			       "resource=%s socket=%s reason=%s attempt=%u", reg->resource,
+			       reg->k ? reg->k->sock : "", log_q(message ? message : ""),
+			       reg->failures);
+	else
+		log_warn("register refused by the kubelet, retrying",
+			 "resource=%s grpc_status=%s reason=%s attempt=%u", reg->resource,
+			 grpc_status_name((int)status), log_q(message ? message : ""),
+			 reg->failures);
 }
 
+/*
+ * The state and its timer are settled before the owner hears of the result, so that whatever
+ * the owner does from its callback (stop, start, free) is the last word.
+ */
 static void reg_done(struct grpc_client_call *cc, int r, enum grpc_status status,
 		     const char *message, const uint8_t *resp, size_t len, void *userdata)
 {
 	struct kubelet_reg *reg = userdata;
-	bool again = reg->again;
+	bool again = reg->again, ok = r == 0 && status == GRPC_STATUS_OK;
 
 	reg->call = NULL;
 	reg->again = false;
 	if (!reg->peer_pid)
 		(void)grpc_client_call_peer_cred(cc, &reg->peer_pid, NULL);
-	if (r == 0 && status == GRPC_STATUS_OK) {
-		reg->state = KUBELET_REG_REGISTERED;
+	if (ok) {
 		reg->count++;
 		reg->failures = 0;
 		reg->backoff = BACKOFF_FIRST;
@@ -537,39 +600,30 @@ static void reg_done(struct grpc_client_call *cc, int r, enum grpc_status status
 			 "resource=%s endpoint=%s registrations=%u kubelet_pid=%d", reg->resource,
 			 reg->endpoint, reg->count, (int)reg->peer_pid);
 		/*
-		 * A start requested meanwhile is not repeated: a second Register at the same socket is
-		 * refused while the kubelet holds our stream. The owner re-registers when no stream
-		 * follows (see kubelet_reg_fn).
+		 * A start requested meanwhile is not repeated: a second Register at the same
+		 * socket is refused while the kubelet holds our stream. The watchdog registers
+		 * again when no stream follows.
 		 */
-		if (reg->fn)
-			reg->fn(reg, true, reg->userdata);
-		return;
-	}
-	reg->failures++;
-	/* Log the first failures, then one in ten, so a long kubelet outage stays readable. */
-	if (reg->failures <= 3 || reg->failures % 10 == 0) {
-		if (r < 0)
-			log_warn_errno(r, "register failed, retrying",
-				       "resource=%s socket=%s reason=%s attempt=%u", reg->resource,
-				       reg->k->sock, log_q(message ? message : ""), reg->failures);
-		else
-			log_warn("register refused by the kubelet, retrying",
-				 "resource=%s grpc_status=%s reason=%s attempt=%u", reg->resource,
-				 grpc_status_name((int)status), log_q(message ? message : ""),
-				 reg->failures);
-	}
-	/*
-	 * The retry is armed before the owner hears of the failure, so that whatever the owner
-	 * does from its callback (stop, start, free) is the last word: nothing here runs after it.
-	 */
-	if (again) {
-		reg->backoff = BACKOFF_FIRST;
-		reg_schedule_retry(reg, 0);
+		if (reg->streams > 0) {
+			set_state(reg, KUBELET_REG_REGISTERED);
+		} else {
+			set_state(reg, KUBELET_REG_WAITING_STREAM);
+			loop_timer_arm(reg->timer, STREAM_WATCHDOG);
+		}
 	} else {
-		reg_backoff(reg);
+		reg_failed(reg, r, status, message);
+		if (reg->streams > 0) {
+			/* Refused while the kubelet streams from us: it has us, a retry would fail too. */
+			log_info(
+				"kubelet still holds our ListAndWatch stream, not registering again",
+				"resource=%s", reg->resource);
+			set_state(reg, KUBELET_REG_REGISTERED);
+		} else {
+			reg_backoff(reg, again);
+		}
 	}
 	if (reg->fn)
-		reg->fn(reg, false, reg->userdata);
+		reg->fn(reg, ok, reg->userdata);
 }
 
 /* Sends a Register now. The dial hook, when it runs, is the last thing done. */
@@ -582,10 +636,10 @@ static void reg_attempt(struct kubelet_reg *reg)
 	size_t n;
 	int r;
 
-	loop_timer_disarm(reg->retry);
+	set_state(reg, KUBELET_REG_REGISTERING);
 	reg->peer_pid = 0;
 	if (!reg->k || !reg->k->sock) {
-		reg->state = KUBELET_REG_IDLE;
+		set_state(reg, KUBELET_REG_IDLE);
 		return;
 	}
 	opts.get_preferred_allocation_available = true;
@@ -596,7 +650,7 @@ static void reg_attempt(struct kubelet_reg *reg)
 	n = v1beta1__register_request__get_packed_size(&req);
 	if (n > sizeof(buf)) {
 		log_error("register request too large", "resource=%s", reg->resource);
-		reg->state = KUBELET_REG_STOPPED;
+		set_state(reg, KUBELET_REG_STOPPED);
 		return;
 	}
 	v1beta1__register_request__pack(&req, buf);
@@ -605,23 +659,21 @@ static void reg_attempt(struct kubelet_reg *reg)
 	if (r < 0) {
 		log_warn_errno(r, "register failed, retrying", "resource=%s socket=%s",
 			       reg->resource, reg->k->sock);
-		reg_backoff(reg);
+		reg_backoff(reg, false);
 		return;
 	}
-	reg->state = KUBELET_REG_REGISTERING;
 	if (grpc_client_call_peer_cred(reg->call, &reg->peer_pid, NULL) == 0 && reg->dial_fn)
 		reg->dial_fn(reg, reg->peer_pid, reg->userdata);
 }
 
-/* Back to IDLE: nothing in flight, nothing armed, not registered. */
+/* Back to IDLE: nothing in flight, nothing armed. The stream count is the plugin's fact. */
 static void reg_reset(struct kubelet_reg *reg)
 {
 	reg->call = grpc_client_call_cancel(reg->call);
-	loop_timer_disarm(reg->retry);
 	reg->again = false;
 	reg->peer_pid = 0;
 	reg->backoff = BACKOFF_FIRST;
-	reg->state = KUBELET_REG_IDLE;
+	set_state(reg, KUBELET_REG_IDLE);
 }
 
 int kubelet_reg_new(struct kubelet *k, const char *resource, const char *endpoint,
@@ -643,7 +695,7 @@ int kubelet_reg_new(struct kubelet *k, const char *resource, const char *endpoin
 		kubelet_reg_free(reg);
 		return -ENOMEM;
 	}
-	r = loop_timer_new(k->loop, reg_retry, reg, &reg->retry);
+	r = loop_timer_new(k->loop, reg_timer, reg, &reg->timer);
 	if (r < 0) {
 		kubelet_reg_free(reg);
 		return r;
@@ -666,18 +718,37 @@ void kubelet_reg_start(struct kubelet_reg *reg)
 		reg->again = true;
 		return;
 	}
+	/* A live kubelet stream means it still has us: a second Register would be refused. */
+	if (reg->streams > 0) {
+		log_debug("kubelet holds our stream, not registering", "resource=%s state=%s",
+			  reg->resource, kubelet_reg_state_name(reg->state));
+		return;
+	}
 	reg->backoff = BACKOFF_FIRST;
 	reg_attempt(reg);
 }
 
 void kubelet_reg_stop(struct kubelet_reg *reg)
 {
-	if (reg->state == KUBELET_REG_REGISTERED || reg->state == KUBELET_REG_STOPPED)
-		return;
 	reg->call = grpc_client_call_cancel(reg->call);
-	loop_timer_disarm(reg->retry);
 	reg->again = false;
-	reg->state = KUBELET_REG_STOPPED;
+	set_state(reg, KUBELET_REG_STOPPED);
+}
+
+void kubelet_reg_stream_opened(struct kubelet_reg *reg)
+{
+	reg->streams++;
+	if (reg->state == KUBELET_REG_WAITING_STREAM || reg->state == KUBELET_REG_BACKING_OFF)
+		set_state(reg, KUBELET_REG_REGISTERED);
+}
+
+void kubelet_reg_stream_closed(struct kubelet_reg *reg)
+{
+	if (reg->streams > 0)
+		reg->streams--;
+	/* Only the end of the kubelet's last stream re-registers: it went away or dropped us. */
+	if (reg->streams == 0 && reg->state != KUBELET_REG_STOPPED)
+		kubelet_reg_start(reg);
 }
 
 enum kubelet_reg_state kubelet_reg_state(const struct kubelet_reg *reg)
@@ -690,6 +761,7 @@ const char *kubelet_reg_state_name(enum kubelet_reg_state s)
 	static const char *const names[KUBELET_REG_STATE_COUNT] = {
 		[KUBELET_REG_IDLE] = "idle",
 		[KUBELET_REG_REGISTERING] = "registering",
+		[KUBELET_REG_WAITING_STREAM] = "waiting-stream",
 		[KUBELET_REG_REGISTERED] = "registered",
 		[KUBELET_REG_BACKING_OFF] = "backing-off",
 		[KUBELET_REG_STOPPED] = "stopped",
@@ -700,7 +772,7 @@ const char *kubelet_reg_state_name(enum kubelet_reg_state s)
 
 bool kubelet_reg_registered(const struct kubelet_reg *reg)
 {
-	return reg->state == KUBELET_REG_REGISTERED;
+	return reg->state == KUBELET_REG_REGISTERED || reg->state == KUBELET_REG_WAITING_STREAM;
 }
 
 unsigned kubelet_reg_count(const struct kubelet_reg *reg)
@@ -724,7 +796,7 @@ struct kubelet_reg *kubelet_reg_free(struct kubelet_reg *reg)
 				break;
 			}
 	grpc_client_call_cancel(reg->call);
-	loop_timer_free(reg->retry);
+	loop_timer_free(reg->timer);
 	free(reg->resource);
 	free(reg->endpoint);
 	free(reg);

@@ -89,37 +89,47 @@ int kubelet_set_paths(struct kubelet *k, const char *plugin_dir,
 		      const char *kubelet_sock) WARN_UNUSED;
 
 /*
- * Registration. The state machine (kubelet_reg_state()):
+ * Registration: one state machine per resource, owned here with its timers. The owner only
+ * reports events: start/stop, and the kubelet's ListAndWatch streams opening and closing.
  *
- *   IDLE ---start---> REGISTERING ---accepted---> REGISTERED
- *                       |    ^                        |
- *               refused/failed  retry timer       start: REGISTERING again
- *                       v    |
- *                     BACKING_OFF
+ *                      +------------------ retry timer -------------------+
+ *                      v                                                  |
+ *   IDLE --start--> REGISTERING --refused/failed, no stream open--> BACKING_OFF
+ *                      |        |                                         |
+ *    accepted, no stream        accepted (or refused while a        stream opened
+ *                      v        v  kubelet stream is open)                |
+ *            WAITING_STREAM --stream opened--> REGISTERED <---------------+
+ *                      |                            |
+ *            no stream in 2 s               last kubelet stream closed
+ *                      v                            v
+ *                 REGISTERING                  REGISTERING
  *
- *   stop from IDLE, REGISTERING or BACKING_OFF: STOPPED (a call in flight is cancelled, a
- *   pending retry dropped); stop from REGISTERED or STOPPED changes nothing.
- *   start from any state but REGISTERING: REGISTERING at once (a pending retry is replaced).
+ *   stop (any state): STOPPED, a call in flight cancelled, any timer dropped; only a start
+ *   leaves it (stream events do not). kubelet_set_paths() and kubelet_free(): IDLE.
+ *   The last kubelet stream closed, in any state but STOPPED: a start.
  *   start while REGISTERING: the attempt in flight finishes first; if it fails, the retry
- *   comes at once instead of after the backoff; if it succeeds, nothing more is sent (a
- *   second Register at the same socket is refused while the kubelet holds our stream).
- *   Backoff: 1 ms growing four-fold to 5 s, reset by success and by start.
+ *   comes at once instead of after the backoff; if it succeeds, nothing more is sent.
+ *   start while the kubelet holds one of our streams: nothing (a second Register at the same
+ *   socket is refused while the kubelet holds our stream); from any other state: REGISTERING.
+ *   Backoff: 1 ms growing four-fold to 5 s, reset by success and by start. Each transition is
+ *   checked against the table of legal ones (kubelet.c, set_state()) and logged at debug
+ *   ("registration state changed").
  */
 enum kubelet_reg_state {
-	KUBELET_REG_IDLE,	 /* created, never started (or reset by kubelet_set_paths) */
-	KUBELET_REG_REGISTERING, /* a Register call is in flight */
-	KUBELET_REG_REGISTERED,	 /* the last Register was accepted */
-	KUBELET_REG_BACKING_OFF, /* the last attempt failed; a retry is armed */
-	KUBELET_REG_STOPPED,	 /* kubelet_reg_stop(): nothing sent until the next start */
+	KUBELET_REG_IDLE,	    /* created, never started (or reset by kubelet_set_paths) */
+	KUBELET_REG_REGISTERING,    /* a Register call is in flight */
+	KUBELET_REG_WAITING_STREAM, /* accepted; the kubelet's ListAndWatch not open yet */
+	KUBELET_REG_REGISTERED,	    /* accepted, and the kubelet streams from us */
+	KUBELET_REG_BACKING_OFF,    /* the last attempt failed; a retry is armed */
+	KUBELET_REG_STOPPED,	    /* kubelet_reg_stop(): nothing sent until the next start */
 	KUBELET_REG_STATE_COUNT,
 };
 
 /*
- * A registration attempt finished: @ok true once the kubelet accepted it. The kubelet opens
- * ListAndWatch right after it accepts; an owner that sees no stream follow should register
- * again, and one whose stream is still open should stop retrying after a refusal.
+ * A registration attempt finished: @ok true once the kubelet accepted it.
  *
- * State when it runs: REGISTERED (@ok) or BACKING_OFF with the retry already armed (!@ok).
+ * State when it runs: WAITING_STREAM or REGISTERED (@ok, or !@ok while a kubelet stream is
+ * open), else BACKING_OFF with the retry already armed.
  * Re-entrancy: it may call kubelet_reg_stop() (the retry is dropped: nothing is sent again),
  * kubelet_reg_start() (the retry happens now, replacing the armed one) or kubelet_reg_free()
  * on @reg; nothing touches @reg after it returns. kubelet_reg_peer_pid() is valid in it.
@@ -154,12 +164,22 @@ void kubelet_reg_set_dial_fn(struct kubelet_reg *reg, kubelet_reg_dial_fn *fn);
 void kubelet_reg_start(struct kubelet_reg *reg);
 /* Stops retrying (see the state machine). Safe from inside kubelet_reg_fn. */
 void kubelet_reg_stop(struct kubelet_reg *reg);
+/*
+ * The kubelet opened / closed one of its ListAndWatch streams on our endpoint (the plugin
+ * tells the kubelet's streams from others', plugin_expect_kubelet(); report only those).
+ * The close of the last one is a start (the kubelet went away or dropped us), unless STOPPED.
+ */
+void kubelet_reg_stream_opened(struct kubelet_reg *reg);
+void kubelet_reg_stream_closed(struct kubelet_reg *reg);
 enum kubelet_reg_state kubelet_reg_state(const struct kubelet_reg *reg);
-/* "idle", "registering", "registered", "backing-off", "stopped"; "invalid" otherwise. */
+/*
+ * "idle", "registering", "waiting-stream", "registered", "backing-off", "stopped";
+ * "invalid" otherwise.
+ */
 const char *kubelet_reg_state_name(enum kubelet_reg_state s);
-/* True in state REGISTERED. */
+/* True when the kubelet accepted the last Register (WAITING_STREAM or REGISTERED). */
 bool kubelet_reg_registered(const struct kubelet_reg *reg);
-/* Successful registrations so far. */
+/* Successful registrations so far (unused today; the metrics issue exports it). */
 unsigned kubelet_reg_count(const struct kubelet_reg *reg);
 /*
  * The pid of the kubelet that the current (or last) attempt connected to, see

@@ -10,63 +10,26 @@
 #include "deviceplugin.pb-c.h"
 #include "gpu.h"
 #include "loop.h"
-#include "pbwire.h"
+#include "plugin-internal.h"
+#include "podres.h"
 #include "resource.h"
 
 #define LOG_MODULE "plugin"
 #include "log.h"
+
+/*
+ * The plugin's lifecycle, its socket, ListAndWatch and gpumem masking. The unary calls
+ * (Allocate, GetPreferredAllocation and the small ones) are in plugin-alloc.c.
+ */
 
 /* Units handed out by Allocate count as live for this long even before pod-resources shows them. */
 #define RECENT_ALLOC_USEC (30 * USEC_PER_SEC)
 /* A device list that could not be built is tried again after this, doubling up to the max. */
 #define RETRY_MIN_USEC (100 * USEC_PER_MSEC)
 #define RETRY_MAX_USEC (10 * USEC_PER_SEC)
-
-struct watcher {
-	struct grpc_call *call;
-	struct plugin *plugin;
-	struct watcher *next;
-	bool kubelet; /* the kubelet's stream (plugin.h says how it is told) */
-	pid_t pid;    /* the peer's, 0 when unknown */
-};
-
-struct recent_alloc {
-	usec_t when;
-	unsigned *devs;
-	size_t n;
-	struct recent_alloc *next;
-};
-
-struct plugin {
-	const struct plugin_ctx *ctx;
-	struct resource *res;
-	struct grpc_server *server;
-	char *path;
-	dev_t sock_dev;
-	ino_t sock_ino;
-	struct watcher *watchers;
-	unsigned n_watchers;
-	unsigned n_kubelet_watchers;
-	bool expect_called; /* plugin_expect_kubelet() was called at least once */
-	bool expect_armed;  /* the next stream is the kubelet's, when pids cannot tell */
-	pid_t kubelet_pid;
-	struct loop_timer *retry; /* builds the device list again after a failure */
-	usec_t retry_usec;
-	/* The last list sent (encoded ListAndWatchResponse), shared by every stream; or NULL. */
-	struct grpc_shared_msg *snap;
-	size_t snap_len;
-	uint64_t *live;	  /* gpumem: devices in use per pod-resources, or NULL */
-	uint64_t *in_use; /* live | recent, rebuilt by update_mask() */
-	struct recent_alloc *recent;
-	int mask_slot;
-	bool shutting_down;
-	uint64_t refused;
-	plugin_event_fn *on_stream_lost;
-	void *userdata;
-	void (*shutdown_done)(void *userdata);
-	void *shutdown_userdata;
-	struct plugin_stats stats;
-};
+/* A socket that cannot be served is tried again after this, doubling up to the max. */
+#define LISTEN_BACKOFF_MIN (100 * USEC_PER_MSEC)
+#define LISTEN_BACKOFF_MAX (10 * USEC_PER_SEC)
 
 /* --- health and gpumem masking --- */
 
@@ -74,17 +37,13 @@ struct plugin {
  * A GPU's health. A resource built before a reload that failed half-way could name a GPU
  * index the current discovery does not have: such a GPU is unhealthy, never read past.
  */
-static bool gpu_up(const struct plugin *p, unsigned gpu)
+bool plugin_gpu_up(const struct plugin *p, unsigned gpu)
 {
-	return gpu < p->ctx->info->n_devices && p->ctx->gpu_healthy[gpu];
+	return gpu < p->ctx->info->n_devices && p->ctx->gpu_healthy(gpu, p->ctx->health_userdata);
 }
 
-static inline bool bit_get(const uint64_t *bits, unsigned d)
-{
-	return bits[d / 64] >> (d % 64) & 1;
-}
-
-static void expire_recent(struct plugin *p)
+/* Forgets the recent allocations older than @max_age (0: all of them). */
+static void expire_recent_older(struct plugin *p, usec_t max_age)
 {
 	usec_t now = now_usec();
 	struct recent_alloc **pp = &p->recent;
@@ -92,7 +51,7 @@ static void expire_recent(struct plugin *p)
 	while (*pp) {
 		struct recent_alloc *ra = *pp;
 
-		if (now - ra->when > RECENT_ALLOC_USEC) {
+		if (!max_age || now - ra->when > max_age) {
 			*pp = ra->next;
 			free(ra->devs);
 			free(ra);
@@ -105,9 +64,9 @@ static void expire_recent(struct plugin *p)
 /* Rebuilds the in-use bitmap: units pod-resources lists, and units we handed out lately. */
 static int rebuild_in_use(struct plugin *p)
 {
-	size_t nwords = (p->res->n_devices + 63) / 64 + 1;
+	size_t nwords = BITMAP_WORDS(p->res->n_devices) + 1;
 
-	expire_recent(p);
+	expire_recent_older(p, RECENT_ALLOC_USEC);
 	if (!p->in_use) {
 		p->in_use = calloc(nwords, sizeof(uint64_t));
 		if (!p->in_use)
@@ -120,7 +79,7 @@ static int rebuild_in_use(struct plugin *p)
 	for (const struct recent_alloc *ra = p->recent; ra; ra = ra->next)
 		for (size_t i = 0; i < ra->n; i++)
 			if (ra->devs[i] < p->res->n_devices)
-				p->in_use[ra->devs[i] / 64] |= (uint64_t)1 << (ra->devs[i] % 64);
+				bitmap_set(p->in_use, ra->devs[i]);
 	return 0;
 }
 
@@ -130,7 +89,7 @@ static unsigned slot_free_units(const struct plugin *p, unsigned s)
 	unsigned used = 0;
 
 	for (unsigned i = 0; i < g->count; i++)
-		used += bit_get(p->in_use, g->first + i);
+		used += bitmap_test(p->in_use, g->first + i);
 	return g->count - used;
 }
 
@@ -152,7 +111,7 @@ static void update_mask(struct plugin *p)
 	for (unsigned s = 0; s < r->n_gpus; s++) {
 		unsigned f;
 
-		if (!gpu_up(p, r->gpus[s].gpu))
+		if (!plugin_gpu_up(p, r->gpus[s].gpu))
 			continue;
 		f = slot_free_units(p, s);
 		if (best < 0 || f > best_free) {
@@ -160,7 +119,7 @@ static void update_mask(struct plugin *p)
 			best_free = f;
 		}
 	}
-	if (cur >= 0 && best >= 0 && cur != best && gpu_up(p, r->gpus[cur].gpu)) {
+	if (cur >= 0 && best >= 0 && cur != best && plugin_gpu_up(p, r->gpus[cur].gpu)) {
 		uint64_t cur_mib = (uint64_t)slot_free_units(p, (unsigned)cur) * r->unit_mib;
 		uint64_t best_mib = (uint64_t)best_free * r->unit_mib;
 
@@ -180,11 +139,11 @@ static bool device_healthy(const struct resource *r, unsigned d, void *userdata)
 	const struct plugin *p = userdata;
 	unsigned s = resource_device_slot(r, d);
 
-	if (!gpu_up(p, r->gpus[s].gpu))
+	if (!plugin_gpu_up(p, r->gpus[s].gpu))
 		return false;
 	if (p->mask_slot < 0 || (unsigned)p->mask_slot == s)
 		return true;
-	return bit_get(p->in_use, d);
+	return bitmap_test(p->in_use, d);
 }
 
 /* --- ListAndWatch --- */
@@ -303,8 +262,8 @@ static void watch_closed(struct grpc_call *call, enum grpc_status status, void *
 	free(w);
 	log_warn("ListAndWatch stream ended by the kubelet", "resource=%s grpc_status=%s",
 		 p->res->name, grpc_status_name((int)status));
-	if (p->on_stream_lost)
-		p->on_stream_lost(p, p->userdata);
+	if (p->on_event)
+		p->on_event(p, PLUGIN_EVENT_STREAM_CLOSED, p->userdata);
 }
 
 /* The rule is in plugin.h (plugin_expect_kubelet). */
@@ -350,6 +309,8 @@ static void handle_list_and_watch(struct grpc_call *call, const uint8_t *req, si
 	log_info("ListAndWatch stream opened", "resource=%s devices=%u bytes=%zu pid=%d kubelet=%s",
 		 p->res->name, p->res->n_devices, p->snap_len, (int)w->pid,
 		 w->kubelet ? "true" : "false");
+	if (w->kubelet && p->on_event)
+		p->on_event(p, PLUGIN_EVENT_STREAM_OPENED, p->userdata);
 	if (!p->snap) {
 		/* Sends to every stream, this one included, once a list exists. */
 		plugin_refresh(p);
@@ -357,469 +318,6 @@ static void handle_list_and_watch(struct grpc_call *call, const uint8_t *req, si
 	}
 	update_mask(p);
 	(void)send_snapshot(w, p->snap);
-}
-
-/* --- unary helpers --- */
-
-static void reply(struct grpc_call *call, const ProtobufCMessage *m)
-{
-	size_t n = protobuf_c_message_get_packed_size(m);
-	uint8_t *b = malloc(n ? n : 1);
-	int r;
-
-	if (!b) {
-		(void)grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-		return;
-	}
-	protobuf_c_message_pack(m, b);
-	r = grpc_call_send(call, b, n);
-	free(b);
-	if (r == -EMSGSIZE)
-		(void)grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
-				       "response larger than the kubelet accepts (4 MiB)");
-	else if (r < 0)
-		(void)grpc_call_finish(call, grpc_status_from_errno(r),
-				       "sending the response failed");
-	else
-		(void)grpc_call_finish(call, GRPC_STATUS_OK, NULL);
-}
-
-static void fail(struct grpc_call *call, enum grpc_status st, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void fail(struct grpc_call *call, enum grpc_status st, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	(void)vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	log_warn("request refused", "method=%s grpc_status=%s err=%s", grpc_call_path(call),
-		 grpc_status_name((int)st), log_q(msg));
-	(void)grpc_call_finish(call, st, msg);
-}
-
-static void handle_options(struct grpc_call *call, const uint8_t *req, size_t len, void *userdata)
-{
-	V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
-
-	o.pre_start_required = false;
-	o.get_preferred_allocation_available = true;
-	reply(call, &o.base);
-}
-
-static void handle_prestart(struct grpc_call *call, const uint8_t *req, size_t len, void *userdata)
-{
-	V1beta1__PreStartContainerRequest *m =
-		v1beta1__pre_start_container_request__unpack(NULL, len, req);
-	V1beta1__PreStartContainerResponse o = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
-
-	if (!m) {
-		fail(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed PreStartContainerRequest");
-		return;
-	}
-	v1beta1__pre_start_container_request__free_unpacked(m, NULL);
-	reply(call, &o.base);
-}
-
-/*
- * Maps an Allocate request's IDs to device indices. An unknown or duplicate ID is an error.
- * Returns the count, or -EINVAL with @bad naming the ID and @why saying what is wrong.
- */
-static int map_ids(const struct plugin *p, char **ids, size_t n, uint64_t *seen, unsigned *out,
-		   const char **bad, const char **why)
-{
-	for (size_t i = 0; i < n; i++) {
-		int d = resource_device_lookup(p->res, ids[i], strlen(ids[i]));
-
-		if (d < 0 || (seen[d / 64] >> (d % 64) & 1)) {
-			*bad = ids[i];
-			*why = d < 0 ? "unknown device" : "duplicate device";
-			return -EINVAL;
-		}
-		seen[d / 64] |= (uint64_t)1 << (d % 64);
-		out[i] = (unsigned)d;
-	}
-	return (int)n;
-}
-
-/* One ContainerPreferredAllocationRequest, decoded in place (IDs mapped, never copied). */
-struct pref_req {
-	unsigned *avail, *must;
-	size_t n_avail, n_must;
-	int64_t size;
-};
-
-/*
- * Decodes a ContainerPreferredAllocationRequest in one pass after a counting pass: available
- * IDs this resource does not have are skipped (the kubelet may list anything); an unknown or
- * duplicate must-include ID is an error. @seen and @must_bits are zeroed bitmaps.
- * Returns 0, -EBADMSG, -ENOMEM, or -EINVAL with @bad/@badlen naming the ID.
- */
-static int decode_pref(const struct plugin *p, const uint8_t *data, size_t len, uint64_t *seen,
-		       uint64_t *must_bits, struct pref_req *q, const char **why,
-		       const uint8_t **bad, size_t *badlen)
-{
-	struct pb_reader rd;
-	struct pb_field f;
-	size_t na = 0, nm = 0, k = 0;
-	int r;
-
-	pb_reader_init(&rd, data, len);
-	while ((r = pb_next(&rd, &f)) > 0) {
-		na += f.number == 1;
-		nm += f.number == 2;
-	}
-	if (r < 0)
-		return r;
-	q->avail = malloc((na + 1) * sizeof(*q->avail));
-	q->must = malloc((nm + 1) * sizeof(*q->must));
-	if (!q->avail || !q->must)
-		return -ENOMEM;
-	pb_reader_init(&rd, data, len);
-	while (pb_next(&rd, &f) > 0) {
-		int d;
-
-		if (f.number == 3 && f.wire == PB_VARINT) {
-			q->size = (int64_t)(int32_t)f.varint;
-			continue;
-		}
-		if ((f.number != 1 && f.number != 2) || f.wire != PB_LEN)
-			continue;
-		d = resource_device_lookup(p->res, (const char *)f.data, f.len);
-		if (f.number == 1) {
-			if (d >= 0 && !(seen[d / 64] >> (d % 64) & 1)) {
-				seen[d / 64] |= (uint64_t)1 << (d % 64);
-				q->avail[q->n_avail++] = (unsigned)d;
-			}
-			continue;
-		}
-		if (d < 0 || (must_bits[d / 64] >> (d % 64) & 1)) {
-			*why = d < 0 ? "unknown device" : "duplicate device";
-			*bad = f.data;
-			*badlen = f.len;
-			return -EINVAL;
-		}
-		must_bits[d / 64] |= (uint64_t)1 << (d % 64);
-		q->must[q->n_must++] = (unsigned)d;
-	}
-	/* must-include devices are not also candidates */
-	for (size_t i = 0; i < q->n_avail; i++)
-		if (!(must_bits[q->avail[i] / 64] >> (q->avail[i] % 64) & 1))
-			q->avail[k++] = q->avail[i];
-	q->n_avail = k;
-	return 0;
-}
-
-static void handle_preferred(struct grpc_call *call, const uint8_t *req, size_t len, void *userdata)
-{
-	struct plugin *p = userdata;
-	const struct resource *res = p->res;
-	V1beta1__PreferredAllocationResponse out = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
-	V1beta1__ContainerPreferredAllocationResponse *crs[16], *cr;
-	struct resource_pref_ctx pctx = { .numa = p->ctx->numa,
-					  .distance = p->ctx->distance,
-					  .n_all = p->ctx->info->n_devices };
-	size_t nwords = (res->n_devices + 63) / 64 + 1;
-	struct pref_req q = { 0 };
-	uint64_t *seen = NULL, *must_bits = NULL;
-	unsigned *pick = NULL;
-	usec_t t0 = now_usec();
-	struct pb_reader rd;
-	struct pb_field f;
-	int r;
-
-	p->stats.preferred++;
-	out.container_responses = crs;
-	seen = malloc(nwords * sizeof(*seen));
-	must_bits = malloc(nwords * sizeof(*must_bits));
-	if (!seen || !must_bits)
-		goto oom;
-	pb_reader_init(&rd, req, len);
-	while ((r = pb_next(&rd, &f)) > 0) {
-		const char *why = NULL;
-		const uint8_t *bad = NULL;
-		size_t badlen = 0;
-		char *ip;
-		int np;
-
-		if (f.number != 1 || f.wire != PB_LEN)
-			continue;
-		if (out.n_container_responses == ELEMENTSOF(crs)) {
-			fail(call, GRPC_STATUS_INVALID_ARGUMENT,
-			     "too many container requests (at most %zu)", ELEMENTSOF(crs));
-			goto out;
-		}
-		free(q.avail);
-		free(q.must);
-		free(pick);
-		pick = NULL;
-		memset(&q, 0, sizeof(q));
-		memset(seen, 0, nwords * sizeof(*seen));
-		memset(must_bits, 0, nwords * sizeof(*must_bits));
-		r = decode_pref(p, f.data, f.len, seen, must_bits, &q, &why, &bad, &badlen);
-		if (r == -ENOMEM)
-			goto oom;
-		if (r == -EINVAL) {
-			fail(call, GRPC_STATUS_INVALID_ARGUMENT, "must-include %s: %.*s", why,
-			     (int)MIN(badlen, 128), (const char *)bad);
-			goto out;
-		}
-		if (r < 0)
-			break;
-		if (q.size < 0 || (uint64_t)q.size > q.n_avail + q.n_must ||
-		    (size_t)q.size < q.n_must) {
-			fail(call, GRPC_STATUS_INVALID_ARGUMENT,
-			     "allocation_size %lld is out of range (%zu devices available, %zu must-include)",
-			     (long long)q.size, q.n_avail + q.n_must, q.n_must);
-			goto out;
-		}
-		pick = malloc(((size_t)q.size + 1) * sizeof(*pick));
-		if (!pick)
-			goto oom;
-		np = resource_preferred(res, &pctx, q.avail, q.n_avail, q.must, q.n_must,
-					(unsigned)q.size, pick);
-		if (np < 0) {
-			fail(call, grpc_status_from_errno(np), "choosing devices failed");
-			goto out;
-		}
-		cr = calloc(1, sizeof(*cr));
-		if (!cr)
-			goto oom;
-		v1beta1__container_preferred_allocation_response__init(cr);
-		crs[out.n_container_responses++] = cr;
-		/* One block for every ID string (the slot past the last ID holds it until packed). */
-		cr->deviceids = calloc((size_t)np + 1, sizeof(char *));
-		ip = malloc((size_t)np * 128 + 1);
-		if (!cr->deviceids || !ip) {
-			free(ip);
-			goto oom;
-		}
-		cr->deviceids[np] = ip;
-		for (int i = 0; i < np; i++) {
-			size_t l = resource_device_id(res, pick[i], ip);
-
-			cr->deviceids[i] = ip;
-			ip += l + 1;
-		}
-		cr->n_deviceids = (size_t)np;
-	}
-	if (r < 0) {
-		fail(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed PreferredAllocationRequest");
-		goto out;
-	}
-	reply(call, &out.base);
-	log_debug("preferred allocation",
-		  "resource=%s bytes=%zu available=%zu size=%lld dur_us=%llu", res->name, len,
-		  q.n_avail + q.n_must, (long long)q.size, (unsigned long long)(now_usec() - t0));
-	goto out;
-oom:
-	fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-out:
-	for (size_t c = 0; c < out.n_container_responses; c++) {
-		if (crs[c]->deviceids)
-			free(crs[c]->deviceids[crs[c]->n_deviceids]);
-		free(crs[c]->deviceids);
-		free(crs[c]);
-	}
-	free(seen);
-	free(must_bits);
-	free(q.avail);
-	free(q.must);
-	free(pick);
-}
-
-static void remember_alloc(struct plugin *p, const unsigned *devs, size_t n)
-{
-	struct recent_alloc *ra = calloc(1, sizeof(*ra));
-
-	if (!ra)
-		return;
-	ra->devs = malloc((n + 1) * sizeof(*devs));
-	if (!ra->devs) {
-		free(ra);
-		return;
-	}
-	memcpy(ra->devs, devs, n * sizeof(*devs));
-	ra->n = n;
-	ra->when = now_usec();
-	ra->next = p->recent;
-	p->recent = ra;
-}
-
-/* Builds one container's response. Returns 0, or a gRPC status with @msg filled. */
-static enum grpc_status allocate_one(struct plugin *p, const V1beta1__ContainerAllocateRequest *q,
-				     uint64_t *seen, size_t nwords,
-				     V1beta1__ContainerAllocateResponse **ret, char *msg,
-				     size_t msgsz)
-{
-	const struct resource *res = p->res;
-	const struct gpu_device *gpus[64];
-	uint64_t limits[64];
-	unsigned *devs = NULL, order[64], slot_units[64] = { 0 };
-	const char *bad = NULL, *why = NULL;
-	struct alloc_extra extra = { 0 };
-	size_t n_gpus = 0;
-	enum grpc_status st = GRPC_STATUS_OK;
-	int n, r;
-
-	if (q->n_devices_ids == 0) {
-		snprintf(msg, msgsz, "invalid allocation request for \"%s\": no devices requested",
-			 res->name);
-		return GRPC_STATUS_INVALID_ARGUMENT;
-	}
-	devs = malloc(q->n_devices_ids * sizeof(*devs));
-	if (!devs) {
-		snprintf(msg, msgsz, "out of memory");
-		return GRPC_STATUS_RESOURCE_EXHAUSTED;
-	}
-	memset(seen, 0, nwords * sizeof(*seen));
-	n = map_ids(p, q->devices_ids, q->n_devices_ids, seen, devs, &bad, &why);
-	if (n < 0) {
-		snprintf(msg, msgsz, "invalid allocation request for \"%s\": %s: %s", res->name,
-			 why, bad);
-		st = GRPC_STATUS_INVALID_ARGUMENT;
-		goto out;
-	}
-	if (res->kind == RESOURCE_REPLICA && res->fail_requests_gt_one && n > 1) {
-		snprintf(
-			msg, msgsz,
-			"invalid allocation request for \"%s\": invalid request: maximum request size for shared resources is 1; found %d",
-			res->name, n);
-		st = GRPC_STATUS_INVALID_ARGUMENT;
-		goto out;
-	}
-	for (int i = 0; i < n; i++) {
-		unsigned s = resource_device_slot(res, devs[i]);
-
-		if (!gpu_up(p, res->gpus[s].gpu)) {
-			char id[128];
-
-			resource_device_id(res, devs[i], id);
-			snprintf(
-				msg, msgsz,
-				"invalid allocation request for \"%s\": device %s is unhealthy (GPU %u)",
-				res->name, id, res->gpus[s].gpu);
-			st = GRPC_STATUS_INVALID_ARGUMENT;
-			goto out;
-		}
-		/* Whole GPUs in the order the request first names them (NVIDIA keeps it), each once. */
-		if (slot_units[s]++ == 0 && n_gpus < ELEMENTSOF(gpus))
-			order[n_gpus++] = s;
-	}
-	/*
-	 * Replicas and units come in the kubelet's set order, which is random: deliver their GPUs
-	 * in index order so CUDA device 0 (and CUDA_DEVICE_MEMORY_LIMIT_0) is stable.
-	 */
-	if (res->kind != RESOURCE_GPU)
-		for (size_t k = 1; k < n_gpus; k++)
-			for (size_t j = k; j > 0 && order[j - 1] > order[j]; j--) {
-				unsigned t = order[j];
-
-				order[j] = order[j - 1];
-				order[j - 1] = t;
-			}
-	for (size_t k = 0; k < n_gpus; k++) {
-		gpus[k] = &p->ctx->info->devices[res->gpus[order[k]].gpu];
-		limits[k] = (uint64_t)slot_units[order[k]] * res->unit_mib;
-	}
-	if (res->kind == RESOURCE_GPUMEM) {
-		if (n_gpus > 1 && !p->ctx->split_allow) {
-			snprintf(
-				msg, msgsz,
-				"gpumem request of %d units (%llu MiB) spans %zu GPUs and onSplit is reject: a container's nvidia.com/gpumem must come from one GPU; retry the pod, or set edgegpu.sharing.memory.onSplit: allow",
-				n, (unsigned long long)((uint64_t)n * res->unit_mib), n_gpus);
-			st = GRPC_STATUS_FAILED_PRECONDITION;
-			goto out;
-		}
-		extra.mem_limit_mib = limits;
-	}
-	r = alloc_response_new(&p->ctx->alloc, gpus, n_gpus, &extra, ret);
-	if (r < 0) {
-		snprintf(msg, msgsz, "building the allocate response failed: %s", strerror(-r));
-		st = grpc_status_from_errno(r);
-		goto out;
-	}
-	if (res->kind == RESOURCE_GPUMEM)
-		remember_alloc(p, devs, (size_t)n);
-out:
-	free(devs);
-	return st;
-}
-
-static void handle_allocate(struct grpc_call *call, const uint8_t *req, size_t len, void *userdata)
-{
-	struct plugin *p = userdata;
-	V1beta1__AllocateRequest *m;
-	V1beta1__AllocateResponse out = V1BETA1__ALLOCATE_RESPONSE__INIT;
-	V1beta1__ContainerAllocateResponse **crs = NULL;
-	size_t nwords = (p->res->n_devices + 63) / 64 + 1;
-	uint64_t *seen = NULL;
-	char msg[1024];
-
-	usec_t t0 = now_usec();
-	int r;
-
-	p->stats.allocates++;
-	/*
-	 * While no valid CDI spec exists, CDI names resolve nowhere: every container would fail
-	 * at creation. Refuse, saying why, until the daemon has written the spec.
-	 */
-	if (p->ctx->cdi_error && *p->ctx->cdi_error && alloc_uses_cdi(&p->ctx->alloc)) {
-		p->stats.allocate_errors++;
-		fail(call, GRPC_STATUS_FAILED_PRECONDITION, "no valid CDI spec: %s",
-		     *p->ctx->cdi_error);
-		return;
-	}
-	r = alloc_request_unpack(req, len, &m, msg, sizeof(msg));
-	if (r < 0) {
-		p->stats.allocate_errors++;
-		if (r == -ENOMEM)
-			fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
-			     "out of memory decoding the AllocateRequest");
-		else if (r == -EINVAL)
-			fail(call, GRPC_STATUS_INVALID_ARGUMENT,
-			     "invalid allocation request for \"%s\": device ID with a NUL byte: %s",
-			     p->res->name, msg);
-		else
-			fail(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed AllocateRequest");
-		return;
-	}
-	if (m->n_container_requests == 0) {
-		p->stats.allocate_errors++;
-		fail(call, GRPC_STATUS_INVALID_ARGUMENT,
-		     "AllocateRequest for \"%s\" has no container requests", p->res->name);
-		goto out;
-	}
-	crs = calloc(m->n_container_requests + 1, sizeof(*crs));
-	seen = malloc(nwords * sizeof(*seen));
-	if (!crs || !seen) {
-		fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-		goto out;
-	}
-	out.container_responses = crs;
-	for (size_t c = 0; c < m->n_container_requests; c++) {
-		enum grpc_status st = allocate_one(p, m->container_requests[c], seen, nwords,
-						   &crs[c], msg, sizeof(msg));
-
-		if (st != GRPC_STATUS_OK) {
-			p->stats.allocate_errors++;
-			fail(call, st, "%s", msg);
-			goto out;
-		}
-		out.n_container_responses++;
-	}
-	reply(call, &out.base);
-	log_debug("allocate", "resource=%s containers=%zu bytes=%zu dur_us=%llu", p->res->name,
-		  m->n_container_requests, len, (unsigned long long)(now_usec() - t0));
-	if (p->res->kind == RESOURCE_GPUMEM && p->ctx->mask)
-		plugin_refresh(p);
-out:
-	for (size_t c = 0; crs && c < out.n_container_responses; c++)
-		alloc_response_free(crs[c]);
-	free(crs);
-	free(seen);
-	v1beta1__allocate_request__free_unpacked(m, NULL);
 }
 
 /* The gRPC layer does not log: say here, once per connection, why one was cut. */
@@ -865,14 +363,22 @@ static void on_server_event(struct grpc_server *s, enum grpc_server_event ev, ui
 }
 
 static const struct grpc_method methods[] = {
-	{ "/v1beta1.DevicePlugin/GetDevicePluginOptions", false, handle_options },
+	{ "/v1beta1.DevicePlugin/GetDevicePluginOptions", false, plugin_handle_options },
 	{ "/v1beta1.DevicePlugin/ListAndWatch", true, handle_list_and_watch },
-	{ "/v1beta1.DevicePlugin/GetPreferredAllocation", false, handle_preferred },
-	{ "/v1beta1.DevicePlugin/Allocate", false, handle_allocate },
-	{ "/v1beta1.DevicePlugin/PreStartContainer", false, handle_prestart },
+	{ "/v1beta1.DevicePlugin/GetPreferredAllocation", false, plugin_handle_preferred },
+	{ "/v1beta1.DevicePlugin/Allocate", false, plugin_handle_allocate },
+	{ "/v1beta1.DevicePlugin/PreStartContainer", false, plugin_handle_prestart },
 };
 
-int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_event_fn *on_stream_lost,
+static void on_listen_retry(struct loop_timer *t, void *userdata)
+{
+	struct plugin *p = userdata;
+
+	if (plugin_serve(p) && p->on_event)
+		p->on_event(p, PLUGIN_EVENT_SERVING, p->userdata);
+}
+
+int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_event_fn *on_event,
 	       void *userdata, struct plugin **ret)
 {
 	struct plugin *p;
@@ -883,7 +389,7 @@ int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_event_fn
 		return -ENOMEM;
 	p->ctx = ctx;
 	p->mask_slot = -1;
-	p->on_stream_lost = on_stream_lost;
+	p->on_event = on_event;
 	p->userdata = userdata;
 	p->path = path_join(ctx->dir, r->socket);
 	if (!p->path) {
@@ -891,7 +397,10 @@ int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_event_fn
 		return -ENOMEM;
 	}
 	e = grpc_server_new(ctx->loop, methods, ELEMENTSOF(methods), &ctx->limits, p, &p->server);
+	if (e >= 0 && ctx->loop)
+		e = loop_timer_new(ctx->loop, on_listen_retry, p, &p->listen_retry);
 	if (e < 0) {
+		grpc_server_free(p->server);
 		free(p->path);
 		free(p);
 		return e;
@@ -902,7 +411,7 @@ int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_event_fn
 	return 0;
 }
 
-int plugin_listen(struct plugin *p)
+static int plugin_listen(struct plugin *p)
 {
 	struct stat st;
 	int r;
@@ -926,19 +435,51 @@ bool plugin_socket_ok(const struct plugin *p)
 	return stat(p->path, &st) == 0 && st.st_ino == p->sock_ino && st.st_dev == p->sock_dev;
 }
 
+bool plugin_serve(struct plugin *p)
+{
+	int r;
+
+	if (p->shutting_down)
+		return false;
+	if (p->served && plugin_socket_ok(p))
+		return true;
+	r = plugin_listen(p);
+	if (r < 0) {
+		p->listen_backoff = p->listen_backoff ?
+					    MIN(p->listen_backoff * 2, LISTEN_BACKOFF_MAX) :
+					    LISTEN_BACKOFF_MIN;
+		(void)log_warn_errno(r, "cannot serve the device plugin socket, retrying",
+				     "resource=%s path=%s retry_ms=%llu", p->res->name, p->path,
+				     (unsigned long long)(p->listen_backoff / USEC_PER_MSEC));
+		p->served = false;
+		if (p->listen_retry)
+			loop_timer_arm(p->listen_retry, p->listen_backoff);
+		return false;
+	}
+	if (p->listen_backoff)
+		log_info("serving the device plugin socket again", "resource=%s path=%s",
+			 p->res->name, p->path);
+	p->listen_backoff = 0;
+	p->served = true;
+	if (p->listen_retry)
+		loop_timer_disarm(p->listen_retry);
+	return true;
+}
+
+void plugin_unserve(struct plugin *p, bool fresh)
+{
+	p->served = false;
+	if (fresh)
+		p->listen_backoff = 0;
+}
+
 void plugin_set_resource(struct plugin *p, struct resource *r)
 {
-	struct recent_alloc *ra;
-
 	resource_free(p->res);
 	p->res = r;
 	p->live = mfree(p->live);
 	p->in_use = mfree(p->in_use);
-	while ((ra = p->recent)) {
-		p->recent = ra->next;
-		free(ra->devs);
-		free(ra);
-	}
+	expire_recent_older(p, 0);
 	p->mask_slot = -1;
 	plugin_refresh(p);
 }
@@ -954,20 +495,44 @@ const struct resource *plugin_resource(const struct plugin *p)
 	return p->res;
 }
 
-void plugin_set_live(struct plugin *p, const uint64_t *bitmap)
-{
-	size_t nwords = (p->res->n_devices + 63) / 64 + 1;
+struct live_scan {
+	const struct resource *res;
+	uint64_t *bits;
+	unsigned n;
+};
 
-	if (!bitmap) {
-		p->live = mfree(p->live);
-	} else {
-		if (!p->live)
-			p->live = calloc(nwords, sizeof(uint64_t));
-		if (!p->live)
-			return;
-		memcpy(p->live, bitmap, nwords * sizeof(uint64_t));
+static void mark_live(const char *resource, const char *id, void *userdata)
+{
+	struct live_scan *ls = userdata;
+	int dev;
+
+	if (!resource || !id || !streq(resource, ls->res->name))
+		return;
+	dev = resource_device_lookup(ls->res, id, strlen(id));
+	if (dev < 0)
+		return;
+	bitmap_set(ls->bits, (unsigned)dev);
+	ls->n++;
+}
+
+int plugin_set_live_podres(struct plugin *p, const uint8_t *resp, size_t len)
+{
+	struct live_scan ls = { .res = p->res };
+	int r;
+
+	ls.bits = calloc(BITMAP_WORDS(p->res->n_devices) + 1, sizeof(uint64_t));
+	if (!ls.bits)
+		return -ENOMEM;
+	r = podres_for_each_device(resp, len, mark_live, &ls);
+	if (r < 0) {
+		free(ls.bits);
+		return r;
 	}
+	log_debug("pod-resources answer", "resource=%s live_units=%u", p->res->name, ls.n);
+	free(p->live);
+	p->live = ls.bits;
 	plugin_refresh(p);
+	return 0;
 }
 
 unsigned plugin_watchers(const struct plugin *p)
@@ -1018,6 +583,8 @@ void plugin_shutdown(struct plugin *p, usec_t grace_usec, void (*done)(void *use
 	p->shutting_down = true;
 	if (p->retry)
 		loop_timer_disarm(p->retry);
+	if (p->listen_retry)
+		loop_timer_disarm(p->listen_retry);
 	p->shutdown_done = done;
 	p->shutdown_userdata = userdata;
 	grpc_server_shutdown(p->server, grace_usec, shutdown_complete, p);
@@ -1025,18 +592,13 @@ void plugin_shutdown(struct plugin *p, usec_t grace_usec, void (*done)(void *use
 
 struct plugin *plugin_free(struct plugin *p)
 {
-	struct recent_alloc *ra;
-
 	if (!p)
 		return NULL;
 	p->shutting_down = true;
 	p->server = grpc_server_free(p->server);
 	p->retry = loop_timer_free(p->retry);
-	while ((ra = p->recent)) {
-		p->recent = ra->next;
-		free(ra->devs);
-		free(ra);
-	}
+	p->listen_retry = loop_timer_free(p->listen_retry);
+	expire_recent_older(p, 0);
 	free(p->live);
 	free(p->in_use);
 	grpc_shared_msg_unref(p->snap);

@@ -20,14 +20,22 @@ struct gpu_info;
 struct resource;
 struct plugin;
 
+/* Whether GPU @gpu (a gpu_info index) is healthy now. */
+typedef bool plugin_health_fn(unsigned gpu, void *userdata);
+
 /* Shared by every plugin; owned by the daemon, which keeps it valid while plugins live. */
 struct plugin_ctx {
 	struct loop *loop;
 	const char *dir; /* device-plugin directory */
 	const struct gpu_info *info;
-	const bool *gpu_healthy; /* per gpu_info index */
-	const int *numa;	 /* per gpu_info index; -1 none */
-	const int *distance;	 /* n x n topology distances, or NULL */
+	/*
+	 * Health is not kept here: every list and Allocate asks (the daemon answers from the GPU
+	 * monitor). Call plugin_refresh() when it changes.
+	 */
+	plugin_health_fn *gpu_healthy;
+	void *health_userdata;
+	const int *numa;     /* per gpu_info index; -1 none */
+	const int *distance; /* n x n topology distances, or NULL */
 	struct alloc_opts alloc;
 	bool split_allow;	      /* gpumem onSplit: allow */
 	bool mask;		      /* gpumem placement: mask */
@@ -42,21 +50,40 @@ struct plugin_ctx {
 	const char *const *cdi_error;
 };
 
-/*
- * The kubelet's ListAndWatch stream ended (the kubelet went away or dropped us): re-register.
- * Runs only for the kubelet's streams (see plugin_expect_kubelet()), never for others'.
- */
-typedef void plugin_event_fn(struct plugin *p, void *userdata);
+enum plugin_event {
+	/*
+	 * One of the kubelet's ListAndWatch streams opened / ended (the kubelet went away or
+	 * dropped us). Only for the kubelet's streams (see plugin_expect_kubelet()), never for
+	 * others', and not while shutting down.
+	 */
+	PLUGIN_EVENT_STREAM_OPENED,
+	PLUGIN_EVENT_STREAM_CLOSED,
+	/* Our socket is served again after plugin_serve() failed (from its retry timer). */
+	PLUGIN_EVENT_SERVING,
+};
+
+/* The plugin's events for its owner. It may not free @p. */
+typedef void plugin_event_fn(struct plugin *p, enum plugin_event ev, void *userdata);
 
 /*
  * Takes ownership of @r on success; on failure the caller still owns @r (and may read it to
  * log). Returns 0 or -errno.
  */
-int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_event_fn *on_stream_lost,
+int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_event_fn *on_event,
 	       void *userdata, struct plugin **ret) WARN_UNUSED;
 
-/* (Re)creates the socket <dir>/<r->socket>, replacing a stale file. Returns 0 or -errno. */
-int plugin_listen(struct plugin *p) WARN_UNUSED;
+/*
+ * Makes sure our socket <dir>/<r->socket> is served, (re)creating it (replacing a stale file)
+ * unless it is served and still ours. On failure retries with backoff (100 ms doubling to
+ * 10 s), forever, saying so once per step, and reports PLUGIN_EVENT_SERVING when it works.
+ * Returns true when the socket is served. False while shutting down.
+ */
+bool plugin_serve(struct plugin *p);
+/*
+ * The socket is gone (its directory went, or the file was deleted): the next plugin_serve()
+ * makes it again. @fresh: start the backoff over (the directory is back).
+ */
+void plugin_unserve(struct plugin *p, bool fresh);
 /* True when our socket file is still there and is ours. */
 bool plugin_socket_ok(const struct plugin *p);
 
@@ -74,8 +101,11 @@ void plugin_set_resource(struct plugin *p, struct resource *r);
 void plugin_apply_limits(struct plugin *p);
 const struct resource *plugin_resource(const struct plugin *p);
 
-/* Marks devices as in use (from the pod-resources API); gpumem masking reads this. */
-void plugin_set_live(struct plugin *p, const uint64_t *bitmap);
+/*
+ * gpumem masking: marks the units that live pods hold, from an encoded pod-resources
+ * ListPodResourcesResponse, and refreshes. Returns 0, -ENOMEM or -EBADMSG (the old marks stay).
+ */
+int plugin_set_live_podres(struct plugin *p, const uint8_t *resp, size_t len) WARN_UNUSED;
 
 /* Number of open ListAndWatch streams, the kubelet's and any other client's (for stats). */
 unsigned plugin_watchers(const struct plugin *p);

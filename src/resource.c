@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,22 +12,6 @@
 #define GPU_LETTERS	       26
 
 static const char b36[] = "0123456789abcdefghijklmnopqrstuvwxyz";
-
-static int set_err(char **reterr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int set_err(char **reterr, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (reterr) {
-		free(*reterr);
-		*reterr = NULL;
-		va_start(ap, fmt);
-		if (vasprintf(reterr, fmt, ap) < 0)
-			*reterr = NULL;
-		va_end(ap);
-	}
-	return -EINVAL;
-}
 
 char *resource_socket_name(const char *name)
 {
@@ -187,21 +170,23 @@ int resource_new(const struct resource_spec *spec, const struct gpu_info *info,
 	int e = -ENOMEM;
 
 	if (spec->n_gpus == 0)
-		return set_err(reterr, "resource \"%s\" has no GPUs", spec->name);
+		return set_error(reterr, -EINVAL, "resource \"%s\" has no GPUs", spec->name);
 	for (unsigned s = 0; spec->kind == RESOURCE_REPLICA && s < spec->n_gpus; s++) {
 		unsigned n = spec->gpu_replicas ? spec->gpu_replicas[s] : spec->replicas;
 
 		if (n < 2)
-			return set_err(
-				reterr,
+			return set_error(
+				reterr, -EINVAL,
 				"resource \"%s\": replicas must be at least 2, got %u for GPU %u",
 				spec->name, n, spec->gpus[s]);
 	}
 	if (spec->kind == RESOURCE_GPUMEM && spec->unit_mib == 0)
-		return set_err(reterr, "resource \"%s\": unitMiB must be at least 1", spec->name);
+		return set_error(reterr, -EINVAL, "resource \"%s\": unitMiB must be at least 1",
+				 spec->name);
 	if (spec->kind == RESOURCE_GPUMEM && spec->n_gpus > GPU_LETTERS)
-		return set_err(reterr, "resource \"%s\": at most %d GPUs can share memory",
-			       spec->name, GPU_LETTERS);
+		return set_error(reterr, -EINVAL,
+				 "resource \"%s\": at most %d GPUs can share memory", spec->name,
+				 GPU_LETTERS);
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
@@ -221,14 +206,15 @@ int resource_new(const struct resource_spec *spec, const struct gpu_info *info,
 		unsigned gi = spec->gpus[s];
 
 		if (gi >= info->n_devices) {
-			e = set_err(reterr, "resource \"%s\": GPU %u does not exist", spec->name,
-				    gi);
+			e = set_error(reterr, -EINVAL, "resource \"%s\": GPU %u does not exist",
+				      spec->name, gi);
 			goto fail;
 		}
 		/* Slots are kept in GPU index order: preferred-allocation ties go to lower indices. */
 		if (s > 0 && gi <= spec->gpus[s - 1]) {
-			e = set_err(reterr, "resource \"%s\": GPU list must be sorted and unique",
-				    spec->name);
+			e = set_error(reterr, -EINVAL,
+				      "resource \"%s\": GPU list must be sorted and unique",
+				      spec->name);
 			goto fail;
 		}
 		r->gpus[s].gpu = gi;
@@ -243,8 +229,8 @@ int resource_new(const struct resource_spec *spec, const struct gpu_info *info,
 			uint64_t mib = info->devices[r->gpus[s].gpu].mem_total >> 20;
 
 			if (mib <= r->reserve_mib) {
-				e = set_err(
-					reterr,
+				e = set_error(
+					reterr, -EINVAL,
 					"resource \"%s\": reserveMiB %llu is not smaller than GPU %u's memory (%llu MiB)",
 					spec->name, (unsigned long long)r->reserve_mib,
 					r->gpus[s].gpu, (unsigned long long)mib);
@@ -274,8 +260,9 @@ int resource_new(const struct resource_spec *spec, const struct gpu_info *info,
 			r->unit_mib *= 2;
 		}
 		if (r->n_devices == 0) {
-			e = set_err(reterr, "resource \"%s\": unit of %llu MiB leaves no units",
-				    spec->name, (unsigned long long)r->unit_mib);
+			e = set_error(reterr, -EINVAL,
+				      "resource \"%s\": unit of %llu MiB leaves no units",
+				      spec->name, (unsigned long long)r->unit_mib);
 			goto fail;
 		}
 	} else {
@@ -285,8 +272,8 @@ int resource_new(const struct resource_spec *spec, const struct gpu_info *info,
 			if (r->kind == RESOURCE_REPLICA)
 				count = spec->gpu_replicas ? spec->gpu_replicas[s] : spec->replicas;
 			if (count > UINT_MAX - next) {
-				e = set_err(reterr, "resource \"%s\": too many replicas",
-					    spec->name);
+				e = set_error(reterr, -EINVAL, "resource \"%s\": too many replicas",
+					      spec->name);
 				goto fail;
 			}
 			r->gpus[s].first = next;
@@ -479,25 +466,6 @@ int resource_encode_list(const struct resource *r, const int *numa, resource_hea
 
 /* --- preferred allocation --- */
 
-struct bitmap {
-	uint64_t *w;
-};
-
-static inline bool bit_get(const struct bitmap *b, unsigned i)
-{
-	return b->w[i / 64] >> (i % 64) & 1;
-}
-
-static inline void bit_set(struct bitmap *b, unsigned i)
-{
-	b->w[i / 64] |= (uint64_t)1 << (i % 64);
-}
-
-static inline void bit_clear(struct bitmap *b, unsigned i)
-{
-	b->w[i / 64] &= ~((uint64_t)1 << (i % 64));
-}
-
 static long pair_cost(const struct resource_pref_ctx *ctx, unsigned a, unsigned b)
 {
 	long c = 0;
@@ -512,8 +480,8 @@ static long pair_cost(const struct resource_pref_ctx *ctx, unsigned a, unsigned 
 
 /* Whole GPUs: enumerate combinations (small nodes) and keep the best-connected one. */
 static int preferred_gpu(const struct resource *r, const struct resource_pref_ctx *ctx,
-			 const struct bitmap *cand, const unsigned *must, size_t n_must,
-			 unsigned size, unsigned *ret)
+			 const uint64_t *cand, const unsigned *must, size_t n_must, unsigned size,
+			 unsigned *ret)
 {
 	unsigned c[64], nc = 0, need, idx[64], best[64];
 	long best_score = -1;
@@ -522,7 +490,7 @@ static int preferred_gpu(const struct resource *r, const struct resource_pref_ct
 	for (size_t i = 0; i < n_must; i++)
 		ret[out++] = must[i];
 	for (unsigned i = 0; i < r->n_devices && nc < ELEMENTSOF(c); i++)
-		if (bit_get(cand, i))
+		if (bitmap_test(cand, i))
 			c[nc++] = i;
 	need = size - (unsigned)n_must;
 	if (need == 0)
@@ -577,7 +545,7 @@ static int preferred_gpu(const struct resource *r, const struct resource_pref_ct
  * counts this orders GPUs exactly as NVIDIA's count of taken replicas does. Ties go to the GPU
  * with fewer replicas taken, then to the lower index; on a GPU, the lowest replica first.
  */
-static int preferred_replica(const struct resource *r, struct bitmap *cand, const unsigned *must,
+static int preferred_replica(const struct resource *r, uint64_t *cand, const unsigned *must,
 			     size_t n_must, unsigned size, unsigned *ret)
 {
 	size_t out = 0;
@@ -593,7 +561,7 @@ static int preferred_replica(const struct resource *r, struct bitmap *cand, cons
 			unsigned avail = 0, first = 0, used;
 
 			for (unsigned i = g->count; i-- > 0;)
-				if (bit_get(cand, g->first + i)) {
+				if (bitmap_test(cand, g->first + i)) {
 					avail++;
 					first = g->first + i;
 				}
@@ -616,14 +584,14 @@ static int preferred_replica(const struct resource *r, struct bitmap *cand, cons
 		if (pick < 0)
 			break;
 		ret[out++] = pick_dev;
-		bit_clear(cand, pick_dev);
+		bitmap_clear(cand, pick_dev);
 	}
 	return (int)out;
 }
 
 /* Memory units: all on one GPU, best fit. */
-static int preferred_gpumem(const struct resource *r, const struct bitmap *cand,
-			    const unsigned *must, size_t n_must, unsigned size, unsigned *ret)
+static int preferred_gpumem(const struct resource *r, const uint64_t *cand, const unsigned *must,
+			    size_t n_must, unsigned size, unsigned *ret)
 {
 	unsigned free_units[GPU_LETTERS] = { 0 }, need = size - (unsigned)n_must;
 	bool done[GPU_LETTERS] = { false };
@@ -638,7 +606,7 @@ static int preferred_gpumem(const struct resource *r, const struct bitmap *cand,
 		const struct resource_gpu *g = &r->gpus[s];
 
 		for (unsigned w = g->first / 64; w * 64 < g->first + g->count; w++) {
-			uint64_t bits = cand->w[w];
+			uint64_t bits = cand[w];
 
 			if (w * 64 < g->first)
 				bits &= ~(uint64_t)0 << (g->first - w * 64);
@@ -669,7 +637,7 @@ static int preferred_gpumem(const struct resource *r, const struct bitmap *cand,
 		for (unsigned i = 0; i < r->gpus[s].count && out < size; i++) {
 			unsigned dev = r->gpus[s].first + i;
 
-			if (bit_get(cand, dev)) {
+			if (bitmap_test(cand, dev)) {
 				ret[out++] = dev;
 				need--;
 			}
@@ -682,36 +650,36 @@ int resource_preferred(const struct resource *r, const struct resource_pref_ctx 
 		       const unsigned *available, size_t n_available, const unsigned *must,
 		       size_t n_must, unsigned size, unsigned *ret)
 {
-	struct bitmap cand = { 0 };
+	uint64_t *cand = NULL;
 	int n;
 
 	if (n_must > size)
 		return -EINVAL;
-	cand.w = calloc((r->n_devices + 63) / 64 + 1, sizeof(uint64_t));
-	if (!cand.w)
+	cand = calloc(BITMAP_WORDS(r->n_devices) + 1, sizeof(uint64_t));
+	if (!cand)
 		return -ENOMEM;
 	for (size_t i = 0; i < n_available; i++)
 		if (available[i] < r->n_devices)
-			bit_set(&cand, available[i]);
+			bitmap_set(cand, available[i]);
 	for (size_t i = 0; i < n_must; i++) {
 		if (must[i] >= r->n_devices) {
-			free(cand.w);
+			free(cand);
 			return -EINVAL;
 		}
-		bit_clear(&cand, must[i]);
+		bitmap_clear(cand, must[i]);
 	}
 	switch (r->kind) {
 	case RESOURCE_GPU:
-		n = preferred_gpu(r, ctx, &cand, must, n_must, size, ret);
+		n = preferred_gpu(r, ctx, cand, must, n_must, size, ret);
 		break;
 	case RESOURCE_REPLICA:
-		n = preferred_replica(r, &cand, must, n_must, size, ret);
+		n = preferred_replica(r, cand, must, n_must, size, ret);
 		break;
 	case RESOURCE_GPUMEM:
 	default:
-		n = preferred_gpumem(r, &cand, must, n_must, size, ret);
+		n = preferred_gpumem(r, cand, must, n_must, size, ret);
 		break;
 	}
-	free(cand.w);
+	free(cand);
 	return n;
 }

@@ -1,7 +1,9 @@
 /*
  * kubelet.c: the device-plugin directory deleted, renamed, missing at start (parent too) and
  * coming back; kubelet_set_paths(); the registration state machine and its re-entrancy
- * (stop, start, free from the callback); the kubelet's pid by SO_PEERCRED. Against an
+ * (stop, start, free from the callback); the kubelet's streams reported to it (waiting for
+ * the stream, re-registering when the last one ends, a kubelet restart); the kubelet's pid by
+ * SO_PEERCRED. Against an
  * in-process gRPC server on a temporary kubelet.sock.
  */
 #include <errno.h>
@@ -453,11 +455,13 @@ static void test_stop_from_callback(void **state)
 	run_until(f.loop, &rr.ok, 1, USEC_PER_SEC);
 	assert_int_equal(rr.ok, 1);
 	assert_int_equal(fk.calls, 2);
-	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERED);
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_WAITING_STREAM);
 	assert_true(kubelet_reg_registered(reg));
 	assert_int_equal(kubelet_reg_count(reg), 1);
-	kubelet_reg_stop(reg); /* nothing to stop */
-	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERED);
+	kubelet_reg_stop(reg); /* the stream watchdog goes too */
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_STOPPED);
+	kubelet_reg_stream_opened(reg); /* stopped: a stream changes nothing */
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_STOPPED);
 	kubelet_reg_free(reg);
 	kubelet_free(k);
 	grpc_server_free(s);
@@ -512,13 +516,14 @@ static void test_backoff_and_again(void **state)
 	kubelet_reg_start(reg);
 	run_until(f.loop, &rr.failed, 2, USEC_PER_SEC);
 	assert_true(rr.failed >= 2);
+	assert_int_equal(rr.state_in_cb, KUBELET_REG_BACKING_OFF);
 	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_BACKING_OFF);
 	assert_int_equal(kubelet_reg_peer_pid(reg), 0);
 	/* The kubelet comes: the next retry gets through. */
 	s = fake_kubelet_start(&f, &fk, f.sock);
 	run_until(f.loop, &rr.ok, 1, 2 * USEC_PER_SEC);
 	assert_int_equal(rr.ok, 1);
-	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERED);
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_WAITING_STREAM);
 	/* start twice while in flight: one more Register, not two. */
 	kubelet_reg_start(reg);
 	kubelet_reg_start(reg);
@@ -640,6 +645,157 @@ static void test_free_kubelet_first(void **state)
 	fixture_release(&f);
 }
 
+/*
+ * The registration's own transitions, with the kubelet's streams reported as the daemon does:
+ * accepted -> waiting for the stream -> stream up -> registered; the last kubelet stream
+ * closed -> registered again; a stream closed while another of the kubelet's is open, and a
+ * start while the kubelet holds a stream -> nothing sent.
+ */
+static void test_stream_transitions(void **state)
+{
+	struct fixture f;
+	struct fake_kubelet fk = { .answer = GRPC_STATUS_OK };
+	struct reg_rec rr = { .action = ACT_NONE };
+	struct grpc_server *s;
+	struct kubelet *k = NULL;
+	struct kubelet_reg *reg = NULL;
+
+	fixture_init(&f, true);
+	s = fake_kubelet_start(&f, &fk, f.sock);
+	assert_int_equal(kubelet_new(f.loop, f.dp, f.sock, on_event, &f.rec, &k), 0);
+	assert_int_equal(kubelet_reg_new(k, "example.com/gpu", "gpu.sock", on_reg, &rr, &reg), 0);
+	kubelet_reg_start(reg);
+	run_until(f.loop, &rr.ok, 1, USEC_PER_SEC);
+	assert_int_equal(rr.ok, 1);
+	assert_int_equal(rr.state_in_cb, KUBELET_REG_WAITING_STREAM);
+	kubelet_reg_stream_opened(reg);
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERED);
+	kubelet_reg_stream_opened(reg);
+
+	/* The kubelet holds a stream: a start sends nothing. */
+	kubelet_reg_start(reg);
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERED);
+	/* One of two closed: the kubelet still has us. */
+	kubelet_reg_stream_closed(reg);
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERED);
+	assert_int_equal(fk.calls, 1);
+	/* The last one closed: registered again at once. */
+	kubelet_reg_stream_closed(reg);
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERING);
+	/* The stream comes back before the answer: registered, not waiting. */
+	kubelet_reg_stream_opened(reg);
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERING);
+	run_until(f.loop, &rr.ok, 2, USEC_PER_SEC);
+	assert_int_equal(rr.ok, 2);
+	assert_int_equal(fk.calls, 2);
+	assert_int_equal(rr.state_in_cb, KUBELET_REG_REGISTERED);
+
+	/* Refused while the kubelet streams from us: it has us, no retry. */
+	kubelet_reg_stream_closed(reg);
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERING);
+	kubelet_reg_stream_opened(reg);
+	fk.answer = GRPC_STATUS_FAILED_PRECONDITION;
+	run_until(f.loop, &rr.failed, 1, USEC_PER_SEC);
+	assert_int_equal(rr.failed, 1);
+	assert_int_equal(rr.state_in_cb, KUBELET_REG_REGISTERED);
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERED);
+	assert_int_equal(fk.calls, 3);
+	assert_int_equal(kubelet_reg_count(reg), 2);
+	kubelet_reg_free(reg);
+	kubelet_free(k);
+	grpc_server_free(s);
+	fixture_release(&f);
+}
+
+/* Registered, but the kubelet never opens ListAndWatch: the watchdog registers again. */
+static void test_no_stream_registers_again(void **state)
+{
+	struct fixture f;
+	struct fake_kubelet fk = { .answer = GRPC_STATUS_OK };
+	struct reg_rec rr = { .action = ACT_NONE };
+	struct grpc_server *s;
+	struct kubelet *k = NULL;
+	struct kubelet_reg *reg = NULL;
+
+	fixture_init(&f, true);
+	s = fake_kubelet_start(&f, &fk, f.sock);
+	assert_int_equal(kubelet_new(f.loop, f.dp, f.sock, on_event, &f.rec, &k), 0);
+	assert_int_equal(kubelet_reg_new(k, "example.com/gpu", "gpu.sock", on_reg, &rr, &reg), 0);
+	kubelet_reg_start(reg);
+	run_until(f.loop, &rr.ok, 2, 5 * USEC_PER_SEC);
+	assert_int_equal(rr.ok, 2);
+	assert_int_equal(fk.calls, 2);
+	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_WAITING_STREAM);
+	kubelet_reg_free(reg);
+	kubelet_free(k);
+	grpc_server_free(s);
+	fixture_release(&f);
+}
+
+/* What the daemon wires: a new kubelet.sock starts the registration again. */
+struct restart_rec {
+	struct rec rec;
+	struct kubelet_reg *reg;
+};
+
+static void on_event_start(struct kubelet *k, enum kubelet_event ev, const char *name,
+			   void *userdata)
+{
+	struct restart_rec *r = userdata;
+
+	on_event(k, ev, name, &r->rec);
+	if (ev == KUBELET_EVENT_SOCKET_CREATED && r->reg)
+		kubelet_reg_start(r->reg);
+}
+
+static void test_kubelet_restart_registers_again(void **state)
+{
+	struct fixture f;
+	struct fake_kubelet fk = { .answer = GRPC_STATUS_OK };
+	struct reg_rec rr = { .action = ACT_NONE };
+	struct restart_rec rs = { 0 };
+	struct grpc_server *s;
+	struct kubelet *k = NULL;
+
+	fixture_init(&f, true);
+	s = fake_kubelet_start(&f, &fk, f.sock);
+	assert_int_equal(kubelet_new(f.loop, f.dp, f.sock, on_event_start, &rs, &k), 0);
+	assert_int_equal(kubelet_reg_new(k, "example.com/gpu", "gpu.sock", on_reg, &rr, &rs.reg),
+			 0);
+	kubelet_reg_start(rs.reg);
+	run_until(f.loop, &rr.ok, 1, USEC_PER_SEC);
+	kubelet_reg_stream_opened(rs.reg);
+	assert_int_equal(kubelet_reg_state(rs.reg), KUBELET_REG_REGISTERED);
+
+	/* The kubelet restarts while its old stream is still open: nothing until it ends. */
+	grpc_server_free(s); /* removes kubelet.sock */
+	(void)unlink(f.sock);
+	s = fake_kubelet_start(&f, &fk, f.sock);
+	assert_true(wait_ev(f.loop, &rs.rec, 0, KUBELET_EVENT_SOCKET_CREATED, "kubelet.sock",
+			    USEC_PER_SEC) >= 0);
+	assert_int_equal(kubelet_reg_state(rs.reg), KUBELET_REG_REGISTERED);
+	assert_int_equal(fk.calls, 1);
+	kubelet_reg_stream_closed(rs.reg);
+	run_until(f.loop, &rr.ok, 2, USEC_PER_SEC);
+	assert_int_equal(fk.calls, 2);
+	assert_int_equal(kubelet_reg_state(rs.reg), KUBELET_REG_WAITING_STREAM);
+
+	/* Restarted again with no stream of ours open: registered at once. */
+	grpc_server_free(s); /* removes kubelet.sock */
+	(void)unlink(f.sock);
+	rs.rec.n = 0;
+	s = fake_kubelet_start(&f, &fk, f.sock);
+	assert_true(wait_ev(f.loop, &rs.rec, 0, KUBELET_EVENT_SOCKET_CREATED, "kubelet.sock",
+			    USEC_PER_SEC) >= 0);
+	run_until(f.loop, &rr.ok, 3, USEC_PER_SEC);
+	assert_int_equal(rr.ok, 3);
+	assert_int_equal(fk.calls, 3);
+	kubelet_reg_free(rs.reg);
+	kubelet_free(k);
+	grpc_server_free(s);
+	fixture_release(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -655,6 +811,9 @@ int main(void)
 		cmocka_unit_test(test_peer_pid),
 		cmocka_unit_test(test_set_paths),
 		cmocka_unit_test(test_free_kubelet_first),
+		cmocka_unit_test(test_stream_transitions),
+		cmocka_unit_test(test_no_stream_registers_again),
+		cmocka_unit_test(test_kubelet_restart_registers_again),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,7 +2,10 @@
  * plugin: the DevicePlugin service over memory connections (an nghttp2 client in this
  * process, peer credentials set by hand), on a real loop for the plugin's retry timer:
  * which ListAndWatch stream is the kubelet's, no empty list when the first one cannot be
- * built, the CDI gate and the Allocate request checks.
+ * built, the CDI gate and the Allocate request checks; the stream events the registration
+ * hears, health read back through the context on each refresh (an unhealthy GPU's devices
+ * listed Unhealthy and refused by Allocate), and allocation failures (tests/unit/oom.h) in
+ * plugin_new() and in a refresh, which keeps the last list and retries.
  */
 
 #include <errno.h>
@@ -11,10 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deviceplugin.pb-c.h"
 #include "gpu.h"
 #include "grpc.h"
 #include "loop.h"
+#include "oom.h"
 #include "plugin.h"
+#include "podresources.pb-c.h"
 #include "resource.h"
 #include "unit.h"
 
@@ -25,6 +31,11 @@ static struct gpu_device devs[2];
 static struct gpu_info info = { .devices = devs, .n_devices = 2 };
 static bool healthy[2];
 static const int numa[2] = { -1, -1 };
+
+static bool healthy_fn(unsigned gpu, void *userdata)
+{
+	return healthy[gpu];
+}
 
 /* --- a client on a memory connection --- */
 
@@ -211,9 +222,14 @@ static void cli_cancel(struct cli *c, struct strm *st)
 
 static int streams_lost;
 
-static void on_lost(struct plugin *p, void *userdata)
+static int streams_opened;
+
+static void on_lost(struct plugin *p, enum plugin_event ev, void *userdata)
 {
-	streams_lost++;
+	if (ev == PLUGIN_EVENT_STREAM_OPENED)
+		streams_opened++;
+	else if (ev == PLUGIN_EVENT_STREAM_CLOSED)
+		streams_lost++;
 }
 
 static void ctx_init(struct plugin_ctx *ctx, struct loop *l)
@@ -227,11 +243,12 @@ static void ctx_init(struct plugin_ctx *ctx, struct loop *l)
 		devs[i].minor = i;
 		healthy[i] = true;
 	}
+	streams_opened = 0;
 	memset(ctx, 0, sizeof(*ctx));
 	ctx->loop = l;
 	ctx->dir = "/nonexistent";
 	ctx->info = &info;
-	ctx->gpu_healthy = healthy;
+	ctx->gpu_healthy = healthy_fn;
 	ctx->numa = numa;
 	ctx->alloc.strategies = ALLOC_ENVVAR;
 	streams_lost = 0;
@@ -273,6 +290,7 @@ static void test_kubelet_streams(void **state)
 	assert_true(sa->data.len > 5);
 	assert_int_equal(plugin_watchers(p), 1);
 	assert_int_equal(plugin_kubelet_watchers(p), 1);
+	assert_int_equal(streams_opened, 1);
 
 	/* Registered with the kubelet at pid 100: a stream from pid 200 is a stray. */
 	plugin_expect_kubelet(p, 100);
@@ -280,6 +298,7 @@ static void test_kubelet_streams(void **state)
 	assert_true(sb->data.len > 5);
 	assert_int_equal(plugin_watchers(p), 2);
 	assert_int_equal(plugin_kubelet_watchers(p), 1);
+	assert_int_equal(streams_opened, 1); /* a stray's stream is not reported */
 	sc = cli_watch(&c);
 	assert_int_equal(plugin_watchers(p), 3);
 	assert_int_equal(plugin_kubelet_watchers(p), 2);
@@ -461,12 +480,292 @@ static void test_allocate_checks(void **state)
 	loop_free(l);
 }
 
+/* The last ListAndWatch message on @st: how many devices, and how many of them Unhealthy. */
+static void last_list(const struct strm *st, size_t *ret_n, size_t *ret_unhealthy,
+		      char *unhealthy_id, size_t idsz)
+{
+	const uint8_t *last = NULL;
+	size_t last_len = 0, off = 0;
+	V1beta1__ListAndWatchResponse *m;
+
+	while (off + 5 <= st->data.len) {
+		const uint8_t *h = st->data.data + off;
+		size_t len = (size_t)h[1] << 24 | (size_t)h[2] << 16 | (size_t)h[3] << 8 | h[4];
+
+		assert_true(off + 5 + len <= st->data.len);
+		last = h + 5;
+		last_len = len;
+		off += 5 + len;
+	}
+	assert_non_null(last);
+	m = v1beta1__list_and_watch_response__unpack(NULL, last_len, last);
+	assert_non_null(m);
+	*ret_n = m->n_devices;
+	*ret_unhealthy = 0;
+	for (size_t i = 0; i < m->n_devices; i++)
+		if (streq(m->devices[i]->health, "Unhealthy")) {
+			(*ret_unhealthy)++;
+			(void)snprintf(unhealthy_id, idsz, "%s", m->devices[i]->id);
+		}
+	v1beta1__list_and_watch_response__free_unpacked(m, NULL);
+}
+
+static uint64_t sent(const struct plugin *p)
+{
+	struct plugin_stats stats;
+
+	plugin_get_stats(p, &stats);
+	return stats.snapshots_sent;
+}
+
+/*
+ * Health is read through the context on every refresh: a GPU turning unhealthy lists its
+ * device Unhealthy in the next message and Allocate refuses it; back healthy, both recover.
+ */
+static void test_refresh_masks_unhealthy(void **state)
+{
+	struct plugin_ctx ctx;
+	struct plugin *p;
+	struct strm *st, *al;
+	struct loop *l;
+	struct cli a, k;
+	uint8_t req[128];
+	char id[128] = "";
+	size_t n, bad;
+
+	assert_int_equal(loop_new(&l), 0);
+	ctx_init(&ctx, l);
+	p = plugin_make(&ctx);
+	cli_new(&k, p, 100);
+	cli_new(&a, p, 100);
+	st = cli_watch(&k);
+	last_list(st, &n, &bad, id, sizeof(id));
+	assert_int_equal(n, 2);
+	assert_int_equal(bad, 0);
+
+	healthy[1] = false;
+	plugin_refresh(p);
+	cli_pump(&k);
+	last_list(st, &n, &bad, id, sizeof(id));
+	assert_int_equal(n, 2);
+	assert_int_equal(bad, 1);
+	assert_string_equal(id, UUID1);
+	n = allocate_req(req, UUID1, strlen(UUID1));
+	al = cli_call(&a, "Allocate", req, n);
+	assert_int_equal(al->grpc_status, GRPC_STATUS_INVALID_ARGUMENT);
+	assert_non_null(strstr(al->grpc_message, "unhealthy"));
+	/* A refresh that changes nothing sends nothing. */
+	n = sent(p);
+	plugin_refresh(p);
+	assert_int_equal(sent(p), n);
+
+	healthy[1] = true;
+	plugin_refresh(p);
+	cli_pump(&k);
+	last_list(st, &n, &bad, id, sizeof(id));
+	assert_int_equal(bad, 0);
+	n = allocate_req(req, UUID1, strlen(UUID1));
+	al = cli_call(&a, "Allocate", req, n);
+	assert_int_equal(al->grpc_status, GRPC_STATUS_OK);
+	/* The kubelet's stream ends: reported once; a stray's would not be (test_kubelet_streams). */
+	cli_cancel(&k, st);
+	assert_int_equal(streams_lost, 1);
+	cli_free(&a);
+	cli_free(&k);
+	plugin_free(p);
+	loop_free(l);
+}
+
+/* plugin_new() under allocation failure: -ENOMEM, the resource still the caller's. */
+static void test_new_oom(void **state)
+{
+	static const unsigned all[] = { 0, 1 };
+	const struct resource_spec spec = {
+		.name = "nvidia.com/gpu", .kind = RESOURCE_GPU, .gpus = all, .n_gpus = 2
+	};
+	struct plugin_ctx ctx;
+	struct resource *r = NULL;
+	struct plugin *p = NULL;
+	struct loop *l;
+	char *err = NULL;
+	long n;
+	int e;
+
+	assert_int_equal(loop_new(&l), 0);
+	ctx_init(&ctx, l);
+	assert_int_equal(resource_new(&spec, &info, &r, &err), 0);
+	for (n = 0;; n++) {
+		oom_fail_at(n);
+		e = plugin_new(&ctx, r, on_lost, NULL, &p);
+		oom_off();
+		if (e == 0)
+			break;
+		assert_int_equal(e, -ENOMEM);
+		assert_string_equal(r->name, "nvidia.com/gpu"); /* still ours */
+	}
+	assert_true(n > 0);
+	plugin_free(p);
+	loop_free(l);
+}
+
+/*
+ * A refresh whose list cannot be built (the Nth allocation fails) keeps the last list on the
+ * stream, never an empty one, and the retry from the loop brings the new one.
+ */
+static void test_refresh_oom_retries(void **state)
+{
+	struct plugin_ctx ctx;
+	struct plugin *p;
+	struct strm *st;
+	struct loop *l;
+	struct cli k;
+	char id[128] = "";
+	size_t n, bad;
+	uint64_t before;
+	long fails = 0;
+
+	assert_int_equal(loop_new(&l), 0);
+	ctx_init(&ctx, l);
+	p = plugin_make(&ctx);
+	cli_new(&k, p, 100);
+	st = cli_watch(&k);
+	for (long at = 0;; at++) {
+		healthy[0] = !healthy[0]; /* every round has a new list to send */
+		before = sent(p);
+		oom_fail_at(at);
+		plugin_refresh(p);
+		oom_off();
+		if (sent(p) > before)
+			break;
+		fails++;
+		/* The stream still holds the previous list: two devices, never none. */
+		cli_pump(&k);
+		last_list(st, &n, &bad, id, sizeof(id));
+		assert_int_equal(n, 2);
+		assert_int_equal(bad, healthy[0] ? 1 : 0);
+		/* The retry timer builds it again. */
+		for (int i = 0; i < 300 && sent(p) == before; i++)
+			assert_int_equal(loop_run_once(l, 10 * USEC_PER_MSEC), 0);
+		assert_int_equal(sent(p), before + 1);
+		cli_pump(&k);
+		last_list(st, &n, &bad, id, sizeof(id));
+		assert_int_equal(bad, healthy[0] ? 0 : 1);
+	}
+	assert_true(fails > 0);
+	cli_free(&k);
+	plugin_free(p);
+	loop_free(l);
+}
+
+/* A pod-resources List answer: one pod, one container, holding @ids of @res. */
+static size_t podres_answer(const char *res, char **ids, size_t n, uint8_t *out, size_t max)
+{
+	V1__ListPodResourcesResponse m = V1__LIST_POD_RESOURCES_RESPONSE__INIT;
+	V1__PodResources pod = V1__POD_RESOURCES__INIT, *pp = &pod;
+	V1__ContainerResources cr = V1__CONTAINER_RESOURCES__INIT, *crp = &cr;
+	V1__ContainerDevices cd = V1__CONTAINER_DEVICES__INIT, *cdp = &cd;
+
+	cd.resource_name = (char *)res;
+	cd.device_ids = ids;
+	cd.n_device_ids = n;
+	cr.name = (char *)"c";
+	cr.devices = &cdp;
+	cr.n_devices = 1;
+	pod.name = (char *)"pod";
+	pod.namespace_ = (char *)"default";
+	pod.containers = &crp;
+	pod.n_containers = 1;
+	m.pod_resources = &pp;
+	m.n_pod_resources = 1;
+	assert_true(v1__list_pod_resources_response__get_packed_size(&m) <= max);
+	return v1__list_pod_resources_response__pack(&m, out);
+}
+
+static int mask_slot(const struct plugin *p)
+{
+	struct plugin_stats stats;
+
+	plugin_get_stats(p, &stats);
+	return stats.mask_slot;
+}
+
+/*
+ * gpumem placement: mask offers one GPU's free units. Units that pods hold (pod-resources)
+ * move it to the GPU with more free memory; an unhealthy GPU loses it; an answer that cannot
+ * be read (malformed, out of memory) leaves the marks as they were.
+ */
+static void test_gpumem_mask_from_podres(void **state)
+{
+	static const unsigned all[] = { 0, 1 };
+	const struct resource_spec spec = { .name = "nvidia.com/gpumem",
+					    .kind = RESOURCE_GPUMEM,
+					    .gpus = all,
+					    .n_gpus = 2,
+					    .unit_mib = 1024 };
+	struct plugin_ctx ctx;
+	struct resource *r = NULL;
+	struct plugin *p = NULL;
+	struct loop *l;
+	char *err = NULL, idbuf[4][128], *ids[4];
+	uint8_t answer[4096];
+	size_t n;
+	long at;
+	int e;
+
+	assert_int_equal(loop_new(&l), 0);
+	ctx_init(&ctx, l);
+	ctx.mask = true;
+	ctx.mask_hysteresis_mib = 1024;
+	assert_int_equal(resource_new(&spec, &info, &r, &err), 0);
+	assert_int_equal(plugin_new(&ctx, r, on_lost, NULL, &p), 0);
+	plugin_refresh(p);
+	assert_int_equal(mask_slot(p), 0); /* a tie goes to the lower index */
+
+	/* Pods hold 3 units of GPU 0 (the first units): GPU 1 has 3 GiB more free. */
+	for (unsigned i = 0; i < 3; i++) {
+		assert_true(resource_device_id(r, i, idbuf[i]) > 0);
+		ids[i] = idbuf[i];
+	}
+	n = podres_answer("nvidia.com/gpumem", ids, 3, answer, sizeof(answer));
+	assert_int_equal(plugin_set_live_podres(p, answer, n), 0);
+	assert_int_equal(mask_slot(p), 1);
+
+	/* Unreadable answers change nothing. */
+	assert_int_equal(plugin_set_live_podres(p, (const uint8_t *)"\x0a\x05\x0a", 3), -EBADMSG);
+	assert_int_equal(mask_slot(p), 1);
+	n = podres_answer("nvidia.com/gpumem", ids, 0, answer, sizeof(answer));
+	for (at = 0;; at++) {
+		oom_fail_at(at);
+		e = plugin_set_live_podres(p, answer, n);
+		oom_off();
+		if (e == 0)
+			break;
+		/* protobuf-c's own failed allocation reads as a malformed answer (podres.h) */
+		assert_true(e == -ENOMEM || e == -EBADMSG);
+		assert_int_equal(mask_slot(p), 1);
+	}
+	assert_true(at > 0);
+	/* Read at last: nothing held, the mask stays put (within the hysteresis). */
+	assert_int_equal(mask_slot(p), 1);
+
+	/* GPU 1 turns unhealthy: the mask goes back to GPU 0. */
+	healthy[1] = false;
+	plugin_refresh(p);
+	assert_int_equal(mask_slot(p), 0);
+	plugin_free(p);
+	loop_free(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kubelet_streams),
 		cmocka_unit_test(test_first_list_fails),
 		cmocka_unit_test(test_allocate_checks),
+		cmocka_unit_test(test_refresh_masks_unhealthy),
+		cmocka_unit_test(test_new_oom),
+		cmocka_unit_test(test_refresh_oom_retries),
+		cmocka_unit_test(test_gpumem_mask_from_podres),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
