@@ -353,48 +353,50 @@ static void test_other_backend(void **state)
 				   .nodes = { "/dev/nvhost-gpu", "/dev/nvhost-as-gpu" },
 				   .n_nodes = 2,
 				   .container = &tegra };
-	struct gpu_info ti = { .driver_version = "36.4.3",
-			       .n_devices = 1,
-			       .devices = &igpu,
-			       .container = &tegra };
+	struct gpu_info ti = {
+		.driver_version = "36.4.3", .n_devices = 1, .devices = &igpu, .container = &tegra
+	};
 	struct cdi_opts o = { .driver_root = root };
 	struct buf out = { 0 };
 	char *want, *err = NULL;
 
 	make(root, "/usr/lib/aarch64-linux-gnu/nvidia/libnvrm_gpu.so.36.4.3");
 	make(root, "/dev/nvmap");
-	want = expand("{\n"
-		      "  \"cdiVersion\": \"0.5.0\",\n"
-		      "  \"kind\": \"k8s.device-plugin.nvidia.com/gpu\",\n"
-		      "  \"devices\": [\n"
-		      "    {\n"
-		      "      \"name\": \"GPU-tegra-0\",\n"
-		      "      \"containerEdits\": {\n"
-		      "        \"deviceNodes\": [\n"
-		      "          {\n"
-		      "            \"path\": \"/dev/nvhost-gpu\",\n"
-		      "            \"hostPath\": \"@D@/dev/nvhost-gpu\"\n"
-		      "          },\n"
-		      "          {\n"
-		      "            \"path\": \"/dev/nvhost-as-gpu\",\n"
-		      "            \"hostPath\": \"@D@/dev/nvhost-as-gpu\"\n"
-		      "          }\n"
-		      "        ]\n"
-		      "      }\n"
-		      "    }\n"
-		      "  ],\n"
-		      "  \"containerEdits\": {\n"
-		      "    \"env\": [\n"
-		      "      \"NVIDIA_VISIBLE_DEVICES=void\"\n"
-		      "    ],\n"
-		      "    \"deviceNodes\": [\n" NODE("/dev/nvmap") "\n"
-		      "    ],\n"
-		      "    \"mounts\": [\n" MOUNT("/usr/lib/aarch64-linux-gnu/nvidia/libnvrm_gpu.so.36.4.3",
+	want = expand(
+		"{\n"
+		"  \"cdiVersion\": \"0.5.0\",\n"
+		"  \"kind\": \"k8s.device-plugin.nvidia.com/gpu\",\n"
+		"  \"devices\": [\n"
+		"    {\n"
+		"      \"name\": \"GPU-tegra-0\",\n"
+		"      \"containerEdits\": {\n"
+		"        \"deviceNodes\": [\n"
+		"          {\n"
+		"            \"path\": \"/dev/nvhost-gpu\",\n"
+		"            \"hostPath\": \"@D@/dev/nvhost-gpu\"\n"
+		"          },\n"
+		"          {\n"
+		"            \"path\": \"/dev/nvhost-as-gpu\",\n"
+		"            \"hostPath\": \"@D@/dev/nvhost-as-gpu\"\n"
+		"          }\n"
+		"        ]\n"
+		"      }\n"
+		"    }\n"
+		"  ],\n"
+		"  \"containerEdits\": {\n"
+		"    \"env\": [\n"
+		"      \"NVIDIA_VISIBLE_DEVICES=void\"\n"
+		"    ],\n"
+		"    \"deviceNodes\": [\n" NODE(
+			"/dev/nvmap") "\n"
+				      "    ],\n"
+				      "    \"mounts\": [\n" MOUNT(
+					      "/usr/lib/aarch64-linux-gnu/nvidia/libnvrm_gpu.so.36.4.3",
 					      "/usr/lib/aarch64-linux-gnu/nvidia/libnvrm_gpu.so.36.4.3") "\n"
-		      "    ]\n"
-		      "  }\n"
-		      "}\n",
-		      root, root);
+													 "    ]\n"
+													 "  }\n"
+													 "}\n",
+		root, root);
 	assert_int_equal(cdi_spec_render(&o, &ti, &out, &err), 0);
 	assert_null(err);
 	assert_int_equal(buf_append(&out, "", 1), 0);
