@@ -49,7 +49,20 @@ struct cdi_writer {
 	usec_t backoff;
 	char *error;
 	unsigned writes;
+	bool first_pending; /* the first write attempt has not finished yet */
+	void (*settled)(void *userdata);
+	void *settled_userdata;
 };
+
+/* The first attempt finished, one way or another: whoever waited for it may go on. */
+static void first_settled(struct cdi_writer *w)
+{
+	if (!w->first_pending)
+		return;
+	w->first_pending = false;
+	if (w->settled)
+		w->settled(w->settled_userdata);
+}
 
 static void job_unref(struct write_job *j)
 {
@@ -156,6 +169,7 @@ static void start_write(struct cdi_writer *w)
 fail:
 	writer_set_error(w, "cannot start the CDI spec write: out of memory or threads");
 	loop_timer_arm(w->retry, w->backoff ? w->backoff : BACKOFF_MIN);
+	first_settled(w);
 }
 
 static void on_wake(struct loop_wake *lw, void *userdata)
@@ -176,6 +190,7 @@ static void on_wake(struct loop_wake *lw, void *userdata)
 	w->job = NULL;
 	if (!w->wanted) {
 		job_unref(j);
+		first_settled(w);
 		return;
 	}
 	if (w->dirty) {
@@ -197,6 +212,7 @@ static void on_wake(struct loop_wake *lw, void *userdata)
 		w->backoff = w->backoff ? MIN(w->backoff * 2, BACKOFF_MAX) : BACKOFF_MIN;
 		loop_timer_arm(w->retry, w->backoff);
 		job_unref(j);
+		first_settled(w);
 		return;
 	}
 	job_unref(j);
@@ -217,6 +233,7 @@ static void on_wake(struct loop_wake *lw, void *userdata)
 	w->backoff = 0;
 	w->on_disk = true;
 	writer_set_error(w, NULL);
+	first_settled(w);
 }
 
 static void on_retry(struct loop_timer *t, void *userdata)
@@ -294,6 +311,7 @@ int cdi_writer_set(struct cdi_writer *w, const struct cdi_opts *o, const struct 
 		buf_release(&nb);
 		w->on_disk = false;
 		loop_timer_disarm(w->retry);
+		first_settled(w);
 		return r;
 	}
 	free(err);
@@ -314,13 +332,26 @@ int cdi_writer_set(struct cdi_writer *w, const struct cdi_opts *o, const struct 
 		return 0;
 	w->on_disk = false;
 	/* Before the first write there is no spec at all; later the old one serves meanwhile. */
-	if (!w->error && w->writes == 0)
+	if (!w->error && w->writes == 0) {
 		writer_set_error(w, "the CDI spec is being written");
+		w->first_pending = true;
+	}
 	w->backoff = 0;
 	loop_timer_disarm(w->retry);
 	watch_dir(w); /* before the write: nothing done to the spec after it goes unseen */
 	start_write(w);
 	return 0;
+}
+
+bool cdi_writer_first_pending(const struct cdi_writer *w)
+{
+	return w->first_pending;
+}
+
+void cdi_writer_set_settled_cb(struct cdi_writer *w, void (*fn)(void *userdata), void *userdata)
+{
+	w->settled = fn;
+	w->settled_userdata = userdata;
 }
 
 void cdi_writer_clear(struct cdi_writer *w)
@@ -330,6 +361,7 @@ void cdi_writer_clear(struct cdi_writer *w)
 	loop_timer_disarm(w->retry);
 	w->watch = loop_watch_free(w->watch);
 	writer_set_error(w, NULL);
+	first_settled(w);
 }
 
 const char *const *cdi_writer_error(const struct cdi_writer *w)

@@ -40,5 +40,14 @@ void cdi_writer_clear(struct cdi_writer *w);
  */
 const char *const *cdi_writer_error(const struct cdi_writer *w);
 
+/*
+ * True from the first cdi_writer_set() until its first write attempt has finished (written
+ * or failed): the daemon does not register with the kubelet meanwhile, so that no Allocate
+ * meets "the CDI spec is being written" right after a start. @fn runs on the loop when that
+ * attempt finishes; set it once, before cdi_writer_set().
+ */
+bool cdi_writer_first_pending(const struct cdi_writer *w);
+void cdi_writer_set_settled_cb(struct cdi_writer *w, void (*fn)(void *userdata), void *userdata);
+
 /* A write in progress is left to finish on its own. NULL-safe, returns NULL. */
 struct cdi_writer *cdi_writer_free(struct cdi_writer *w);

@@ -280,11 +280,31 @@ static void on_reg(struct kubelet_reg *reg, bool ok, void *userdata)
 		plugin_expect_kubelet(dp->plugin, kubelet_reg_peer_pid(reg));
 }
 
-/* Serves our socket, then asks for registration (kubelet.c decides whether one is sent). */
+/*
+ * Asks for registration (kubelet.c decides whether one is sent), unless the first CDI spec is
+ * still being written: cdi_settled() asks then.
+ */
+static void dplugin_reg_start(struct dplugin *dp)
+{
+	if (!cdi_writer_first_pending(dp->d->cdi))
+		kubelet_reg_start(dp->reg);
+}
+
+/* Serves our socket, then asks for registration. */
 static void dplugin_register(struct dplugin *dp)
 {
 	if (plugin_serve(dp->plugin))
-		kubelet_reg_start(dp->reg);
+		dplugin_reg_start(dp);
+}
+
+/* The first CDI write attempt finished: the plugins that were served wait no longer. */
+static void cdi_settled(void *userdata)
+{
+	struct daemon *d = userdata;
+
+	for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
+		if (!dp->stopping && plugin_socket_ok(dp->plugin))
+			kubelet_reg_start(dp->reg);
 }
 
 /* The plugin's events go to the registration: it is the one that decides. */
@@ -302,7 +322,7 @@ static void on_plugin(struct plugin *p, enum plugin_event ev, void *userdata)
 		break;
 	case PLUGIN_EVENT_SERVING:
 	default:
-		kubelet_reg_start(dp->reg);
+		dplugin_reg_start(dp);
 		break;
 	}
 }
@@ -786,6 +806,7 @@ int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flag
 	if (r < 0)
 		goto out;
 	d.ctx.cdi_error = cdi_writer_error(d.cdi);
+	cdi_writer_set_settled_cb(d.cdi, cdi_settled, &d);
 	r = kubelet_new(d.loop, d.cfg.device_plugin_path, d.cfg.kubelet_socket, on_kubelet, &d,
 			&d.kubelet);
 	if (r < 0)

@@ -117,8 +117,11 @@ class Allocate(NodeTest):
                            flags=["--driver-root", driver, "--dev-root", devroot] + list(flags))
         n.wait_register()
         n.wait_devices(healthy_count=2)
-        # The spec is written off the loop: until it is, Allocate refuses CDI requests.
-        d.wait_log("cdi spec written", timeout=10)
+        # The spec is written off the loop, and the daemon registers only once the first
+        # write has finished, so that no Allocate meets a missing spec after a start.
+        written = d.wait_log("cdi spec written", timeout=10)
+        registered = d.wait_log("registered with the kubelet", timeout=10)
+        self.assertLess(d.logs.index(written), d.logs.index(registered))
         return n, driver, devroot
 
     def check_spec(self, n, driver, devroot, names):

@@ -12,8 +12,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cdi-writer.h"
 #include "cdi.h"
 #include "gpu.h"
+#include "loop.h"
 #include "nvml-int.h"
 #include "oom.h"
 #include "unit.h"
@@ -806,6 +808,74 @@ static void test_oom(void **state)
 	buf_release(&want);
 }
 
+struct settled {
+	struct loop *loop;
+	struct cdi_writer *w;
+	int calls;
+	bool pending_in_cb;
+};
+
+static void on_settled(void *userdata)
+{
+	struct settled *s = userdata;
+
+	s->calls++;
+	s->pending_in_cb = cdi_writer_first_pending(s->w);
+	loop_exit(s->loop, 0);
+}
+
+/*
+ * The first write attempt holds registration back until it has finished, written or failed:
+ * the settled callback comes exactly once, after which first_pending is false.
+ */
+static void test_writer_first_attempt(void **state)
+{
+	char dir[256], path[320], blocker[128];
+	struct cdi_opts o = { .driver_root = root };
+	struct settled s = { 0 };
+	struct stat st;
+
+	(void)state;
+	make_root(root);
+	assert_int_equal(loop_new(&s.loop), 0);
+	assert_int_equal(cdi_writer_new(s.loop, &s.w), 0);
+	cdi_writer_set_settled_cb(s.w, on_settled, &s);
+	assert_false(cdi_writer_first_pending(s.w));
+
+	/* Written: pending until the thread's result reaches the loop. */
+	(void)snprintf(dir, sizeof(dir), "%s/run/cdi", tmp);
+	o.spec_dir = dir;
+	assert_int_equal(cdi_writer_set(s.w, &o, &info), 0);
+	assert_true(cdi_writer_first_pending(s.w));
+	assert_non_null(*cdi_writer_error(s.w));
+	assert_int_equal(loop_run(s.loop), 0);
+	assert_int_equal(s.calls, 1);
+	assert_false(s.pending_in_cb);
+	assert_null(*cdi_writer_error(s.w));
+	(void)snprintf(path, sizeof(path), "%s/k8s.device-plugin.nvidia.com-gpu.json", dir);
+	assert_int_equal(stat(path, &st), 0);
+	s.w = cdi_writer_free(s.w);
+	s.loop = loop_free(s.loop); /* an exited loop stays exited */
+
+	/* Failed (the spec dir's parent is a regular file): settled too, with the reason kept. */
+	assert_int_equal(loop_new(&s.loop), 0);
+	assert_int_equal(cdi_writer_new(s.loop, &s.w), 0);
+	cdi_writer_set_settled_cb(s.w, on_settled, &s);
+	(void)snprintf(blocker, sizeof(blocker), "%s/blocker", tmp);
+	assert_int_equal(write_file_atomic(blocker, "x", 1, 0644), 0);
+	(void)snprintf(dir, sizeof(dir), "%s/cdi", blocker);
+	o.spec_dir = dir;
+	assert_int_equal(cdi_writer_set(s.w, &o, &info), 0);
+	assert_true(cdi_writer_first_pending(s.w));
+	assert_int_equal(loop_run(s.loop), 0);
+	assert_int_equal(s.calls, 2);
+	assert_false(s.pending_in_cb);
+	assert_non_null(*cdi_writer_error(s.w));
+	assert_non_null(strstr(*cdi_writer_error(s.w), "cannot write the CDI spec"));
+	s.w = cdi_writer_free(s.w);
+	s.loop = loop_free(s.loop);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -821,6 +891,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_container_driver_root, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_file_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_verify, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_writer_first_attempt, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
