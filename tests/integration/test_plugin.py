@@ -117,6 +117,7 @@ class Allocate(NodeTest):
                        flags=["--driver-root", driver, "--dev-root", devroot] + list(flags))
         n.wait_register()
         n.wait_devices(healthy_count=2)
+        n.daemon.wait_log("cdi spec written")  # Allocate fails until then, by design
         return n, driver, devroot
 
     def check_spec(self, n, driver, devroot, names):
