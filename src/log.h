@@ -21,7 +21,8 @@ enum log_level {
 	LOG_LEVEL_INVALID = -22,
 };
 
-extern enum log_level log_max_level;
+/* Written by the loop (SIGHUP), read by every thread: atomic. */
+extern _Atomic enum log_level log_max_level;
 
 /* Parses "debug", "info", "warn" or "error"; returns the level or LOG_LEVEL_INVALID. */
 enum log_level log_level_from_string(const char *s);
