@@ -35,7 +35,7 @@ format:
 	clang-format -i $$(git ls-files 'src/*.[ch]' 'tests/*.[ch]' 'fuzz/*.c')
 
 tidy: $(BUILD)/build.ninja
-	ninja -C $(BUILD) clang-tidy
+	scripts/tidy $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

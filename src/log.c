@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum log_level log_max_level = LOG_LEVEL_INFO;
+_Atomic enum log_level log_max_level = LOG_LEVEL_INFO;
 
 #define LEVEL_NAME(level, name) [level] = (name),
 static const char *const level_names[LOG_LEVEL_COUNT] = { LOG_LEVEL_NAMES(LEVEL_NAME) };

@@ -32,7 +32,9 @@ enum log_level {
 	X(LOG_LEVEL_ERROR, "error")
 /* clang-format on */
 
-extern enum log_level log_max_level;
+/* Written by the loop (SIGHUP), read by every thread: atomic. */
+extern _Atomic enum log_level log_max_level;
+
 
 /*
  * Writes one line. @module may be NULL. @fmt formats the key=value tail and may be NULL.

@@ -496,7 +496,7 @@ int loop_run_once(struct loop *l, usec_t timeout_usec)
 
 	if (timeout_usec == USEC_INFINITY)
 		ms = -1;
-	else if (timeout_usec / USEC_PER_MSEC > 60 * 60 * 1000)
+	else if (timeout_usec / USEC_PER_MSEC > (usec_t)60 * 60 * 1000)
 		ms = 60 * 60 * 1000;
 	else
 		ms = (int)((timeout_usec + USEC_PER_MSEC - 1) / USEC_PER_MSEC);

@@ -10,10 +10,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from edgegpu import (RESOURCE, Node, load_fixture, mono_us, wait_until)  # noqa: E402,F401
 
-__all__ = ["RESOURCE", "Node", "load_fixture", "mono_us", "wait_until", "FIXTURES", "uuids",
+__all__ = ["RESOURCE", "Node", "load_fixture", "mono_us", "wait_until", "FIXTURES", "SANITIZED",
+           "uuids",
            "NodeTest", "main"]
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+# The daemon is built with sanitizers (tests/integration/meson.build): its RSS then holds
+# ASan's quarantine and shadow, and leaks are LeakSanitizer's to find at exit.
+SANITIZED = os.environ.get("EDGEGPU_SANITIZE", "none") not in ("", "none")
 
 
 def uuids(fixture):

@@ -43,7 +43,7 @@ from emulator import Emulator, EmulatorError, mono_us  # noqa: E402
 
 __all__ = ["Node", "Daemon", "FakeNvml", "FakeNvmlError", "PluginClient", "RawH2", "run_cli",
            "wait_until", "parse_logfmt", "load_fixture", "fixture_path", "fake_host_argv", "mono_us",
-           "Emulator", "EmulatorError", "SRC", "RESOURCE", "APP_XIDS"]
+           "Emulator", "EmulatorError", "SRC", "RESOURCE", "APP_XIDS", "sanitizer_report"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(os.path.dirname(HERE))
@@ -142,9 +142,29 @@ def fake_host_argv(argv):
 FAKE_HOST_ENV = {"EDGEGPU_FAKE_NVML_SYSFS": "/sys", "EDGEGPU_FAKE_NVML_PROCFS": "/proc"}
 
 
+# Sanitizer settings pass through to every process the tests start (.ci/run sets them).
+SANITIZER_VARS = ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS")
+# The first line of a sanitizer report: ASan/LSan "==PID==ERROR: ...Sanitizer", TSan
+# "WARNING: ThreadSanitizer", UBSan "file:line:col: runtime error:".
+_SANITIZER_LINE = re.compile(r"(^==\d+==ERROR: \w+Sanitizer|^WARNING: ThreadSanitizer|"
+                             r": runtime error: )")
+
+
+def sanitizer_report(text_or_lines, context=40):
+    """The first sanitizer report in a process's stderr (a string or a list of lines) with up
+    to `context` lines after it, or None when there is none."""
+    lines = (text_or_lines.splitlines() if isinstance(text_or_lines, str)
+             else list(text_or_lines))
+    for i, line in enumerate(lines):
+        if _SANITIZER_LINE.search(line):
+            return "\n".join(lines[i:i + context])
+    return None
+
+
 def base_env(extra=None):
     """A clean environment: no CONFIG_FILE, DEVICE_LIST_STRATEGY, ... leaks in from outside."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8"}
+    env.update({k: os.environ[k] for k in SANITIZER_VARS if k in os.environ})
     if extra:
         env.update({k: str(v) for k, v in extra.items() if v is not None})
     return env
@@ -163,8 +183,12 @@ def run_cli(args, fixture=None, env=None, fake_host=False, nvml_lib=None, timeou
         e.update(FAKE_HOST_ENV)
         argv = fake_host_argv(argv)
     e.update(env or {})
-    return subprocess.run(argv, env=base_env(e), capture_output=True, text=True,
-                          timeout=timeout)
+    r = subprocess.run(argv, env=base_env(e), capture_output=True, text=True,
+                       timeout=timeout)
+    rep = sanitizer_report(r.stderr)
+    if rep:
+        raise AssertionError(f"edgegpu {' '.join(args)} (rc={r.returncode}): {rep}")
+    return r
 
 
 # --- the fake NVML's control socket ---
@@ -430,6 +454,10 @@ class Daemon:
     def kill(self):
         return self.stop(signal.SIGKILL)
 
+    def sanitizer_report(self):
+        with self._cv:
+            return sanitizer_report(self.lines)
+
     # /proc views of the process.
     def fd_count(self):
         return len(os.listdir(f"/proc/{self.pid}/fd"))
@@ -578,6 +606,8 @@ class Node:
             print(json.dumps(e)[:400], file=out)
 
     def close(self):
+        """Stops everything; AssertionError when a daemon's stderr holds a sanitizer report
+        (use-after-free, leak at exit, data race, undefined behaviour)."""
         self.nvml.close()
         for d in self.daemons:
             d.stop(signal.SIGTERM, timeout=3)
@@ -588,6 +618,10 @@ class Node:
         except Exception:  # noqa: BLE001 - teardown must go on
             pass
         shutil.rmtree(self.root, ignore_errors=True)
+        reports = [f"{d.name} (rc={d.returncode}): {r}" for d in self.daemons
+                   if (r := d.sanitizer_report())]
+        if reports:
+            raise AssertionError("sanitizer report:\n" + "\n".join(reports))
 
     def __enter__(self):
         return self

@@ -640,8 +640,8 @@ static int write_full_disk(void *arg, char **reterr)
 		struct dirent *de;
 
 		while (d && (de = readdir(d)))
-			if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
-			    strcmp(de->d_name, CDI_SPEC_FILE_NAME))
+			if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
+			    strcmp(de->d_name, CDI_SPEC_FILE_NAME) != 0)
 				r = SKIP_R + 3; /* a temporary file left behind */
 		if (d)
 			closedir(d);
@@ -721,7 +721,7 @@ static void test_verify(void **state)
 	f = fopen(path, "r+");
 	assert_non_null(f);
 	assert_int_equal(fputc('[', f), '[');
-	fclose(f);
+	(void)fclose(f);
 	assert_int_equal(cdi_spec_verify(dir, spec.data, spec.len), -ESTALE);
 	assert_int_equal(cdi_spec_write_file(dir, spec.data, spec.len - 1, NULL), 0);
 	assert_int_equal(cdi_spec_verify(dir, spec.data, spec.len), -ESTALE);

@@ -494,7 +494,7 @@ static void test_not_regular_file(void **state)
 	char *s;
 
 	assert_non_null(mkdtemp(dir));
-	snprintf(fifo, sizeof(fifo), "%s/config.yaml", dir);
+	(void)snprintf(fifo, sizeof(fifo), "%s/config.yaml", dir);
 	assert_int_equal(mkfifo(fifo, 0600), 0);
 	alarm(10);
 	assert_int_equal(config_init(&c), 0);
@@ -560,12 +560,13 @@ static void test_socket_path_limit(void **state)
 		assert_string_equal(d.errors[0].key, "edgegpu.devicePluginPath");
 		assert_null(d.errors[0].file);
 		s = fmt_error(&d.errors[0]);
-		snprintf(want, sizeof(want),
-			 "edgegpu.devicePluginPath: the plugin socket of nvidia.com/gpu "
-			 "\"%s/nvidia-gpu.sock\" is 108 bytes, longer than the 107 a unix socket "
-			 "path can hold (sun_path); set a shorter edgegpu.devicePluginPath "
-			 "(--device-plugin-path, DEVICE_PLUGIN_PATH)",
-			 dir);
+		(void)snprintf(
+			want, sizeof(want),
+			"edgegpu.devicePluginPath: the plugin socket of nvidia.com/gpu "
+			"\"%s/nvidia-gpu.sock\" is 108 bytes, longer than the 107 a unix socket "
+			"path can hold (sun_path); set a shorter edgegpu.devicePluginPath "
+			"(--device-plugin-path, DEVICE_PLUGIN_PATH)",
+			dir);
 		assert_string_equal(s, want);
 		free(s);
 		config_diag_release(&d);

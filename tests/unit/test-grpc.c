@@ -1871,6 +1871,7 @@ static struct {
 	uint32_t fail_events;
 } E;
 
+/* NOLINTNEXTLINE(readability-inconsistent-declaration-parameter-name): glibc names it __event */
 int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	if (op == EPOLL_CTL_MOD && E.fail_mod > 0 && ev && ev->events == E.fail_events) {
@@ -2200,7 +2201,7 @@ static void test_socket_peer_cred(void **state)
 	/* A memory connection has none, unless set. */
 	s = server_new(NULL, NULL);
 	tc_mem(&tc, s);
-	st = tc_request(&tc, "/test.Svc/Watch", NULL, req, frame(req, 0, "w", 1));
+	(void)tc_request(&tc, "/test.Svc/Watch", NULL, req, frame(req, 0, "w", 1));
 	tc_pump(&tc);
 	assert_int_equal(grpc_call_peer_cred(T.held[0], &pid, &uid), -ENODATA);
 	grpc_server_conn_set_peer_cred(tc.conn, 42, 7);

@@ -56,7 +56,7 @@ static void on_event(struct kubelet *k, enum kubelet_event ev, const char *name,
 
 	if (r->n < ELEMENTSOF(r->evs)) {
 		r->evs[r->n].ev = ev;
-		snprintf(r->evs[r->n].name, sizeof(r->evs[r->n].name), "%s", name);
+		(void)snprintf(r->evs[r->n].name, sizeof(r->evs[r->n].name), "%s", name);
 		r->n++;
 	}
 }
@@ -101,10 +101,10 @@ struct fixture {
 static void fixture_init(struct fixture *f, bool make_dp)
 {
 	memset(f, 0, sizeof(*f));
-	snprintf(f->root, sizeof(f->root), "/tmp/test-kubelet-XXXXXX");
+	(void)snprintf(f->root, sizeof(f->root), "/tmp/test-kubelet-XXXXXX");
 	assert_non_null(mkdtemp(f->root));
-	snprintf(f->dp, sizeof(f->dp), "%s/device-plugins", f->root);
-	snprintf(f->sock, sizeof(f->sock), "%s/kubelet.sock", f->dp);
+	(void)snprintf(f->dp, sizeof(f->dp), "%s/device-plugins", f->root);
+	(void)snprintf(f->sock, sizeof(f->sock), "%s/kubelet.sock", f->dp);
 	if (make_dp)
 		assert_int_equal(mkdir(f->dp, 0700), 0);
 	assert_int_equal(loop_new(&f->loop), 0);

@@ -233,7 +233,7 @@ static uint32_t seen_mask;
 
 static void on_watch(struct loop_watch *w, const char *name, uint32_t mask, void *userdata)
 {
-	snprintf(seen_name, sizeof(seen_name), "%s", name);
+	(void)snprintf(seen_name, sizeof(seen_name), "%s", name);
 	seen_mask |= mask;
 }
 
@@ -249,10 +249,10 @@ static void test_inotify_create_and_delete(void **state)
 	assert_int_equal(loop_watch_new(l, "/nonexistent/dir", IN_CREATE, on_watch, NULL, &w),
 			 -ENOENT);
 	assert_int_equal(loop_watch_new(l, dir, IN_CREATE | IN_DELETE, on_watch, NULL, &w), 0);
-	snprintf(file, sizeof(file), "%s/kubelet.sock", dir);
+	(void)snprintf(file, sizeof(file), "%s/kubelet.sock", dir);
 	f = fopen(file, "w");
 	assert_non_null(f);
-	fclose(f);
+	(void)fclose(f);
 	assert_int_equal(unlink(file), 0);
 	assert_int_equal(loop_run_once(l, 100 * USEC_PER_MSEC), 0);
 	assert_string_equal(seen_name, "kubelet.sock");

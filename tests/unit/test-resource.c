@@ -16,8 +16,8 @@ static void make_info(unsigned n, uint64_t mem_mib)
 	memset(devs, 0, sizeof(devs));
 	for (unsigned i = 0; i < n; i++) {
 		devs[i].index = i;
-		snprintf(devs[i].uuid, sizeof(devs[i].uuid),
-			 "GPU-0000000%u-1111-2222-3333-44444444444%u", i, i);
+		(void)snprintf(devs[i].uuid, sizeof(devs[i].uuid),
+			       "GPU-0000000%u-1111-2222-3333-44444444444%u", i, i);
 		devs[i].mem_total = mem_mib << 20;
 		devs[i].numa_node = -1;
 		devs[i].minor = i;
@@ -96,7 +96,7 @@ static void test_replica_ids(void **state)
 	r = mk(RESOURCE_REPLICA, 2, 4, 0, 0);
 	assert_int_equal(r->n_devices, 8);
 	resource_device_id(r, 6, id);
-	snprintf(want, sizeof(want), "%s::2", devs[1].uuid);
+	(void)snprintf(want, sizeof(want), "%s::2", devs[1].uuid);
 	assert_string_equal(id, want);
 	for (unsigned i = 0; i < r->n_devices; i++) {
 		size_t n = resource_device_id(r, i, id);
@@ -104,11 +104,11 @@ static void test_replica_ids(void **state)
 		assert_int_equal(resource_device_lookup(r, id, n), (int)i);
 		assert_int_equal(resource_device_gpu(r, i), i / 4);
 	}
-	snprintf(want, sizeof(want), "%s::4", devs[1].uuid);
+	(void)snprintf(want, sizeof(want), "%s::4", devs[1].uuid);
 	assert_int_equal(resource_device_lookup(r, want, strlen(want)), -ENOENT);
-	snprintf(want, sizeof(want), "%s::01", devs[1].uuid);
+	(void)snprintf(want, sizeof(want), "%s::01", devs[1].uuid);
 	assert_int_equal(resource_device_lookup(r, want, strlen(want)), -ENOENT);
-	snprintf(want, sizeof(want), "%s::", devs[1].uuid);
+	(void)snprintf(want, sizeof(want), "%s::", devs[1].uuid);
 	assert_int_equal(resource_device_lookup(r, want, strlen(want)), -ENOENT);
 	assert_int_equal(resource_device_lookup(r, devs[1].uuid, strlen(devs[1].uuid)), -ENOENT);
 	resource_free(r);
@@ -349,15 +349,15 @@ static void test_replicas_per_gpu(void **state)
 		unsigned g = i < 4 ? 0 : 1, n = i < 4 ? i : i - 4;
 		size_t len = resource_device_id(r, i, id);
 
-		snprintf(want, sizeof(want), "%s::%u", devs[g].uuid, n);
+		(void)snprintf(want, sizeof(want), "%s::%u", devs[g].uuid, n);
 		assert_string_equal(id, want);
 		assert_int_equal(resource_device_lookup(r, id, len), (int)i);
 		assert_int_equal(resource_device_gpu(r, i), g);
 	}
 	/* GPU 1 has no replica 2 or 3, though GPU 0 does. */
-	snprintf(want, sizeof(want), "%s::2", devs[1].uuid);
+	(void)snprintf(want, sizeof(want), "%s::2", devs[1].uuid);
 	assert_int_equal(resource_device_lookup(r, want, strlen(want)), -ENOENT);
-	snprintf(want, sizeof(want), "%s::3", devs[0].uuid);
+	(void)snprintf(want, sizeof(want), "%s::3", devs[0].uuid);
 	assert_int_equal(resource_device_lookup(r, want, strlen(want)), 3);
 	/* The list carries all six, and its size is exact. */
 	assert_int_equal(resource_encode_list(r, NULL, all_healthy, NULL, &b), 0);

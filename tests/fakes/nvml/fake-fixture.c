@@ -100,6 +100,7 @@ static int fail_msg(char *err, size_t errlen, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
+	/* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): va_start is above; clang 14 errs */
 	(void)vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
 	return -1;
