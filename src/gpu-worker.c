@@ -122,7 +122,7 @@ static void timed_wait(struct gpu_worker *s, usec_t until)
 static void *event_thread(void *userdata)
 {
 	struct gpu_worker *s = userdata;
-	usec_t backoff = 0, started;
+	usec_t backoff = 0, started, slice;
 
 	(void)pthread_mutex_lock(&s->mu);
 	while (!s->stop) {
@@ -144,12 +144,13 @@ static void *event_thread(void *userdata)
 			continue;
 		}
 		s->ev_in_wait = true;
+		/* Read under the lock (a SIGHUP may change the slice). After failures, short
+		   waits: a wait that works again is seen soon. */
+		slice = s->wait_failing ? MIN(s->slice, USEC_PER_SEC) : s->slice;
 		(void)pthread_mutex_unlock(&s->mu);
 		memset(&ev, 0, sizeof(ev));
 		started = now_usec();
-		/* After failures, short waits: a wait that works again is seen soon. */
-		r = s->b->ops->event_wait(
-			s->b, s->wait_failing ? MIN(s->slice, USEC_PER_SEC) : s->slice, &ev);
+		r = s->b->ops->event_wait(s->b, slice, &ev);
 		(void)pthread_mutex_lock(&s->mu);
 		s->ev_in_wait = false;
 		if (s->stop)
