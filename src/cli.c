@@ -30,26 +30,27 @@ struct cli_args {
 
 static void usage(FILE *f)
 {
-	fputs("usage: edgegpu [serve] [FLAGS]\n"
-	      "       edgegpu discover [--json] [FLAGS]\n"
-	      "       edgegpu check-config FILE [FLAGS]\n"
-	      "       edgegpu version\n"
-	      "\n"
-	      "Kubernetes device plugin for edge GPUs: nvidia.com/gpu (whole or time-sliced) and\n"
-	      "nvidia.com/gpumem (memory slices) over the kubelet device-plugin API v1beta1.\n"
-	      "\n"
-	      "Common flags (flag > environment > config file > default; see docs/config.md):\n"
-	      "  --config-file FILE             CONFIG_FILE\n"
-	      "  --device-plugin-path DIR       DEVICE_PLUGIN_PATH (/var/lib/kubelet/device-plugins)\n"
-	      "  --kubelet-socket PATH          KUBELET_SOCKET (\"\" disables registration)\n"
-	      "  --nvml-lib PATH                NVML_LIB (default: loader search, then the driver root)\n"
-	      "  --driver-root DIR              NVIDIA_DRIVER_ROOT (/)\n"
-	      "  --dev-root DIR                 NVIDIA_DEV_ROOT (= driver root)\n"
-	      "  --device-list-strategy LIST    DEVICE_LIST_STRATEGY (envvar|volume-mounts|cdi-annotations|cdi-cri)\n"
-	      "  --device-id-strategy S         DEVICE_ID_STRATEGY (uuid|index)\n"
-	      "  --pass-device-specs            PASS_DEVICE_SPECS\n"
-	      "  --fail-on-init-error[=BOOL]    FAIL_ON_INIT_ERROR (true)\n",
-	      f);
+	(void)fputs(
+		"usage: edgegpu [serve] [FLAGS]\n"
+		"       edgegpu discover [--json] [FLAGS]\n"
+		"       edgegpu check-config FILE [FLAGS]\n"
+		"       edgegpu version\n"
+		"\n"
+		"Kubernetes device plugin for edge GPUs: nvidia.com/gpu (whole or time-sliced) and\n"
+		"nvidia.com/gpumem (memory slices) over the kubelet device-plugin API v1beta1.\n"
+		"\n"
+		"Common flags (flag > environment > config file > default; see docs/config.md):\n"
+		"  --config-file FILE             CONFIG_FILE\n"
+		"  --device-plugin-path DIR       DEVICE_PLUGIN_PATH (/var/lib/kubelet/device-plugins)\n"
+		"  --kubelet-socket PATH          KUBELET_SOCKET (\"\" disables registration)\n"
+		"  --nvml-lib PATH                NVML_LIB (default: loader search, then the driver root)\n"
+		"  --driver-root DIR              NVIDIA_DRIVER_ROOT (/)\n"
+		"  --dev-root DIR                 NVIDIA_DEV_ROOT (= driver root)\n"
+		"  --device-list-strategy LIST    DEVICE_LIST_STRATEGY (envvar|volume-mounts|cdi-annotations|cdi-cri)\n"
+		"  --device-id-strategy S         DEVICE_ID_STRATEGY (uuid|index)\n"
+		"  --pass-device-specs            PASS_DEVICE_SPECS\n"
+		"  --fail-on-init-error[=BOOL]    FAIL_ON_INIT_ERROR (true)\n",
+		f);
 }
 
 /*
@@ -73,7 +74,7 @@ static int parse_args(int argc, char **argv, bool allow_json, struct cli_args *a
 		}
 		if (strncmp(arg, "--", 2) != 0) {
 			if (a->n_positional == ELEMENTSOF(a->positional)) {
-				fprintf(stderr, "edgegpu: unexpected argument '%s'\n", arg);
+				(void)fprintf(stderr, "edgegpu: unexpected argument '%s'\n", arg);
 				return 2;
 			}
 			a->positional[a->n_positional++] = arg;
@@ -83,7 +84,7 @@ static int parse_args(int argc, char **argv, bool allow_json, struct cli_args *a
 		eq = strchr(name, '=');
 		if (eq) {
 			if ((size_t)(eq - name) >= sizeof(nbuf)) {
-				fprintf(stderr, "edgegpu: unknown flag '%s'\n", arg);
+				(void)fprintf(stderr, "edgegpu: unknown flag '%s'\n", arg);
 				return 2;
 			}
 			memcpy(nbuf, name, (size_t)(eq - name));
@@ -92,26 +93,27 @@ static int parse_args(int argc, char **argv, bool allow_json, struct cli_args *a
 			value = eq + 1;
 		}
 		if (!config_flag_lookup(name, &is_bool)) {
-			fprintf(stderr,
+			(void)fprintf(
+				stderr,
 				"edgegpu: unknown flag '--%s' (see 'edgegpu --help' and docs/config.md)\n",
 				name);
 			return 2;
 		}
 		if (!value && !is_bool) {
 			if (i + 1 >= argc) {
-				fprintf(stderr, "edgegpu: flag '--%s' needs a value\n", name);
+				(void)fprintf(stderr, "edgegpu: flag '--%s' needs a value\n", name);
 				return 2;
 			}
 			value = argv[++i];
 		}
 		if (a->n_flags == MAX_FLAGS) {
-			fprintf(stderr, "edgegpu: too many flags\n");
+			(void)fprintf(stderr, "edgegpu: too many flags\n");
 			return 2;
 		}
 		a->flags[a->n_flags].name = strdup(name); /* name may point into nbuf */
 		a->flags[a->n_flags].value = value;
 		if (!a->flags[a->n_flags].name) {
-			fprintf(stderr, "edgegpu: out of memory\n");
+			(void)fprintf(stderr, "edgegpu: out of memory\n");
 			return 2;
 		}
 		a->n_flags++;
@@ -131,13 +133,13 @@ static void print_diag(const struct config_diag *d)
 	for (size_t i = 0; i < d->n_warnings; i++) {
 		char *s = config_error_to_string(&d->warnings[i]);
 
-		fprintf(stderr, "warning: %s\n", s ? s : "?");
+		(void)fprintf(stderr, "warning: %s\n", s ? s : "?");
 		free(s);
 	}
 	for (size_t i = 0; i < d->n_errors; i++) {
 		char *s = config_error_to_string(&d->errors[i]);
 
-		fprintf(stderr, "error: %s\n", s ? s : "?");
+		(void)fprintf(stderr, "error: %s\n", s ? s : "?");
 		free(s);
 	}
 }
@@ -168,7 +170,7 @@ static int verb_serve(int argc, char **argv)
 
 	r = parse_args(argc, argv, false, &a);
 	if (r == 0 && a.n_positional) {
-		fprintf(stderr, "edgegpu: unexpected argument '%s'\n", a.positional[0]);
+		(void)fprintf(stderr, "edgegpu: unexpected argument '%s'\n", a.positional[0]);
 		r = 2;
 	}
 	if (r == 0)
@@ -188,7 +190,7 @@ static int verb_check_config(int argc, char **argv)
 	if (r != 0)
 		goto out;
 	if (a.n_positional != 1) {
-		fprintf(stderr, "usage: edgegpu check-config FILE\n");
+		(void)fprintf(stderr, "usage: edgegpu check-config FILE\n");
 		r = 2;
 		goto out;
 	}
@@ -204,7 +206,7 @@ static int verb_check_config(int argc, char **argv)
 	}
 	a.n_flags++;
 	if (build_config(&a, &c) < 0) {
-		fprintf(stderr, "%s: invalid config\n", a.positional[0]);
+		(void)fprintf(stderr, "%s: invalid config\n", a.positional[0]);
 		r = 1;
 		goto out;
 	}
@@ -212,7 +214,7 @@ static int verb_check_config(int argc, char **argv)
 		r = 1;
 		goto out;
 	}
-	fwrite(out.data, 1, out.len, stdout);
+	(void)fwrite(out.data, 1, out.len, stdout);
 	r = 0;
 out:
 	buf_release(&out);
@@ -341,19 +343,19 @@ static int verb_discover(int argc, char **argv)
 	o.sysfs_root = getenv("EDGEGPU_SYSFS_ROOT"); /* tests: a fake /sys */
 	r = gpu_backend_open(&o, &b, &err);
 	if (r < 0) {
-		fprintf(stderr, "edgegpu: %s\n", err ? err : strerror(-r));
+		(void)fprintf(stderr, "edgegpu: %s\n", err ? err : strerror(-r));
 		goto out;
 	}
 	r = b->ops->discover(b, &info, &err);
 	if (r < 0) {
-		fprintf(stderr, "edgegpu: discovery failed: %s\n", err ? err : strerror(-r));
+		(void)fprintf(stderr, "edgegpu: discovery failed: %s\n", err ? err : strerror(-r));
 		goto out;
 	}
 	n = assign_build_resources(&c, &info, res, ELEMENTSOF(res));
 	if (a.json) {
 		r = discover_json(&info, res, n);
 		if (r < 0)
-			fprintf(stderr, "edgegpu: %s\n", strerror(-r));
+			(void)fprintf(stderr, "edgegpu: %s\n", strerror(-r));
 	} else {
 		printf("driver %s, CUDA driver %d.%d, %u GPU(s)%s\n", info.driver_version,
 		       info.cuda_driver_version / 1000, info.cuda_driver_version % 1000 / 10,
@@ -416,7 +418,7 @@ int cli_main(int argc, char **argv)
 	for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
 		if (strcmp(verb, verbs[i].name) == 0)
 			return verbs[i].fn(argc > 1 ? argc - 1 : argc, argc > 1 ? argv + 1 : argv);
-	fprintf(stderr, "edgegpu: unknown command '%s'\n\n", verb);
+	(void)fprintf(stderr, "edgegpu: unknown command '%s'\n\n", verb);
 	usage(stderr);
 	return 2;
 }

@@ -339,7 +339,7 @@ static int dump_items(const struct field *item_fields, const void *items, size_t
 		tmp.len = 0;
 		r = config_dump_fields(item_fields, (const char *)items + i * isize, indent + 4,
 				       &tmp);
-		if (r < 0 || tmp.len < indent + 4)
+		if (r < 0 || !tmp.data || tmp.len < indent + 4)
 			continue;
 		/* "    name: x" becomes "  - name: x": the first key goes on the dash line. */
 		tmp.data[indent + 2] = '-';

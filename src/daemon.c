@@ -803,24 +803,25 @@ int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flag
 				     "creating the device-plugin directory failed, waiting for it",
 				     "path=%s", d.cfg.device_plugin_path);
 	r = cdi_writer_new(d.loop, &d.cdi);
-	if (r < 0)
+	if (r < 0) {
+		log_error_errno(r, "starting failed", NULL);
 		goto out;
+	}
 	d.ctx.cdi_error = cdi_writer_error(d.cdi);
 	cdi_writer_set_settled_cb(d.cdi, cdi_settled, &d);
 	r = kubelet_new(d.loop, d.cfg.device_plugin_path, d.cfg.kubelet_socket, on_kubelet, &d,
 			&d.kubelet);
-	if (r < 0)
+	if (r < 0) {
+		log_error_errno(r, "starting failed", NULL);
 		goto out;
+	}
 	log_info("starting", "device_plugin_path=%s kubelet_socket=%s", d.cfg.device_plugin_path,
 		 d.cfg.kubelet_socket && *d.cfg.kubelet_socket ? d.cfg.kubelet_socket :
 								 "(registration off)");
-	if (d.cfg.nvml_lib && !(d.nvml_lib = strdup(d.cfg.nvml_lib))) {
-		r = -ENOMEM;
-		goto out;
-	}
-	if (d.cfg.container_driver_root &&
-	    !(d.nvml_driver_root = strdup(d.cfg.container_driver_root))) {
-		r = -ENOMEM;
+	if ((d.cfg.nvml_lib && !(d.nvml_lib = strdup(d.cfg.nvml_lib))) ||
+	    (d.cfg.container_driver_root &&
+	     !(d.nvml_driver_root = strdup(d.cfg.container_driver_root)))) {
+		log_error_errno(-ENOMEM, "starting failed", NULL);
 		goto out;
 	}
 	d.nvml_opts = (struct gpu_backend_opts){

@@ -334,13 +334,12 @@ static int nvml_discover(struct gpu_backend *b, struct gpu_info *ret, char **ret
 		r = nvml_call_error(n, reterr, "nvmlDeviceGetCount_v2", nr);
 		goto fail;
 	}
-	if (count > 0) {
-		info.devices = calloc(count, sizeof(*info.devices));
-		devs = calloc(count, sizeof(*devs));
-		if (!info.devices || !devs) {
-			r = -ENOMEM;
-			goto fail;
-		}
+	/* One more than needed: never a zero-size allocation, and no NULL table to reason about. */
+	info.devices = calloc(count + 1, sizeof(*info.devices));
+	devs = calloc(count + 1, sizeof(*devs));
+	if (!info.devices || !devs) {
+		r = -ENOMEM;
+		goto fail;
 	}
 	for (unsigned i = 0; i < count; i++) {
 		char *reason = NULL;

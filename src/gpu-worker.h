@@ -57,20 +57,20 @@ struct gpu_job *gpu_job_free(struct gpu_job *j);
 int gpu_worker_new(gpu_backend_open_fn *open, void *open_arg, struct loop_wake *wake,
 		   struct gpu_worker **ret) WARN_UNUSED;
 /* How long one event wait lasts. */
-void gpu_worker_set_slice(struct gpu_worker *w, usec_t slice);
+void gpu_worker_set_slice(struct gpu_worker *s, usec_t slice);
 /* Hands @j to the worker (one job at a time: the previous one was collected). */
-void gpu_worker_submit(struct gpu_worker *w, struct gpu_job *j);
+void gpu_worker_submit(struct gpu_worker *s, struct gpu_job *j);
 /*
  * Takes what the threads handed over: the queued events into @batch (GPU_WORKER_QUEUE at
  * most, *@ret_n of them), whether the event wait is failing (and its last -errno), and the
  * finished job, which the caller then owns (NULL when none finished).
  */
-struct gpu_job *gpu_worker_collect(struct gpu_worker *w, struct gpu_event *batch, unsigned *ret_n,
+struct gpu_job *gpu_worker_collect(struct gpu_worker *s, struct gpu_event *batch, unsigned *ret_n,
 				   bool *ret_failing, int *ret_err);
 /* The backend function the worker called last (NULL before the backend is open). */
-const char *gpu_worker_call(struct gpu_worker *w);
-uint64_t gpu_worker_wait_errors(struct gpu_worker *w);
+const char *gpu_worker_call(struct gpu_worker *s);
+uint64_t gpu_worker_wait_errors(struct gpu_worker *s);
 /* Stops the threads and lets go of @w; never waits for a thread inside the backend. */
-void gpu_worker_stop(struct gpu_worker *w);
+void gpu_worker_stop(struct gpu_worker *s);
 /* Threads still running, over every worker (those left in the backend included). */
 unsigned gpu_worker_live_threads(void);

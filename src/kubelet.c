@@ -327,13 +327,13 @@ static int paths_make(const char *plugin_dir, const char *kubelet_sock, struct p
 			r = -ENAMETOOLONG;
 			goto fail;
 		}
-		p.sock = strdup(kubelet_sock);
-		if (!p.sock)
-			goto fail;
-		r = path_split(p.sock, &p.sock_dir, &p.sock_name);
+		r = path_split(kubelet_sock, &p.sock_dir, &p.sock_name);
 		if (r < 0)
 			goto fail;
 		r = -ENOMEM;
+		p.sock = strdup(kubelet_sock);
+		if (!p.sock)
+			goto fail;
 		if (!p.sock_dir && !(p.sock_dir = strdup("/")))
 			goto fail;
 		if (!p.sock_name && !(p.sock_name = strdup("")))

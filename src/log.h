@@ -35,7 +35,6 @@ enum log_level {
 /* Written by the loop (SIGHUP), read by every thread: atomic. */
 extern _Atomic enum log_level log_max_level;
 
-
 /*
  * Writes one line. @module may be NULL. @fmt formats the key=value tail and may be NULL.
  * Returns @r as -abs(r), so callers can write `return log_emit(...)`.

@@ -454,7 +454,7 @@ void plugin_handle_allocate(struct grpc_call *call, const uint8_t *req, size_t l
 			    "AllocateRequest for \"%s\" has no container requests", p->res->name);
 		goto out;
 	}
-	crs = calloc(m->n_container_requests + 1, sizeof(*crs));
+	crs = calloc(m->n_container_requests + 1, sizeof(V1beta1__ContainerAllocateResponse *));
 	seen = malloc(nwords * sizeof(*seen));
 	if (!crs || !seen) {
 		plugin_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");

@@ -184,12 +184,10 @@ int podres_canonical(const uint8_t *resp, size_t len, struct buf *ret)
 		r = -EBADMSG;
 		goto out;
 	}
-	if (n > 0) {
-		pairs = malloc(n * sizeof(*pairs));
-		if (!pairs) {
-			r = -ENOMEM;
-			goto out;
-		}
+	pairs = malloc((n + 1) * sizeof(*pairs)); /* + 1: never a zero-size allocation */
+	if (!pairs) {
+		r = -ENOMEM;
+		goto out;
 	}
 	for (size_t i = 0; i < m->n_pod_resources; i++)
 		for (size_t c = 0; c < m->pod_resources[i]->n_containers; c++) {

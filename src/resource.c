@@ -238,9 +238,10 @@ int resource_new(const struct resource_spec *spec, const struct gpu_info *info,
 			}
 		}
 		assign_letters(r);
-		memset(r->letter_slot, -1, sizeof(r->letter_slot));
+		for (size_t i = 0; i < ELEMENTSOF(r->letter_slot); i++)
+			r->letter_slot[i] = -1;
 		for (unsigned s = 0; s < r->n_gpus; s++)
-			r->letter_slot[r->gpus[s].letter - 'a'] = (signed char)s;
+			r->letter_slot[r->gpus[s].letter - 'a'] = (int16_t)s;
 		for (;;) {
 			next = 0;
 			for (unsigned s = 0; s < r->n_gpus; s++) {
@@ -381,7 +382,7 @@ int resource_device_lookup(const struct resource *r, const char *id, size_t len)
 		/* The hot path of a 163,840-ID request: no searching, no allocation. */
 		if (len < 2 || len > 6 || (id[1] == '0' && len > 2) || id[0] < 'a' || id[0] > 'z')
 			return -ENOENT;
-		s = r->letter_slot[id[0] - 'a'];
+		s = r->letter_slot[(unsigned char)id[0] - 'a'];
 		if (s < 0)
 			return -ENOENT;
 		for (size_t i = 1; i < len; i++) {

@@ -63,8 +63,8 @@ struct resource {
 	unsigned n_gpus;
 	struct resource_gpu *gpus;
 	unsigned n_devices;
-	char **uuids;		     /* per resource_gpu, copied from gpu_info */
-	signed char letter_slot[26]; /* RESOURCE_GPUMEM: slot of each letter, -1 none */
+	char **uuids;		 /* per resource_gpu, copied from gpu_info */
+	int16_t letter_slot[26]; /* RESOURCE_GPUMEM: slot of each letter, -1 none */
 };
 
 /*

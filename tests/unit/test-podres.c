@@ -32,11 +32,11 @@ static uint8_t *encode(const struct dev *devs, size_t n, size_t per_pod, size_t 
 	V1__ListPodResourcesResponse m = V1__LIST_POD_RESOURCES_RESPONSE__INIT;
 	size_t n_pods = per_pod ? (n + per_pod - 1) / per_pod : 0;
 	V1__PodResources *pods = calloc(n_pods + 1, sizeof(*pods));
-	V1__PodResources **pp = calloc(n_pods + 1, sizeof(*pp));
+	V1__PodResources **pp = calloc(n_pods + 1, sizeof(V1__PodResources *));
 	V1__ContainerResources *crs = calloc(n_pods + 1, sizeof(*crs));
-	V1__ContainerResources **crp = calloc(n_pods + 1, sizeof(*crp));
+	V1__ContainerResources **crp = calloc(n_pods + 1, sizeof(V1__ContainerResources *));
 	V1__ContainerDevices *cds = calloc(n + 1, sizeof(*cds));
-	V1__ContainerDevices **cdp = calloc(n + 1, sizeof(*cdp));
+	V1__ContainerDevices **cdp = calloc(n + 1, sizeof(V1__ContainerDevices *));
 	char **ids = calloc(n + 1, sizeof(*ids));
 	uint8_t *out;
 
