@@ -423,80 +423,89 @@ static void run_until(struct loop *l, const unsigned *counter, unsigned want, us
  * Today's bug: kubelet_reg_stop() from the callback was undone right after it (the retry was
  * armed once the callback returned), so a refused Register was retried forever.
  */
+/* One registration against a fake kubelet that answers @answer: the setup most tests share. */
+struct reg_test {
+	struct fixture f;
+	struct fake_kubelet fk;
+	struct reg_rec rr;
+	struct grpc_server *s;
+	struct kubelet *k;
+	struct kubelet_reg *reg;
+};
+
+static void reg_test_up(struct reg_test *t, enum grpc_status answer, enum reg_action action)
+{
+	memset(t, 0, sizeof(*t));
+	t->fk.answer = answer;
+	t->rr.action = action;
+	fixture_init(&t->f, true);
+	t->s = fake_kubelet_start(&t->f, &t->fk, t->f.sock);
+	assert_int_equal(kubelet_new(t->f.loop, t->f.dp, t->f.sock, on_event, &t->f.rec, &t->k), 0);
+	assert_int_equal(
+		kubelet_reg_new(t->k, "example.com/gpu", "gpu.sock", on_reg, &t->rr, &t->reg), 0);
+}
+
+static void reg_test_down(struct reg_test *t)
+{
+	kubelet_reg_free(t->reg);
+	kubelet_free(t->k);
+	grpc_server_free(t->s);
+	fixture_release(&t->f);
+}
+
 static void test_stop_from_callback(void **state)
 {
-	struct fixture f;
-	struct fake_kubelet fk = { .answer = GRPC_STATUS_INVALID_ARGUMENT };
-	struct reg_rec rr = { .action = ACT_STOP };
-	struct grpc_server *s;
-	struct kubelet *k = NULL;
-	struct kubelet_reg *reg = NULL;
+	struct reg_test t;
 
-	fixture_init(&f, true);
-	s = fake_kubelet_start(&f, &fk, f.sock);
-	assert_int_equal(kubelet_new(f.loop, f.dp, f.sock, on_event, &f.rec, &k), 0);
-	assert_int_equal(kubelet_reg_new(k, "example.com/gpu", "gpu.sock", on_reg, &rr, &reg), 0);
-	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_IDLE);
-	kubelet_reg_start(reg);
-	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERING);
-	run_until(f.loop, &rr.failed, 1, USEC_PER_SEC);
-	assert_int_equal(rr.failed, 1);
+	reg_test_up(&t, GRPC_STATUS_INVALID_ARGUMENT, ACT_STOP);
+	assert_int_equal(kubelet_reg_state(t.reg), KUBELET_REG_IDLE);
+	kubelet_reg_start(t.reg);
+	assert_int_equal(kubelet_reg_state(t.reg), KUBELET_REG_REGISTERING);
+	run_until(t.f.loop, &t.rr.failed, 1, USEC_PER_SEC);
+	assert_int_equal(t.rr.failed, 1);
 	/* The callback sees the retry armed; the stop it made holds. */
-	assert_int_equal(rr.state_in_cb, KUBELET_REG_BACKING_OFF);
-	run_for(f.loop, 300 * USEC_PER_MSEC); /* backoff 1, 4, 16, 64, 256 ms */
-	assert_int_equal(fk.calls, 1);
-	assert_int_equal(rr.failed, 1);
-	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_STOPPED);
-	assert_false(kubelet_reg_registered(reg));
+	assert_int_equal(t.rr.state_in_cb, KUBELET_REG_BACKING_OFF);
+	run_for(t.f.loop, 300 * USEC_PER_MSEC); /* backoff 1, 4, 16, 64, 256 ms */
+	assert_int_equal(t.fk.calls, 1);
+	assert_int_equal(t.rr.failed, 1);
+	assert_int_equal(kubelet_reg_state(t.reg), KUBELET_REG_STOPPED);
+	assert_false(kubelet_reg_registered(t.reg));
 
 	/* A start after the stop registers again; accepted, it stays registered. */
-	fk.answer = GRPC_STATUS_OK;
-	kubelet_reg_start(reg);
-	run_until(f.loop, &rr.ok, 1, USEC_PER_SEC);
-	assert_int_equal(rr.ok, 1);
-	assert_int_equal(fk.calls, 2);
-	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_WAITING_STREAM);
-	assert_true(kubelet_reg_registered(reg));
-	assert_int_equal(kubelet_reg_count(reg), 1);
-	kubelet_reg_stop(reg); /* the stream watchdog goes too */
-	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_STOPPED);
-	kubelet_reg_stream_opened(reg); /* stopped: a stream changes nothing */
-	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_STOPPED);
-	kubelet_reg_free(reg);
-	kubelet_free(k);
-	grpc_server_free(s);
-	fixture_release(&f);
+	t.fk.answer = GRPC_STATUS_OK;
+	kubelet_reg_start(t.reg);
+	run_until(t.f.loop, &t.rr.ok, 1, USEC_PER_SEC);
+	assert_int_equal(t.rr.ok, 1);
+	assert_int_equal(t.fk.calls, 2);
+	assert_int_equal(kubelet_reg_state(t.reg), KUBELET_REG_WAITING_STREAM);
+	assert_true(kubelet_reg_registered(t.reg));
+	assert_int_equal(kubelet_reg_count(t.reg), 1);
+	kubelet_reg_stop(t.reg); /* the stream watchdog goes too */
+	assert_int_equal(kubelet_reg_state(t.reg), KUBELET_REG_STOPPED);
+	kubelet_reg_stream_opened(t.reg); /* stopped: a stream changes nothing */
+	assert_int_equal(kubelet_reg_state(t.reg), KUBELET_REG_STOPPED);
+	reg_test_down(&t);
 }
 
 static void test_start_and_free_from_callback(void **state)
 {
-	struct fixture f;
-	struct fake_kubelet fk = { .answer = GRPC_STATUS_UNAVAILABLE };
-	struct reg_rec rr = { .action = ACT_START_ONCE };
-	struct grpc_server *s;
-	struct kubelet *k = NULL;
-	struct kubelet_reg *reg = NULL;
+	struct reg_test t;
 
-	fixture_init(&f, true);
-	s = fake_kubelet_start(&f, &fk, f.sock);
-	assert_int_equal(kubelet_new(f.loop, f.dp, f.sock, on_event, &f.rec, &k), 0);
-	assert_int_equal(kubelet_reg_new(k, "example.com/gpu", "gpu.sock", on_reg, &rr, &reg), 0);
+	reg_test_up(&t, GRPC_STATUS_UNAVAILABLE, ACT_START_ONCE);
 	/* Started from the callback: the second attempt is in flight when it returns. */
-	kubelet_reg_start(reg);
-	run_until(f.loop, &rr.failed, 2, USEC_PER_SEC);
-	assert_int_equal(rr.failed, 2);
-	assert_int_equal(fk.calls, 2);
+	kubelet_reg_start(t.reg);
+	run_until(t.f.loop, &t.rr.failed, 2, USEC_PER_SEC);
+	assert_int_equal(t.rr.failed, 2);
+	assert_int_equal(t.fk.calls, 2);
 	/* Then freed from the callback: nothing touches it afterwards, nothing is sent. */
-	rr.action = ACT_FREE;
-	rr.regp = &reg;
-	run_until(f.loop, &rr.failed, 3, USEC_PER_SEC);
-	assert_int_equal(rr.failed, 3);
-	assert_null(reg);
-	run_for(f.loop, 100 * USEC_PER_MSEC);
-	assert_int_equal(fk.calls, 3);
-	kubelet_free(k);
-	grpc_server_free(s);
-	fixture_release(&f);
+	t.rr.action = ACT_FREE;
+	t.rr.regp = &t.reg;
+	run_until(t.f.loop, &t.rr.failed, 3, USEC_PER_SEC);
+	assert_int_equal(t.rr.failed, 3);
+	assert_null(t.reg);
+	run_for(t.f.loop, 100 * USEC_PER_MSEC);
+	assert_int_equal(t.fk.calls, 3);
+	reg_test_down(&t);
 }
 
 static void test_backoff_and_again(void **state)
@@ -542,29 +551,18 @@ static void test_backoff_and_again(void **state)
 /* Item 2: the kubelet's pid, known before our server can see its dial-back. */
 static void test_peer_pid(void **state)
 {
-	struct fixture f;
-	struct fake_kubelet fk = { .answer = GRPC_STATUS_OK };
-	struct reg_rec rr = { .action = ACT_NONE };
-	struct grpc_server *s;
-	struct kubelet *k = NULL;
-	struct kubelet_reg *reg = NULL;
+	struct reg_test t;
 
-	fixture_init(&f, true);
-	s = fake_kubelet_start(&f, &fk, f.sock);
-	assert_int_equal(kubelet_new(f.loop, f.dp, f.sock, on_event, &f.rec, &k), 0);
-	assert_int_equal(kubelet_reg_new(k, "example.com/gpu", "gpu.sock", on_reg, &rr, &reg), 0);
-	kubelet_reg_set_dial_fn(reg, on_dial);
-	kubelet_reg_start(reg);
+	reg_test_up(&t, GRPC_STATUS_OK, ACT_NONE);
+	kubelet_reg_set_dial_fn(t.reg, on_dial);
+	kubelet_reg_start(t.reg);
 	/* The hook ran inside start, before the loop ran once. */
-	assert_int_equal(rr.dials, 1);
-	assert_int_equal(rr.dial_pid, getpid());
-	assert_int_equal(kubelet_reg_peer_pid(reg), getpid());
-	run_until(f.loop, &rr.ok, 1, USEC_PER_SEC);
-	assert_int_equal(rr.done_pid, getpid());
-	kubelet_reg_free(reg);
-	kubelet_free(k);
-	grpc_server_free(s);
-	fixture_release(&f);
+	assert_int_equal(t.rr.dials, 1);
+	assert_int_equal(t.rr.dial_pid, getpid());
+	assert_int_equal(kubelet_reg_peer_pid(t.reg), getpid());
+	run_until(t.f.loop, &t.rr.ok, 1, USEC_PER_SEC);
+	assert_int_equal(t.rr.done_pid, getpid());
+	reg_test_down(&t);
 }
 
 static void test_set_paths(void **state)
@@ -653,83 +651,61 @@ static void test_free_kubelet_first(void **state)
  */
 static void test_stream_transitions(void **state)
 {
-	struct fixture f;
-	struct fake_kubelet fk = { .answer = GRPC_STATUS_OK };
-	struct reg_rec rr = { .action = ACT_NONE };
-	struct grpc_server *s;
-	struct kubelet *k = NULL;
-	struct kubelet_reg *reg = NULL;
+	struct reg_test t;
 
-	fixture_init(&f, true);
-	s = fake_kubelet_start(&f, &fk, f.sock);
-	assert_int_equal(kubelet_new(f.loop, f.dp, f.sock, on_event, &f.rec, &k), 0);
-	assert_int_equal(kubelet_reg_new(k, "example.com/gpu", "gpu.sock", on_reg, &rr, &reg), 0);
-	kubelet_reg_start(reg);
-	run_until(f.loop, &rr.ok, 1, USEC_PER_SEC);
-	assert_int_equal(rr.ok, 1);
-	assert_int_equal(rr.state_in_cb, KUBELET_REG_WAITING_STREAM);
-	kubelet_reg_stream_opened(reg);
-	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERED);
-	kubelet_reg_stream_opened(reg);
+	reg_test_up(&t, GRPC_STATUS_OK, ACT_NONE);
+	kubelet_reg_start(t.reg);
+	run_until(t.f.loop, &t.rr.ok, 1, USEC_PER_SEC);
+	assert_int_equal(t.rr.ok, 1);
+	assert_int_equal(t.rr.state_in_cb, KUBELET_REG_WAITING_STREAM);
+	kubelet_reg_stream_opened(t.reg);
+	assert_int_equal(kubelet_reg_state(t.reg), KUBELET_REG_REGISTERED);
+	kubelet_reg_stream_opened(t.reg);
 
 	/* The kubelet holds a stream: a start sends nothing. */
-	kubelet_reg_start(reg);
-	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERED);
+	kubelet_reg_start(t.reg);
+	assert_int_equal(kubelet_reg_state(t.reg), KUBELET_REG_REGISTERED);
 	/* One of two closed: the kubelet still has us. */
-	kubelet_reg_stream_closed(reg);
-	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERED);
-	assert_int_equal(fk.calls, 1);
+	kubelet_reg_stream_closed(t.reg);
+	assert_int_equal(kubelet_reg_state(t.reg), KUBELET_REG_REGISTERED);
+	assert_int_equal(t.fk.calls, 1);
 	/* The last one closed: registered again at once. */
-	kubelet_reg_stream_closed(reg);
-	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERING);
+	kubelet_reg_stream_closed(t.reg);
+	assert_int_equal(kubelet_reg_state(t.reg), KUBELET_REG_REGISTERING);
 	/* The stream comes back before the answer: registered, not waiting. */
-	kubelet_reg_stream_opened(reg);
-	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERING);
-	run_until(f.loop, &rr.ok, 2, USEC_PER_SEC);
-	assert_int_equal(rr.ok, 2);
-	assert_int_equal(fk.calls, 2);
-	assert_int_equal(rr.state_in_cb, KUBELET_REG_REGISTERED);
+	kubelet_reg_stream_opened(t.reg);
+	assert_int_equal(kubelet_reg_state(t.reg), KUBELET_REG_REGISTERING);
+	run_until(t.f.loop, &t.rr.ok, 2, USEC_PER_SEC);
+	assert_int_equal(t.rr.ok, 2);
+	assert_int_equal(t.fk.calls, 2);
+	assert_int_equal(t.rr.state_in_cb, KUBELET_REG_REGISTERED);
 
 	/* Refused while the kubelet streams from us: it has us, no retry. */
-	kubelet_reg_stream_closed(reg);
-	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERING);
-	kubelet_reg_stream_opened(reg);
-	fk.answer = GRPC_STATUS_FAILED_PRECONDITION;
-	run_until(f.loop, &rr.failed, 1, USEC_PER_SEC);
-	assert_int_equal(rr.failed, 1);
-	assert_int_equal(rr.state_in_cb, KUBELET_REG_REGISTERED);
-	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_REGISTERED);
-	assert_int_equal(fk.calls, 3);
-	assert_int_equal(kubelet_reg_count(reg), 2);
-	kubelet_reg_free(reg);
-	kubelet_free(k);
-	grpc_server_free(s);
-	fixture_release(&f);
+	kubelet_reg_stream_closed(t.reg);
+	assert_int_equal(kubelet_reg_state(t.reg), KUBELET_REG_REGISTERING);
+	kubelet_reg_stream_opened(t.reg);
+	t.fk.answer = GRPC_STATUS_FAILED_PRECONDITION;
+	run_until(t.f.loop, &t.rr.failed, 1, USEC_PER_SEC);
+	assert_int_equal(t.rr.failed, 1);
+	assert_int_equal(t.rr.state_in_cb, KUBELET_REG_REGISTERED);
+	assert_int_equal(kubelet_reg_state(t.reg), KUBELET_REG_REGISTERED);
+	assert_int_equal(t.fk.calls, 3);
+	assert_int_equal(kubelet_reg_count(t.reg), 2);
+	reg_test_down(&t);
 }
 
 /* Registered, but the kubelet never opens ListAndWatch: the watchdog registers again. */
 static void test_no_stream_registers_again(void **state)
 {
-	struct fixture f;
-	struct fake_kubelet fk = { .answer = GRPC_STATUS_OK };
-	struct reg_rec rr = { .action = ACT_NONE };
-	struct grpc_server *s;
-	struct kubelet *k = NULL;
-	struct kubelet_reg *reg = NULL;
+	struct reg_test t;
 
-	fixture_init(&f, true);
-	s = fake_kubelet_start(&f, &fk, f.sock);
-	assert_int_equal(kubelet_new(f.loop, f.dp, f.sock, on_event, &f.rec, &k), 0);
-	assert_int_equal(kubelet_reg_new(k, "example.com/gpu", "gpu.sock", on_reg, &rr, &reg), 0);
-	kubelet_reg_start(reg);
-	run_until(f.loop, &rr.ok, 2, 5 * USEC_PER_SEC);
-	assert_int_equal(rr.ok, 2);
-	assert_int_equal(fk.calls, 2);
-	assert_int_equal(kubelet_reg_state(reg), KUBELET_REG_WAITING_STREAM);
-	kubelet_reg_free(reg);
-	kubelet_free(k);
-	grpc_server_free(s);
-	fixture_release(&f);
+	reg_test_up(&t, GRPC_STATUS_OK, ACT_NONE);
+	kubelet_reg_start(t.reg);
+	run_until(t.f.loop, &t.rr.ok, 2, 5 * USEC_PER_SEC);
+	assert_int_equal(t.rr.ok, 2);
+	assert_int_equal(t.fk.calls, 2);
+	assert_int_equal(kubelet_reg_state(t.reg), KUBELET_REG_WAITING_STREAM);
+	reg_test_down(&t);
 }
 
 /* What the daemon wires: a new kubelet.sock starts the registration again. */
