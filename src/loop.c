@@ -21,17 +21,17 @@ enum loop_src_kind {
 /* Every epoll registration starts with this header; epoll's data.ptr points at it. */
 struct loop_src {
 	enum loop_src_kind kind;
+	struct loop *loop;
+	void *userdata;
 	bool dead;
 	struct loop_src *next_dead;
 };
 
 struct loop_io {
 	struct loop_src src;
-	struct loop *loop;
 	int fd;
 	uint32_t events;
 	loop_io_fn *fn;
-	void *userdata;
 };
 
 struct loop_timer {
@@ -45,18 +45,14 @@ struct loop_timer {
 
 struct loop_wake {
 	struct loop_src src;
-	struct loop *loop;
 	int fd;
 	loop_wake_fn *fn;
-	void *userdata;
 };
 
 struct loop_watch {
 	struct loop_src src;
-	struct loop *loop;
 	int fd;
 	loop_watch_fn *fn;
-	void *userdata;
 };
 
 struct loop_sig {
@@ -88,6 +84,34 @@ static int epoll_add(struct loop *l, int fd, uint32_t events, struct loop_src *s
 	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
 		return -errno;
 	return 0;
+}
+
+/* A source object of @size bytes whose struct starts with its struct loop_src. */
+static void *src_new(struct loop *l, size_t size, enum loop_src_kind kind, void *userdata)
+{
+	struct loop_src *s = calloc(1, size);
+
+	if (s) {
+		s->kind = kind;
+		s->loop = l;
+		s->userdata = userdata;
+	}
+	return s;
+}
+
+/*
+ * Finishes a source that owns @fd (-1: its creation failed, errno says why): adds it to
+ * epoll, or on failure frees both. Returns 0 or -errno.
+ */
+static int src_add_fd(struct loop_src *src, int fd)
+{
+	int r = fd < 0 ? -errno : epoll_add(src->loop, fd, EPOLLIN, src);
+
+	if (r < 0) {
+		fd_close(fd);
+		free(src);
+	}
+	return r;
 }
 
 int loop_new(struct loop **ret)
@@ -176,23 +200,28 @@ static void src_kill(struct loop *l, struct loop_src *s)
 		free_dead(l);
 }
 
+/* Takes a source that owns @fd out of epoll, closes @fd and frees the source (now or after
+   the batch being dispatched). */
+static void src_kill_fd(struct loop_src *src, int fd)
+{
+	(void)epoll_ctl(src->loop->epfd, EPOLL_CTL_DEL, fd, NULL);
+	(void)fd_close(fd);
+	src_kill(src->loop, src);
+}
+
 /* --- io --- */
 
 int loop_io_new(struct loop *l, int fd, uint32_t events, loop_io_fn *fn, void *userdata,
 		struct loop_io **ret)
 {
-	struct loop_io *io;
+	struct loop_io *io = src_new(l, sizeof(*io), SRC_IO, userdata);
 	int r;
 
-	io = calloc(1, sizeof(*io));
 	if (!io)
 		return -ENOMEM;
-	io->src.kind = SRC_IO;
-	io->loop = l;
 	io->fd = fd;
 	io->events = events;
 	io->fn = fn;
-	io->userdata = userdata;
 	r = epoll_add(l, fd, events, &io->src);
 	if (r < 0) {
 		free(io);
@@ -208,7 +237,7 @@ int loop_io_set_events(struct loop_io *io, uint32_t events)
 
 	if (io->events == events)
 		return 0;
-	if (epoll_ctl(io->loop->epfd, EPOLL_CTL_MOD, io->fd, &ev) < 0)
+	if (epoll_ctl(io->src.loop->epfd, EPOLL_CTL_MOD, io->fd, &ev) < 0)
 		return -errno;
 	io->events = events;
 	return 0;
@@ -219,8 +248,8 @@ struct loop_io *loop_io_free(struct loop_io *io)
 	if (!io)
 		return NULL;
 	/* The fd may already be closed by its owner; ENOENT/EBADF are fine then. */
-	(void)epoll_ctl(io->loop->epfd, EPOLL_CTL_DEL, io->fd, NULL);
-	src_kill(io->loop, &io->src);
+	(void)epoll_ctl(io->src.loop->epfd, EPOLL_CTL_DEL, io->fd, NULL);
+	src_kill(io->src.loop, &io->src);
 	return NULL;
 }
 
@@ -334,28 +363,16 @@ static void timers_dispatch(struct loop *l)
 
 int loop_wake_new(struct loop *l, loop_wake_fn *fn, void *userdata, struct loop_wake **ret)
 {
-	struct loop_wake *w;
+	struct loop_wake *w = src_new(l, sizeof(*w), SRC_WAKE, userdata);
 	int r;
 
-	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	w->src.kind = SRC_WAKE;
-	w->loop = l;
 	w->fn = fn;
-	w->userdata = userdata;
 	w->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (w->fd < 0) {
-		r = -errno;
-		free(w);
+	r = src_add_fd(&w->src, w->fd);
+	if (r < 0)
 		return r;
-	}
-	r = epoll_add(l, w->fd, EPOLLIN, &w->src);
-	if (r < 0) {
-		fd_close(w->fd);
-		free(w);
-		return r;
-	}
 	*ret = w;
 	return 0;
 }
@@ -369,11 +386,8 @@ void loop_wake_signal(struct loop_wake *w)
 
 struct loop_wake *loop_wake_free(struct loop_wake *w)
 {
-	if (!w)
-		return NULL;
-	(void)epoll_ctl(w->loop->epfd, EPOLL_CTL_DEL, w->fd, NULL);
-	w->fd = fd_close(w->fd);
-	src_kill(w->loop, &w->src);
+	if (w)
+		src_kill_fd(&w->src, w->fd);
 	return NULL;
 }
 
@@ -427,43 +441,26 @@ static void signals_dispatch(struct loop *l)
 int loop_watch_new(struct loop *l, const char *path, uint32_t mask, loop_watch_fn *fn,
 		   void *userdata, struct loop_watch **ret)
 {
-	struct loop_watch *w;
+	struct loop_watch *w = src_new(l, sizeof(*w), SRC_WATCH, userdata);
 	int r;
 
-	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	w->src.kind = SRC_WATCH;
-	w->loop = l;
 	w->fn = fn;
-	w->userdata = userdata;
 	w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (w->fd < 0) {
-		r = -errno;
-		goto fail;
-	}
-	if (inotify_add_watch(w->fd, path, mask) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	r = epoll_add(l, w->fd, EPOLLIN, &w->src);
+	if (w->fd >= 0 && inotify_add_watch(w->fd, path, mask) < 0)
+		w->fd = fd_close(w->fd); /* errno kept */
+	r = src_add_fd(&w->src, w->fd);
 	if (r < 0)
-		goto fail;
+		return r;
 	*ret = w;
 	return 0;
-fail:
-	fd_close(w->fd);
-	free(w);
-	return r;
 }
 
 struct loop_watch *loop_watch_free(struct loop_watch *w)
 {
-	if (!w)
-		return NULL;
-	(void)epoll_ctl(w->loop->epfd, EPOLL_CTL_DEL, w->fd, NULL);
-	w->fd = fd_close(w->fd);
-	src_kill(w->loop, &w->src);
+	if (w)
+		src_kill_fd(&w->src, w->fd);
 	return NULL;
 }
 
@@ -482,7 +479,7 @@ static void watch_dispatch(struct loop_watch *w)
 			p += sizeof(*ev) + ev->len;
 			if (w->src.dead)
 				return;
-			w->fn(w, ev->len ? ev->name : "", ev->mask, w->userdata);
+			w->fn(w, ev->len ? ev->name : "", ev->mask, w->src.userdata);
 		}
 	}
 }
@@ -513,7 +510,7 @@ int loop_run_once(struct loop *l, usec_t timeout_usec)
 		case SRC_IO: {
 			struct loop_io *io = (struct loop_io *)s;
 
-			io->fn(io, io->fd, evs[i].events, io->userdata);
+			io->fn(io, io->fd, evs[i].events, io->src.userdata);
 			break;
 		}
 		case SRC_TIMERFD:
@@ -527,7 +524,7 @@ int loop_run_once(struct loop *l, usec_t timeout_usec)
 			uint64_t v;
 
 			(void)!read(w->fd, &v, sizeof(v));
-			w->fn(w, w->userdata);
+			w->fn(w, w->src.userdata);
 			break;
 		}
 		case SRC_WATCH:
