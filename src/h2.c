@@ -879,11 +879,6 @@ void h2_stream_set_reset_after_end(struct h2_session *h, int32_t id, uint32_t er
 		st->rst_after_end = error_code;
 }
 
-bool h2_stream_remote_closed(struct h2_session *h, int32_t id)
-{
-	return nghttp2_session_get_stream_remote_close(h->s, id) != 0;
-}
-
 int h2_blob_new(size_t len, struct h2_blob **ret)
 {
 	struct h2_blob *b;

@@ -219,5 +219,3 @@ int h2_stream_reset(struct h2_session *h, int32_t id, uint32_t error_code);
  * RST_STREAM(@error_code), as gRPC servers do.
  */
 void h2_stream_set_reset_after_end(struct h2_session *h, int32_t id, uint32_t error_code);
-/* Whether the peer half-closed stream @id (true for unknown streams). */
-bool h2_stream_remote_closed(struct h2_session *h, int32_t id);
