@@ -46,9 +46,6 @@ struct daemon {
 	size_t n_flags;
 	struct config cfg;
 
-	/* What the monitor opens NVML with, fixed at start (a change needs a restart). */
-	struct gpu_backend_opts nvml_opts;
-	char *nvml_lib, *nvml_driver_root;
 	usec_t backend_err_logged;
 	bool discovered_once; /* a discovery has finished (failOnInitError applies before) */
 	struct gpu_info info;
@@ -768,6 +765,7 @@ int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flag
 {
 	struct config_diag dg = { 0 };
 	struct daemon d = { .envp = envp, .flags = flags, .n_flags = n_flags, .exit_code = 0 };
+	struct gpu_backend_opts nvml_opts;
 	int r, rc = 1;
 
 	r = config_init(&d.cfg);
@@ -818,19 +816,13 @@ int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flag
 	log_info("starting", "device_plugin_path=%s kubelet_socket=%s", d.cfg.device_plugin_path,
 		 d.cfg.kubelet_socket && *d.cfg.kubelet_socket ? d.cfg.kubelet_socket :
 								 "(registration off)");
-	if ((d.cfg.nvml_lib && !(d.nvml_lib = strdup(d.cfg.nvml_lib))) ||
-	    (d.cfg.container_driver_root &&
-	     !(d.nvml_driver_root = strdup(d.cfg.container_driver_root)))) {
-		log_error_errno(-ENOMEM, "starting failed", NULL);
-		goto out;
-	}
-	d.nvml_opts = (struct gpu_backend_opts){
-		.lib_path = d.nvml_lib,
-		.driver_root = d.nvml_driver_root,
+	/* The monitor keeps its own copy: a thread stuck in the driver may outlive us. */
+	nvml_opts = (struct gpu_backend_opts){
+		.lib_path = d.cfg.nvml_lib,
+		.driver_root = d.cfg.container_driver_root,
 		.sysfs_root = getenv("EDGEGPU_SYSFS_ROOT"), /* tests: a fake /sys */
 	};
-	r = gpu_monitor_new(d.loop, gpu_monitor_open_backend, &d.nvml_opts, NULL, on_health,
-			    on_discovered, &d, &d.monitor);
+	r = gpu_monitor_new(d.loop, &nvml_opts, NULL, on_health, on_discovered, &d, &d.monitor);
 	if (r < 0) {
 		log_error_errno(r, "starting the GPU monitor failed", NULL);
 		goto out;
@@ -867,8 +859,6 @@ out:
 	d.cdi = cdi_writer_free(d.cdi);
 	d.monitor = gpu_monitor_free(d.monitor); /* never waits for a call stuck in NVML */
 	gpu_state_release(&d);
-	free(d.nvml_lib);
-	free(d.nvml_driver_root);
 	loop_timer_free(d.rediscover);
 	loop_timer_free(d.stop_deadline);
 	loop_timer_free(d.reap);

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nvml-int.h"
 
@@ -54,4 +55,29 @@ int gpu_backend_open(const struct gpu_backend_opts *o, struct gpu_backend **ret,
 		free(first_err);
 	}
 	return first;
+}
+
+int gpu_backend_opts_copy(struct gpu_backend_opts *dst, const struct gpu_backend_opts *src)
+{
+	struct gpu_backend_opts o = { .kind = src->kind };
+	const char *const from[] = { src->lib_path, src->driver_root, src->sysfs_root,
+				     src->proc_root };
+	const char **to[] = { &o.lib_path, &o.driver_root, &o.sysfs_root, &o.proc_root };
+
+	for (size_t i = 0; i < ELEMENTSOF(to); i++)
+		if (from[i] && !(*to[i] = strdup(from[i]))) {
+			gpu_backend_opts_release(&o);
+			return -ENOMEM;
+		}
+	*dst = o;
+	return 0;
+}
+
+void gpu_backend_opts_release(struct gpu_backend_opts *o)
+{
+	free((char *)o->lib_path);
+	free((char *)o->driver_root);
+	free((char *)o->sysfs_root);
+	free((char *)o->proc_root);
+	*o = (struct gpu_backend_opts){ 0 };
 }

@@ -92,6 +92,15 @@ struct gpu_backend_opts {
  * -EINVAL (unknown kind) or another -errno; @reterr gets a heap message that names what is
  * missing and how to fix it. *@ret is set only on success; close it with gpu_backend_close().
  */
+/*
+ * A deep copy of @src (its strings too) for an owner that may outlive the caller's strings:
+ * the monitor's worker, which a hung driver call can keep alive after the daemon is gone.
+ * Returns 0 or -ENOMEM (@dst untouched). Release with gpu_backend_opts_release().
+ */
+int gpu_backend_opts_copy(struct gpu_backend_opts *dst,
+			  const struct gpu_backend_opts *src) WARN_UNUSED;
+void gpu_backend_opts_release(struct gpu_backend_opts *o);
+
 int gpu_backend_open(const struct gpu_backend_opts *o, struct gpu_backend **ret,
 		     char **reterr) WARN_UNUSED;
 

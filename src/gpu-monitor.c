@@ -109,11 +109,6 @@ out:
 	return r;
 }
 
-int gpu_monitor_open_backend(void *arg, struct gpu_backend **ret, char **reterr)
-{
-	return gpu_backend_open(arg, ret, reterr);
-}
-
 /* --- the loop side --- */
 
 struct mon_gpu {
@@ -724,14 +719,14 @@ int gpu_monitor_set_opts(struct gpu_monitor *m, const struct gpu_monitor_opts *o
 	return 0;
 }
 
-int gpu_monitor_new(struct loop *l, gpu_backend_open_fn *open, void *open_arg,
+int gpu_monitor_new(struct loop *l, const struct gpu_backend_opts *backend,
 		    const struct gpu_monitor_opts *o, gpu_health_fn *health_fn,
 		    gpu_discovered_fn *discovered_fn, void *userdata, struct gpu_monitor **ret)
 {
 	struct gpu_monitor *m;
 	int r;
 
-	if (!l || !open || !ret)
+	if (!l || !backend || !ret)
 		return -EINVAL;
 	m = calloc(1, sizeof(*m));
 	if (!m)
@@ -747,7 +742,7 @@ int gpu_monitor_new(struct loop *l, gpu_backend_open_fn *open, void *open_arg,
 	    (r = loop_timer_new(l, on_reinit_timer, m, &m->reinit_timer)) < 0 ||
 	    (r = loop_timer_new(l, on_hang, m, &m->hang_timer)) < 0 ||
 	    (r = gpu_monitor_set_opts(m, o)) < 0 ||
-	    (r = gpu_worker_new(open, open_arg, m->wake, &m->w)) < 0)
+	    (r = gpu_worker_new(backend, m->wake, &m->w)) < 0)
 		goto fail;
 	gpu_worker_set_slice(m->w, m->o.event_slice);
 	if (m->o.disable_all)

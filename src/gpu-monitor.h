@@ -25,6 +25,7 @@
 
 struct loop;
 struct gpu_backend;
+struct gpu_backend_opts;
 struct gpu_monitor;
 
 enum gpu_health {
@@ -72,7 +73,6 @@ struct gpu_monitor_stats {
 };
 
 /* Opens the backend; runs on the worker thread. Returns 0 or -errno and a heap message. */
-typedef int gpu_backend_open_fn(void *arg, struct gpu_backend **ret, char **reterr);
 
 /* A GPU's health changed (index into the GPUs of the last discovery). */
 typedef void gpu_health_fn(struct gpu_monitor *m, unsigned gpu, enum gpu_health health,
@@ -88,10 +88,11 @@ typedef void gpu_discovered_fn(struct gpu_monitor *m, int r, struct gpu_info *in
 			       const char *err, void *userdata);
 
 /*
- * Creates the monitor and its worker thread. @open (with @open_arg, which must outlive the
- * monitor) is called on the worker by the first discovery. Returns 0 or -errno.
+ * Creates the monitor and its worker thread. The first discovery opens the backend with
+ * @backend, which the worker copies (it may outlive the caller: a call stuck in the driver
+ * is never joined). Returns 0 or -errno.
  */
-int gpu_monitor_new(struct loop *l, gpu_backend_open_fn *open, void *open_arg,
+int gpu_monitor_new(struct loop *l, const struct gpu_backend_opts *backend,
 		    const struct gpu_monitor_opts *o, gpu_health_fn *health_fn,
 		    gpu_discovered_fn *discovered_fn, void *userdata,
 		    struct gpu_monitor **ret) WARN_UNUSED;
@@ -121,9 +122,6 @@ struct gpu_monitor *gpu_monitor_free(struct gpu_monitor *m);
 
 /* Monitor threads still running, over every monitor (those left in the backend included). */
 unsigned gpu_monitor_live_threads(void);
-
-/* The opener for gpu_monitor_new(): gpu_backend_open() with @arg, a struct gpu_backend_opts. */
-int gpu_monitor_open_backend(void *arg, struct gpu_backend **ret, char **reterr);
 
 /* True for the application XIDs NVIDIA's plugin ignores (13, 31, 43, 45, 68, 109). */
 bool gpu_xid_is_application(uint64_t xid);

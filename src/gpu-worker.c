@@ -44,10 +44,9 @@ struct gpu_worker {
 	pthread_cond_t cond; /* CLOCK_MONOTONIC; broadcast on every change */
 	unsigned refs;	     /* the loop side and each running thread */
 	bool stop;
-	struct loop_wake *wake; /* NULL once the loop side is gone */
-	gpu_backend_open_fn *open;
-	void *open_arg;
-	struct gpu_backend *b; /* set by the worker; closed by the last reference */
+	struct loop_wake *wake;		 /* NULL once the loop side is gone */
+	struct gpu_backend_opts backend; /* our copy: we may outlive the caller's strings */
+	struct gpu_backend *b;		 /* set by the worker; closed by the last reference */
 	usec_t slice;
 
 	/* worker */
@@ -102,6 +101,7 @@ static void shared_unref(struct gpu_worker *s)
 	gpu_job_free(s->job);
 	gpu_job_free(s->done);
 	free(s->ev_uuids);
+	gpu_backend_opts_release(&s->backend);
 	(void)pthread_cond_destroy(&s->cond);
 	(void)pthread_mutex_destroy(&s->mu);
 	free(s);
@@ -316,7 +316,7 @@ static void run_discover(struct gpu_worker *s, struct gpu_job *j)
 	unsigned n;
 
 	if (!b) {
-		j->r = s->open(s->open_arg, &b, &j->err);
+		j->r = gpu_backend_open(&s->backend, &b, &j->err);
 		if (j->r < 0)
 			return;
 		(void)pthread_mutex_lock(&s->mu);
@@ -429,7 +429,7 @@ static void *worker_thread(void *userdata)
 
 /* --- the loop side's handle --- */
 
-int gpu_worker_new(gpu_backend_open_fn *open, void *open_arg, struct loop_wake *wake,
+int gpu_worker_new(const struct gpu_backend_opts *backend, struct loop_wake *wake,
 		   struct gpu_worker **ret)
 {
 	pthread_condattr_t attr;
@@ -444,8 +444,10 @@ int gpu_worker_new(gpu_backend_open_fn *open, void *open_arg, struct loop_wake *
 	(void)pthread_cond_init(&s->cond, &attr);
 	(void)pthread_condattr_destroy(&attr);
 	s->refs = 1;
-	s->open = open;
-	s->open_arg = open_arg;
+	if (gpu_backend_opts_copy(&s->backend, backend) < 0) {
+		shared_unref(s);
+		return -ENOMEM;
+	}
 	s->ev_parked = true;
 	s->wake = wake;
 	r = thread_start(s, &s->worker, worker_thread);

@@ -54,7 +54,7 @@ struct gpu_job *gpu_job_free(struct gpu_job *j);
  * @open_arg, which must outlive every thread) opens the backend on the worker, at the first
  * discovery. Returns 0 or -errno.
  */
-int gpu_worker_new(gpu_backend_open_fn *open, void *open_arg, struct loop_wake *wake,
+int gpu_worker_new(const struct gpu_backend_opts *backend, struct loop_wake *wake,
 		   struct gpu_worker **ret) WARN_UNUSED;
 /* How long one event wait lasts. */
 void gpu_worker_set_slice(struct gpu_worker *s, usec_t slice);

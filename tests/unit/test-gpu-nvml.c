@@ -711,6 +711,34 @@ static void test_real(void **state)
 	}
 }
 
+/* The worker's copy of the options stands alone: the caller's strings may go first. */
+static void test_opts_copy(void **state)
+{
+	char *lib = strdup(FAKE_NVML_LIB), *root = strdup("/driver-root");
+	struct gpu_backend_opts src = { .kind = GPU_BACKEND_NVML,
+					.lib_path = lib,
+					.driver_root = root };
+	struct gpu_backend_opts dst;
+	struct gpu_backend *b = NULL;
+	char *err = NULL;
+
+	(void)state;
+	assert_int_equal(gpu_backend_opts_copy(&dst, &src), 0);
+	free(lib);
+	free(root);
+	assert_int_equal(dst.kind, GPU_BACKEND_NVML);
+	assert_string_equal(dst.lib_path, FAKE_NVML_LIB);
+	assert_string_equal(dst.driver_root, "/driver-root");
+	assert_null(dst.sysfs_root);
+	assert_null(dst.proc_root);
+	assert_int_equal(gpu_backend_open(&dst, &b, &err), 0);
+	gpu_backend_close(b);
+	free(err);
+	gpu_backend_opts_release(&dst);
+	assert_null(dst.lib_path);
+	assert_null(dst.driver_root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest fake[] = {
@@ -731,6 +759,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_events, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_events_unsupported, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hotplug, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_opts_copy, setup, teardown),
 	};
 	const struct CMUnitTest real[] = {
 		cmocka_unit_test_setup_teardown(test_real, setup, teardown),

@@ -134,9 +134,8 @@ static void start(struct env *e, const char *fixture, const struct gpu_monitor_o
 	/* Short event waits, so that a thread left in one after a test is soon gone. */
 	if (!def.event_slice)
 		def.event_slice = 200 * USEC_PER_MSEC;
-	assert_int_equal(gpu_monitor_new(e->loop, gpu_monitor_open_backend, &e->nopts, &def,
-					 on_health, on_discovered, e, &e->m),
-			 0);
+	assert_int_equal(
+		gpu_monitor_new(e->loop, &e->nopts, &def, on_health, on_discovered, e, &e->m), 0);
 	gpu_monitor_discover(e->m, false);
 	if (!run_until(e, discovered, NULL, 10 * USEC_PER_SEC))
 		fail_msg("no discovery result");
