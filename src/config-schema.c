@@ -203,6 +203,39 @@ static const struct field gpumem_fields[] = {
 	{ NULL },
 };
 
+static const struct enum_value hostname_label_values[] = {
+	{ "Hostname", CONFIG_HOSTNAME_LABEL_UPPER },
+	{ "hostname", CONFIG_HOSTNAME_LABEL_LOWER },
+	{ NULL },
+};
+
+static const struct field metrics_fields[] = {
+	{ "address", K_STR, C(metrics.address), .min = STR_EMPTY_OK, .flag = { "metrics-address" },
+	  .env = { "METRICS_ADDRESS" } },
+	{ "minInterval", K_DURATION, C(metrics.min_interval), .min = 100 * USEC_PER_MSEC,
+	  .max = USEC_PER_SEC * 3600, .flag = { "metrics-min-interval" } },
+	{ "scrapeWait", K_DURATION, C(metrics.scrape_wait), .min = 0, .max = USEC_PER_SEC * 10 },
+	{ "hostnameLabel", K_ENUM, C(metrics.hostname_label), .arg = hostname_label_values },
+	{ "nodeName", K_STR, C(metrics.node_name), .min = STR_EMPTY_IGNORED,
+	  .env = { "NODE_NAME" } },
+	{ "maxConnections", K_U32, C(metrics.max_connections), .min = 1, .max = 1024 },
+	{ "connectionTimeout", K_DURATION, C(metrics.connection_timeout), .min = USEC_PER_SEC,
+	  .max = USEC_PER_SEC * 3600 },
+	{ "hostProc", K_STR, C(metrics.host_proc), .min = STR_EMPTY_IGNORED,
+	  .flag = { "host-proc" }, .env = { "HOST_PROC" } },
+	{ "podLogDir", K_STR, C(metrics.pod_log_dir), .min = STR_EMPTY_IGNORED,
+	  .flag = { "pod-log-dir" }, .env = { "POD_LOG_DIR" } },
+	{ NULL },
+};
+
+static const struct field labels_fields[] = {
+	{ "file", K_STR, C(labels.file), .min = STR_EMPTY_OK, .flag = { "labels-file" },
+	  .env = { "LABELS_FILE" } },
+	{ "expiry", K_DURATION, C(labels.expiry), .min = 60 * USEC_PER_SEC,
+	  .max = USEC_PER_SEC * 3600 * 24 * 7 },
+	{ NULL },
+};
+
 static const struct field edgegpu_sharing_fields[] = {
 	{ "memory", K_SECTION, 0, .arg = gpumem_fields },
 	{ NULL },
@@ -226,6 +259,8 @@ static const struct field edgegpu_fields[] = {
 	{ "health", K_SECTION, 0, .arg = health_fields },
 	{ "grpc", K_SECTION, 0, .arg = grpc_fields },
 	{ "sharing", K_SECTION, 0, .arg = edgegpu_sharing_fields },
+	{ "metrics", K_SECTION, 0, .arg = metrics_fields },
+	{ "labels", K_SECTION, 0, .arg = labels_fields },
 	{ NULL },
 };
 

@@ -222,6 +222,14 @@ int config_init(struct config *c)
 			.placement = CONFIG_PLACEMENT_MASK,
 			.mask_hysteresis_mib = 1024,
 		},
+		.metrics = {
+			.min_interval = USEC_PER_SEC,
+			.scrape_wait = 500 * USEC_PER_MSEC,
+			.hostname_label = CONFIG_HOSTNAME_LABEL_UPPER,
+			.max_connections = 16,
+			.connection_timeout = 10 * USEC_PER_SEC,
+		},
+		.labels = { .expiry = 3600 * USEC_PER_SEC },
 	};
 	c->driver_root = strdup("/");
 	c->container_driver_root = strdup("/driver-root");
@@ -229,15 +237,15 @@ int config_init(struct config *c)
 	c->pod_resources_socket = strdup(CONFIG_DEFAULT_POD_RESOURCES);
 	c->cdi_spec_dir = strdup("/var/run/cdi");
 	c->gpumem.resource_name = strdup(CONFIG_DEFAULT_GPUMEM);
+	c->metrics.address = strdup(":9400");
+	c->metrics.host_proc = strdup("/proc");
+	c->metrics.pod_log_dir = strdup("/var/log");
+	c->labels.file = strdup(CONFIG_DEFAULT_LABELS_FILE);
 	if (!c->driver_root || !c->container_driver_root || !c->device_plugin_path ||
-	    !c->pod_resources_socket || !c->cdi_spec_dir || !c->gpumem.resource_name) {
-		free(c->driver_root);
-		free(c->container_driver_root);
-		free(c->device_plugin_path);
-		free(c->pod_resources_socket);
-		free(c->cdi_spec_dir);
-		free(c->gpumem.resource_name);
-		*c = (struct config){ 0 };
+	    !c->pod_resources_socket || !c->cdi_spec_dir || !c->gpumem.resource_name ||
+	    !c->metrics.address || !c->metrics.host_proc || !c->metrics.pod_log_dir ||
+	    !c->labels.file) {
+		config_release(c);
 		return -ENOMEM;
 	}
 	return 0;

@@ -59,6 +59,7 @@
 #define CONFIG_DEFAULT_GPUMEM	     "nvidia.com/gpumem"
 #define CONFIG_DEFAULT_DEVICE_PLUGIN "/var/lib/kubelet/device-plugins"
 #define CONFIG_DEFAULT_POD_RESOURCES "/var/lib/kubelet/pod-resources/kubelet.sock"
+#define CONFIG_DEFAULT_LABELS_FILE   "/etc/kubernetes/node-feature-discovery/features.d/edgegpu"
 
 enum config_mig_strategy {
 	CONFIG_MIG_NONE,   /* the only one accepted: MIG is not supported yet */
@@ -171,6 +172,31 @@ struct config_grpc {
 	unsigned max_connections;    /* 64 */
 };
 
+enum config_hostname_label {
+	CONFIG_HOSTNAME_LABEL_UPPER, /* "Hostname", every released DCGM-exporter (default) */
+	CONFIG_HOSTNAME_LABEL_LOWER, /* "hostname", DCGM-exporter's master since 2026-05 */
+	CONFIG_HOSTNAME_LABEL_COUNT,
+};
+
+/* edgegpu.metrics: the HTTP server (/metrics, /healthz, /readyz). */
+struct config_metrics {
+	char *address;		   /* ":9400"; "": no server */
+	usec_t min_interval;	   /* 1 s: telemetry sampled at most this often */
+	usec_t scrape_wait;	   /* 500 ms: how long a scrape waits for a fresh sample */
+	enum config_hostname_label hostname_label;
+	char *node_name;	   /* the Hostname label's value; NULL: gethostname() */
+	unsigned max_connections;  /* 16 */
+	usec_t connection_timeout; /* 10 s */
+	char *host_proc;	   /* "/proc": the host's, for GPU processes' cgroups */
+	char *pod_log_dir;	   /* "/var/log": the kubelet's pods/ and containers/ */
+};
+
+/* edgegpu.labels: node labels for NFD's local feature source. */
+struct config_labels {
+	char *file;    /* <features.d>/edgegpu; "": none */
+	usec_t expiry; /* 1 h: the file's labels lapse this long after the last write */
+};
+
 struct config {
 	char *config_file; /* --config-file / CONFIG_FILE, or the file last loaded; NULL: none */
 
@@ -203,6 +229,8 @@ struct config {
 	struct config_health health;
 	struct config_grpc grpc;
 	struct config_gpumem gpumem;
+	struct config_metrics metrics;
+	struct config_labels labels;
 };
 
 /* One problem. Every string is owned by the diag that holds it. */

@@ -1,14 +1,23 @@
 #pragma once
 
 /*
- * The daemon's pure decisions, apart from its loop and objects so that tests/unit/test-daemon.c
- * can check them. Private to daemon.c.
+ * The daemon's private header: its state (struct daemon, owned by daemon_run(); struct
+ * dplugin, one per advertised resource, owned by the daemon's list), shared with
+ * daemon-metrics.c (what the metrics server asks the daemon), and its pure decisions, apart
+ * from its loop and objects so that tests/unit/test-daemon.c can check them.
  */
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "gpu.h"
+#include "plugin.h"
 
 struct gpu_info;
+struct labels_writer;
+struct metrics;
 struct resource;
 
 /*
@@ -28,3 +37,57 @@ size_t daemon_reload_match(const char *const *running, size_t n_running, const c
  * whose config cannot be applied, only such resources stay.
  */
 bool daemon_resource_matches(const struct resource *r, const struct gpu_info *info);
+
+struct dplugin {
+	struct daemon *d;
+	struct plugin *plugin;
+	struct kubelet_reg *reg;
+	char *name;
+	bool stopping;
+	bool stopped;
+	struct dplugin *next;
+};
+
+struct daemon {
+	struct loop *loop;
+	char *const *envp;
+	const struct config_flag *flags;
+	size_t n_flags;
+	struct config cfg;
+
+	usec_t backend_err_logged;
+	bool discovered_once; /* a discovery has finished (failOnInitError applies before) */
+	struct gpu_info info;
+	int *numa;
+	int *distance;
+	struct gpu_monitor *monitor; /* owns the backend and every call into it */
+
+	struct plugin_ctx ctx;
+	struct kubelet *kubelet;
+	struct dplugin *plugins;
+	unsigned n_stopping;
+
+	struct podres *podres;
+	bool podres_mask; /* the poller runs for gpumem masking (periodic), not only metrics */
+	struct cdi_writer *cdi;
+	struct metrics *metrics; /* NULL: off, or not started yet (metrics_retry) */
+	struct loop_timer *metrics_retry;
+	usec_t metrics_backoff;
+	bool metrics_retry_logged;
+	struct labels_writer *labels;
+	uint64_t kubelet_restarts; /* kubelet.sock (re)created */
+
+	struct loop_timer *rediscover;
+	struct loop_timer *stop_deadline;
+	struct loop_timer *reap;
+	bool stopping;
+	int exit_code;
+};
+
+/* daemon-metrics.c: the metrics server and the node labels, started, reloaded and stopped. */
+void daemon_metrics_start(struct daemon *d);
+/* After a SIGHUP applied the new config; @old is the one it replaced. */
+void daemon_metrics_reload(struct daemon *d, const struct config *old);
+/* New GPUs or resources: the metrics' labels and the node labels follow. */
+void daemon_metrics_gpus(struct daemon *d);
+void daemon_metrics_stop(struct daemon *d);

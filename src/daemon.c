@@ -17,6 +17,7 @@
 #include "gpu-monitor.h"
 #include "kubelet.h"
 #include "loop.h"
+#include "metrics.h"
 #include "plugin.h"
 #include "podres.h"
 #include "resource.h"
@@ -28,45 +29,6 @@
 #define STOP_DEADLINE	(900 * USEC_PER_MSEC)
 #define NO_NVML_LOG_GAP (300 * USEC_PER_SEC)
 #define PODRES_INTERVAL (2 * USEC_PER_SEC)
-
-struct dplugin {
-	struct daemon *d;
-	struct plugin *plugin;
-	struct kubelet_reg *reg;
-	char *name;
-	bool stopping;
-	bool stopped;
-	struct dplugin *next;
-};
-
-struct daemon {
-	struct loop *loop;
-	char *const *envp;
-	const struct config_flag *flags;
-	size_t n_flags;
-	struct config cfg;
-
-	usec_t backend_err_logged;
-	bool discovered_once; /* a discovery has finished (failOnInitError applies before) */
-	struct gpu_info info;
-	int *numa;
-	int *distance;
-	struct gpu_monitor *monitor; /* owns the backend and every call into it */
-
-	struct plugin_ctx ctx;
-	struct kubelet *kubelet;
-	struct dplugin *plugins;
-	unsigned n_stopping;
-
-	struct podres *podres;
-	struct cdi_writer *cdi;
-
-	struct loop_timer *rediscover;
-	struct loop_timer *stop_deadline;
-	struct loop_timer *reap;
-	bool stopping;
-	int exit_code;
-};
 
 static void log_diag(const struct config_diag *dg, bool errors_are_fatal)
 {
@@ -240,6 +202,7 @@ static void on_discovered(struct gpu_monitor *m, int r, struct gpu_info *info, i
 		loop_timer_arm(d->rediscover, d->cfg.rediscover_interval);
 	}
 	r = sync_plugins(d);
+	daemon_metrics_gpus(d);
 	if (!d->discovered_once) {
 		/* The first bring-up: a config that cannot apply to these GPUs is an init error. */
 		d->discovered_once = true;
@@ -483,24 +446,43 @@ static void on_podres(struct podres *pr, const uint8_t *resp, size_t len, void *
 	}
 }
 
+static void podres_stop(struct daemon *d)
+{
+	if (d->metrics)
+		metrics_set_podres(d->metrics, NULL);
+	d->podres = podres_free(d->podres);
+}
+
+/*
+ * The pod-resources poller: periodic for gpumem masking, on demand (each scrape) for metrics
+ * alone, off when neither wants it.
+ */
 static void update_podres(struct daemon *d)
 {
-	bool need = false;
+	bool mask = false, want;
 
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
 		const struct resource *r = plugin_resource(dp->plugin);
 
 		if (!dp->stopping && r->kind == RESOURCE_GPUMEM && r->n_gpus >= 2 && d->ctx.mask)
-			need = true;
+			mask = true;
 	}
-	if (!need || !d->cfg.pod_resources_socket || !*d->cfg.pod_resources_socket) {
-		d->podres = podres_free(d->podres);
+	want = (mask || d->metrics) && d->cfg.pod_resources_socket &&
+	       *d->cfg.pod_resources_socket && !d->stopping;
+	if (d->podres && (!want || d->podres_mask != mask))
+		podres_stop(d);
+	if (!want)
 		return;
+	if (!d->podres && podres_new(d->loop, d->cfg.pod_resources_socket,
+				     mask ? PODRES_INTERVAL : 0, mask ? on_podres : NULL, d,
+				     &d->podres) == 0) {
+		d->podres_mask = mask;
+		if (mask)
+			log_info("watching pod-resources for gpumem placement", "socket=%s",
+				 d->cfg.pod_resources_socket);
 	}
-	if (!d->podres && podres_new(d->loop, d->cfg.pod_resources_socket, PODRES_INTERVAL,
-				     on_podres, d, &d->podres) == 0)
-		log_info("watching pod-resources for gpumem placement", "socket=%s",
-			 d->cfg.pod_resources_socket);
+	if (d->metrics)
+		metrics_set_podres(d->metrics, d->podres);
 }
 
 bool daemon_resource_matches(const struct resource *r, const struct gpu_info *info)
@@ -603,6 +585,7 @@ static void on_kubelet(struct kubelet *k, enum kubelet_event ev, const char *nam
 		return;
 	switch (ev) {
 	case KUBELET_EVENT_SOCKET_CREATED:
+		d->kubelet_restarts++;
 		log_info("kubelet socket created, re-registering", "socket=%s",
 			 d->cfg.kubelet_socket);
 		/* A live kubelet stream is the new kubelet's (or the old one's, whose end re-registers). */
@@ -658,7 +641,7 @@ static void on_stop_signal(struct loop *l, int signo, void *userdata)
 	log_info("stopping", "signal=%s", signo == SIGTERM ? "SIGTERM" : "SIGINT");
 	d->stopping = true;
 	loop_timer_disarm(d->rediscover);
-	d->podres = podres_free(d->podres);
+	podres_stop(d);
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
 		dplugin_stop(dp);
 	if (d->n_stopping == 0)
@@ -728,7 +711,7 @@ static void on_hup(struct loop *l, int signo, void *userdata)
 {
 	struct daemon *d = userdata;
 	struct config_diag dg = { 0 };
-	struct config nc = { 0 };
+	struct config nc = { 0 }, old;
 	bool paths_changed, podres_changed;
 	int r;
 
@@ -748,14 +731,16 @@ static void on_hup(struct loop *l, int signo, void *userdata)
 	paths_changed = !streq_ptr(nc.device_plugin_path, d->cfg.device_plugin_path) ||
 			!streq_ptr(nc.kubelet_socket, d->cfg.kubelet_socket);
 	podres_changed = !streq_ptr(nc.pod_resources_socket, d->cfg.pod_resources_socket);
-	config_release(&d->cfg);
+	old = d->cfg;
 	d->cfg = nc;
 	log_max_level = d->cfg.log_level;
 	apply_ctx_from_config(d);
 	(void)apply_monitor_opts(d);
+	daemon_metrics_reload(d, &old);
+	config_release(&old);
 	if (podres_changed)
-		d->podres =
-			podres_free(d->podres); /* update_podres() starts it on the new socket */
+		podres_stop(d);
+	update_podres(d); /* metrics started or stopped; a new socket */
 	if (paths_changed)
 		move_paths(d);
 	gpu_monitor_discover(d->monitor, false);
@@ -829,6 +814,8 @@ int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flag
 	}
 	if (apply_monitor_opts(&d) < 0)
 		goto out;
+	daemon_metrics_start(&d);
+	update_podres(&d);
 	gpu_monitor_discover(d.monitor, false);
 	rc = loop_run(d.loop);
 	if (rc < 0)
@@ -854,6 +841,7 @@ out:
 		d.plugins = dp->next;
 		dplugin_free(dp);
 	}
+	daemon_metrics_stop(&d); /* before what it borrows: the poller and the monitor */
 	d.podres = podres_free(d.podres);
 	d.kubelet = kubelet_free(d.kubelet);
 	d.cdi = cdi_writer_free(d.cdi);

@@ -122,6 +122,7 @@ struct mon_gpu {
 	usec_t last_fault;
 	uint64_t ecc_single;
 	char reason[160];
+	struct gpu_monitor_gpu_stats st;
 };
 
 struct gpu_monitor {
@@ -144,8 +145,10 @@ struct gpu_monitor {
 	bool inflight_hung;
 	char hung_call[64];
 	usec_t inflight_since;
-	bool want_discover, want_fresh, want_reinit;
+	bool want_discover, want_fresh, want_reinit, want_sample;
 	uint64_t want_probe;
+	gpu_sampled_fn *sampled_fn;
+	void *sampled_userdata;
 
 	bool events_open; /* the worker's last word on the event set */
 	bool events_logged;
@@ -166,6 +169,35 @@ static uint64_t all_mask(const struct gpu_monitor *m)
 	return m->n_gpus >= 64 ? UINT64_MAX : (((uint64_t)1 << m->n_gpus) - 1);
 }
 
+static const char *const reason_names[GPU_REASON_COUNT] = {
+	[GPU_REASON_XID] = "xid",	[GPU_REASON_ECC] = "ecc",     [GPU_REASON_LOST] = "lost",
+	[GPU_REASON_PROBE] = "probe",	[GPU_REASON_DRIVER] = "driver", [GPU_REASON_HUNG] = "hung",
+	[GPU_REASON_RECOVERED] = "recovered",
+};
+
+const char *gpu_reason_name(enum gpu_reason r)
+{
+	return (unsigned)r < GPU_REASON_COUNT ? reason_names[r] : "unknown";
+}
+
+/* What made @g change: its flags, and for a fault the reason this file wrote. */
+static enum gpu_reason reason_of(const struct mon_gpu *g, const char *why)
+{
+	if (!g->fault && !g->driver && !g->hung)
+		return GPU_REASON_RECOVERED;
+	if (g->hung)
+		return GPU_REASON_HUNG;
+	if (g->driver)
+		return GPU_REASON_DRIVER;
+	if (g->lost)
+		return GPU_REASON_LOST;
+	if (startswith(why, "critical xid"))
+		return GPU_REASON_XID;
+	if (strstr(why, "ecc"))
+		return GPU_REASON_ECC;
+	return GPU_REASON_PROBE;
+}
+
 static void update_health(struct gpu_monitor *m, unsigned gpu, const char *why)
 {
 	struct mon_gpu *g = &m->gpus[gpu];
@@ -175,6 +207,7 @@ static void update_health(struct gpu_monitor *m, unsigned gpu, const char *why)
 	if (want == g->health)
 		return;
 	g->health = want;
+	g->st.transitions[want == GPU_HEALTHY][reason_of(g, why)]++;
 	if (want == GPU_UNHEALTHY) {
 		if (why != g->reason)
 			(void)snprintf(g->reason, sizeof(g->reason), "%s", why);
@@ -284,6 +317,25 @@ static int gpu_by_uuid(const struct gpu_monitor *m, const char *uuid)
 	return -1;
 }
 
+static void record_xid(struct gpu_monitor_gpu_stats *st, uint64_t xid)
+{
+	unsigned i;
+
+	st->last_xid = xid;
+	for (i = 0; i < st->n_xids && st->xids[i].xid != xid; i++)
+		;
+	if (i == st->n_xids) {
+		if (i == GPU_MONITOR_XIDS_MAX) {
+			st->xid_overflow++;
+			return;
+		}
+		st->n_xids++;
+		st->xids[i].xid = xid;
+	}
+	st->xids[i].count++;
+	st->xids[i].last_wall = wall_usec();
+}
+
 static void apply_event(struct gpu_monitor *m, const struct gpu_event *ev)
 {
 	unsigned first = 0, last = m->n_gpus;
@@ -311,8 +363,10 @@ static void apply_event(struct gpu_monitor *m, const struct gpu_event *ev)
 		}
 		m->stats.xids++;
 		(void)snprintf(why, sizeof(why), "critical xid %llu", (unsigned long long)ev->xid);
-		for (unsigned i = first; i < last; i++)
+		for (unsigned i = first; i < last; i++) {
+			record_xid(&m->gpus[i].st, ev->xid);
 			mark_fault(m, i, why);
+		}
 		return;
 	case GPU_EVENT_ECC_SINGLE:
 		m->stats.ecc_single++;
@@ -515,6 +569,17 @@ static void arm_recovery_next(struct gpu_monitor *m)
 		loop_timer_arm_at(m->recovery_timer, next);
 }
 
+static void finish_sample(struct gpu_monitor *m, struct gpu_job *j)
+{
+	unsigned n = MIN(m->n_gpus, (unsigned)GPU_WORKER_MAX_GPUS);
+
+	for (unsigned i = 0; i < n; i++)
+		if (!((j->mask >> i) & 1))
+			j->sample_r[i] = -ENODEV;
+	if (m->sampled_fn)
+		m->sampled_fn(m, j->samples, j->sample_r, n, m->sampled_userdata);
+}
+
 static void finish_job(struct gpu_monitor *m, struct gpu_job *j)
 {
 	loop_timer_disarm(m->hang_timer);
@@ -534,6 +599,9 @@ static void finish_job(struct gpu_monitor *m, struct gpu_job *j)
 	case GPU_JOB_REINIT:
 		finish_reinit(m, j);
 		break;
+	case GPU_JOB_SAMPLE:
+		finish_sample(m, j);
+		break;
 	}
 	arm_recovery_next(m);
 }
@@ -547,7 +615,7 @@ static void kick(struct gpu_monitor *m)
 		return;
 	if (m->reinit_pending && !m->want_reinit && !m->want_discover)
 		return; /* waiting for the back-off: nothing else makes sense meanwhile */
-	if (!m->want_reinit && !m->want_discover && !m->want_probe)
+	if (!m->want_reinit && !m->want_discover && !m->want_probe && !m->want_sample)
 		return;
 	j = calloc(1, sizeof(*j));
 	if (!j) {
@@ -572,10 +640,21 @@ static void kick(struct gpu_monitor *m)
 		j->kind = GPU_JOB_DISCOVER;
 		j->fresh = m->want_fresh || m->want_reinit;
 		m->want_discover = m->want_fresh = m->want_reinit = false;
-	} else {
+	} else if (m->want_probe) {
 		j->kind = GPU_JOB_PROBE;
 		j->mask = m->want_probe;
 		m->want_probe = 0;
+	} else {
+		m->want_sample = false;
+		j->kind = GPU_JOB_SAMPLE;
+		j->mask = all_mask(m);
+		j->samples = calloc(GPU_WORKER_MAX_GPUS, sizeof(*j->samples));
+		if (!j->samples || !m->n_gpus) {
+			/* Nothing to sample (or no memory): an empty answer, now. */
+			finish_sample(m, j);
+			gpu_job_free(j);
+			return;
+		}
 	}
 	m->inflight = j;
 	m->inflight_since = now_usec();
@@ -759,6 +838,32 @@ void gpu_monitor_discover(struct gpu_monitor *m, bool fresh)
 	m->want_discover = true;
 	m->want_fresh = m->want_fresh || fresh;
 	kick(m);
+}
+
+void gpu_monitor_on_sampled(struct gpu_monitor *m, gpu_sampled_fn *fn, void *userdata)
+{
+	m->sampled_fn = fn;
+	m->sampled_userdata = userdata;
+}
+
+bool gpu_monitor_sample(struct gpu_monitor *m)
+{
+	if (!m->n_gpus || m->reinit_pending)
+		return false;
+	m->want_sample = true;
+	kick(m);
+	return true;
+}
+
+bool gpu_monitor_hung(const struct gpu_monitor *m)
+{
+	return m->inflight_hung;
+}
+
+const struct gpu_monitor_gpu_stats *gpu_monitor_gpu_stats(const struct gpu_monitor *m,
+							  unsigned gpu)
+{
+	return m && gpu < m->n_gpus ? &m->gpus[gpu].st : NULL;
 }
 
 enum gpu_health gpu_monitor_health(const struct gpu_monitor *m, unsigned gpu)

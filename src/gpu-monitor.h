@@ -72,7 +72,6 @@ struct gpu_monitor_stats {
 	uint64_t hung_calls; /* backend calls that ran past call_timeout */
 };
 
-/* Opens the backend; runs on the worker thread. Returns 0 or -errno and a heap message. */
 
 /* A GPU's health changed (index into the GPUs of the last discovery). */
 typedef void gpu_health_fn(struct gpu_monitor *m, unsigned gpu, enum gpu_health health,
@@ -113,6 +112,55 @@ enum gpu_health gpu_monitor_health_by_uuid(const struct gpu_monitor *m, const ch
 /* Why @gpu is unhealthy ("" when healthy). */
 const char *gpu_monitor_reason(const struct gpu_monitor *m, unsigned gpu);
 void gpu_monitor_get_stats(const struct gpu_monitor *m, struct gpu_monitor_stats *ret);
+
+/* Why a GPU's health changed, for metrics. */
+enum gpu_reason {
+	GPU_REASON_XID,
+	GPU_REASON_ECC,
+	GPU_REASON_LOST,
+	GPU_REASON_PROBE,  /* a health probe failed */
+	GPU_REASON_DRIVER, /* driver/library mismatch or reload */
+	GPU_REASON_HUNG,   /* a backend call hung */
+	GPU_REASON_RECOVERED,
+	GPU_REASON_COUNT,
+};
+/* "xid", "ecc", "lost", "probe", "driver", "hung", "recovered". */
+const char *gpu_reason_name(enum gpu_reason r);
+
+#define GPU_MONITOR_XIDS_MAX 16
+
+/* One GPU's record, carried over rediscoveries by UUID. */
+struct gpu_monitor_gpu_stats {
+	/* health changes: [0] to unhealthy, [1] to healthy (always GPU_REASON_RECOVERED) */
+	uint64_t transitions[2][GPU_REASON_COUNT];
+	uint64_t last_xid; /* the last critical XID acted on; 0: none */
+	/* Critical XIDs by code, the first GPU_MONITOR_XIDS_MAX codes seen (others: overflow). */
+	struct {
+		uint64_t xid, count;
+		usec_t last_wall; /* CLOCK_REALTIME µs of the last one */
+	} xids[GPU_MONITOR_XIDS_MAX];
+	unsigned n_xids;
+	uint64_t xid_overflow;
+};
+/* @gpu's record, NULL when out of range. Valid until the next callback or discovery. */
+const struct gpu_monitor_gpu_stats *gpu_monitor_gpu_stats(const struct gpu_monitor *m,
+							  unsigned gpu);
+/* True while a backend call has been running past call_timeout. */
+bool gpu_monitor_hung(const struct gpu_monitor *m);
+
+/*
+ * Telemetry. @samples and @r hold @n entries, by the monitor's GPU indices: @r[i] is 0 or the
+ * -errno of GPU i's sample (then samples[i] is all "not supported"). Valid during the call.
+ */
+typedef void gpu_sampled_fn(struct gpu_monitor *m, const struct gpu_sample *samples,
+			    const int *r, unsigned n, void *userdata);
+void gpu_monitor_on_sampled(struct gpu_monitor *m, gpu_sampled_fn *fn, void *userdata);
+/*
+ * Asks the worker for one sample of every GPU, after the jobs that matter for health (requests
+ * made while one waits are merged). Returns true when a result will come to the sampled
+ * callback, false when none will (no GPUs yet, or the library is being re-initialised).
+ */
+bool gpu_monitor_sample(struct gpu_monitor *m);
 
 /*
  * Stops the threads and frees. Never waits for a thread that is inside the backend (it is

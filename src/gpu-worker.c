@@ -35,6 +35,7 @@ struct gpu_job *gpu_job_free(struct gpu_job *j)
 	free(j->err);
 	gpu_info_release(&j->info);
 	free(j->distance);
+	free(j->samples);
 	free(j);
 	return NULL;
 }
@@ -384,6 +385,21 @@ static void run_reinit(struct gpu_worker *s, struct gpu_job *j)
 	j->events_r = events_open(s, &cur);
 }
 
+static void run_sample(struct gpu_worker *s, struct gpu_job *j)
+{
+	for (unsigned i = 0; i < GPU_WORKER_MAX_GPUS && (j->mask >> i); i++) {
+		if (!((j->mask >> i) & 1))
+			continue;
+		gpu_sample_init(&j->samples[i]);
+		if (!s->b)
+			j->sample_r[i] = -ENODEV;
+		else if (!s->b->ops->sample)
+			j->sample_r[i] = -EOPNOTSUPP;
+		else
+			j->sample_r[i] = s->b->ops->sample(s->b, i, &j->samples[i]);
+	}
+}
+
 static void *worker_thread(void *userdata)
 {
 	struct gpu_worker *s = userdata;
@@ -410,6 +426,9 @@ static void *worker_thread(void *userdata)
 			break;
 		case GPU_JOB_REINIT:
 			run_reinit(s, j);
+			break;
+		case GPU_JOB_SAMPLE:
+			run_sample(s, j);
 			break;
 		}
 		(void)pthread_mutex_lock(&s->mu);

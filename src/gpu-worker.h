@@ -9,7 +9,7 @@
  *
  * A thread stuck inside the backend (a hung driver) is never waited for: gpu_worker_stop()
  * leaves it behind with what it needs, and it frees that when it comes back, if ever.
- * Future telemetry sampling (metrics) is one more job kind.
+ * Telemetry sampling (metrics) is one more job kind, the least urgent.
  */
 
 #include <stdbool.h>
@@ -29,6 +29,7 @@ enum gpu_job_kind {
 	GPU_JOB_DISCOVER,
 	GPU_JOB_PROBE,
 	GPU_JOB_REINIT,
+	GPU_JOB_SAMPLE,
 };
 
 /* One request to the worker and its results. */
@@ -36,7 +37,7 @@ struct gpu_job {
 	enum gpu_job_kind kind;
 	bool fresh;	  /* discover: re-initialise the library first */
 	bool want_events; /* discover, reinit: the event set should be open afterwards */
-	uint64_t mask;	  /* probe: which GPUs (backend indices) */
+	uint64_t mask;	  /* probe, sample: which GPUs (backend indices) */
 	/* results (worker) */
 	int r;
 	char *err;
@@ -44,6 +45,9 @@ struct gpu_job {
 	int *distance;
 	int probe_r[GPU_WORKER_MAX_GPUS];
 	int events_r; /* 0: the event set is open; -errno: it is not */
+	/* sample: one per GPU of @mask, allocated by the submitter (GPU_WORKER_MAX_GPUS) */
+	struct gpu_sample *samples;
+	int sample_r[GPU_WORKER_MAX_GPUS]; /* 0, -EOPNOTSUPP (no telemetry) or -errno */
 };
 
 /* Frees @j and what its results hold. NULL-safe, returns NULL. */

@@ -2,6 +2,7 @@
 
 #include "gpu.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,4 +15,26 @@ void gpu_info_release(struct gpu_info *info)
 	free(info->skipped);
 	free(info->devices);
 	memset(info, 0, sizeof(*info));
+}
+
+void gpu_sample_init(struct gpu_sample *s)
+{
+	*s = (struct gpu_sample){
+		.temperature_c = NAN,
+		.power_w = NAN,
+		.mem_used = UINT64_MAX,
+		.mem_total = UINT64_MAX,
+		.util_gpu = NAN,
+		.util_mem = NAN,
+		.sm_clock_mhz = NAN,
+		.mem_clock_mhz = NAN,
+		.power_limit_w = NAN,
+		.temp_slowdown_c = NAN,
+		.temp_shutdown_c = NAN,
+		.ecc_corrected = UINT64_MAX,
+		.ecc_uncorrected = UINT64_MAX,
+		.energy_mj = UINT64_MAX,
+		.clock_reasons = UINT64_MAX,
+		.n_procs = -1,
+	};
 }

@@ -104,7 +104,15 @@ struct gpu_event {
 	char uuid[GPU_UUID_MAX]; /* the GPU's UUID when gpu >= 0 (indices change on rediscovery) */
 };
 
-/* Per-GPU telemetry for metrics (later issue); fields the device lacks are NaN / -1. */
+#define GPU_SAMPLE_PROCS_MAX 64
+
+/* A compute process on a GPU, as the driver lists it. */
+struct gpu_process {
+	uint32_t pid;	  /* in the host's PID namespace */
+	uint64_t mem_used; /* bytes; UINT64_MAX when the driver does not say */
+};
+
+/* Per-GPU telemetry for metrics; what the device lacks is NaN / UINT64_MAX. */
 struct gpu_sample {
 	double temperature_c;
 	double power_w;
@@ -114,4 +122,13 @@ struct gpu_sample {
 	double power_limit_w;			 /* enforced limit */
 	double temp_slowdown_c, temp_shutdown_c; /* thresholds */
 	uint64_t ecc_corrected, ecc_uncorrected; /* volatile totals; UINT64_MAX without ECC */
+	uint64_t energy_mj;			 /* since the driver loaded */
+	uint64_t clock_reasons;			 /* NVML clock-event (throttle) bitmask */
+	/* Compute processes, at most GPU_SAMPLE_PROCS_MAX; -1: the backend cannot list them. */
+	int n_procs;
+	bool procs_truncated; /* more were running than fit */
+	struct gpu_process procs[GPU_SAMPLE_PROCS_MAX];
 };
+
+/* A sample with every field "not supported" and no process list. */
+void gpu_sample_init(struct gpu_sample *s);

@@ -309,7 +309,9 @@ struct nvml_compute_instance_profile_info {
 	FN(nvmlDeviceGetTotalEccErrors, T(ret),                                              \
 	   (T(device), T(memory_error_type), T(ecc_counter_type), unsigned long long *))     \
 	FN(nvmlDeviceGetComputeRunningProcesses_v3, T(ret),                                  \
-	   (T(device), unsigned *, T(process_info) *))
+	   (T(device), unsigned *, T(process_info) *))                                       \
+	FN(nvmlDeviceGetTotalEnergyConsumption, T(ret), (T(device), unsigned long long *))   \
+	FN(nvmlDeviceGetCurrentClocksThrottleReasons, T(ret), (T(device), unsigned long long *))
 
 /* Also exported by the fake, for NVIDIA's k8s-device-plugin v0.17 (nvidia-plugin.md §5.3). */
 #define NVML_API_FAKE_FUNCTIONS(FN, T)                                                        \

@@ -86,6 +86,9 @@ static const struct nvml_sym {
 	SYM(nvmlDeviceGetEccMode, false),
 	SYM(nvmlDeviceGetTotalEccErrors, false),
 	SYM(nvmlDeviceGetComputeRunningProcesses_v3, false),
+	SYM(nvmlDeviceGetTotalEnergyConsumption, false),
+	/* Renamed ...ClocksEventReasons in 12.2, the old name still exported by NVML 13. */
+	SYM(nvmlDeviceGetCurrentClocksThrottleReasons, false),
 #undef SYM
 };
 _Static_assert(ELEMENTSOF(nvml_sym_table) == NVML_SYM_COUNT,

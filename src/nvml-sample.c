@@ -3,6 +3,9 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+
+#include "util.h"
 
 #include "nvml-int.h"
 
@@ -22,32 +25,72 @@ static double get_uint(struct nvml_backend *n, nvml_fn_nvmlDeviceGetPowerUsage *
 	return NAN;
 }
 
+/* A 64-bit value from an optional function; records a failure worse than "not supported". */
+static uint64_t get_ull(nvml_fn_nvmlDeviceGetTotalEnergyConsumption *fn, struct nvml_device *h,
+			enum nvml_return *worst)
+{
+	unsigned long long v;
+	enum nvml_return r;
+
+	if (!fn)
+		return UINT64_MAX;
+	r = fn(h, &v);
+	if (r == NVML_RET_SUCCESS)
+		return v;
+	if (r != NVML_RET_NOT_SUPPORTED && *worst == NVML_RET_SUCCESS)
+		*worst = r;
+	return UINT64_MAX;
+}
+
+static void sample_procs(struct nvml_backend *n, struct nvml_device *h, struct gpu_sample *s,
+			 enum nvml_return *worst)
+{
+	struct nvml_process_info stack[GPU_SAMPLE_PROCS_MAX], *infos = stack;
+	unsigned count = GPU_SAMPLE_PROCS_MAX;
+	enum nvml_return r;
+
+	if (!n->f.nvmlDeviceGetComputeRunningProcesses_v3)
+		return;
+	r = NVC(n, nvmlDeviceGetComputeRunningProcesses_v3)(h, &count, infos);
+	if (r == NVML_RET_INSUFFICIENT_SIZE && count < 65536) {
+		/* More than fit: list them all (with room for a few new ones), keep the first. */
+		count += 16;
+		infos = calloc(count, sizeof(*infos));
+		if (!infos)
+			return;
+		r = NVC(n, nvmlDeviceGetComputeRunningProcesses_v3)(h, &count, infos);
+		s->procs_truncated = true;
+	}
+	if (r == NVML_RET_SUCCESS) {
+		s->n_procs = (int)MIN(count, (unsigned)GPU_SAMPLE_PROCS_MAX);
+		for (int i = 0; i < s->n_procs; i++) {
+			s->procs[i].pid = infos[i].pid;
+			/* ULLONG_MAX (NVML_VALUE_NOT_AVAILABLE) without the right to see it */
+			s->procs[i].mem_used = infos[i].used_gpu_memory;
+		}
+	} else if (r != NVML_RET_NOT_SUPPORTED && r != NVML_RET_INSUFFICIENT_SIZE &&
+		   *worst == NVML_RET_SUCCESS) {
+		*worst = r;
+	}
+	if (infos != stack)
+		free(infos);
+}
+
 int nvml_sample(struct gpu_backend *b, unsigned gpu, struct gpu_sample *ret)
 {
 	struct nvml_backend *n = to_nvml(b);
-	struct gpu_sample s = {
-		.temperature_c = NAN,
-		.mem_used = UINT64_MAX,
-		.mem_total = UINT64_MAX,
-		.util_gpu = NAN,
-		.util_mem = NAN,
-		.sm_clock_mhz = NAN,
-		.mem_clock_mhz = NAN,
-		.temp_slowdown_c = NAN,
-		.temp_shutdown_c = NAN,
-		.ecc_corrected = UINT64_MAX,
-		.ecc_uncorrected = UINT64_MAX,
-	};
 	enum nvml_return worst = NVML_RET_SUCCESS, r;
 	struct nvml_device *h = nvml_dev_handle(n, gpu);
 	struct nvml_utilization u;
 	struct nvml_memory mem;
+	struct gpu_sample s;
 	unsigned v;
 
 	if (gpu >= n->n_devs)
 		return -EINVAL;
 	if (!h)
 		return -ENODEV;
+	gpu_sample_init(&s);
 	r = NVC(n, nvmlDeviceGetMemoryInfo)(h, &mem);
 	if (r == NVML_RET_SUCCESS) {
 		s.mem_used = mem.used;
@@ -89,6 +132,12 @@ int nvml_sample(struct gpu_backend *b, unsigned gpu, struct gpu_sample *ret)
 							&c) == NVML_RET_SUCCESS)
 			s.ecc_uncorrected = c;
 	}
+	if (n->f.nvmlDeviceGetTotalEnergyConsumption)
+		s.energy_mj = get_ull(NVC(n, nvmlDeviceGetTotalEnergyConsumption), h, &worst);
+	if (n->f.nvmlDeviceGetCurrentClocksThrottleReasons)
+		s.clock_reasons = get_ull(NVC(n, nvmlDeviceGetCurrentClocksThrottleReasons), h,
+					  &worst);
+	sample_procs(n, h, &s, &worst);
 	/* A lost GPU or a changed driver is an error; a missing metric is only NaN. */
 	if (worst == NVML_RET_GPU_IS_LOST || nvml_driver_gone(worst))
 		return nvml_to_errno(worst);

@@ -408,6 +408,21 @@ out:
 	return st;
 }
 
+const double plugin_alloc_bounds[PLUGIN_ALLOC_BUCKETS] = {
+	50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 100e-3,
+};
+
+static void record_latency(struct plugin *p, usec_t dur)
+{
+	double s = (double)dur / USEC_PER_SEC;
+	unsigned b = 0;
+
+	while (b < PLUGIN_ALLOC_BUCKETS && s > plugin_alloc_bounds[b])
+		b++;
+	p->stats.alloc_hist[b]++;
+	p->stats.alloc_seconds += s;
+}
+
 void plugin_handle_allocate(struct grpc_call *call, const uint8_t *req, size_t len, void *userdata)
 {
 	struct plugin *p = userdata;
@@ -473,6 +488,7 @@ void plugin_handle_allocate(struct grpc_call *call, const uint8_t *req, size_t l
 		out.n_container_responses++;
 	}
 	plugin_reply(call, &out.base);
+	record_latency(p, now_usec() - t0);
 	log_debug("allocate", "resource=%s containers=%zu bytes=%zu dur_us=%llu", p->res->name,
 		  m->n_container_requests, len, (unsigned long long)(now_usec() - t0));
 	if (p->res->kind == RESOURCE_GPUMEM && p->ctx->mask)

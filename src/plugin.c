@@ -424,6 +424,7 @@ static int plugin_listen(struct plugin *p)
 		p->sock_dev = st.st_dev;
 		p->sock_ino = st.st_ino;
 	}
+	p->stats.sockets_served++;
 	log_info("serving device plugin socket", "resource=%s path=%s", p->res->name, p->path);
 	return 0;
 }

@@ -130,7 +130,12 @@ unsigned plugin_kubelet_watchers(const struct plugin *p);
 struct grpc_server *plugin_grpc_server(struct plugin *p);
 const char *plugin_socket_path(const struct plugin *p);
 
+/* Upper bounds (seconds) of the Allocate latency histogram's buckets. */
+#define PLUGIN_ALLOC_BUCKETS 10
+extern const double plugin_alloc_bounds[PLUGIN_ALLOC_BUCKETS];
+
 struct plugin_stats {
+	uint64_t sockets_served;     /* times our socket was (re)created */
 	uint64_t snapshots_sent;     /* messages pushed on streams */
 	uint64_t snapshots_replaced; /* of those, replacing one the peer had not begun to read */
 	uint64_t allocates;
@@ -138,6 +143,9 @@ struct plugin_stats {
 	uint64_t preferred;
 	size_t last_list_bytes;
 	int mask_slot; /* gpumem: the slot whose free units are offered, -1 none */
+	/* Allocate calls answered OK, by latency (per bucket; the last: above every bound) */
+	uint64_t alloc_hist[PLUGIN_ALLOC_BUCKETS + 1];
+	double alloc_seconds; /* their sum */
 	struct grpc_server_stats grpc;
 };
 void plugin_get_stats(const struct plugin *p, struct plugin_stats *ret);

@@ -28,6 +28,8 @@ struct podres {
 	struct buf last;  /* the previous answer's */
 	struct buf acted; /* the last answer handed to fn's */
 	bool have_last, have_acted;
+	podres_fn *answer_fn;
+	void *answer_userdata;
 	unsigned failures;
 	unsigned bad; /* answers that did not decode, for log rate */
 };
@@ -54,7 +56,8 @@ static void list_done(struct grpc_client_call *cc, int r, enum grpc_status statu
 	int n;
 
 	p->call = NULL;
-	loop_timer_arm(p->timer, p->interval);
+	if (p->interval)
+		loop_timer_arm(p->timer, p->interval);
 	if (r < 0 || status != GRPC_STATUS_OK) {
 		p->have_last = false;
 		if (p->failures++ % 30 == 0) {
@@ -85,12 +88,29 @@ static void list_done(struct grpc_client_call *cc, int r, enum grpc_status statu
 			buf_swap(&p->acted, &p->cur);
 			p->have_acted = true;
 			log_debug("pod-resources answer stable", "devices=%d bytes=%zu", n, len);
-			p->fn(p, resp, len, p->userdata);
+			if (p->fn)
+				p->fn(p, resp, len, p->userdata);
 		}
-		return;
+	} else {
+		buf_swap(&p->last, &p->cur);
+		p->have_last = true;
 	}
-	buf_swap(&p->last, &p->cur);
-	p->have_last = true;
+	if (p->answer_fn)
+		p->answer_fn(p, resp, len, p->answer_userdata);
+}
+
+void podres_on_answer(struct podres *p, podres_fn *fn, void *userdata)
+{
+	p->answer_fn = fn;
+	p->answer_userdata = userdata;
+}
+
+void podres_poll_now(struct podres *p)
+{
+	if (p && !p->call) {
+		loop_timer_disarm(p->timer);
+		loop_timer_arm(p->timer, 0);
+	}
 }
 
 static void poll_now(struct loop_timer *t, void *userdata)
@@ -105,7 +125,8 @@ static void poll_now(struct loop_timer *t, void *userdata)
 				   list_done, p, &p->call);
 	if (r < 0) {
 		log_warn_errno(r, "pod-resources List failed, retrying", "socket=%s", p->socket);
-		loop_timer_arm(p->timer, p->interval);
+		if (p->interval)
+			loop_timer_arm(p->timer, p->interval);
 	}
 }
 
@@ -241,6 +262,33 @@ int podres_for_each_device(const uint8_t *resp, size_t len,
 
 				for (size_t k = 0; k < cd->n_device_ids; k++)
 					fn(cd->resource_name, cd->device_ids[k], userdata);
+			}
+		}
+	}
+	v1__list_pod_resources_response__free_unpacked(m, NULL);
+	return 0;
+}
+
+int podres_for_each_owner(const uint8_t *resp, size_t len, podres_owner_fn *fn, void *userdata)
+{
+	V1__ListPodResourcesResponse *m = v1__list_pod_resources_response__unpack(NULL, len, resp);
+
+	if (!m)
+		return -EBADMSG;
+	for (size_t i = 0; i < m->n_pod_resources; i++) {
+		const V1__PodResources *pr = m->pod_resources[i];
+
+		for (size_t c = 0; c < pr->n_containers; c++) {
+			const V1__ContainerResources *cr = pr->containers[c];
+
+			for (size_t d = 0; d < cr->n_devices; d++) {
+				const V1__ContainerDevices *cd = cr->devices[d];
+
+				for (size_t k = 0; k < cd->n_device_ids; k++)
+					fn(pr->namespace_ ? pr->namespace_ : "",
+					   pr->name ? pr->name : "", cr->name ? cr->name : "",
+					   cd->resource_name ? cd->resource_name : "",
+					   cd->device_ids[k] ? cd->device_ids[k] : "", userdata);
 			}
 		}
 	}

@@ -25,10 +25,27 @@ struct podres;
  */
 typedef void podres_fn(struct podres *p, const uint8_t *resp, size_t len, void *userdata);
 
-/* Polls @socket every @interval. Returns 0 or -errno. */
+/* Polls @socket every @interval (0: only when podres_poll_now() asks). Returns 0 or -errno. */
 int podres_new(struct loop *l, const char *socket, usec_t interval, podres_fn *fn, void *userdata,
 	       struct podres **ret) WARN_UNUSED;
 struct podres *podres_free(struct podres *p);
+
+/*
+ * Every answer that decodes, stable or not (metrics: who holds what right now), after the
+ * stable-answer callback. @resp/@len valid during the call. NULL @fn: none.
+ */
+void podres_on_answer(struct podres *p, podres_fn *fn, void *userdata);
+/* Lists now unless a call is in flight (the periodic polls go on as before). */
+void podres_poll_now(struct podres *p);
+
+/*
+ * Calls @fn for each device ID in the encoded @resp with its holder: namespace, pod and
+ * container names ("" when the kubelet sent none), resource name and ID. Returns 0 or
+ * -EBADMSG.
+ */
+typedef void podres_owner_fn(const char *namespace_, const char *pod, const char *container,
+			     const char *resource, const char *id, void *userdata);
+int podres_for_each_owner(const uint8_t *resp, size_t len, podres_owner_fn *fn, void *userdata);
 
 /*
  * The canonical form of an encoded ListPodResourcesResponse, for comparing answers: its

@@ -20,6 +20,14 @@ usec_t now_usec(void)
 	return (usec_t)ts.tv_sec * USEC_PER_SEC + (usec_t)ts.tv_nsec / 1000;
 }
 
+usec_t wall_usec(void)
+{
+	struct timespec ts;
+
+	(void)clock_gettime(CLOCK_REALTIME, &ts);
+	return (usec_t)ts.tv_sec * USEC_PER_SEC + (usec_t)ts.tv_nsec / 1000;
+}
+
 int fd_close(int fd)
 {
 	if (fd >= 0) {

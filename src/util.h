@@ -20,6 +20,8 @@ typedef uint64_t usec_t;
 
 /* CLOCK_MONOTONIC in microseconds. */
 usec_t now_usec(void);
+/* CLOCK_REALTIME in µs (for timestamps others read: metrics, files). */
+usec_t wall_usec(void);
 
 /* Closes @fd if >= 0, preserving errno; returns -1 so callers can write fd = fd_close(fd). */
 int fd_close(int fd);
@@ -115,6 +117,7 @@ static inline void bitmap_clear(uint64_t *w, unsigned i)
 
 bool streq_ptr(const char *a, const char *b);
 #define streq(a, b) (strcmp((a), (b)) == 0)
+#define startswith(s, prefix) (strncmp((s), (prefix), strlen(prefix)) == 0)
 
 /*
  * A JSON writer appending to @b: objects, arrays, keys, strings, numbers and booleans, with

@@ -785,6 +785,33 @@ enum nvml_return nvmlDeviceGetComputeRunningProcesses_v3(struct nvml_device *d, 
 	return leave(NVML_RET_SUCCESS);
 }
 
+enum nvml_return nvmlDeviceGetTotalEnergyConsumption(struct nvml_device *d, unsigned long long *mj)
+{
+	struct fake_gpu *g;
+	enum nvml_return r = enter_dev(ID(nvmlDeviceGetTotalEnergyConsumption), d, &g);
+
+	if (r != NVML_RET_SUCCESS)
+		return r;
+	if (!mj)
+		return leave(NVML_RET_INVALID_ARGUMENT);
+	*mj = g->energy_mj;
+	return leave(NVML_RET_SUCCESS);
+}
+
+enum nvml_return nvmlDeviceGetCurrentClocksThrottleReasons(struct nvml_device *d,
+							   unsigned long long *reasons)
+{
+	struct fake_gpu *g;
+	enum nvml_return r = enter_dev(ID(nvmlDeviceGetCurrentClocksThrottleReasons), d, &g);
+
+	if (r != NVML_RET_SUCCESS)
+		return r;
+	if (!reasons)
+		return leave(NVML_RET_INVALID_ARGUMENT);
+	*reasons = g->clock_reasons;
+	return leave(NVML_RET_SUCCESS);
+}
+
 /* --- NVIDIA's plugin only: NVLink and MIG (no links, no MIG instances exist) --- */
 
 enum nvml_return nvmlDeviceGetNvLinkState(struct nvml_device *d, unsigned link,

@@ -345,6 +345,12 @@ int fake_gpu_set(struct fake_gpu *g, unsigned index, const char *key, const char
 	} else if (!strcmp(key, "ecc_uncorrected")) {
 		if (parse_ull(v, &g->ecc_uncorrected) < 0)
 			goto bad;
+	} else if (!strcmp(key, "energy")) {
+		if (parse_ull(v, &g->energy_mj) < 0)
+			goto bad;
+	} else if (!strcmp(key, "clock_reasons")) {
+		if (parse_ull(v, &g->clock_reasons) < 0)
+			goto bad;
 	} else if (!strcmp(key, "events")) {
 		if (parse_events(v, &g->events) < 0)
 			goto bad;

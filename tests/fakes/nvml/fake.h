@@ -46,6 +46,7 @@ struct fake_gpu {
 	unsigned sm_count;
 	bool ecc;
 	unsigned long long ecc_corrected, ecc_uncorrected;
+	unsigned long long energy_mj, clock_reasons;
 	bool events_set; /* false: derived from ecc */
 	unsigned long long events;
 	int cc_major, cc_minor;

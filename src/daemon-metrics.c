@@ -1,0 +1,341 @@
+/*
+ * daemon-metrics.c: the daemon's side of the metrics server and the node labels. Starts the
+ * server (retrying while its port is taken: an old instance may still hold it), answers what
+ * it asks at each scrape (the daemon's own families, readiness, the resources served), and
+ * keeps the NFD labels file in line with the GPUs and the config.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon-internal.h"
+#include "gpu-monitor.h"
+#include "kubelet.h"
+#include "labels.h"
+#include "loop.h"
+#include "metrics.h"
+#include "plugin.h"
+#include "prom.h"
+#include "resource.h"
+
+#define LOG_MODULE "daemon"
+#include "log.h"
+
+#define RETRY_MIN (1 * USEC_PER_SEC)
+#define RETRY_MAX (30 * USEC_PER_SEC)
+
+static bool dev_healthy(const struct daemon *d, unsigned gpu)
+{
+	return gpu < d->info.n_devices &&
+	       gpu_monitor_health_by_uuid(d->monitor, d->info.devices[gpu].uuid) == GPU_HEALTHY;
+}
+
+static unsigned src_resources(const struct resource **ret, unsigned max, void *userdata)
+{
+	struct daemon *d = userdata;
+	unsigned n = 0;
+
+	for (struct dplugin *dp = d->plugins; dp && n < max; dp = dp->next)
+		if (!dp->stopping)
+			ret[n++] = plugin_resource(dp->plugin);
+	return n;
+}
+
+static bool src_ready(struct buf *why, void *userdata)
+{
+	struct daemon *d = userdata;
+	bool ok = true, any = false, reg = d->cfg.kubelet_socket && *d->cfg.kubelet_socket;
+
+	if (d->stopping) {
+		(void)buf_printf(why, "stopping\n");
+		return false;
+	}
+	if (!d->discovered_once) {
+		(void)buf_printf(why, "GPU discovery has not finished\n");
+		return false;
+	}
+	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
+		if (dp->stopping)
+			continue;
+		any = true;
+		if (!plugin_socket_ok(dp->plugin)) {
+			(void)buf_printf(why, "%s: socket %s is not served\n", dp->name,
+					 plugin_socket_path(dp->plugin));
+			ok = false;
+		} else if (reg && !kubelet_reg_registered(dp->reg)) {
+			(void)buf_printf(why, "%s: not registered with the kubelet (%s)\n", dp->name,
+					 kubelet_reg_state_name(kubelet_reg_state(dp->reg)));
+			ok = false;
+		}
+	}
+	if (!any) {
+		(void)buf_printf(why, "no resource advertised: %s\n",
+				 d->info.n_devices ? "the config gives the GPUs to no resource" :
+						     "no GPU found (rediscovering)");
+		return false;
+	}
+	return ok;
+}
+
+static void collect_plugins(struct daemon *d, struct prom *p)
+{
+	struct prom_labels l;
+	char gpu[12];
+
+	prom_family(p, "edgegpu_device_healthy", PROM_GAUGE,
+		    "1 when the resource's devices on this GPU are advertised healthy.");
+	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
+		const struct resource *r = plugin_resource(dp->plugin);
+
+		for (unsigned s = 0; !dp->stopping && s < r->n_gpus; s++) {
+			(void)snprintf(gpu, sizeof(gpu), "%u", r->gpus[s].gpu);
+			l = (struct prom_labels){ 0 };
+			prom_labels_push(&l, "resource", r->name);
+			prom_labels_push(&l, "gpu", gpu);
+			prom_labels_push(&l, "UUID", r->uuids[s]);
+			prom_sample(p, NULL, &l, dev_healthy(d, r->gpus[s].gpu));
+		}
+	}
+	prom_family(p, "edgegpu_resource_devices", PROM_GAUGE,
+		    "Devices advertised to the kubelet, by health.");
+	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
+		const struct resource *r = plugin_resource(dp->plugin);
+		unsigned healthy = 0, sick = 0;
+
+		if (dp->stopping)
+			continue;
+		for (unsigned s = 0; s < r->n_gpus; s++)
+			*(dev_healthy(d, r->gpus[s].gpu) ? &healthy : &sick) += r->gpus[s].count;
+		for (int h = 0; h < 2; h++) {
+			l = (struct prom_labels){ 0 };
+			prom_labels_push(&l, "resource", r->name);
+			prom_labels_push(&l, "health", h ? "Unhealthy" : "Healthy");
+			prom_sample(p, NULL, &l, h ? sick : healthy);
+		}
+	}
+}
+
+static void collect_regs(struct daemon *d, struct prom *p)
+{
+	struct prom_labels l;
+	struct plugin_stats st;
+
+	prom_family(p, "edgegpu_plugin_registered", PROM_GAUGE,
+		    "1 when the resource is registered with the kubelet.");
+	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
+		if (dp->stopping)
+			continue;
+		l = (struct prom_labels){ 0 };
+		prom_labels_push(&l, "resource", dp->name);
+		prom_sample(p, NULL, &l, kubelet_reg_registered(dp->reg));
+	}
+	prom_family(p, "edgegpu_plugin_sockets_served_total", PROM_COUNTER,
+		    "Plugin sockets created (each re-creation counts).");
+	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
+		plugin_get_stats(dp->plugin, &st);
+		l = (struct prom_labels){ 0 };
+		prom_labels_push(&l, "resource", dp->name);
+		prom_sample(p, NULL, &l, (double)st.sockets_served);
+	}
+	prom_family(p, "edgegpu_kubelet_registrations_total", PROM_COUNTER,
+		    "Registrations the kubelet accepted.");
+	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
+		l = (struct prom_labels){ 0 };
+		prom_labels_push(&l, "resource", dp->name);
+		prom_sample(p, NULL, &l, kubelet_reg_count(dp->reg));
+	}
+	prom_family(p, "edgegpu_kubelet_restarts_total", PROM_COUNTER,
+		    "Kubelet restarts seen (kubelet.sock created again).");
+	prom_sample(p, NULL, NULL, (double)d->kubelet_restarts);
+}
+
+static void collect_allocs(struct daemon *d, struct prom *p)
+{
+	struct prom_labels l;
+	struct plugin_stats st;
+
+	prom_family(p, "edgegpu_allocations_total", PROM_COUNTER,
+		    "Allocate calls, by result.");
+	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
+		plugin_get_stats(dp->plugin, &st);
+		for (int e = 0; e < 2; e++) {
+			l = (struct prom_labels){ 0 };
+			prom_labels_push(&l, "resource", dp->name);
+			prom_labels_push(&l, "result", e ? "error" : "ok");
+			prom_sample(p, NULL, &l,
+				    e ? (double)st.allocate_errors :
+					(double)(st.allocates - st.allocate_errors));
+		}
+	}
+	prom_family(p, "edgegpu_allocate_duration_seconds", PROM_HISTOGRAM,
+		    "Time to answer an Allocate call that succeeded.");
+	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
+		plugin_get_stats(dp->plugin, &st);
+		l = (struct prom_labels){ 0 };
+		prom_labels_push(&l, "resource", dp->name);
+		prom_histogram(p, &l, plugin_alloc_bounds, PLUGIN_ALLOC_BUCKETS, st.alloc_hist,
+			       st.alloc_seconds);
+	}
+}
+
+static void src_collect(struct prom *p, void *userdata)
+{
+	struct daemon *d = userdata;
+
+	collect_plugins(d, p);
+	collect_regs(d, p);
+	collect_allocs(d, p);
+}
+
+static const struct metrics_source source = {
+	.collect = src_collect,
+	.ready = src_ready,
+	.resources = src_resources,
+};
+
+static void fill_opts(const struct daemon *d, struct metrics_opts *o)
+{
+	const struct config_metrics *c = &d->cfg.metrics;
+
+	*o = (struct metrics_opts){
+		.address = c->address,
+		.max_connections = c->max_connections,
+		.connection_timeout = c->connection_timeout,
+		.min_interval = c->min_interval,
+		.scrape_wait = c->scrape_wait,
+		.hostname_label =
+			c->hostname_label == CONFIG_HOSTNAME_LABEL_LOWER ? "hostname" : "Hostname",
+		.node_name = c->node_name,
+		.host_proc = c->host_proc,
+		.pod_log_dir = c->pod_log_dir,
+	};
+}
+
+static void start_server(struct daemon *d);
+
+static void on_retry(struct loop_timer *t, void *userdata)
+{
+	start_server(userdata);
+}
+
+static void start_server(struct daemon *d)
+{
+	struct metrics_opts o;
+	char *err = NULL;
+	int r;
+
+	if (d->metrics || d->stopping || !d->cfg.metrics.address || !*d->cfg.metrics.address)
+		return;
+	fill_opts(d, &o);
+	r = metrics_new(d->loop, &o, &source, d, &d->metrics, &err);
+	if (r < 0) {
+		bool again = r != -EINVAL && r != -ENOMEM;
+
+		if (!d->metrics_retry_logged || !again)
+			log_error_errno(r, again ? "metrics server failed to start, retrying" :
+						   "metrics server cannot start",
+					"address=%s reason=%s", d->cfg.metrics.address,
+					log_q(err ? err : ""));
+		else
+			log_debug("metrics server failed to start again", "reason=%s",
+				  log_q(err ? err : ""));
+		free(err);
+		d->metrics_retry_logged = true;
+		if (again && d->metrics_retry) {
+			loop_timer_arm(d->metrics_retry, d->metrics_backoff);
+			d->metrics_backoff = MIN(d->metrics_backoff * 2, RETRY_MAX);
+		}
+		return;
+	}
+	if (d->metrics_retry_logged)
+		log_info("metrics server started after retrying", NULL);
+	d->metrics_retry_logged = false;
+	d->metrics_backoff = RETRY_MIN;
+	log_info("metrics server listening", "address=%s port=%u", d->cfg.metrics.address,
+		 metrics_port(d->metrics));
+	metrics_set_monitor(d->metrics, d->monitor);
+	metrics_set_podres(d->metrics, d->podres);
+	if (d->info.n_devices && metrics_set_gpus(d->metrics, &d->info) < 0)
+		log_warn("metrics: out of memory setting the GPUs", NULL);
+}
+
+/* --- node labels --- */
+
+static void update_labels(struct daemon *d)
+{
+	struct buf b = { 0 };
+	const char *sysfs = getenv("EDGEGPU_SYSFS_ROOT"); /* tests: a fake /sys */
+
+	if (!d->labels || !d->info.n_devices)
+		return;
+	if (labels_build(&d->info, &d->cfg, sysfs && *sysfs ? sysfs : "/sys", &b) < 0 ||
+	    labels_writer_set(d->labels, (const char *)b.data, b.len) < 0)
+		log_warn("node labels: out of memory", NULL);
+	buf_release(&b);
+}
+
+static void start_labels(struct daemon *d)
+{
+	int r;
+
+	if (!d->cfg.labels.file || !*d->cfg.labels.file)
+		return;
+	r = labels_writer_new(d->loop, d->cfg.labels.file, d->cfg.labels.expiry, &d->labels);
+	if (r < 0) {
+		log_error_errno(r, "node labels off: cannot start the writer", "file=%s",
+				d->cfg.labels.file);
+		return;
+	}
+	update_labels(d);
+}
+
+/* --- the daemon's calls --- */
+
+void daemon_metrics_start(struct daemon *d)
+{
+	d->metrics_backoff = RETRY_MIN;
+	if (!d->metrics_retry && loop_timer_new(d->loop, on_retry, d, &d->metrics_retry) < 0)
+		d->metrics_retry = NULL; /* no retries, the first attempt still runs */
+	start_server(d);
+	start_labels(d);
+}
+
+void daemon_metrics_reload(struct daemon *d, const struct config *old)
+{
+	struct metrics_opts o;
+
+	if (!streq_ptr(old->metrics.address, d->cfg.metrics.address) ||
+	    old->metrics.max_connections != d->cfg.metrics.max_connections ||
+	    old->metrics.connection_timeout != d->cfg.metrics.connection_timeout) {
+		d->metrics = metrics_free(d->metrics);
+		loop_timer_disarm(d->metrics_retry);
+		d->metrics_backoff = RETRY_MIN;
+		start_server(d);
+	} else if (d->metrics) {
+		fill_opts(d, &o);
+		if (metrics_set_opts(d->metrics, &o) < 0)
+			log_warn("metrics: out of memory applying the new settings", NULL);
+	}
+	if (!streq_ptr(old->labels.file, d->cfg.labels.file) ||
+	    old->labels.expiry != d->cfg.labels.expiry) {
+		d->labels = labels_writer_free(d->labels);
+		start_labels(d);
+	} else {
+		update_labels(d);
+	}
+}
+
+void daemon_metrics_gpus(struct daemon *d)
+{
+	if (d->metrics && metrics_set_gpus(d->metrics, &d->info) < 0)
+		log_warn("metrics: out of memory setting the GPUs", NULL);
+	update_labels(d);
+}
+
+void daemon_metrics_stop(struct daemon *d)
+{
+	d->metrics = metrics_free(d->metrics);
+	d->metrics_retry = loop_timer_free(d->metrics_retry);
+	d->labels = labels_writer_free(d->labels);
+}

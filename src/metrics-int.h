@@ -1,0 +1,120 @@
+#pragma once
+
+/*
+ * The metrics module's private state, shared by metrics.c (endpoints, scrape flow),
+ * metrics-render.c (the families) and metrics-pods.c (who holds which GPU, and the GPU
+ * processes mapped to pods). Loop thread only.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpu-monitor.h"
+#include "gpu.h"
+#include "metrics.h"
+#include "util.h"
+
+#define METRICS_WAITERS_MAX 64
+
+struct http_server;
+struct http_request;
+struct loop_timer;
+struct podmap_cache;
+
+/* A GPU's identity labels, from the last discovery. */
+struct metrics_gpu {
+	char index[12];
+	char uuid[GPU_UUID_MAX];
+	char pci[32];
+	char device[24]; /* "nvidia<minor>" */
+	char model[GPU_NAME_MAX];
+	uint64_t mem_total;
+};
+
+/* A container holding devices of a resource on a GPU (pod-resources). */
+struct metrics_hold {
+	char *namespace_, *pod, *container, *resource;
+	char uuid[GPU_UUID_MAX];
+	unsigned count;	     /* devices: 1, replicas, gpumem units */
+	unsigned total;	     /* devices of the resource on this GPU */
+	bool gpumem;
+	uint64_t unit_bytes; /* gpumem: bytes per unit; 0 otherwise */
+};
+
+enum metrics_proc_kind {
+	METRICS_PROC_POD,
+	METRICS_PROC_HOST,	  /* not in a Kubernetes cgroup */
+	METRICS_PROC_UNKNOWN_POD, /* a pod cgroup no log directory names */
+	METRICS_PROC_NO_PROC,	  /* not in our /proc (hostPID missing) */
+};
+
+/* A GPU process, mapped (at sample time). */
+struct metrics_proc {
+	char uuid[GPU_UUID_MAX];
+	uint32_t pid;
+	uint64_t mem; /* bytes; UINT64_MAX unknown */
+	enum metrics_proc_kind kind;
+	char namespace_[64], pod[256], container[64];
+};
+
+struct metrics {
+	struct loop *loop;
+	struct metrics_source src;
+	void *userdata;
+	struct http_server *http;
+	struct gpu_monitor *mon; /* borrowed */
+	struct podres *podres;	 /* borrowed */
+
+	/* settings */
+	char *hostname_label, *node_name, *host_proc, *pod_log_dir;
+	usec_t min_interval, scrape_wait;
+
+	/* GPUs */
+	struct metrics_gpu *gpus;
+	unsigned n_gpus;
+	char driver_version[80], nvml_version[80], cuda_version[16];
+
+	/* the telemetry cache, by UUID */
+	struct gpu_sample *samples;
+	int *sample_r;
+	char (*sample_uuids)[GPU_UUID_MAX];
+	unsigned n_samples;
+	usec_t sampled_at; /* monotonic; 0: never */
+	uint64_t samples_taken, sample_timeouts, scrapes;
+	bool sample_pending, podres_pending;
+
+	/* GPU processes of the cache */
+	struct metrics_proc *procs;
+	unsigned n_procs;
+	struct podmap_cache *podmap;
+
+	/* pod-resources attribution */
+	struct metrics_hold *holds;
+	unsigned n_holds;
+	usec_t pods_at;
+	bool pods_valid;
+
+	/* deferred scrapes */
+	struct http_request *waiters[METRICS_WAITERS_MAX];
+	unsigned n_waiters;
+	struct loop_timer *wait_timer;
+
+	/* the answer being served */
+	struct buf body, gzip, why;
+	bool body_ready, gzip_ready, render_err_logged;
+	usec_t started_wall;
+};
+
+/* metrics-pods.c */
+void metrics_cache_store(struct metrics *m, const struct gpu_sample *samples, const int *r,
+			 unsigned n);
+void metrics_procs_release(struct metrics *m);
+void metrics_pods_store(struct metrics *m, const uint8_t *resp, size_t len);
+void metrics_pods_clear(struct metrics *m);
+void metrics_pods_release(struct metrics *m);
+int metrics_pods_set_log_dir(struct metrics *m);
+/*
+ * The container holding all of GPU @uuid (a whole GPU, or every replica of it), or NULL when
+ * none does or the GPU is shared.
+ */
+const struct metrics_hold *metrics_pods_sole_holder(const struct metrics *m, const char *uuid);

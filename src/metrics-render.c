@@ -1,0 +1,471 @@
+/*
+ * metrics-render.c: the exposition: GPU families with DCGM-exporter's names, units and labels,
+ * the pod families, the health monitor's records, the process metrics, and the daemon's own
+ * families through its collect callback (docs/metrics.md lists them all).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "metrics-int.h"
+#include "prom.h"
+#include "version.h"
+
+#define MIB ((uint64_t)1 << 20)
+
+static double u64(uint64_t v)
+{
+	return v == UINT64_MAX ? NAN : (double)v;
+}
+
+static double fb_used(const struct gpu_sample *s)
+{
+	return s->mem_used == UINT64_MAX ? NAN : (double)(s->mem_used / MIB);
+}
+
+static double fb_total(const struct gpu_sample *s)
+{
+	return s->mem_total == UINT64_MAX ? NAN : (double)(s->mem_total / MIB);
+}
+
+static double fb_free(const struct gpu_sample *s)
+{
+	if (s->mem_total == UINT64_MAX || s->mem_used == UINT64_MAX || s->mem_used > s->mem_total)
+		return NAN;
+	return (double)((s->mem_total - s->mem_used) / MIB);
+}
+
+#define FIELD(f)                                         \
+	static double get_##f(const struct gpu_sample *s) \
+	{                                                \
+		return s->f;                             \
+	}
+FIELD(temperature_c)
+FIELD(temp_slowdown_c)
+FIELD(temp_shutdown_c)
+FIELD(power_w)
+FIELD(power_limit_w)
+FIELD(util_gpu)
+FIELD(util_mem)
+FIELD(sm_clock_mhz)
+FIELD(mem_clock_mhz)
+#undef FIELD
+
+static double get_energy(const struct gpu_sample *s)
+{
+	return u64(s->energy_mj);
+}
+
+static double get_sbe(const struct gpu_sample *s)
+{
+	return u64(s->ecc_corrected);
+}
+
+static double get_dbe(const struct gpu_sample *s)
+{
+	return u64(s->ecc_uncorrected);
+}
+
+static double get_reasons(const struct gpu_sample *s)
+{
+	return u64(s->clock_reasons);
+}
+
+static const struct gpu_family {
+	const char *name;
+	enum prom_type type;
+	const char *help;
+	double (*get)(const struct gpu_sample *s);
+} gpu_families[] = {
+	{ "DCGM_FI_DEV_GPU_TEMP", PROM_GAUGE, "GPU temperature (in C).", get_temperature_c },
+	{ "DCGM_FI_DEV_SLOWDOWN_TEMP", PROM_GAUGE, "Slowdown temperature threshold (in C).",
+	  get_temp_slowdown_c },
+	{ "DCGM_FI_DEV_SHUTDOWN_TEMP", PROM_GAUGE, "Shutdown temperature threshold (in C).",
+	  get_temp_shutdown_c },
+	{ "DCGM_FI_DEV_POWER_USAGE", PROM_GAUGE, "Power draw (in W).", get_power_w },
+	{ "DCGM_FI_DEV_ENFORCED_POWER_LIMIT", PROM_GAUGE, "Enforced power limit (in W).",
+	  get_power_limit_w },
+	{ "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", PROM_COUNTER,
+	  "Total energy consumption since the driver was last loaded (in mJ).", get_energy },
+	{ "DCGM_FI_DEV_FB_USED", PROM_GAUGE, "Framebuffer memory used (in MiB).", fb_used },
+	{ "DCGM_FI_DEV_FB_FREE", PROM_GAUGE, "Framebuffer memory free (in MiB).", fb_free },
+	{ "DCGM_FI_DEV_FB_TOTAL", PROM_GAUGE, "Framebuffer memory total (in MiB).", fb_total },
+	{ "DCGM_FI_DEV_GPU_UTIL", PROM_GAUGE, "GPU utilization (in %).", get_util_gpu },
+	{ "DCGM_FI_DEV_MEM_COPY_UTIL", PROM_GAUGE, "Memory utilization (in %).", get_util_mem },
+	{ "DCGM_FI_DEV_SM_CLOCK", PROM_GAUGE, "SM clock frequency (in MHz).", get_sm_clock_mhz },
+	{ "DCGM_FI_DEV_MEM_CLOCK", PROM_GAUGE, "Memory clock frequency (in MHz).",
+	  get_mem_clock_mhz },
+	{ "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", PROM_COUNTER,
+	  "Total number of single-bit volatile ECC errors.", get_sbe },
+	{ "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", PROM_COUNTER,
+	  "Total number of double-bit volatile ECC errors.", get_dbe },
+	{ "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", PROM_GAUGE,
+	  "Current clock event (throttle) reasons, NVML's bitmask.", get_reasons },
+};
+
+/* NVML's clock-event bits by DCGM-exporter's clock_event names. */
+static const struct {
+	uint64_t bit;
+	const char *name;
+} clock_events[] = {
+	{ 0x1, "gpu_idle" },	  { 0x2, "clocks_setting" }, { 0x4, "power_cap" },
+	{ 0x8, "hw_slowdown" },	  { 0x10, "sync_boost" },    { 0x20, "sw_thermal" },
+	{ 0x40, "hw_thermal" },	  { 0x80, "hw_power_brake" }, { 0x100, "display_clocks" },
+};
+
+/* The cached sample of @uuid, or NULL when none (or it failed). */
+static const struct gpu_sample *sample_of(const struct metrics *m, const char *uuid)
+{
+	for (unsigned i = 0; i < m->n_samples; i++)
+		if (m->sample_r[i] == 0 && streq(m->sample_uuids[i], uuid))
+			return &m->samples[i];
+	return NULL;
+}
+
+/* gpu, UUID, pci_bus_id, device, modelName, Hostname, DCGM_FI_DRIVER_VERSION [+ holder]. */
+static void gpu_labels(const struct metrics *m, const struct metrics_gpu *g, bool holder,
+		       struct prom_labels *l)
+{
+	const struct metrics_hold *h = holder ? metrics_pods_sole_holder(m, g->uuid) : NULL;
+
+	*l = (struct prom_labels){ 0 };
+	prom_labels_push(l, "gpu", g->index);
+	prom_labels_push(l, "UUID", g->uuid);
+	prom_labels_push(l, "pci_bus_id", g->pci);
+	prom_labels_push(l, "device", g->device);
+	prom_labels_push(l, "modelName", g->model);
+	prom_labels_push(l, m->hostname_label, m->node_name);
+	prom_labels_push(l, "DCGM_FI_DRIVER_VERSION", m->driver_version);
+	if (h) {
+		prom_labels_push(l, "pod", h->pod);
+		prom_labels_push(l, "namespace", h->namespace_);
+		prom_labels_push(l, "container", h->container);
+	}
+}
+
+/* gpu, UUID, Hostname: the short set of edgegpu's per-GPU and per-pod families. */
+static void short_labels(const struct metrics *m, const char *index, const char *uuid,
+			 struct prom_labels *l)
+{
+	*l = (struct prom_labels){ 0 };
+	prom_labels_push(l, "gpu", index);
+	prom_labels_push(l, "UUID", uuid);
+	prom_labels_push(l, m->hostname_label, m->node_name);
+}
+
+static const char *index_of(const struct metrics *m, const char *uuid)
+{
+	for (unsigned i = 0; i < m->n_gpus; i++)
+		if (streq(m->gpus[i].uuid, uuid))
+			return m->gpus[i].index;
+	return "";
+}
+
+static void render_gpus(struct metrics *m, struct prom *p)
+{
+	struct prom_labels l;
+
+	for (size_t f = 0; f < ELEMENTSOF(gpu_families); f++) {
+		bool started = false;
+
+		for (unsigned i = 0; i < m->n_gpus; i++) {
+			const struct gpu_sample *s = sample_of(m, m->gpus[i].uuid);
+			double v = s ? gpu_families[f].get(s) : NAN;
+
+			if (isnan(v))
+				continue; /* not supported: left out, never a sentinel */
+			if (!started) {
+				prom_family(p, gpu_families[f].name, gpu_families[f].type,
+					    gpu_families[f].help);
+				started = true;
+			}
+			gpu_labels(m, &m->gpus[i], true, &l);
+			prom_sample(p, NULL, &l, v);
+		}
+	}
+	if (!m->n_gpus)
+		return;
+	prom_family(p, "DCGM_FI_DEV_XID_ERRORS", PROM_GAUGE,
+		    "Value of the last XID error encountered.");
+	for (unsigned i = 0; i < m->n_gpus; i++) {
+		const struct gpu_monitor_gpu_stats *st =
+			m->mon ? gpu_monitor_gpu_stats(m->mon, i) : NULL;
+
+		gpu_labels(m, &m->gpus[i], true, &l);
+		prom_sample(p, NULL, &l, st ? (double)st->last_xid : 0);
+	}
+	prom_family(p, "edgegpu_gpu_clock_event_active", PROM_GAUGE,
+		    "1 while the GPU's clocks are reduced for this reason.");
+	for (unsigned i = 0; i < m->n_gpus; i++) {
+		const struct gpu_sample *s = sample_of(m, m->gpus[i].uuid);
+
+		if (!s || s->clock_reasons == UINT64_MAX)
+			continue;
+		for (size_t c = 0; c < ELEMENTSOF(clock_events); c++) {
+			gpu_labels(m, &m->gpus[i], true, &l);
+			prom_labels_push(&l, "clock_event", clock_events[c].name);
+			prom_sample(p, NULL, &l, (s->clock_reasons & clock_events[c].bit) ? 1 : 0);
+		}
+	}
+}
+
+static void render_health(struct metrics *m, struct prom *p)
+{
+	struct prom_labels l;
+	char code[24];
+
+	if (!m->n_gpus || !m->mon)
+		return;
+	prom_family(p, "edgegpu_gpu_healthy", PROM_GAUGE, "1 when the GPU is healthy, 0 when not.");
+	for (unsigned i = 0; i < m->n_gpus; i++) {
+		gpu_labels(m, &m->gpus[i], false, &l);
+		prom_sample(p, NULL, &l,
+			    gpu_monitor_health_by_uuid(m->mon, m->gpus[i].uuid) == GPU_HEALTHY);
+	}
+	prom_family(p, "edgegpu_gpu_health_transitions_total", PROM_COUNTER,
+		    "GPU health changes, by the state entered and the reason.");
+	for (unsigned i = 0; i < m->n_gpus; i++) {
+		const struct gpu_monitor_gpu_stats *st = gpu_monitor_gpu_stats(m->mon, i);
+
+		for (int to = 0; st && to < 2; to++)
+			for (int r = 0; r < GPU_REASON_COUNT; r++) {
+				if (!st->transitions[to][r])
+					continue;
+				short_labels(m, m->gpus[i].index, m->gpus[i].uuid, &l);
+				prom_labels_push(&l, "to", to ? "healthy" : "unhealthy");
+				prom_labels_push(&l, "reason", gpu_reason_name(r));
+				prom_sample(p, NULL, &l, (double)st->transitions[to][r]);
+			}
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 0)
+			prom_family(p, "edgegpu_xid_errors_total", PROM_COUNTER,
+				    "Critical XID errors, by code.");
+		else
+			prom_family(p, "edgegpu_xid_last_timestamp_seconds", PROM_GAUGE,
+				    "When the XID was last seen (Unix time).");
+		for (unsigned i = 0; i < m->n_gpus; i++) {
+			const struct gpu_monitor_gpu_stats *st = gpu_monitor_gpu_stats(m->mon, i);
+
+			for (unsigned x = 0; st && x < st->n_xids; x++) {
+				(void)snprintf(code, sizeof(code), "%llu",
+					       (unsigned long long)st->xids[x].xid);
+				short_labels(m, m->gpus[i].index, m->gpus[i].uuid, &l);
+				prom_labels_push(&l, "xid", code);
+				prom_sample(p, NULL, &l,
+					    pass == 0 ? (double)st->xids[x].count :
+							(double)st->xids[x].last_wall / USEC_PER_SEC);
+			}
+		}
+	}
+}
+
+static void pod_labels(const struct metrics *m, const char *uuid, const char *ns, const char *pod,
+		       const char *container, struct prom_labels *l)
+{
+	short_labels(m, index_of(m, uuid), uuid, l);
+	prom_labels_push(l, "namespace", ns);
+	prom_labels_push(l, "pod", pod);
+	prom_labels_push(l, "container", container);
+}
+
+static const char *const proc_reasons[] = {
+	[METRICS_PROC_HOST] = "host",
+	[METRICS_PROC_UNKNOWN_POD] = "unknown-pod",
+	[METRICS_PROC_NO_PROC] = "no-proc",
+};
+
+static void render_pods(struct metrics *m, struct prom *p)
+{
+	struct prom_labels l;
+	char pid[16];
+
+	if (m->n_holds) {
+		prom_family(p, "edgegpu_pod_gpu_allocation", PROM_GAUGE,
+			    "Devices of the resource the container holds on this GPU.");
+		for (unsigned i = 0; i < m->n_holds; i++) {
+			const struct metrics_hold *h = &m->holds[i];
+
+			pod_labels(m, h->uuid, h->namespace_, h->pod, h->container, &l);
+			prom_labels_push(&l, "resource", h->resource);
+			prom_sample(p, NULL, &l, h->count);
+		}
+		prom_family(p, "edgegpu_pod_gpumem_limit_bytes", PROM_GAUGE,
+			    "The gpumem slice granted to the container on this GPU.");
+		for (unsigned i = 0; i < m->n_holds; i++) {
+			const struct metrics_hold *h = &m->holds[i];
+
+			if (!h->gpumem)
+				continue;
+			pod_labels(m, h->uuid, h->namespace_, h->pod, h->container, &l);
+			prom_labels_push(&l, "resource", h->resource);
+			prom_sample(p, NULL, &l, (double)h->count * (double)h->unit_bytes);
+		}
+	}
+	if (!m->n_procs)
+		return;
+	/* Per container: the sum of its processes on the GPU, each (GPU, container) once. */
+	prom_family(p, "edgegpu_pod_gpu_memory_used_bytes", PROM_GAUGE,
+		    "GPU memory used by the container's processes.");
+	for (unsigned i = 0; i < m->n_procs; i++) {
+		const struct metrics_proc *a = &m->procs[i];
+		double sum = 0;
+		bool first = true;
+
+		if (a->kind != METRICS_PROC_POD)
+			continue;
+		for (unsigned j = 0; j < m->n_procs && first; j++) {
+			const struct metrics_proc *b = &m->procs[j];
+
+			if (b->kind != METRICS_PROC_POD || !streq(a->uuid, b->uuid) ||
+			    !streq(a->pod, b->pod) || !streq(a->namespace_, b->namespace_) ||
+			    !streq(a->container, b->container))
+				continue;
+			if (j < i)
+				first = false;
+			else if (b->mem != UINT64_MAX)
+				sum += (double)b->mem;
+		}
+		if (!first)
+			continue;
+		pod_labels(m, a->uuid, a->namespace_, a->pod, a->container, &l);
+		prom_sample(p, NULL, &l, sum);
+	}
+	prom_family(p, "edgegpu_unattributed_gpu_memory_used_bytes", PROM_GAUGE,
+		    "GPU memory used by a process that maps to no pod, and why.");
+	for (unsigned i = 0; i < m->n_procs; i++) {
+		const struct metrics_proc *a = &m->procs[i];
+
+		if (a->kind == METRICS_PROC_POD)
+			continue;
+		(void)snprintf(pid, sizeof(pid), "%u", a->pid);
+		short_labels(m, index_of(m, a->uuid), a->uuid, &l);
+		prom_labels_push(&l, "pid", pid);
+		prom_labels_push(&l, "reason", proc_reasons[a->kind]);
+		prom_sample(p, NULL, &l, a->mem == UINT64_MAX ? NAN : (double)a->mem);
+	}
+}
+
+/* --- the process itself --- */
+
+static void render_process(struct metrics *m, struct prom *p)
+{
+	char buf[1024], *s;
+	unsigned long utime = 0, stime = 0, vsize = 0;
+	unsigned long long start = 0;
+	long rss = 0, tck = sysconf(_SC_CLK_TCK), pg = sysconf(_SC_PAGESIZE);
+	double boot = 0;
+	struct rlimit rl;
+	FILE *f;
+	DIR *d;
+	int fds = 0;
+
+	f = fopen("/proc/self/stat", "re");
+	if (f) {
+		s = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+		/* after "pid (comm)": state is field 3; utime 14, stime 15, starttime 22, vsize 23,
+		   rss 24 */
+		if (!s || sscanf(s + 2,
+				 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d "
+				 "%*d %*d %*d %llu %lu %ld",
+				 &utime, &stime, &start, &vsize, &rss) != 5)
+			utime = stime = vsize = 0, rss = 0, start = 0;
+		(void)fclose(f);
+	}
+	f = fopen("/proc/stat", "re");
+	if (f) {
+		while (fgets(buf, sizeof(buf), f))
+			if (sscanf(buf, "btime %lf", &boot) == 1)
+				break;
+		(void)fclose(f);
+	}
+	d = opendir("/proc/self/fd");
+	if (d) {
+		for (const struct dirent *e = readdir(d); e; e = readdir(d))
+			fds += e->d_name[0] != '.';
+		(void)closedir(d);
+		fds--; /* the directory's own descriptor */
+	}
+	if (tck <= 0)
+		tck = 100;
+	prom_family(p, "process_cpu_seconds_total", PROM_COUNTER,
+		    "Total user and system CPU time spent in seconds.");
+	prom_sample(p, NULL, NULL, (double)(utime + stime) / (double)tck);
+	prom_family(p, "process_resident_memory_bytes", PROM_GAUGE, "Resident memory size in bytes.");
+	prom_sample(p, NULL, NULL, (double)rss * (double)pg);
+	prom_family(p, "process_virtual_memory_bytes", PROM_GAUGE, "Virtual memory size in bytes.");
+	prom_sample(p, NULL, NULL, (double)vsize);
+	prom_family(p, "process_start_time_seconds", PROM_GAUGE,
+		    "Start time of the process since unix epoch in seconds.");
+	prom_sample(p, NULL, NULL,
+		    boot > 0 ? boot + (double)start / (double)tck :
+			       (double)m->started_wall / USEC_PER_SEC);
+	prom_family(p, "process_open_fds", PROM_GAUGE, "Number of open file descriptors.");
+	prom_sample(p, NULL, NULL, fds);
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		prom_family(p, "process_max_fds", PROM_GAUGE,
+			    "Maximum number of open file descriptors.");
+		prom_sample(p, NULL, NULL, rl.rlim_cur == RLIM_INFINITY ? INFINITY :
+									    (double)rl.rlim_cur);
+	}
+}
+
+static void render_self(struct metrics *m, struct prom *p)
+{
+	struct prom_labels l = { 0 };
+	usec_t now = now_usec();
+	bool ready;
+
+	prom_labels_push(&l, "version", EDGEGPU_VERSION);
+	prom_labels_push(&l, "driver_version", m->driver_version);
+	prom_labels_push(&l, "nvml_version", m->nvml_version);
+	prom_labels_push(&l, "cuda_driver_version", m->cuda_version);
+	prom_family(p, "edgegpu_build_info", PROM_GAUGE,
+		    "edgegpu's version and the driver it found, as labels.");
+	prom_sample(p, NULL, &l, 1);
+	m->why.len = 0;
+	ready = m->src.ready(&m->why, m->userdata);
+	prom_family(p, "edgegpu_ready", PROM_GAUGE,
+		    "1 when every resource is served and registered (/readyz answers 200).");
+	prom_sample(p, NULL, NULL, ready);
+	if (m->mon) {
+		struct gpu_monitor_stats st;
+
+		gpu_monitor_get_stats(m->mon, &st);
+		prom_family(p, "edgegpu_nvml_hung_calls_total", PROM_COUNTER,
+			    "NVML calls that ran past the call timeout.");
+		prom_sample(p, NULL, NULL, (double)st.hung_calls);
+		prom_family(p, "edgegpu_nvml_call_hung", PROM_GAUGE,
+			    "1 while an NVML call is hung.");
+		prom_sample(p, NULL, NULL, gpu_monitor_hung(m->mon));
+	}
+	if (m->sampled_at) {
+		prom_family(p, "edgegpu_metrics_sample_age_seconds", PROM_GAUGE,
+			    "Age of the GPU samples served.");
+		prom_sample(p, NULL, NULL, (double)(now - m->sampled_at) / USEC_PER_SEC);
+	}
+	prom_family(p, "edgegpu_metrics_samples_total", PROM_COUNTER,
+		    "GPU telemetry samples taken (none while nobody scrapes).");
+	prom_sample(p, NULL, NULL, (double)m->samples_taken);
+}
+
+int metrics_render(struct metrics *m, struct buf *out)
+{
+	struct prom p;
+
+	out->len = 0;
+	prom_init(&p, out);
+	render_gpus(m, &p);
+	render_health(m, &p);
+	render_pods(m, &p);
+	render_self(m, &p);
+	if (m->src.collect)
+		m->src.collect(&p, m->userdata);
+	render_process(m, &p);
+	return prom_finish(&p);
+}
