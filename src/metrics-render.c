@@ -14,6 +14,7 @@
 
 #include "metrics-int.h"
 #include "prom.h"
+#include "resource.h"
 #include "version.h"
 
 #define MIB ((uint64_t)1 << 20)
@@ -280,11 +281,60 @@ static const char *const proc_reasons[] = {
 	[METRICS_PROC_NO_PROC] = "no-proc",
 };
 
+/* gpumem units per GPU: allocated (pod-resources) and free, and the unit's size. */
+static void render_units(struct metrics *m, struct prom *p)
+{
+	const struct resource *res[32];
+	unsigned n = m->src.resources(res, ELEMENTSOF(res), m->userdata);
+	struct prom_labels l;
+	bool started = false;
+
+	for (unsigned i = 0; i < n; i++) {
+		const struct resource *r = res[i];
+
+		if (r->kind != RESOURCE_GPUMEM)
+			continue;
+		if (!started) {
+			prom_family(p, "edgegpu_gpumem_unit_bytes", PROM_GAUGE,
+				    "Size of one unit of the gpumem resource.");
+			started = true;
+		}
+		l = (struct prom_labels){ 0 };
+		prom_labels_push(&l, "resource", r->name);
+		prom_sample(p, NULL, &l, (double)(r->unit_mib << 20));
+	}
+	if (!started || !m->pods_valid)
+		return;
+	prom_family(p, "edgegpu_gpumem_units", PROM_GAUGE,
+		    "gpumem units per GPU, allocated to pods or free.");
+	for (unsigned i = 0; i < n; i++) {
+		const struct resource *r = res[i];
+
+		for (unsigned s = 0; r->kind == RESOURCE_GPUMEM && s < r->n_gpus; s++) {
+			uint64_t used = 0;
+
+			for (unsigned h = 0; h < m->n_holds; h++)
+				if (m->holds[h].gpumem && streq(m->holds[h].uuid, r->uuids[s]) &&
+				    streq(m->holds[h].resource, r->name))
+					used += m->holds[h].count;
+			used = MIN(used, (uint64_t)r->gpus[s].count);
+			for (int st = 0; st < 2; st++) {
+				short_labels(m, index_of(m, r->uuids[s]), r->uuids[s], &l);
+				prom_labels_push(&l, "resource", r->name);
+				prom_labels_push(&l, "state", st ? "free" : "allocated");
+				prom_sample(p, NULL, &l,
+					    st ? (double)(r->gpus[s].count - used) : (double)used);
+			}
+		}
+	}
+}
+
 static void render_pods(struct metrics *m, struct prom *p)
 {
 	struct prom_labels l;
 	char pid[16];
 
+	render_units(m, p);
 	if (m->n_holds) {
 		prom_family(p, "edgegpu_pod_gpu_allocation", PROM_GAUGE,
 			    "Devices of the resource the container holds on this GPU.");

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -163,6 +164,15 @@ func nargs(args []string, min, max int) error {
 	return nil
 }
 
+// unescapeName decodes %XX in a pod name, so that tests can admit pods whose names hold
+// what a command line cannot (spaces, newlines): hostile names for the exporters.
+func unescapeName(s string) string {
+	if u, err := url.PathUnescape(s); err == nil {
+		return u
+	}
+	return s
+}
+
 // exec runs one command; it reports whether the emulator should exit.
 func (k *kubelet) exec(line string) (bool, error) {
 	args := strings.Fields(line)
@@ -191,12 +201,12 @@ func (k *kubelet) exec(line string) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		return false, k.admit(args[1], specs)
+		return false, k.admit(unescapeName(args[1]), specs)
 	case "delete":
 		if err := nargs(args, 2, 2); err != nil {
 			return false, err
 		}
-		return false, k.deletePod(args[1])
+		return false, k.deletePod(unescapeName(args[1]))
 	case "restart":
 		if err := nargs(args, 1, 2); err != nil {
 			return false, err

@@ -478,6 +478,30 @@ class Daemon:
                     return line.split(":", 1)[1].strip()
         return None
 
+    def metrics_port(self, timeout=10.0):
+        """The metrics server's port, from its "metrics server listening" log line."""
+        rec = self.wait_log("metrics server listening", timeout=timeout)
+        return int(rec["port"])
+
+    def http(self, path, headers=None, timeout=10.0):
+        """GET http://127.0.0.1:<metrics port><path>: (status, headers dict, body bytes)."""
+        import urllib.error
+        import urllib.request
+        req = urllib.request.Request(f"http://127.0.0.1:{self.metrics_port()}{path}",
+                                     headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, dict(r.headers), r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, dict(e.headers), e.read()
+
+    def scrape(self, timeout=10.0):
+        """/metrics parsed: {(name, frozenset(labels.items())): value}; asserts a 200."""
+        status, _, body = self.http("/metrics", timeout=timeout)
+        if status != 200:
+            raise AssertionError(f"/metrics answered {status}: {body[:200]!r}")
+        return parse_exposition(body.decode())
+
     def rss_kib(self):
         return int(self.status("VmRSS").split()[0])
 
@@ -499,6 +523,12 @@ class Node:
         self.ctl_path = os.path.join(self.root, "nvml.ctl")
         self.fixture = os.path.join(self.root, "fixture.conf")
         self.config_path = os.path.join(self.root, "config.yaml")
+        self.proc_dir = os.path.join(self.root, "proc")
+        self.log_dir = os.path.join(self.root, "log")
+        self.labels_file = os.path.join(self.root, "features.d", "edgegpu")
+        for p in (self.proc_dir, os.path.join(self.log_dir, "containers"),
+                  os.path.join(self.log_dir, "pods"), os.path.dirname(self.labels_file)):
+            os.makedirs(p)
         if fixture:
             shutil.copyfile(fixture_path(fixture), self.fixture)
         self.fixture_name = fixture
@@ -528,10 +558,16 @@ class Node:
         return path
 
     def daemon_argv(self, config=None, nvml_lib=None, flags=(), kubelet_socket=True):
+        # The metrics server on a free loopback port (tests run in parallel), the host's /proc
+        # and the kubelet's logs and NFD's features.d inside the node's root.
         argv = [binary("EDGEGPU"), "serve",
                 "--device-plugin-path", self.dir,
                 "--cdi-spec-dir", self.cdi_dir,
-                "--pod-resources-socket", self.emu.podres_socket]
+                "--pod-resources-socket", self.emu.podres_socket,
+                "--metrics-address", "127.0.0.1:0",
+                "--host-proc", self.proc_dir,
+                "--pod-log-dir", self.log_dir,
+                "--labels-file", self.labels_file]
         if nvml_lib is not False:
             argv += ["--nvml-lib", nvml_lib or binary("FAKE_NVML")]
         if kubelet_socket is True:
@@ -631,6 +667,45 @@ class Node:
 
 
 # --- a direct DevicePlugin client, for requests the emulator never sends ---
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)",?')
+
+
+def parse_exposition(text):
+    """Text format 0.0.4 into {(name, frozenset of (label, value)): float}. Strict enough for
+    the tests: a line that does not parse raises."""
+    out = {}
+    for line in text.split("\n"):
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if not m:
+            raise ValueError(f"bad exposition line: {line!r}")
+        labels = {}
+        rest = m.group(2) or ""
+        pos = 0
+        while pos < len(rest):
+            lm = _LABEL.match(rest, pos)
+            if not lm:
+                raise ValueError(f"bad labels in {line!r}")
+            v = re.sub(r"\\(.)", lambda e: "\n" if e.group(1) == "n" else e.group(1),
+                       lm.group(2))
+            labels[lm.group(1)] = v
+            pos = lm.end()
+        out[(m.group(1), frozenset(labels.items()))] = float(m.group(3))
+    return out
+
+
+def samples(expo, name, **match):
+    """The samples of `name` whose labels include `match`: [(labels dict, value)]."""
+    res = []
+    for (n, labels), v in expo.items():
+        d = dict(labels)
+        if n == name and all(d.get(k) == str(val) for k, val in match.items()):
+            res.append((d, v))
+    return res
+
 
 def _varint(n):
     out = bytearray()

@@ -273,7 +273,21 @@ int fake_gpu_set(struct fake_gpu *g, unsigned index, const char *key, const char
 	bool b;
 
 	if (!strcmp(key, "name")) {
-		copy_str(g->name, sizeof(g->name), v);
+		/* "\n" and "\\" stand for a newline and a backslash: hostile names from hardware */
+		size_t o = 0;
+
+		for (size_t i = 0; v[i] && o + 1 < sizeof(g->name); i++) {
+			if (v[i] == '\\' && v[i + 1] == 'n') {
+				g->name[o++] = '\n';
+				i++;
+			} else if (v[i] == '\\' && v[i + 1] == '\\') {
+				g->name[o++] = '\\';
+				i++;
+			} else {
+				g->name[o++] = v[i];
+			}
+		}
+		g->name[o] = 0;
 	} else if (!strcmp(key, "uuid")) {
 		copy_str(g->uuid, sizeof(g->uuid), v);
 	} else if (!strcmp(key, "pci_bus_id")) {
