@@ -106,7 +106,11 @@ static int respond_metrics(struct metrics *m, struct http_request *r)
 	int e;
 
 	if (!m->body_ready) {
+		usec_t t0 = now_usec();
+
 		e = metrics_render(m, &m->body);
+		log_debug("scrape", "bytes=%zu dur_us=%llu", m->body.len,
+			  (unsigned long long)(now_usec() - t0));
 		if (e < 0 && e != -EINVAL && e != -E2BIG) {
 			static const char msg[] = "rendering the metrics failed: out of memory\n";
 

@@ -273,6 +273,132 @@ static void test_xid_unhealthy(void **state)
 	assert_int_equal(e->calls, 1);
 }
 
+struct sampled {
+	unsigned calls, n;
+	int r[MAX_GPUS];
+	struct gpu_sample s[MAX_GPUS];
+};
+
+static void on_sampled(struct gpu_monitor *m, const struct gpu_sample *samples, const int *r,
+		       unsigned n, void *userdata)
+{
+	struct sampled *sp = userdata;
+
+	sp->calls++;
+	sp->n = n;
+	for (unsigned i = 0; i < n && i < MAX_GPUS; i++) {
+		sp->r[i] = r[i];
+		sp->s[i] = samples[i];
+	}
+}
+
+static bool sampled_once(struct env *e, void *arg)
+{
+	return ((struct sampled *)arg)->calls > 0;
+}
+
+/* One sample of every GPU on request, through the worker, with the fixture's values. */
+static void test_sample(void **state)
+{
+	struct env *e = *state;
+	struct sampled sp = { 0 };
+	unsigned power0;
+
+	start(e, "two-gpus.conf", NULL);
+	gpu_monitor_on_sampled(e->m, on_sampled, &sp);
+	power0 = ctl_number("count nvmlDeviceGetPowerUsage");
+	assert_int_equal(power0, 0); /* nothing sampled before asked */
+	ctl("set 0 energy 123456");
+	ctl("set 0 clock_reasons 0x60");
+	assert_true(gpu_monitor_sample(e->m));
+	if (!run_until(e, sampled_once, &sp, 5 * USEC_PER_SEC))
+		fail_msg("no sample");
+	assert_int_equal(sp.calls, 1);
+	assert_int_equal(sp.n, 2);
+	assert_int_equal(sp.r[0], 0);
+	assert_int_equal(sp.r[1], 0);
+	assert_true(sp.s[0].temperature_c == 41);
+	assert_true(sp.s[0].power_w == 21.5);
+	assert_true(sp.s[1].sm_clock_mhz == 2040);
+	assert_int_equal(sp.s[0].mem_used, 512ULL << 20);
+	assert_int_equal(sp.s[0].energy_mj, 123456);
+	assert_int_equal(sp.s[0].clock_reasons, 0x60);
+	assert_int_equal(sp.s[0].ecc_corrected, 3);
+	assert_int_equal(sp.s[0].n_procs, 1);
+	assert_int_equal(sp.s[0].procs[0].pid, 4242);
+	assert_int_equal(sp.s[0].procs[0].mem_used, 268435456ULL);
+	assert_int_equal(sp.s[1].n_procs, 0);
+	assert_int_equal(ctl_number("count nvmlDeviceGetPowerUsage"), power0 + 2);
+	/* A second request, a second sample. */
+	sp.calls = 0;
+	assert_true(gpu_monitor_sample(e->m));
+	if (!run_until(e, sampled_once, &sp, 5 * USEC_PER_SEC))
+		fail_msg("no second sample");
+	assert_int_equal(ctl_number("count nvmlDeviceGetPowerUsage"), power0 + 4);
+	gpu_monitor_on_sampled(e->m, NULL, NULL);
+}
+
+/* More processes than a sample holds: the first ones, marked truncated. */
+static void test_sample_many_processes(void **state)
+{
+	struct env *e = *state;
+	struct sampled sp = { 0 };
+	struct buf b = { 0 };
+
+	start(e, "two-gpus.conf", NULL);
+	gpu_monitor_on_sampled(e->m, on_sampled, &sp);
+	assert_int_equal(buf_printf(&b, "set 1 processes "), 0);
+	for (unsigned i = 0; i < GPU_SAMPLE_PROCS_MAX + 5; i++)
+		assert_int_equal(buf_printf(&b, "%s%u:%u", i ? "," : "", 100 + i, i), 0);
+	assert_int_equal(buf_append(&b, "", 1), 0);
+	ctl((const char *)b.data);
+	buf_release(&b);
+	assert_true(gpu_monitor_sample(e->m));
+	if (!run_until(e, sampled_once, &sp, 5 * USEC_PER_SEC))
+		fail_msg("no sample");
+	assert_int_equal(sp.s[1].n_procs, GPU_SAMPLE_PROCS_MAX);
+	assert_true(sp.s[1].procs_truncated);
+	assert_int_equal(sp.s[1].procs[0].pid, 100);
+	gpu_monitor_on_sampled(e->m, NULL, NULL);
+}
+
+/* Per-GPU records: XIDs by code, the last one, and health changes by reason. */
+static void test_gpu_stats(void **state)
+{
+	struct env *e = *state;
+	const struct gpu_monitor_gpu_stats *st;
+	struct gpu_monitor_opts o = { .recovery_quiet = 100 * USEC_PER_MSEC,
+				      .event_poll_interval = 50 * USEC_PER_MSEC };
+
+	start(e, "two-gpus.conf", &o);
+	wait_for_waiter(e);
+	ctl("xid 1 79");
+	ctl("xid 1 79");
+	ctl("xid 1 48");
+	ctl("xid 1 13"); /* application: not counted */
+	wait_events(e, 4);
+	st = gpu_monitor_gpu_stats(e->m, 1);
+	assert_non_null(st);
+	assert_int_equal(st->n_xids, 2);
+	assert_int_equal(st->xids[0].xid, 79);
+	assert_int_equal(st->xids[0].count, 2);
+	assert_int_equal(st->xids[1].xid, 48);
+	assert_int_equal(st->xids[1].count, 1);
+	assert_true(st->xids[1].last_wall > 0);
+	assert_int_equal(st->last_xid, 48);
+	assert_int_equal(st->transitions[0][GPU_REASON_XID], 1);
+	expect(e, 1, GPU_HEALTHY, 5 * USEC_PER_SEC); /* the quiet period passed */
+	st = gpu_monitor_gpu_stats(e->m, 1);
+	assert_int_equal(st->transitions[1][GPU_REASON_RECOVERED], 1);
+	ctl("lost 0");
+	expect(e, 0, GPU_UNHEALTHY, 5 * USEC_PER_SEC);
+	assert_int_equal(gpu_monitor_gpu_stats(e->m, 0)->transitions[0][GPU_REASON_LOST], 1);
+	assert_null(gpu_monitor_gpu_stats(e->m, 2));
+	assert_string_equal(gpu_reason_name(GPU_REASON_HUNG), "hung");
+	assert_string_equal(gpu_reason_name(GPU_REASON_COUNT), "unknown");
+	ctl("back 0");
+}
+
 static void test_application_xids_ignored(void **state)
 {
 	struct env *e = *state;
@@ -712,6 +838,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_xid_unhealthy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sample, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sample_many_processes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gpu_stats, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_application_xids_ignored, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ecc, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_polled_gpu, setup, teardown),
