@@ -99,6 +99,50 @@ class Endpoints(NodeTest):
         n.wait_register(timeout=15)
         wait_until(lambda: d.http("/readyz")[0] == 200, 10, "/readyz 200 once served")
 
+    def test_connection_flood_and_slowloris_leave_the_kubelet_side_alone(self):
+        import resource
+        import socket
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = min(hard, 4096)
+        if soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        cfg = "version: v1\nedgegpu:\n  metrics:\n    maxConnections: 8\n" \
+              "    connectionTimeout: 1s\n"
+        n, d = self.up("two-gpus.conf", config=cfg)
+        port = d.metrics_port()
+        base_fds = d.fd_count()
+        socks = []
+        try:
+            for i in range(1000):
+                s = socket.socket()
+                s.setblocking(False)
+                try:
+                    s.connect(("127.0.0.1", port))
+                except BlockingIOError:
+                    pass
+                socks.append(s)
+            for s in socks[:20]:  # slowloris: half a request each, never finished
+                try:
+                    s.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                except OSError:
+                    pass
+            # The kubelet side is served as before, and every Allocate succeeds.
+            ev = n.emu.load(RESOURCE, "allocate", 200, 4)
+            self.assertEqual(ev.get("errors", 0), 0, ev)
+            self.assertLess(d.fd_count(), base_fds + 8 + 16,
+                            "connections past maxConnections are not kept open")
+        finally:
+            for s in socks:
+                s.close()
+        # The slow ones are cut, the flood is gone: a fresh scrape is answered.
+        def healthy():
+            try:
+                return d.http("/healthz", timeout=5)[0] == 200
+            except OSError:
+                return False
+        wait_until(healthy, 15, "/healthz answered once the flood is gone")
+        self.assertTrue(d.alive())
+
     def test_hostile_gpu_and_pod_names_scrape_cleanly(self):
         n = self.node("two-gpus.conf")
         with open(n.fixture) as f:
