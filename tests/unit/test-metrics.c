@@ -1,0 +1,379 @@
+/*
+ * The metrics collector without its HTTP server: pod attribution from a pod-resources answer
+ * and from GPU processes' cgroups, and the exposition rendered from them (labels, the holder of
+ * a whole GPU, sums per container, unattributed processes, families written once each).
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gpu.h"
+#include "metrics-int.h"
+#include "podresources.pb-c.h"
+#include "resource.h"
+#include "unit.h"
+
+#define UUID0 "GPU-00000000-1111-2222-3333-444444444440"
+#define UUID1 "GPU-00000001-1111-2222-3333-444444444441"
+#define MIB   ((uint64_t)1 << 20)
+
+struct env {
+	char dir[64];
+	struct gpu_device devs[2];
+	struct gpu_info info;
+	struct resource *res[2];
+	struct metrics m;
+	struct buf out;
+};
+
+static unsigned src_resources(const struct resource **ret, unsigned max, void *userdata)
+{
+	struct env *e = userdata;
+
+	ret[0] = e->res[0];
+	ret[1] = e->res[1];
+	return 2;
+}
+
+static bool src_ready(struct buf *why, void *userdata)
+{
+	return true;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+	char path[512];
+	FILE *f;
+
+	(void)snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	(void)fputs(text, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+static int setup(void **state)
+{
+	static const unsigned g0[] = { 0 }, g1[] = { 1 };
+	const struct resource_spec mem = { .name = "nvidia.com/gpumem",
+					   .kind = RESOURCE_GPUMEM,
+					   .gpus = g0,
+					   .n_gpus = 1,
+					   .unit_mib = 256,
+					   .reserve_mib = 512 };
+	const struct resource_spec whole = {
+		.name = "nvidia.com/gpu", .kind = RESOURCE_GPU, .gpus = g1, .n_gpus = 1
+	};
+	struct env *e = calloc(1, sizeof(*e));
+	char path[256], *err = NULL;
+
+	assert_non_null(e);
+	(void)snprintf(e->dir, sizeof(e->dir), "/tmp/test-metrics-XXXXXX");
+	assert_non_null(mkdtemp(e->dir));
+	for (unsigned i = 0; i < 2; i++) {
+		struct gpu_device *d = &e->devs[i];
+
+		d->index = i;
+		d->minor = i;
+		d->mem_total = 16384 * MIB;
+		(void)snprintf(d->uuid, sizeof(d->uuid), "%s", i ? UUID1 : UUID0);
+		(void)snprintf(d->pci_bus_id, sizeof(d->pci_bus_id), "00000000:0%u:00.0", i + 1);
+		(void)snprintf(d->name, sizeof(d->name), "%s", i ? "NVIDIA \"L4\"\\x\n" : "NVIDIA A2");
+	}
+	e->info = (struct gpu_info){ .devices = e->devs, .n_devices = 2 };
+	(void)snprintf(e->info.driver_version, sizeof(e->info.driver_version), "550.54.15");
+	e->info.cuda_driver_version = 12040;
+	assert_int_equal(resource_new(&mem, &e->info, &e->res[0], &err), 0);
+	assert_int_equal(resource_new(&whole, &e->info, &e->res[1], &err), 0);
+	e->m.src = (struct metrics_source){ .ready = src_ready, .resources = src_resources };
+	e->m.userdata = e;
+	e->m.hostname_label = strdup("Hostname");
+	e->m.node_name = strdup("edge-1");
+	(void)snprintf(path, sizeof(path), "%s/proc", e->dir);
+	e->m.host_proc = strdup(path);
+	(void)snprintf(path, sizeof(path), "%s/log", e->dir);
+	e->m.pod_log_dir = strdup(path);
+	assert_true(e->m.hostname_label && e->m.node_name && e->m.host_proc && e->m.pod_log_dir);
+	assert_int_equal(metrics_pods_set_log_dir(&e->m), 0);
+	assert_int_equal(metrics_set_gpus(&e->m, &e->info), 0);
+	*state = e;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct env *e = *state;
+
+	metrics_pods_release(&e->m);
+	metrics_procs_release(&e->m);
+	free(e->m.samples);
+	free(e->m.sample_r);
+	free(e->m.sample_uuids);
+	free(e->m.gpus);
+	free(e->m.hostname_label);
+	free(e->m.node_name);
+	free(e->m.host_proc);
+	free(e->m.pod_log_dir);
+	resource_free(e->res[0]);
+	resource_free(e->res[1]);
+	buf_release(&e->out);
+	(void)nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(e);
+	return 0;
+}
+
+/* One container holding @n IDs of @res (device indices @first...). */
+struct holder {
+	const char *pod, *container;
+	const struct resource *res;
+	unsigned first, n;
+};
+
+static uint8_t *encode(const struct holder *h, size_t n, size_t *ret_len)
+{
+	V1__ListPodResourcesResponse m = V1__LIST_POD_RESOURCES_RESPONSE__INIT;
+	V1__PodResources pods[8], *pp[8];
+	V1__ContainerResources crs[8], *crp[8];
+	V1__ContainerDevices cds[8], *cdp[8];
+	char idbuf[8][16][128], *ids[8][16];
+	uint8_t *out;
+
+	assert_true(n <= 8);
+	for (size_t i = 0; i < n; i++) {
+		assert_true(h[i].n <= 16);
+		for (unsigned k = 0; k < h[i].n; k++) {
+			(void)resource_device_id(h[i].res, h[i].first + k, idbuf[i][k]);
+			ids[i][k] = idbuf[i][k];
+		}
+		v1__container_devices__init(&cds[i]);
+		cds[i].resource_name = h[i].res->name;
+		cds[i].device_ids = ids[i];
+		cds[i].n_device_ids = h[i].n;
+		cdp[i] = &cds[i];
+		v1__container_resources__init(&crs[i]);
+		crs[i].name = (char *)h[i].container;
+		crs[i].devices = &cdp[i];
+		crs[i].n_devices = 1;
+		crp[i] = &crs[i];
+		v1__pod_resources__init(&pods[i]);
+		pods[i].name = (char *)h[i].pod;
+		pods[i].namespace_ = (char *)"default";
+		pods[i].containers = &crp[i];
+		pods[i].n_containers = 1;
+		pp[i] = &pods[i];
+	}
+	m.pod_resources = pp;
+	m.n_pod_resources = n;
+	*ret_len = v1__list_pod_resources_response__get_packed_size(&m);
+	out = malloc(*ret_len + 1);
+	assert_non_null(out);
+	v1__list_pod_resources_response__pack(&m, out);
+	return out;
+}
+
+/* The value of the one sample whose line starts with @prefix; fails when not exactly one. */
+static double value(const struct env *e, const char *prefix)
+{
+	const char *p = (const char *)e->out.data, *hit = NULL;
+	size_t len = strlen(prefix);
+
+	while (p && *p) {
+		if (strncmp(p, prefix, len) == 0) {
+			if (hit)
+				fail_msg("two samples start with %s", prefix);
+			hit = p;
+		}
+		p = strchr(p, '\n');
+		p = p ? p + 1 : NULL;
+	}
+	if (!hit)
+		fail_msg("no sample starts with %s in:\n%.*s", prefix, (int)e->out.len,
+			 (const char *)e->out.data);
+	{
+		char line[1024];
+		size_t n = (size_t)(strchr(hit, '\n') - hit);
+
+		assert_true(n < sizeof(line));
+		memcpy(line, hit, n);
+		line[n] = 0;
+		return strtod(strrchr(line, ' ') + 1, NULL);
+	}
+}
+
+static unsigned count_lines(const struct env *e, const char *needle)
+{
+	unsigned n = 0;
+
+	for (const char *p = (const char *)e->out.data; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+static void render(struct env *e)
+{
+	assert_int_equal(buf_append(&e->out, "", 0), 0);
+	assert_int_equal(metrics_render(&e->m, &e->out), 0);
+	assert_int_equal(buf_append(&e->out, "", 1), 0);
+	e->out.len--;
+}
+
+static void test_pods_and_processes(void **state)
+{
+	struct env *e = *state;
+	const struct holder h[] = {
+		{ "infer-a", "c1", e->res[0], 0, 4 },
+		{ "infer-b", "c1", e->res[0], 4, 2 },
+		{ "train", "main", e->res[1], 0, 1 },
+	};
+	struct gpu_sample s[2];
+	int r[2] = { 0, 0 };
+	char path[512], cid[65];
+	size_t len;
+	uint8_t *resp = encode(h, 3, &len);
+
+	metrics_pods_store(&e->m, resp, len);
+	free(resp);
+	assert_true(e->m.pods_valid);
+	assert_int_equal(e->m.n_holds, 3);
+	assert_null(metrics_pods_sole_holder(&e->m, UUID0)); /* shared: gpumem */
+	assert_string_equal(metrics_pods_sole_holder(&e->m, UUID1)->pod, "train");
+
+	/* processes: infer-a (cgroup v2, containerd), a host one, one not in our /proc */
+	(void)snprintf(path, sizeof(path), "%s/proc", e->dir);
+	(void)mkdir(path, 0755);
+	(void)snprintf(path, sizeof(path), "%s/proc/1001", e->dir);
+	(void)mkdir(path, 0755);
+	(void)snprintf(path, sizeof(path), "%s/proc/1003", e->dir);
+	(void)mkdir(path, 0755);
+	memset(cid, 'a', 64);
+	cid[64] = 0;
+	{
+		char cg[512], p1[256];
+
+		(void)snprintf(cg, sizeof(cg),
+			       "0::/kubepods.slice/kubepods-burstable.slice/"
+			       "kubepods-burstable-pod0f1e2d3c_4b5a_6978_8796_a5b4c3d2e1f0.slice/"
+			       "cri-containerd-%s.scope\n",
+			       cid);
+		(void)snprintf(p1, sizeof(p1), "%s/proc/1001", e->dir);
+		write_file(p1, "cgroup", cg);
+		(void)snprintf(p1, sizeof(p1), "%s/proc/1003", e->dir);
+		write_file(p1, "cgroup", "0::/system.slice/ollama.service\n");
+		(void)snprintf(p1, sizeof(p1), "%s/log", e->dir);
+		(void)mkdir(p1, 0755);
+		(void)snprintf(p1, sizeof(p1), "%s/log/containers", e->dir);
+		(void)mkdir(p1, 0755);
+		(void)snprintf(path, sizeof(path), "%s/log/containers/infer-a_default_c1-%s.log",
+			       e->dir, cid);
+		assert_int_equal(symlink("/nowhere", path), 0);
+	}
+	gpu_sample_init(&s[0]);
+	gpu_sample_init(&s[1]);
+	s[0].temperature_c = 41;
+	s[1].temperature_c = 38;
+	s[0].mem_total = 16384 * MIB;
+	s[0].mem_used = 2048 * MIB;
+	s[0].n_procs = 4;
+	s[0].procs[0] = (struct gpu_process){ 1001, 1024 * MIB };
+	s[0].procs[1] = (struct gpu_process){ 1001, 512 * MIB }; /* a second context, summed */
+	s[0].procs[2] = (struct gpu_process){ 1003, 100 * MIB };
+	s[0].procs[3] = (struct gpu_process){ 4242, 8 * MIB };
+	metrics_cache_store(&e->m, s, r, 2);
+	assert_int_equal(e->m.n_procs, 4);
+	render(e);
+
+	/* the whole GPU held by "train" carries its pod; the shared one none */
+	assert_true(value(e, "DCGM_FI_DEV_GPU_TEMP{gpu=\"1\"") == 38);
+	assert_non_null(strstr((const char *)e->out.data, "pod=\"train\",namespace=\"default\","
+							  "container=\"main\"}"));
+	assert_null(strstr((const char *)e->out.data,
+			   "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",UUID=\"" UUID0
+			   "\",pci_bus_id=\"00000000:01:00.0\",device=\"nvidia0\","
+			   "modelName=\"NVIDIA A2\",Hostname=\"edge-1\",DCGM_FI_DRIVER_VERSION="
+			   "\"550.54.15\",pod="));
+	assert_true(value(e, "DCGM_FI_DEV_FB_USED{gpu=\"0\"") == 2048);
+	assert_true(value(e, "DCGM_FI_DEV_FB_FREE{gpu=\"0\"") == 14336);
+	/* hostile model name escaped */
+	assert_non_null(strstr((const char *)e->out.data, "modelName=\"NVIDIA \\\"L4\\\"\\\\x\\n\""));
+	assert_true(value(e, "edgegpu_pod_gpumem_limit_bytes{gpu=\"0\",UUID=\"" UUID0
+			     "\",Hostname=\"edge-1\",namespace=\"default\",pod=\"infer-a\"") ==
+		    4 * 256 * MIB);
+	assert_true(value(e, "edgegpu_pod_gpumem_limit_bytes{gpu=\"0\",UUID=\"" UUID0
+			     "\",Hostname=\"edge-1\",namespace=\"default\",pod=\"infer-b\"") ==
+		    2 * 256 * MIB);
+	assert_true(value(e, "edgegpu_pod_gpu_memory_used_bytes{gpu=\"0\",UUID=\"" UUID0
+			     "\",Hostname=\"edge-1\",namespace=\"default\",pod=\"infer-a\"") ==
+		    1536 * MIB);
+	assert_true(value(e, "edgegpu_pod_gpu_allocation{gpu=\"1\"") == 1);
+	assert_non_null(strstr((const char *)e->out.data, "pid=\"1003\",reason=\"host\"} 104857600"));
+	assert_non_null(strstr((const char *)e->out.data, "pid=\"4242\",reason=\"no-proc\"} 8388608"));
+	assert_true(value(e, "edgegpu_gpumem_units{gpu=\"0\",UUID=\"" UUID0
+			     "\",Hostname=\"edge-1\",resource=\"nvidia.com/gpumem\",state=\"allocated\"") ==
+		    6);
+	/* every family once, its samples together */
+	assert_int_equal(count_lines(e, "# TYPE DCGM_FI_DEV_GPU_TEMP "), 1);
+	assert_int_equal(count_lines(e, "# TYPE edgegpu_pod_gpu_memory_used_bytes "), 1);
+	assert_int_equal(count_lines(e, "# TYPE process_resident_memory_bytes "), 1);
+	assert_true(value(e, "edgegpu_build_info{") == 1);
+	assert_true(value(e, "edgegpu_ready ") == 1);
+}
+
+/* What a GPU lacks is left out, never a sentinel; a failed sample leaves the GPU out. */
+static void test_unsupported_left_out(void **state)
+{
+	struct env *e = *state;
+	struct gpu_sample s[2];
+	int r[2] = { 0, -ENODEV };
+
+	gpu_sample_init(&s[0]);
+	gpu_sample_init(&s[1]);
+	s[0].power_w = 20;
+	s[1].power_w = 30;
+	metrics_cache_store(&e->m, s, r, 2);
+	render(e);
+	assert_true(value(e, "DCGM_FI_DEV_POWER_USAGE{") == 20);
+	assert_null(strstr((const char *)e->out.data, "DCGM_FI_DEV_GPU_TEMP"));
+	assert_null(strstr((const char *)e->out.data, "DCGM_FI_DEV_FB_USED"));
+	assert_null(strstr((const char *)e->out.data, "edgegpu_gpu_clock_event_active"));
+	assert_null(strstr((const char *)e->out.data, "edgegpu_pod_"));
+}
+
+/* The clock-event bitmask as one 0/1 series per reason. */
+static void test_clock_events(void **state)
+{
+	struct env *e = *state;
+	struct gpu_sample s[2];
+	int r[2] = { 0, 0 };
+
+	gpu_sample_init(&s[0]);
+	gpu_sample_init(&s[1]);
+	s[0].clock_reasons = 0x40 | 0x4;
+	metrics_cache_store(&e->m, s, r, 2);
+	render(e);
+	assert_int_equal(count_lines(e, "edgegpu_gpu_clock_event_active{gpu=\"0\""), 9);
+	assert_int_equal(count_lines(e, "edgegpu_gpu_clock_event_active{gpu=\"1\""), 0);
+	assert_non_null(strstr((const char *)e->out.data, "clock_event=\"hw_thermal\"} 1"));
+	assert_non_null(strstr((const char *)e->out.data, "clock_event=\"power_cap\"} 1"));
+	assert_non_null(strstr((const char *)e->out.data, "clock_event=\"sw_thermal\"} 0"));
+	assert_true(value(e, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS{gpu=\"0\"") == 0x44);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_pods_and_processes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unsupported_left_out, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_clock_events, setup, teardown),
+	};
+
+	return cmocka_run_group_tests_name("metrics", tests, NULL, NULL);
+}
