@@ -16,10 +16,12 @@ targets: {job: [addr, ...]} or {job: {"targets": [addr, ...], "metrics_path": "/
 "scheme": "http", "params": {...}}}. rule_files: paths, copied into the config as absolute paths.
 """
 
+import ctypes
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -81,6 +83,12 @@ def check_metrics(text, promtool=None):
     return left
 
 
+def _die_with_parent():
+    # PR_SET_PDEATHSIG: a test killed by meson's timeout takes its Prometheus with it. The
+    # signal follows the thread that started the process, so start it from the test's own.
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
+
+
 def _yaml_str(s):
     # JSON strings are valid YAML flow scalars: no hand-quoting of paths or label values.
     return json.dumps(str(s))
@@ -109,7 +117,11 @@ class Prometheus:
     # --- lifecycle ---
 
     def __enter__(self):
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def __exit__(self, *exc):
@@ -170,7 +182,8 @@ class Prometheus:
                     "--storage.tsdb.retention.time=1h",
                     "--log.level=info"] + self.extra_args
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._log,
-                                         stderr=subprocess.STDOUT, cwd=self.dir)
+                                         stderr=subprocess.STDOUT, cwd=self.dir,
+                                         preexec_fn=_die_with_parent)
             try:
                 self.wait_ready(timeout)
                 return self
