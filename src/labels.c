@@ -335,7 +335,7 @@ int labels_build(const struct gpu_info *info, const struct config *cfg, const ch
 	gfd_sanitise(g->name, product, sizeof(product));
 	if (replicas > 1 && !ts->rename) {
 		label_value_fix(product, LABEL_VALUE_MAX - strlen("-SHARED"));
-		strcat(product, "-SHARED");
+		memcpy(product + strlen(product), "-SHARED", sizeof("-SHARED"));
 	} else {
 		label_value_fix(product, LABEL_VALUE_MAX);
 	}
