@@ -26,34 +26,26 @@
 #define BACKOFF_MIN	 (100 * USEC_PER_MSEC)
 #define BACKOFF_MAX	 (30 * USEC_PER_SEC)
 
-struct label {
-	char *key;
-	char *value;
-};
-
+/* The labels as "key=value\0" strings in one buffer, in the order added. */
 struct label_set {
-	struct label l[LABELS_MAX];
+	struct buf text;
+	size_t off[LABELS_MAX];
 	size_t n;
 	int r;
 };
 
 static void set_add(struct label_set *s, const char *key, const char *value)
 {
-	struct label *l;
+	size_t at = s->text.len;
 
 	if (s->r < 0)
 		return;
 	assert(s->n < LABELS_MAX);
-	l = &s->l[s->n];
-	l->key = strdup(key);
-	l->value = strdup(value);
-	if (!l->key || !l->value) {
-		free(l->key);
-		free(l->value);
-		s->r = -ENOMEM;
-		return;
-	}
-	s->n++;
+	s->r = buf_printf(&s->text, "%s=%s", key, value);
+	if (s->r == 0)
+		s->r = buf_append(&s->text, "", 1);
+	if (s->r == 0)
+		s->off[s->n++] = at;
 }
 
 static void set_addf(struct label_set *s, const char *key, const char *fmt, ...)
@@ -69,18 +61,19 @@ static void set_addf(struct label_set *s, const char *key, const char *fmt, ...)
 	set_add(s, key, v);
 }
 
-static void set_release(struct label_set *s)
+/* Orders "key=value" strings by key alone ("a.b=" before "a.b.c="). */
+static int key_cmp(const char *a, const char *b)
 {
-	for (size_t i = 0; i < s->n; i++) {
-		free(s->l[i].key);
-		free(s->l[i].value);
-	}
-	s->n = 0;
-}
+	for (;; a++, b++) {
+		unsigned char ca = (unsigned char)*a, cb = (unsigned char)*b;
 
-static int cmp_label(const void *a, const void *b)
-{
-	return strcmp(((const struct label *)a)->key, ((const struct label *)b)->key);
+		if (ca == '=')
+			ca = 0;
+		if (cb == '=')
+			cb = 0;
+		if (ca != cb || !ca)
+			return ca - cb;
+	}
 }
 
 static bool is_alnum(char c)
@@ -182,8 +175,10 @@ static void machine_type(const char *sysfs_root, char *out, size_t size)
 	while (start < len && (text[start] == ' ' || (text[start] >= '\t' && text[start] <= '\r')))
 		start++;
 	for (size_t i = start; i < len && o + 1 < size; i++) {
-		char c = text[i] == ' ' ? '-' : text[i];
+		char c = text[i];
 
+		if (c == ' ')
+			c = '-';
 		if (is_label_char(c))
 			out[o++] = c;
 	}
@@ -315,7 +310,7 @@ int labels_build(const struct gpu_info *info, const struct config *cfg, const ch
 	const struct config_ts_resource *ts = NULL;
 	const struct gpu_device *g;
 	struct label_set s = { 0 };
-	char product[GPU_NAME_MAX + 16], machine[LABEL_VALUE_MAX + 1];
+	char product[GPU_NAME_MAX + 16] = "", machine[LABEL_VALUE_MAX + 1] = "";
 	unsigned count = 0, replicas = 1;
 	int r;
 
@@ -365,11 +360,19 @@ int labels_build(const struct gpu_info *info, const struct config *cfg, const ch
 		r = s.r;
 	if (r < 0)
 		goto out;
-	qsort(s.l, s.n, sizeof(s.l[0]), cmp_label);
+	/* Sorted by key: an insertion sort of the offsets. */
+	for (size_t i = 1; i < s.n; i++) {
+		size_t at = s.off[i], j = i;
+		const char *t = (const char *)s.text.data;
+
+		for (; j > 0 && key_cmp(t + s.off[j - 1], t + at) > 0; j--)
+			s.off[j] = s.off[j - 1];
+		s.off[j] = at;
+	}
 	for (size_t i = 0; i < s.n && r == 0; i++)
-		r = buf_printf(out, "%s=%s\n", s.l[i].key, s.l[i].value);
+		r = buf_printf(out, "%s\n", (const char *)s.text.data + s.off[i]);
 out:
-	set_release(&s);
+	buf_release(&s.text);
 	return r;
 }
 

@@ -58,8 +58,11 @@ static bool uid_parse(const char *s, size_t n, char sep, char *out)
 		if (dash ? s[i] != sep : !is_hex(s + i, 1))
 			return false;
 	}
-	for (size_t i = 0; i < n; i++)
-		out[i] = s[i] == sep ? '-' : s[i];
+	for (size_t i = 0; i < n; i++) {
+		out[i] = s[i];
+		if (s[i] == sep)
+			out[i] = '-';
+	}
 	out[n] = 0;
 	return true;
 }
@@ -615,8 +618,10 @@ static int cache_reread(struct podmap_cache *c)
 		free(x.pods);
 		return x.r;
 	}
-	qsort(x.ctrs, x.n_ctrs, sizeof(*x.ctrs), cmp_ctr);
-	qsort(x.pods, x.n_pods, sizeof(*x.pods), cmp_pod);
+	if (x.n_ctrs)
+		qsort(x.ctrs, x.n_ctrs, sizeof(*x.ctrs), cmp_ctr);
+	if (x.n_pods)
+		qsort(x.pods, x.n_pods, sizeof(*x.pods), cmp_pod);
 	free(c->ctrs);
 	free(c->pods);
 	c->ctrs = x.ctrs;

@@ -468,7 +468,7 @@ static void labels_of_fixture(const char *fixture, const char *family)
 	run_release(&r);
 
 	/* A config of the command line applies: time-slicing nvidia.com/gpu. */
-	cmd = mfree(cmd);
+	free(cmd);
 	cmd = strdup_printf("%s/ts.yaml", sysfs);
 	assert_int_equal(write_file_atomic(cmd,
 					   "version: v1\nsharing: {timeSlicing: {resources: "

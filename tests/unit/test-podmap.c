@@ -204,6 +204,17 @@ static void test_parse_host(void **state)
 	expect_host("garbage\n0::/\n");
 }
 
+/* A fixed sequence (xorshift), the same on every run. */
+static uint32_t next_random(void)
+{
+	static uint32_t x = 2463534242u;
+
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	return x;
+}
+
 static void test_parse_garbage(void **state)
 {
 	static const char *const bad[] = {
@@ -227,13 +238,12 @@ static void test_parse_garbage(void **state)
 	assert_int_equal(podmap_parse_cgroup(k3s, strlen("0::/kubepods"), &id), 0);
 	assert_int_equal(id.kind, PODMAP_HOST);
 	/* Random bytes never crash and never overflow the fields. */
-	srand(9);
 	for (int round = 0; round < 2000; round++) {
 		char text[300];
-		size_t n = (size_t)(rand() % (int)sizeof(text));
+		size_t n = (size_t)(next_random() % sizeof(text));
 
 		for (size_t i = 0; i < n; i++)
-			text[i] = "0:/kubepods-_.slicepod0123abcdef\n"[rand() % 34];
+			text[i] = "0:/kubepods-_.slicepod0123abcdef\n"[next_random() % 34];
 		if (podmap_parse_cgroup(text, n, &id) == 0) {
 			assert_true(strlen(id.pod_uid) < sizeof(id.pod_uid));
 			assert_true(strlen(id.container_id) == 0 || strlen(id.container_id) == 64);
@@ -315,11 +325,11 @@ static void test_read_pid(void **state)
 	mkdirf(root, "4247/cgroup");
 	assert_int_equal(podmap_read_pid(root, 4247, &id), -EINVAL);
 	mkdirf(root, "4248");
-	big = malloc(100 * 1024 + 1);
+	big = malloc((size_t)100 * 1024 + 1);
 	assert_non_null(big);
-	for (size_t i = 0; i < 100 * 1024; i++)
+	for (size_t i = 0; i < (size_t)100 * 1024; i++)
 		big[i] = i % 64 == 63 ? '\n' : '/';
-	big[100 * 1024] = 0;
+	big[(size_t)100 * 1024] = 0;
 	put(root, "4248/cgroup", big);
 	free(big);
 	assert_int_equal(podmap_read_pid(root, 4248, &id), -EFBIG);
