@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -474,7 +475,10 @@ static int write_atomic(const struct labels_writer *w, const void *data, size_t 
 	size_t off = 0;
 	int fd, dfd, r;
 
-	fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	/* Whatever a crash or someone else left there goes: we create the file ourselves. */
+	if (unlink(w->tmp) < 0 && errno != ENOENT)
+		return -errno;
+	fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
 		return -errno;
 	while (off < len) {
@@ -488,7 +492,7 @@ static int write_atomic(const struct labels_writer *w, const void *data, size_t 
 		}
 		off += (size_t)n;
 	}
-	if (fsync(fd) < 0 || rename(w->tmp, w->path) < 0) {
+	if (fchmod(fd, 0644) < 0 || fsync(fd) < 0 || rename(w->tmp, w->path) < 0) {
 		r = -errno;
 		goto fail;
 	}

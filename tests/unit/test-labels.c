@@ -632,6 +632,22 @@ static void test_writer_atomic(void **state)
 	int fd;
 
 	wfix_init(&f);
+	/* A symlink where the temporary goes is removed, never followed. */
+	{
+		char *tmp = path_join(f.dir, ".edgegpu.tmp"), *victim = path_join(f.dir, "victim");
+
+		assert_int_equal(write_file_atomic(victim, "keep\n", 5, 0644), 0);
+		assert_int_equal(symlink(victim, tmp), 0);
+		assert_int_equal(labels_writer_new(f.loop, f.path, 0, &w), 0);
+		assert_int_equal(labels_writer_set(w, lines_b, strlen(lines_b)), 0);
+		assert_int_equal(labels_writer_writes(w), 1);
+		w = labels_writer_free(w);
+		free(tmp);
+		tmp = slurp(victim);
+		assert_string_equal(tmp, "keep\n");
+		free(tmp);
+		free(victim);
+	}
 	assert_int_equal(
 		loop_watch_new(f.loop, f.dir, IN_CREATE | IN_MOVED_TO, on_watch, &seen, &watch), 0);
 	assert_int_equal(labels_writer_new(f.loop, f.path, 600 * USEC_PER_SEC, &w), 0);
@@ -722,6 +738,70 @@ static void test_writer_missing_dir(void **state)
 	wfix_release(&f);
 }
 
+/* Lines of @path holding @needle. */
+static int count_lines(const char *path, const char *needle)
+{
+	char *s = NULL;
+	int n = 0;
+
+	assert_int_equal(read_file(path, 1 << 20, &s, NULL), 0);
+	for (const char *p = s; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	free(s);
+	return n;
+}
+
+static void test_writer_logs_once(void **state)
+{
+	struct labels_writer *w = NULL;
+	char *dir, *path, *log;
+	int saved, fd;
+	usec_t deadline = now_usec() + 20 * USEC_PER_SEC;
+	struct wfix f;
+
+	wfix_init(&f);
+	dir = path_join(f.dir, "features.d");
+	path = path_join(dir, "edgegpu");
+	log = path_join(f.dir, "stderr");
+	fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	saved = dup(STDERR_FILENO);
+	assert_true(saved >= 0 && dup2(fd, STDERR_FILENO) >= 0);
+	log_max_level = LOG_LEVEL_DEBUG;
+	assert_int_equal(labels_writer_new(f.loop, path, 600 * USEC_PER_SEC, &w), 0);
+	assert_int_equal(labels_writer_set(w, lines_a, strlen(lines_a)), 0);
+	/* Three failed tries: one warning, then debug lines. */
+	while (count_lines(log, "cannot write the labels file") < 3) {
+		assert_true(now_usec() < deadline);
+		assert_int_equal(loop_run_once(f.loop, 100 * USEC_PER_MSEC), 0);
+	}
+	assert_int_equal(mkdir(dir, 0755), 0);
+	wait_writes(&f, w, 1);
+	log_max_level = LOG_LEVEL_ERROR;
+	assert_true(dup2(saved, STDERR_FILENO) >= 0);
+	close(saved);
+	close(fd);
+	assert_int_equal(
+		count_lines(
+			log,
+			"level=warn module=labels msg=\"cannot write the labels file, retrying\""),
+		1);
+	assert_true(
+		count_lines(
+			log,
+			"level=debug module=labels msg=\"cannot write the labels file, retrying\"") >=
+		2);
+	assert_int_equal(count_lines(log, "errno=2"), count_lines(log, "cannot write the labels"));
+	/* The recovery is said once, at info. */
+	assert_int_equal(count_lines(log, "level=info module=labels msg=\"labels file written\""),
+			 1);
+	labels_writer_free(w);
+	free(log);
+	free(path);
+	free(dir);
+	wfix_release(&f);
+}
+
 static void test_writer_size_limit(void **state)
 {
 	struct labels_writer *w = NULL;
@@ -767,6 +847,7 @@ int main(void)
 		cmocka_unit_test(test_writer_atomic),
 		cmocka_unit_test(test_writer_expiry_moves),
 		cmocka_unit_test(test_writer_missing_dir),
+		cmocka_unit_test(test_writer_logs_once),
 		cmocka_unit_test(test_writer_size_limit),
 	};
 
