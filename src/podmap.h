@@ -50,7 +50,8 @@ int podmap_parse_cgroup(const char *text, size_t len, struct podmap_id *ret) WAR
 /*
  * Reads <proc_root>/<pid>/cgroup (@proc_root NULL: "/proc"; at most 64 KiB, opened O_NONBLOCK and
  * refused unless a regular file) and parses it. A pid that is not there (ENOENT, ESRCH) gives
- * kind PODMAP_NO_PROC and 0. Returns 0, -EINVAL (pid <= 0), -EBADMSG, -EFBIG or -errno.
+ * kind PODMAP_NO_PROC and 0. Returns 0, -EINVAL (pid <= 0, or not a regular file), -EBADMSG,
+ * -EFBIG (over 64 KiB) or -errno.
  */
 int podmap_read_pid(const char *proc_root, int pid, struct podmap_id *ret) WARN_UNUSED;
 
