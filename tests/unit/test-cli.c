@@ -505,6 +505,18 @@ static void test_labels(void **state)
 	labels_of_fixture("two-gpus.conf", "ampere");
 	labels_of_fixture("eight-gpus.conf", "ampere");
 
+	/* No GPU: no labels, said on stderr, not an error. */
+	{
+		char *path = strdup_printf("%s/zero-gpus.conf", FAKE_NVML_FIXTURES);
+
+		assert_int_equal(setenv("EDGEGPU_FAKE_NVML_FIXTURE", path, 1), 0);
+		r = run_cli("labels", "--nvml-lib", FAKE_NVML_LIB, NULL);
+		assert_int_equal(r.rc, 0);
+		assert_string_equal(r.out, "");
+		assert_non_null(strstr(r.err, "no usable GPU"));
+		run_release(&r);
+		free(path);
+	}
 	/* No NVML: an error, no labels. Extra arguments: a usage error. */
 	r = run_cli("labels", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1", NULL);
 	assert_int_equal(r.rc, 1);
