@@ -10,6 +10,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "gpu-backend.h"
+#include "labels.h"
 #include "resource.h"
 #include "version.h"
 
@@ -34,10 +35,12 @@ static void usage(FILE *f)
 		"usage: edgegpu [serve] [FLAGS]\n"
 		"       edgegpu discover [--json] [FLAGS]\n"
 		"       edgegpu check-config FILE [FLAGS]\n"
+		"       edgegpu labels [FLAGS]\n"
 		"       edgegpu version\n"
 		"\n"
 		"Kubernetes device plugin for edge GPUs: nvidia.com/gpu (whole or time-sliced) and\n"
 		"nvidia.com/gpumem (memory slices) over the kubelet device-plugin API v1beta1.\n"
+		"'labels' prints the node labels (GPU Feature Discovery's names) for the GPUs found.\n"
 		"\n"
 		"Common flags (flag > environment > config file > default; see docs/config.md):\n"
 		"  --config-file FILE             CONFIG_FILE\n"
@@ -319,15 +322,42 @@ static int discover_json(const struct gpu_info *info, struct resource *const *re
 	return r;
 }
 
+/*
+ * Builds the config from @a and discovers the GPUs, as the daemon does. Returns 0, or 1 with the
+ * reason on stderr; *@b and *@info are the caller's to release either way.
+ */
+static int discover_gpus(const struct cli_args *a, struct config *c, struct gpu_backend **b,
+			 struct gpu_info *info)
+{
+	struct gpu_backend_opts o = { 0 };
+	char *err = NULL;
+	int r;
+
+	if (build_config(a, c) < 0)
+		return 1;
+	o.lib_path = c->nvml_lib;
+	o.driver_root = c->container_driver_root;
+	o.sysfs_root = getenv("EDGEGPU_SYSFS_ROOT"); /* tests: a fake /sys */
+	r = gpu_backend_open(&o, b, &err);
+	if (r < 0) {
+		(void)fprintf(stderr, "edgegpu: %s\n", err ? err : strerror(-r));
+		goto out;
+	}
+	r = (*b)->ops->discover(*b, info, &err);
+	if (r < 0)
+		(void)fprintf(stderr, "edgegpu: discovery failed: %s\n", err ? err : strerror(-r));
+out:
+	free(err);
+	return r < 0 ? 1 : 0;
+}
+
 static int verb_discover(int argc, char **argv)
 {
 	struct cli_args a = { 0 };
 	struct config c = { 0 };
-	struct gpu_backend_opts o = { 0 };
 	struct gpu_backend *b = NULL;
 	struct gpu_info info = { 0 };
 	struct resource *res[32];
-	char *err = NULL;
 	int r, n = 0, rc = 1;
 
 	log_max_level = LOG_LEVEL_WARN;
@@ -336,21 +366,8 @@ static int verb_discover(int argc, char **argv)
 		rc = r;
 		goto out;
 	}
-	if (build_config(&a, &c) < 0)
+	if (discover_gpus(&a, &c, &b, &info) != 0)
 		goto out;
-	o.lib_path = c.nvml_lib;
-	o.driver_root = c.container_driver_root;
-	o.sysfs_root = getenv("EDGEGPU_SYSFS_ROOT"); /* tests: a fake /sys */
-	r = gpu_backend_open(&o, &b, &err);
-	if (r < 0) {
-		(void)fprintf(stderr, "edgegpu: %s\n", err ? err : strerror(-r));
-		goto out;
-	}
-	r = b->ops->discover(b, &info, &err);
-	if (r < 0) {
-		(void)fprintf(stderr, "edgegpu: discovery failed: %s\n", err ? err : strerror(-r));
-		goto out;
-	}
 	n = assign_build_resources(&c, &info, res, ELEMENTSOF(res));
 	if (a.json) {
 		r = discover_json(&info, res, n);
@@ -384,7 +401,48 @@ static int verb_discover(int argc, char **argv)
 		resource_free(res[i]);
 	rc = n < 0 || r < 0 ? 1 : 0;
 out:
-	free(err);
+	gpu_info_release(&info);
+	gpu_backend_close(b);
+	config_release(&c);
+	free_args(&a);
+	return rc;
+}
+
+/* `labels`: the node labels the daemon writes for NFD, GFD's names and values, on stdout. */
+static int verb_labels(int argc, char **argv)
+{
+	struct cli_args a = { 0 };
+	struct config c = { 0 };
+	struct gpu_backend *b = NULL;
+	struct gpu_info info = { 0 };
+	struct buf out = { 0 };
+	int r, rc = 1;
+
+	log_max_level = LOG_LEVEL_WARN;
+	r = parse_args(argc, argv, false, &a);
+	if (r != 0) {
+		rc = r;
+		goto out;
+	}
+	if (a.n_positional) {
+		(void)fprintf(stderr, "edgegpu: unexpected argument '%s'\n", a.positional[0]);
+		rc = 2;
+		goto out;
+	}
+	if (discover_gpus(&a, &c, &b, &info) != 0)
+		goto out;
+	if (info.n_devices == 0)
+		(void)fprintf(stderr, "edgegpu: no usable GPU found: no labels\n");
+	r = labels_build(&info, &c, getenv("EDGEGPU_SYSFS_ROOT"), &out);
+	if (r == 0 && out.len && fwrite(out.data, 1, out.len, stdout) != out.len)
+		r = -EIO;
+	if (r < 0) {
+		(void)fprintf(stderr, "edgegpu: %s\n", strerror(-r));
+		goto out;
+	}
+	rc = 0;
+out:
+	buf_release(&out);
 	gpu_info_release(&info);
 	gpu_backend_close(b);
 	config_release(&c);
@@ -399,6 +457,7 @@ static const struct {
 	{ "serve", verb_serve },
 	{ "discover", verb_discover },
 	{ "check-config", verb_check_config },
+	{ "labels", verb_labels },
 	{ "version", verb_version },
 };
 

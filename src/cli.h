@@ -1,8 +1,8 @@
 #pragma once
 
 /*
- * Subcommands: serve (default), discover [--json], check-config FILE, version. Flags use
- * NVIDIA's names (--device-list-strategy, --pass-device-specs, ...) plus ours; docs/config.md
+ * Subcommands: serve (default), discover [--json], check-config FILE, labels, version. Flags
+ * use NVIDIA's names (--device-list-strategy, --pass-device-specs, ...) plus ours; docs/config.md
  * lists them. Flag over environment over config file over default.
  */
 

@@ -346,6 +346,192 @@ static void test_discover_json(void **state)
 	discover_json("eight-gpus.conf");
 }
 
+/* The first GPU of a fake NVML fixture, and how many GPUs share its name. */
+struct fixture_gpu {
+	char name[96];
+	char memory_mib[32];
+	char cc[16];
+	int same_name;
+};
+
+static void fixture_first_gpu(const char *fixture, struct fixture_gpu *g)
+{
+	char *path = strdup_printf("%s/%s", FAKE_NVML_FIXTURES, fixture), *text = NULL;
+	char name[96] = "";
+	int gpus = 0;
+
+	/* The fake's defaults for what a fixture leaves out (tests/fakes/nvml/fake-fixture.c). */
+	(void)snprintf(g->name, sizeof(g->name), "NVIDIA Fake GPU");
+	(void)snprintf(g->memory_mib, sizeof(g->memory_mib), "16384");
+	(void)snprintf(g->cc, sizeof(g->cc), "8.6");
+	g->same_name = 0;
+	assert_int_equal(read_file(path, 1 << 20, &text, NULL), 0);
+	for (char *line = text, *next; line; line = next) {
+		const char *v;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = 0;
+		if (strncmp(line, "[gpu]", 5) == 0) {
+			if (gpus == 1)
+				(void)snprintf(g->name, sizeof(g->name), "%s", name);
+			if (gpus >= 1)
+				g->same_name += strcmp(name, g->name) == 0;
+			gpus++;
+			(void)snprintf(name, sizeof(name), "NVIDIA Fake GPU");
+			continue;
+		}
+		if (!strchr(line, '='))
+			continue;
+		v = strchr(line, '=') + 1;
+		while (*v == ' ')
+			v++;
+		if (strncmp(line, "name", 4) == 0)
+			(void)snprintf(name, sizeof(name), "%s", v);
+		else if (gpus == 1 && strncmp(line, "memory_total", 12) == 0)
+			(void)snprintf(g->memory_mib, sizeof(g->memory_mib), "%.*s",
+				       (int)strcspn(v, "M"), v);
+		else if (gpus == 1 && strncmp(line, "compute_capability", 18) == 0)
+			(void)snprintf(g->cc, sizeof(g->cc), "%s", v);
+	}
+	if (gpus == 1)
+		(void)snprintf(g->name, sizeof(g->name), "%s", name);
+	if (gpus >= 1)
+		g->same_name += strcmp(name, g->name) == 0;
+	free(text);
+	free(path);
+}
+
+/* The value of label @key in `labels` output, or NULL; the caller frees. */
+static char *label_of(const char *out, const char *key)
+{
+	char *k = strdup_printf("\n%s=", key), *with_nl = strdup_printf("\n%s", out), *p, *v;
+
+	p = strstr(with_nl, k);
+	v = p ? strndup(p + strlen(k), strcspn(p + strlen(k), "\n")) : NULL;
+	free(k);
+	free(with_nl);
+	return v;
+}
+
+static void expect_label_of(const char *out, const char *key, const char *want)
+{
+	char *v = label_of(out, key);
+
+	if (!v)
+		fail_msg("label %s missing in:\n%s", key, out);
+	assert_string_equal(v, want);
+	free(v);
+}
+
+static void labels_of_fixture(const char *fixture, const char *family)
+{
+	char *path = strdup_printf("%s/%s", FAKE_NVML_FIXTURES, fixture), *product, count[16];
+	char *sysfs = strdup("/tmp/test-cli-sysfs-XXXXXX"), *cmd, *pn;
+	struct fixture_gpu g;
+	struct run r;
+
+	fixture_first_gpu(fixture, &g);
+	assert_true(g.same_name >= 1);
+	product = strdup(g.name);
+	for (char *p = product; *p; p++)
+		if (*p == ' ')
+			*p = '-';
+	(void)snprintf(count, sizeof(count), "%d", g.same_name);
+	assert_non_null(mkdtemp(sysfs));
+	cmd = strdup_printf("mkdir -p '%s/class/dmi/id'", sysfs);
+	assert_int_equal(system(cmd), 0);
+	pn = strdup_printf("%s/class/dmi/id/product_name", sysfs);
+	assert_int_equal(write_file_atomic(pn, "Edge Box 3000\n", 14, 0644), 0);
+
+	assert_int_equal(setenv("EDGEGPU_FAKE_NVML_FIXTURE", path, 1), 0);
+	assert_int_equal(setenv("EDGEGPU_SYSFS_ROOT", sysfs, 1), 0);
+	r = run_cli("labels", "--nvml-lib", FAKE_NVML_LIB, NULL);
+	(void)unsetenv("EDGEGPU_SYSFS_ROOT");
+	assert_int_equal(r.rc, 0);
+	expect_label_of(r.out, "nvidia.com/gpu.product", product);
+	expect_label_of(r.out, "nvidia.com/gpu.count", count);
+	expect_label_of(r.out, "nvidia.com/gpu.memory", g.memory_mib);
+	expect_label_of(r.out, "nvidia.com/gpu.family", family);
+	expect_label_of(r.out, "nvidia.com/gpu.machine", "Edge-Box-3000");
+	expect_label_of(r.out, "nvidia.com/gpu.sharing-strategy", "none");
+	expect_label_of(r.out, "nvidia.com/cuda.driver-version.full", "550.54.15");
+	{
+		char *major = strndup(g.cc, strcspn(g.cc, "."));
+
+		expect_label_of(r.out, "nvidia.com/gpu.compute.major", major);
+		free(major);
+	}
+	/* Only label lines, nothing else on stdout. */
+	for (const char *l = r.out; *l; l = strchr(l, '\n') + 1)
+		assert_true(strncmp(l, "nvidia.com/", 11) == 0);
+	run_release(&r);
+
+	/* A config of the command line applies: time-slicing nvidia.com/gpu. */
+	free(cmd);
+	cmd = strdup_printf("%s/ts.yaml", sysfs);
+	assert_int_equal(write_file_atomic(cmd,
+					   "version: v1\nsharing: {timeSlicing: {resources: "
+					   "[{name: nvidia.com/gpu, replicas: 3}]}}\n",
+					   strlen("version: v1\nsharing: {timeSlicing: {resources: "
+						  "[{name: nvidia.com/gpu, replicas: 3}]}}\n"),
+					   0644),
+			 0);
+	r = run_cli("labels", "--nvml-lib", FAKE_NVML_LIB, "--config-file", cmd, NULL);
+	assert_int_equal(r.rc, 0);
+	expect_label_of(r.out, "nvidia.com/gpu.replicas", "3");
+	expect_label_of(r.out, "nvidia.com/gpu.sharing-strategy", "time-slicing");
+	{
+		char *shared = strdup_printf("%s-SHARED", product);
+
+		expect_label_of(r.out, "nvidia.com/gpu.product", shared);
+		free(shared);
+	}
+	run_release(&r);
+	free(cmd);
+	cmd = strdup_printf("rm -rf '%s'", sysfs);
+	assert_int_equal(system(cmd), 0);
+	free(cmd);
+	free(pn);
+	free(sysfs);
+	free(product);
+	free(path);
+}
+
+static void test_labels(void **state)
+{
+	struct run r;
+
+	labels_of_fixture("two-gpus.conf", "ampere");
+	labels_of_fixture("eight-gpus.conf", "ampere");
+
+	/* No GPU: no labels, said on stderr, not an error. */
+	{
+		char *path = strdup_printf("%s/zero-gpus.conf", FAKE_NVML_FIXTURES);
+
+		assert_int_equal(setenv("EDGEGPU_FAKE_NVML_FIXTURE", path, 1), 0);
+		r = run_cli("labels", "--nvml-lib", FAKE_NVML_LIB, NULL);
+		assert_int_equal(r.rc, 0);
+		assert_string_equal(r.out, "");
+		assert_non_null(strstr(r.err, "no usable GPU"));
+		run_release(&r);
+		free(path);
+	}
+	/* No NVML: an error, no labels. Extra arguments: a usage error. */
+	r = run_cli("labels", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1", NULL);
+	assert_int_equal(r.rc, 1);
+	assert_string_equal(r.out, "");
+	assert_non_null(strstr(r.err, "/nonexistent/libnvidia-ml.so.1"));
+	run_release(&r);
+	r = run_cli("labels", "extra", NULL);
+	assert_int_equal(r.rc, 2);
+	assert_non_null(strstr(r.err, "unexpected argument 'extra'"));
+	run_release(&r);
+	r = run_cli("--help", NULL);
+	assert_non_null(strstr(r.out, "edgegpu labels"));
+	run_release(&r);
+}
+
 static void test_discover_without_nvml(void **state)
 {
 	struct run r = run_cli("discover", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1", NULL);
@@ -365,6 +551,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_command_and_flag),
 		cmocka_unit_test(test_discover_json),
 		cmocka_unit_test(test_discover_without_nvml),
+		cmocka_unit_test(test_labels),
 	};
 
 	/* A clean environment: no CONFIG_FILE or NVML_LIB from outside changes the verbs. */

@@ -1,0 +1,598 @@
+#include "labels.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "assign.h"
+#include "config.h"
+#include "gpu.h"
+#include "loop.h"
+#include "resource.h"
+
+#define LOG_MODULE "labels"
+#include "log.h"
+
+#define LABEL_VALUE_MAX	 63
+#define MACHINE_FILE_MAX 4096
+#define LABELS_MAX	 40
+#define BACKOFF_MIN	 (100 * USEC_PER_MSEC)
+#define BACKOFF_MAX	 (30 * USEC_PER_SEC)
+
+/* The labels as "key=value\0" strings in one buffer, in the order added. */
+struct label_set {
+	struct buf text;
+	size_t off[LABELS_MAX];
+	size_t n;
+	int r;
+};
+
+static void set_add(struct label_set *s, const char *key, const char *value)
+{
+	size_t at = s->text.len;
+
+	if (s->r < 0)
+		return;
+	assert(s->n < LABELS_MAX);
+	s->r = buf_printf(&s->text, "%s=%s", key, value);
+	if (s->r == 0)
+		s->r = buf_append(&s->text, "", 1);
+	if (s->r == 0)
+		s->off[s->n++] = at;
+}
+
+static void set_addf(struct label_set *s, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void set_addf(struct label_set *s, const char *key, const char *fmt, ...)
+{
+	char v[128];
+	va_list ap;
+
+	va_start(ap, fmt);
+	(void)vsnprintf(v, sizeof(v), fmt, ap);
+	va_end(ap);
+	set_add(s, key, v);
+}
+
+/* Orders "key=value" strings by key alone ("a.b=" before "a.b.c="). */
+static int key_cmp(const char *a, const char *b)
+{
+	for (;; a++, b++) {
+		unsigned char ca = (unsigned char)*a, cb = (unsigned char)*b;
+
+		if (ca == '=')
+			ca = 0;
+		if (cb == '=')
+			cb = 0;
+		if (ca != cb || !ca)
+			return ca - cb;
+	}
+}
+
+static bool is_alnum(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+static bool is_label_char(char c)
+{
+	return is_alnum(c) || c == '-' || c == '_' || c == '.';
+}
+
+/*
+ * Makes @s (a string of label characters) a valid label value in place: cut to @max bytes, then
+ * anything but alphanumerics dropped from both ends. "unknown" when nothing is left.
+ */
+static void label_value_fix(char *s, size_t max)
+{
+	size_t n = strlen(s), start = 0;
+
+	if (n > max)
+		n = max;
+	while (n > 0 && !is_alnum(s[n - 1]))
+		n--;
+	while (start < n && !is_alnum(s[start]))
+		start++;
+	memmove(s, s + start, n - start);
+	s[n - start] = 0;
+	if (!s[0])
+		(void)snprintf(s, max + 1, "%s", max >= 7 ? "unknown" : "x");
+}
+
+/* GFD's sanitise(): keep [A-Za-z0-9-_. ], then the space-separated fields joined by '-'. */
+static void gfd_sanitise(const char *in, char *out, size_t size)
+{
+	size_t o = 0;
+	bool pending_dash = false;
+
+	for (const char *p = in; *p && o + 2 < size; p++) {
+		if (*p == ' ') {
+			pending_dash = o > 0;
+			continue;
+		}
+		if (!is_label_char(*p))
+			continue;
+		if (pending_dash)
+			out[o++] = '-';
+		pending_dash = false;
+		out[o++] = *p;
+	}
+	out[o] = 0;
+}
+
+/* GFD's table (internal/lm/resource.go), with 10.x-12.x blackwell and 13.x rubin. */
+static const char *family_name(int major, int minor)
+{
+	switch (major) {
+	case 1:
+		return "tesla";
+	case 2:
+		return "fermi";
+	case 3:
+		return "kepler";
+	case 5:
+		return "maxwell";
+	case 6:
+		return "pascal";
+	case 7:
+		return minor < 5 ? "volta" : "turing";
+	case 8:
+		return minor < 9 ? "ampere" : "ada-lovelace";
+	case 9:
+		return "hopper";
+	case 10:
+	case 11:
+	case 12:
+		return "blackwell";
+	case 13:
+		return "rubin";
+	default:
+		return "undefined";
+	}
+}
+
+/* The DMI product name as GFD's machine-type labeler reads it, made a valid label value. */
+static void machine_type(const char *sysfs_root, char *out, size_t size)
+{
+	char *path =
+		strdup_printf("%s/class/dmi/id/product_name", sysfs_root ? sysfs_root : "/sys");
+	char *text = NULL;
+	size_t len = 0, start = 0, o = 0;
+
+	(void)snprintf(out, size, "unknown");
+	if (!path || read_file(path, MACHINE_FILE_MAX, &text, &len) < 0)
+		goto out;
+	while (len > 0 &&
+	       (text[len - 1] == ' ' || (text[len - 1] >= '\t' && text[len - 1] <= '\r')))
+		len--;
+	while (start < len && (text[start] == ' ' || (text[start] >= '\t' && text[start] <= '\r')))
+		start++;
+	for (size_t i = start; i < len && o + 1 < size; i++) {
+		char c = text[i];
+
+		if (c == ' ')
+			c = '-';
+		if (is_label_char(c))
+			out[o++] = c;
+	}
+	out[o] = 0;
+	label_value_fix(out, MIN(size - 1, (size_t)LABEL_VALUE_MAX));
+out:
+	free(text);
+	free(path);
+}
+
+/* A part of a version: label characters only, alphanumeric at both ends, or empty. */
+static bool version_part_valid(const char *s, size_t n)
+{
+	if (n == 0)
+		return true;
+	if (n > LABEL_VALUE_MAX || !is_alnum(s[0]) || !is_alnum(s[n - 1]))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!is_label_char(s[i]))
+			return false;
+	return true;
+}
+
+static void driver_labels(struct label_set *s, const char *v)
+{
+	const char *d1 = strchr(v, '.'), *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
+	char major[64], minor[64], rev[64];
+	size_t n = strlen(v);
+
+	/* GFD: "X.Y[.Z]". */
+	if (!d1 || (d2 && strchr(d2 + 1, '.')) || !version_part_valid(v, n) || d1 == v)
+		return;
+	if (!version_part_valid(v, (size_t)(d1 - v)))
+		return;
+	if (!d2)
+		d2 = v + n;
+	if (d2 == d1 + 1 || !version_part_valid(d1 + 1, (size_t)(d2 - d1 - 1)))
+		return;
+	if (*d2 && !version_part_valid(d2 + 1, strlen(d2 + 1)))
+		return;
+	(void)snprintf(major, sizeof(major), "%.*s", (int)(d1 - v), v);
+	(void)snprintf(minor, sizeof(minor), "%.*s", (int)(d2 - d1 - 1), d1 + 1);
+	(void)snprintf(rev, sizeof(rev), "%s", *d2 ? d2 + 1 : "");
+	set_add(s, "nvidia.com/cuda.driver.major", major);
+	set_add(s, "nvidia.com/cuda.driver.minor", minor);
+	set_add(s, "nvidia.com/cuda.driver.rev", rev);
+	set_add(s, "nvidia.com/cuda.driver-version.major", major);
+	set_add(s, "nvidia.com/cuda.driver-version.minor", minor);
+	set_add(s, "nvidia.com/cuda.driver-version.revision", rev);
+	set_add(s, "nvidia.com/cuda.driver-version.full", v);
+}
+
+static void runtime_labels(struct label_set *s, int cuda)
+{
+	int major = cuda / 1000, minor = cuda % 1000 / 10;
+
+	if (cuda <= 0)
+		return;
+	set_addf(s, "nvidia.com/cuda.runtime.major", "%d", major);
+	set_addf(s, "nvidia.com/cuda.runtime.minor", "%d", minor);
+	set_addf(s, "nvidia.com/cuda.runtime-version.major", "%d", major);
+	set_addf(s, "nvidia.com/cuda.runtime-version.minor", "%d", minor);
+	set_addf(s, "nvidia.com/cuda.runtime-version.full", "%d.%d", major, minor);
+}
+
+/* A label key <resource>.<suffix> within Kubernetes' 63-byte limit for the name part. */
+static bool resource_key(char *out, size_t size, const char *resource, const char *suffix)
+{
+	const char *slash = strrchr(resource, '/');
+	size_t name_len = strlen(slash ? slash + 1 : resource) + 1 + strlen(suffix);
+
+	if (name_len > LABEL_VALUE_MAX)
+		return false;
+	return snprintf(out, size, "%s.%s", resource, suffix) < (int)size;
+}
+
+static int gpumem_labels(struct label_set *s, const struct gpu_info *info, const struct config *cfg)
+{
+	struct assign_gpu *as = NULL;
+	struct resource *res = NULL;
+	unsigned *idx = NULL, n = 0;
+	uint64_t total_mib = 0;
+	char key[256], *err = NULL;
+	int r;
+
+	if (cfg->gpumem.devices.n_refs == 0)
+		return 0;
+	r = assign_gpus(cfg, info, &as, NULL);
+	if (r < 0)
+		return r == -ENOMEM ? r : 0; /* the config does not apply to these GPUs */
+	idx = calloc(info->n_devices, sizeof(*idx));
+	if (!idx) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (unsigned i = 0; i < info->n_devices; i++)
+		if (as[i].use == ASSIGN_GPU_MEMORY) {
+			idx[n++] = i;
+			total_mib += info->devices[i].mem_total >> 20;
+		}
+	if (n == 0)
+		goto out;
+	r = resource_new(&(struct resource_spec){ .name = cfg->gpumem.resource_name,
+						  .kind = RESOURCE_GPUMEM,
+						  .gpus = idx,
+						  .n_gpus = n,
+						  .unit_mib = cfg->gpumem.unit_mib,
+						  .reserve_mib = cfg->gpumem.reserve_mib },
+			 info, &res, &err);
+	if (r < 0) {
+		r = r == -ENOMEM ? r : 0;
+		goto out;
+	}
+	if (resource_key(key, sizeof(key), cfg->gpumem.resource_name, "unit-mib"))
+		set_addf(s, key, "%llu", (unsigned long long)res->unit_mib);
+	if (resource_key(key, sizeof(key), cfg->gpumem.resource_name, "total-mib"))
+		set_addf(s, key, "%llu", (unsigned long long)total_mib);
+out:
+	resource_free(res);
+	free(err);
+	free(idx);
+	free(as);
+	return r;
+}
+
+int labels_build(const struct gpu_info *info, const struct config *cfg, const char *sysfs_root,
+		 struct buf *out)
+{
+	const struct config_ts_resource *ts = NULL;
+	const struct gpu_device *g;
+	struct label_set s = { 0 };
+	char product[GPU_NAME_MAX + 16] = "", machine[LABEL_VALUE_MAX + 1] = "";
+	unsigned count = 0, replicas = 1;
+	int r;
+
+	if (info->n_devices == 0)
+		return 0;
+	g = &info->devices[0];
+	for (size_t i = 0; i < cfg->time_slicing.n_resources; i++)
+		if (streq(cfg->time_slicing.resources[i].name, CONFIG_DEFAULT_RESOURCE)) {
+			ts = &cfg->time_slicing.resources[i];
+			break;
+		}
+	if (ts && ts->replicas > 0)
+		replicas = ts->replicas;
+	for (unsigned i = 0; i < info->n_devices; i++)
+		count += streq(info->devices[i].name, g->name);
+
+	gfd_sanitise(g->name, product, sizeof(product));
+	if (replicas > 1 && !ts->rename) {
+		label_value_fix(product, LABEL_VALUE_MAX - strlen("-SHARED"));
+		memcpy(product + strlen(product), "-SHARED", sizeof("-SHARED"));
+	} else {
+		label_value_fix(product, LABEL_VALUE_MAX);
+	}
+	set_add(&s, "nvidia.com/gpu.product", product);
+	set_addf(&s, "nvidia.com/gpu.count", "%u", count);
+	if (g->mem_total >> 20)
+		set_addf(&s, "nvidia.com/gpu.memory", "%llu",
+			 (unsigned long long)(g->mem_total >> 20));
+	if (g->cc_major > 0) {
+		set_add(&s, "nvidia.com/gpu.family", family_name(g->cc_major, g->cc_minor));
+		set_addf(&s, "nvidia.com/gpu.compute.major", "%d", g->cc_major);
+		set_addf(&s, "nvidia.com/gpu.compute.minor", "%d", g->cc_minor);
+	}
+	machine_type(sysfs_root, machine, sizeof(machine));
+	set_add(&s, "nvidia.com/gpu.machine", machine);
+	set_add(&s, "nvidia.com/gpu.mode", "compute");
+	set_add(&s, "nvidia.com/mig.capable", "false");
+	set_add(&s, "nvidia.com/mps.capable", "false");
+	driver_labels(&s, info->driver_version);
+	runtime_labels(&s, info->cuda_driver_version);
+	set_addf(&s, "nvidia.com/gpu.replicas", "%u", replicas);
+	set_add(&s, "nvidia.com/gpu.sharing-strategy", replicas > 1 ? "time-slicing" : "none");
+	r = s.r;
+	if (r == 0)
+		r = gpumem_labels(&s, info, cfg);
+	if (r == 0)
+		r = s.r;
+	if (r < 0)
+		goto out;
+	/* Sorted by key: an insertion sort of the offsets. */
+	for (size_t i = 1; i < s.n; i++) {
+		size_t at = s.off[i], j = i;
+		const char *t = (const char *)s.text.data;
+
+		for (; j > 0 && key_cmp(t + s.off[j - 1], t + at) > 0; j--)
+			s.off[j] = s.off[j - 1];
+		s.off[j] = at;
+	}
+	for (size_t i = 0; i < s.n && r == 0; i++)
+		r = buf_printf(out, "%s\n", (const char *)s.text.data + s.off[i]);
+out:
+	buf_release(&s.text);
+	return r;
+}
+
+/* --- the features.d writer --- */
+
+struct labels_writer {
+	struct loop_timer *timer;
+	char *path;
+	char *tmp; /* <dir>/.<name>.tmp */
+	char *dir;
+	usec_t expiry;
+	struct buf want;    /* the lines asked for */
+	struct buf written; /* the lines in the file, once have_written */
+	bool have_written;
+	bool warned; /* a failure was logged at warn since the last success */
+	usec_t backoff;
+	uint64_t writes;
+};
+
+static void writer_timer(struct loop_timer *t, void *userdata);
+
+int labels_writer_new(struct loop *l, const char *path, usec_t expiry, struct labels_writer **ret)
+{
+	struct labels_writer *w = NULL;
+	const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+	int r;
+
+	if (!*name || streq(name, ".") || streq(name, ".."))
+		return -EINVAL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->expiry = expiry;
+	w->path = strdup(path);
+	w->dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+	if (!w->path || !w->dir) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	w->tmp = strdup_printf("%.*s.%s.tmp", (int)(name - path), path, name);
+	if (!w->tmp) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	r = loop_timer_new(l, writer_timer, w, &w->timer);
+	if (r < 0)
+		goto fail;
+	*ret = w;
+	return 0;
+fail:
+	labels_writer_free(w);
+	return r;
+}
+
+struct labels_writer *labels_writer_free(struct labels_writer *w)
+{
+	if (!w)
+		return NULL;
+	loop_timer_free(w->timer);
+	buf_release(&w->want);
+	buf_release(&w->written);
+	free(w->path);
+	free(w->tmp);
+	free(w->dir);
+	free(w);
+	return NULL;
+}
+
+uint64_t labels_writer_writes(const struct labels_writer *w)
+{
+	return w->writes;
+}
+
+/* The whole file for @lines: header, expiry directive, lines. Returns 0 or -ENOMEM. */
+static int compose(const struct labels_writer *w, const struct buf *lines, struct buf *out)
+{
+	struct timespec ts;
+	struct tm tm;
+	char when[40];
+	int r;
+
+	r = buf_printf(out, "# written by edgegpu: GPU node labels for node-feature-discovery\n");
+	if (r == 0 && w->expiry > 0) {
+		(void)clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += (time_t)((w->expiry + USEC_PER_SEC - 1) / USEC_PER_SEC);
+		if (!gmtime_r(&ts.tv_sec, &tm) ||
+		    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+			(void)snprintf(when, sizeof(when), "1970-01-01T00:00:00Z");
+		r = buf_printf(out, "# +expiry-time=%s\n", when);
+	}
+	if (r == 0 && lines->len)
+		r = buf_append(out, lines->data, lines->len);
+	return r;
+}
+
+/* Writes @data to the dotfile, syncs it and renames it over the file. Returns 0 or -errno. */
+static int write_atomic(const struct labels_writer *w, const void *data, size_t len)
+{
+	size_t off = 0;
+	int fd, dfd, r;
+
+	/* Whatever a crash or someone else left there goes: we create the file ourselves. */
+	if (unlink(w->tmp) < 0 && errno != ENOENT)
+		return -errno;
+	fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return -errno;
+	while (off < len) {
+		ssize_t n = write(fd, (const char *)data + off, len - off);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			goto fail;
+		}
+		off += (size_t)n;
+	}
+	if (fchmod(fd, 0644) < 0 || fsync(fd) < 0 || rename(w->tmp, w->path) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	fd_close(fd);
+	/* The rename itself survives a crash once the directory is synced; best effort. */
+	dfd = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		(void)fsync(dfd);
+		fd_close(dfd);
+	}
+	return 0;
+fail:
+	fd_close(fd);
+	(void)unlink(w->tmp);
+	return r;
+}
+
+static usec_t refresh_interval(const struct labels_writer *w)
+{
+	return MAX(w->expiry / 2, USEC_PER_MSEC);
+}
+
+static void writer_write(struct labels_writer *w)
+{
+	struct buf file = { 0 };
+	usec_t cap;
+	int r;
+
+	r = compose(w, &w->want, &file);
+	if (r == 0)
+		r = write_atomic(w, file.data, file.len);
+	buf_release(&file);
+	if (r == 0) {
+		w->written.len = 0;
+		r = buf_append(&w->written, w->want.data, w->want.len);
+		w->have_written = r == 0;
+		w->writes++;
+		if (w->warned)
+			log_info("labels file written", "path=%s", log_q(w->path));
+		else
+			log_debug("labels file written", "path=%s", log_q(w->path));
+		w->warned = false;
+		w->backoff = 0;
+		if (w->expiry > 0)
+			loop_timer_arm(w->timer, refresh_interval(w));
+		else
+			loop_timer_disarm(w->timer);
+		return;
+	}
+	if (!w->warned)
+		log_warn_errno(r, "cannot write the labels file, retrying", "path=%s",
+			       log_q(w->path));
+	else
+		log_debug_errno(r, "cannot write the labels file, retrying", "path=%s",
+				log_q(w->path));
+	w->warned = true;
+	cap = w->expiry > 0 ? MIN(BACKOFF_MAX, refresh_interval(w)) : BACKOFF_MAX;
+	w->backoff = w->backoff ? MIN(w->backoff * 2, cap) : MIN(BACKOFF_MIN, cap);
+	loop_timer_arm(w->timer, w->backoff);
+}
+
+static void writer_timer(struct loop_timer *t, void *userdata)
+{
+	writer_write(userdata);
+}
+
+int labels_writer_set(struct labels_writer *w, const char *lines, size_t len)
+{
+	struct buf next = { 0 }, file = { 0 };
+	int r;
+
+	if (memchr(lines, 0, len))
+		return -EINVAL;
+	r = buf_append(&next, lines, len);
+	if (r == 0 && len > 0 && lines[len - 1] != '\n')
+		r = buf_append(&next, "\n", 1);
+	if (r == 0)
+		r = compose(w, &next, &file);
+	if (r == 0 && file.len > LABELS_FILE_MAX)
+		r = -EFBIG;
+	buf_release(&file);
+	if (r < 0) {
+		buf_release(&next);
+		return r;
+	}
+	if (w->have_written && next.len == w->written.len &&
+	    memcmp(next.data, w->written.data, next.len) == 0) {
+		/* What the file holds. A retry of other lines was pending: write these now, so
+		 * that the expiry moves on from here. */
+		buf_release(&w->want);
+		w->want = next;
+		if (w->backoff) {
+			w->backoff = 0;
+			writer_write(w);
+		}
+		return 0;
+	}
+	buf_release(&w->want);
+	w->want = next;
+	w->backoff = 0;
+	writer_write(w);
+	return 0;
+}

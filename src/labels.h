@@ -1,0 +1,85 @@
+#pragma once
+
+/*
+ * labels: node labels with the names and values of NVIDIA's GPU Feature Discovery (GFD), plus
+ * ours for the sharing setup, and a writer that keeps them in one Node Feature Discovery
+ * features.d file.
+ *
+ * GFD labels one GPU model per node. So do we: product, memory, family and compute capability
+ * come from the first GPU (index 0), gpu.count is the number of GPUs of that model (GFD counts
+ * per model too). Values follow GFD's rules, then are made valid Kubernetes label values (<= 63
+ * bytes, alphanumeric at both ends, [-_.A-Za-z0-9] between), which GFD does not guarantee for
+ * odd names; a name left empty becomes "unknown".
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+struct buf;
+struct config;
+struct gpu_info;
+struct loop;
+
+/* NFD ignores a features.d file larger than this. */
+#define LABELS_FILE_MAX ((size_t)64 * 1024)
+
+/*
+ * Appends the label lines "key=value\n", sorted by key, for @info's GPUs and the config @cfg
+ * (validated) to @out. Nothing when @info has no GPU. The labels:
+ *   nvidia.com/gpu.product        the name sanitised as GFD does ([A-Za-z0-9-_. ] kept, runs of
+ *                                 spaces to '-'), "-SHARED" appended when nvidia.com/gpu is
+ *                                 time-sliced (replicas > 1) without a rename
+ *   nvidia.com/gpu.count, gpu.memory (MiB; left out when 0)
+ *   nvidia.com/gpu.family, gpu.compute.major, gpu.compute.minor (left out when major is 0);
+ *                                 family by GFD's table, 10.x-12.x blackwell, 13.x rubin
+ *   nvidia.com/gpu.machine        <sysfs_root>/class/dmi/id/product_name (@sysfs_root NULL:
+ *                                 "/sys"), spaces to '-', "unknown" when unreadable
+ *   nvidia.com/gpu.mode=compute, mig.capable=false, mps.capable=false
+ *   nvidia.com/cuda.driver-version.{major,minor,revision,full} and the deprecated
+ *   cuda.driver.{major,minor,rev} (left out unless the driver version is X.Y or X.Y.Z);
+ *   cuda.runtime-version.{major,minor,full} and the deprecated cuda.runtime.{major,minor}
+ *                                 (left out when the CUDA driver version is unknown)
+ *   nvidia.com/gpu.replicas       the replicas of the first time-slicing entry for
+ *                                 nvidia.com/gpu, else 1 (as GFD)
+ *   nvidia.com/gpu.sharing-strategy  time-slicing when those replicas are > 1, else none
+ *   <gpumem resource>.unit-mib, .total-mib  ours: the unit the resource advertises (after any
+ *                                 doubling) and the memory of the GPUs given to it, MiB summed;
+ *                                 left out when gpumem is off or does not apply to these GPUs
+ * Returns 0 or -ENOMEM (@out may then hold part of the lines).
+ */
+int labels_build(const struct gpu_info *info, const struct config *cfg, const char *sysfs_root,
+		 struct buf *out) WARN_UNUSED;
+
+/*
+ * A writer on the loop that owns one NFD features.d file. The file holds a comment, the
+ * "# +expiry-time=<RFC3339 UTC>" directive (now + @expiry; none when @expiry is 0) and the
+ * label lines. It is written atomically: ".<name>.tmp" in the same directory (a dotfile, which
+ * NFD ignores), fsync, rename, so a reader sees the old file or the new one, never part of one.
+ * Loop thread only; owned by its creator.
+ */
+struct labels_writer;
+
+/*
+ * @path: the file (copied); @expiry: how long NFD keeps the labels if we stop refreshing them.
+ * Writes nothing yet. Returns 0, -EINVAL (@path has no file name) or -ENOMEM.
+ */
+int labels_writer_new(struct loop *l, const char *path, usec_t expiry,
+		      struct labels_writer **ret) WARN_UNUSED;
+
+/*
+ * New label lines (@len bytes, copied; a missing final newline is added). Writes at once when
+ * they differ from the lines last written (the first call always writes), and again every
+ * @expiry/2 to move the expiry forward. A failed write (a missing directory, ...) is logged at
+ * warn once, then at debug until a write succeeds, and retried with back-off (from 100 ms,
+ * doubling, at most 30 s or @expiry/2). Returns 0 (written or pending a retry), -EFBIG (the file
+ * would be over LABELS_FILE_MAX: refused, the old lines stay), -EINVAL (a NUL byte) or -ENOMEM.
+ */
+int labels_writer_set(struct labels_writer *w, const char *lines, size_t len) WARN_UNUSED;
+
+/* Stops the timers; leaves the file in place. NULL-safe; returns NULL. */
+struct labels_writer *labels_writer_free(struct labels_writer *w);
+
+/* Files written (renamed into place) so far, for tests. */
+uint64_t labels_writer_writes(const struct labels_writer *w);
