@@ -5,6 +5,7 @@
  * keeps the NFD labels file in line with the GPUs and the config.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,17 +43,31 @@ static unsigned src_resources(const struct resource **ret, unsigned max, void *u
 	return n;
 }
 
+/* A reason line; out of memory only shortens the body of /readyz. */
+static void why_add(struct buf *why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void why_add(struct buf *why, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	(void)vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (buf_append(why, line, strlen(line)) < 0)
+		return;
+}
+
 static bool src_ready(struct buf *why, void *userdata)
 {
 	struct daemon *d = userdata;
 	bool ok = true, any = false, reg = d->cfg.kubelet_socket && *d->cfg.kubelet_socket;
 
 	if (d->stopping) {
-		(void)buf_printf(why, "stopping\n");
+		why_add(why, "stopping\n");
 		return false;
 	}
 	if (!d->discovered_once) {
-		(void)buf_printf(why, "GPU discovery has not finished\n");
+		why_add(why, "GPU discovery has not finished\n");
 		return false;
 	}
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
@@ -60,17 +75,17 @@ static bool src_ready(struct buf *why, void *userdata)
 			continue;
 		any = true;
 		if (!plugin_socket_ok(dp->plugin)) {
-			(void)buf_printf(why, "%s: socket %s is not served\n", dp->name,
+			why_add(why, "%s: socket %s is not served\n", dp->name,
 					 plugin_socket_path(dp->plugin));
 			ok = false;
 		} else if (reg && !kubelet_reg_registered(dp->reg)) {
-			(void)buf_printf(why, "%s: not registered with the kubelet (%s)\n", dp->name,
+			why_add(why, "%s: not registered with the kubelet (%s)\n", dp->name,
 					 kubelet_reg_state_name(kubelet_reg_state(dp->reg)));
 			ok = false;
 		}
 	}
 	if (!any) {
-		(void)buf_printf(why, "no resource advertised: %s\n",
+		why_add(why, "no resource advertised: %s\n",
 				 d->info.n_devices ? "the config gives the GPUs to no resource" :
 						     "no GPU found (rediscovering)");
 		return false;

@@ -312,7 +312,7 @@ int labels_build(const struct gpu_info *info, const struct config *cfg, const ch
 	const struct gpu_device *g;
 	struct label_set s = { 0 };
 	char product[GPU_NAME_MAX + 16] = "", machine[LABEL_VALUE_MAX + 1] = "";
-	unsigned count = 0, replicas = 1;
+	unsigned count = info->n_devices, replicas = 1;
 	int r;
 
 	if (info->n_devices == 0)
@@ -325,8 +325,6 @@ int labels_build(const struct gpu_info *info, const struct config *cfg, const ch
 		}
 	if (ts && ts->replicas > 0)
 		replicas = ts->replicas;
-	for (unsigned i = 0; i < info->n_devices; i++)
-		count += streq(info->devices[i].name, g->name);
 
 	gfd_sanitise(g->name, product, sizeof(product));
 	if (replicas > 1 && !ts->rename) {

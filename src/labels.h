@@ -6,8 +6,7 @@
  * features.d file.
  *
  * GFD labels one GPU model per node. So do we: product, memory, family and compute capability
- * come from the first GPU (index 0), gpu.count is the number of GPUs of that model (GFD counts
- * per model too). Values follow GFD's rules, then are made valid Kubernetes label values (<= 63
+ * come from the first GPU (index 0); gpu.count is the number of GPUs, as GFD's. Values follow GFD's rules, then are made valid Kubernetes label values (<= 63
  * bytes, alphanumeric at both ends, [-_.A-Za-z0-9] between), which GFD does not guarantee for
  * odd names; a name left empty becomes "unknown".
  */

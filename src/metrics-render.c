@@ -200,13 +200,14 @@ static void render_gpus(struct metrics *m, struct prom *p)
 		gpu_labels(m, &m->gpus[i], true, &l);
 		prom_sample(p, NULL, &l, st ? (double)st->last_xid : 0);
 	}
-	prom_family(p, "edgegpu_gpu_clock_event_active", PROM_GAUGE,
-		    "1 while the GPU's clocks are reduced for this reason.");
-	for (unsigned i = 0; i < m->n_gpus; i++) {
+	for (unsigned i = 0, started = 0; i < m->n_gpus; i++) {
 		const struct gpu_sample *s = sample_of(m, m->gpus[i].uuid);
 
 		if (!s || s->clock_reasons == UINT64_MAX)
 			continue;
+		if (!started++)
+			prom_family(p, "edgegpu_gpu_clock_event_active", PROM_GAUGE,
+				    "1 while the GPU's clocks are reduced for this reason.");
 		for (size_t c = 0; c < ELEMENTSOF(clock_events); c++) {
 			gpu_labels(m, &m->gpus[i], true, &l);
 			prom_labels_push(&l, "clock_event", clock_events[c].name);

@@ -208,7 +208,8 @@ class Sampling(NodeTest):
             self.assertEqual(one(expo, "DCGM_FI_DEV_GPU_TEMP", gpu="0")[1], 41)
             return n.nvml.blocked("nvmlDeviceGetPowerUsage") == 1
         wait_until(scrape_until_blocked, 10, "a sample blocked in the driver")
-        d.wait_log("nvml call hung", timeout=10)
+        d.wait_log("nvml call hung, its gpus are unhealthy until it returns, serving on",
+                   timeout=10)
         # While the call hangs, scrapes answer at once with ever older samples.
         ages = []
         for _ in range(3):

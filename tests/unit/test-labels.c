@@ -335,8 +335,8 @@ static void test_time_slicing(void **state)
 	expect_label(l, "nvidia.com/gpu.product", "NVIDIA-A2-SHARED");
 	expect_label(l, "nvidia.com/gpu.replicas", "4");
 	expect_label(l, "nvidia.com/gpu.sharing-strategy", "time-slicing");
-	/* Mixed models: the first GPU's, counted alone (GFD labels one model). */
-	expect_label(l, "nvidia.com/gpu.count", "1");
+	/* Mixed models: the first GPU's model; the count is every GPU's, as GFD's. */
+	expect_label(l, "nvidia.com/gpu.count", "2");
 	expect_label(l, "nvidia.com/gpu.memory", "15356");
 	free(l);
 	/* A long name still leaves room for the suffix. */

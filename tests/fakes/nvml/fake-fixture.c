@@ -405,7 +405,7 @@ int fake_gpu_set(struct fake_gpu *g, unsigned index, const char *key, const char
 		else
 			copy_str(g->numa, sizeof(g->numa), v);
 	} else if (!strcmp(key, "processes")) {
-		char buf[1024], *save = NULL, *tok;
+		char buf[4096], *save = NULL, *tok;
 
 		copy_str(buf, sizeof(buf), v);
 		g->n_procs = 0;

@@ -16,7 +16,7 @@
 
 #define FAKE_MAX_GPUS  16
 #define FAKE_MAX_SETS  16
-#define FAKE_MAX_PROCS 16
+#define FAKE_MAX_PROCS 128
 #define FAKE_GEN_SLOTS 4
 
 /* One id per exported function, for counters, failure injection and NOT_SUPPORTED. */
