@@ -1,0 +1,97 @@
+#pragma once
+
+/*
+ * http: a small HTTP/1.1 server for /metrics and the health endpoints, libmicrohttpd driven
+ * by our loop (MHD's epoll fd and its timeout on the loop, no thread of its own).
+ *
+ * The server accepts on its own listening socket and hands each connection to MHD, whose
+ * options bound everything a peer controls: the number of connections (total and per client
+ * address: a connection over either limit is closed at once and counted as refused, never
+ * left waiting in the backlog), the idle time of a connection, and the memory of a connection
+ * (request line and headers beyond it get 414/431 from MHD). GET and HEAD reach the handler,
+ * HEAD answered without a body by MHD; any other method gets 405 with "Allow: GET, HEAD"
+ * without reaching it. A request body is read and dropped (413 past max_request_bytes).
+ *
+ * Threads: everything runs on the loop's thread, the handler included; no function here may
+ * be called from another thread. MHD's messages go to the log at debug level.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loop.h"
+#include "util.h"
+
+struct http_server;
+struct http_request;
+
+struct http_opts {
+	/*
+	 * "[host]:port": ":9400" (every IPv4 and IPv6 address where the host has IPv6),
+	 * "0.0.0.0:9400", "127.0.0.1:0" (a free port: see http_server_port()), "[::1]:9400",
+	 * "[::]:9400" (IPv6 only). Numeric addresses only: host names are not resolved.
+	 */
+	const char *address;
+	unsigned max_connections; /* 0: 16 */
+	usec_t timeout; /* idle connection timeout; 0: 10 s; rounded up to whole seconds */
+	size_t max_request_bytes; /* memory of one connection; 0: 8 KiB */
+	unsigned max_per_ip;	  /* connections per client address; 0: max_connections */
+};
+
+/*
+ * Runs on the loop for each complete GET or HEAD request. It answers with http_respond()
+ * before returning, or calls http_defer() and answers later with http_respond() (on the loop's
+ * thread). Returning without either is a bug: the client gets 500. @r is owned by the server;
+ * it stays valid until http_respond() returns or the server is freed.
+ */
+typedef void http_handler_fn(struct http_request *r, void *userdata);
+
+/*
+ * Binds and listens on o->address (SOCK_CLOEXEC, SO_REUSEADDR) and serves on @l. Returns 0,
+ * -EINVAL (a bad address or option: *@reterr says which part), -EADDRINUSE, -EACCES,
+ * -EADDRNOTAVAIL, -ENOMEM, ... and then *@reterr, when @reterr is not NULL, is a heap message
+ * the caller frees.
+ */
+int http_server_new(struct loop *l, const struct http_opts *o, http_handler_fn *fn, void *userdata,
+		    struct http_server **ret, char **reterr) WARN_UNUSED;
+/*
+ * Closes every connection; deferred requests get 503 first (as far as their sockets take
+ * it at once). Not from inside the handler. NULL-safe, returns NULL.
+ */
+struct http_server *http_server_free(struct http_server *s);
+/* The bound port (the one the kernel chose for port 0). */
+unsigned http_server_port(const struct http_server *s);
+
+/* "GET" or "HEAD". */
+const char *http_request_method(const struct http_request *r);
+/* The path, percent-decoded, without the query string. */
+const char *http_request_path(const struct http_request *r);
+/* A request header (name case-insensitive), or NULL when absent. */
+const char *http_request_header(const struct http_request *r, const char *name);
+
+/* Suspends the connection until http_respond(); only from inside the handler. */
+void http_defer(struct http_request *r);
+
+/*
+ * Answers @r with @status and a copy of @body. @content_type and @content_encoding may be
+ * NULL (no such header). Returns 0, -EINVAL (a header value MHD refuses: CR, LF) or -ENOMEM;
+ * the request is finished either way (on failure the connection is closed without answer).
+ * @r is invalid after this returns.
+ */
+int http_respond(struct http_request *r, unsigned status, const char *content_type,
+		 const char *content_encoding, const void *body, size_t len);
+/*
+ * The same with any headers: @headers is a NULL-terminated list of name, value pairs (may be
+ * NULL).
+ */
+int http_respond_headers(struct http_request *r, unsigned status, const char *const *headers,
+			 const void *body, size_t len);
+
+struct http_stats {
+	uint64_t requests;    /* requests answered, 405s included */
+	uint64_t connections; /* connections handed to MHD */
+	uint64_t refused;     /* connections closed at once: over a limit, or out of memory */
+	unsigned open;	      /* connections open now */
+};
+void http_server_get_stats(const struct http_server *s, struct http_stats *ret);
