@@ -11,6 +11,7 @@
 
 #include "config-int.h"
 #include "gpu.h"
+#include "http.h"
 #include "resource.h"
 
 static bool is_base_resource(const struct config *c, const char *name)
@@ -309,6 +310,24 @@ out:
 	return r;
 }
 
+/* The metrics address must parse: a bad one can never work. */
+static int check_metrics_address(struct ctx *x, const struct config *c)
+{
+	struct sockaddr_storage sa;
+	socklen_t len;
+	char *err = NULL;
+	bool all;
+	int r;
+
+	if (!c->metrics.address || !*c->metrics.address ||
+	    http_parse_address(c->metrics.address, &sa, &len, &all, &err) == 0)
+		return 0;
+	r = config_pos_err(x, c->metrics.address_pos, "edgegpu.metrics.address", "%s",
+			   err ? err : "not an address");
+	free(err);
+	return r;
+}
+
 /* The sockets we serve or dial must fit in sun_path: a config where one cannot never works. */
 static int check_socket_paths(struct ctx *x, const struct config *c, const char *kubelet_socket)
 {
@@ -351,6 +370,8 @@ int config_validate(struct config *c, struct config_diag *d)
 			return -ENOMEM;
 	}
 	r = check_socket_paths(&x, c, kubelet_socket ? kubelet_socket : c->kubelet_socket);
+	if (r >= 0)
+		r = check_metrics_address(&x, c);
 	if (r >= 0 && x.n_errors > 0)
 		r = -EINVAL;
 	if (r < 0) {

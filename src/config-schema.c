@@ -210,8 +210,8 @@ static const struct enum_value hostname_label_values[] = {
 };
 
 static const struct field metrics_fields[] = {
-	{ "address", K_STR, C(metrics.address), .min = STR_EMPTY_OK, .flag = { "metrics-address" },
-	  .env = { "METRICS_ADDRESS" } },
+	{ "address", K_STR, C(metrics.address), POS(struct config, metrics.address_pos),
+	  .min = STR_EMPTY_OK, .flag = { "metrics-address" }, .env = { "METRICS_ADDRESS" } },
 	{ "minInterval", K_DURATION, C(metrics.min_interval), .min = 100 * USEC_PER_MSEC,
 	  .max = USEC_PER_SEC * 3600, .flag = { "metrics-min-interval" } },
 	{ "scrapeWait", K_DURATION, C(metrics.scrape_wait), .min = 0, .max = USEC_PER_SEC * 10 },

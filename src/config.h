@@ -180,15 +180,16 @@ enum config_hostname_label {
 
 /* edgegpu.metrics: the HTTP server (/metrics, /healthz, /readyz). */
 struct config_metrics {
-	char *address;		   /* ":9400"; "": no server */
-	usec_t min_interval;	   /* 1 s: telemetry sampled at most this often */
-	usec_t scrape_wait;	   /* 500 ms: how long a scrape waits for a fresh sample */
+	char *address;	     /* ":9400"; "": no server */
+	usec_t min_interval; /* 1 s: telemetry sampled at most this often */
+	usec_t scrape_wait;  /* 500 ms: how long a scrape waits for a fresh sample */
 	enum config_hostname_label hostname_label;
 	char *node_name;	   /* the Hostname label's value; NULL: gethostname() */
 	unsigned max_connections;  /* 16 */
 	usec_t connection_timeout; /* 10 s */
 	char *host_proc;	   /* "/proc": the host's, for GPU processes' cgroups */
 	char *pod_log_dir;	   /* "/var/log": the kubelet's pods/ and containers/ */
+	struct config_pos address_pos;
 };
 
 /* edgegpu.labels: node labels for NFD's local feature source. */

@@ -76,18 +76,18 @@ static bool src_ready(struct buf *why, void *userdata)
 		any = true;
 		if (!plugin_socket_ok(dp->plugin)) {
 			why_add(why, "%s: socket %s is not served\n", dp->name,
-					 plugin_socket_path(dp->plugin));
+				plugin_socket_path(dp->plugin));
 			ok = false;
 		} else if (reg && !kubelet_reg_registered(dp->reg)) {
 			why_add(why, "%s: not registered with the kubelet (%s)\n", dp->name,
-					 kubelet_reg_state_name(kubelet_reg_state(dp->reg)));
+				kubelet_reg_state_name(kubelet_reg_state(dp->reg)));
 			ok = false;
 		}
 	}
 	if (!any) {
 		why_add(why, "no resource advertised: %s\n",
-				 d->info.n_devices ? "the config gives the GPUs to no resource" :
-						     "no GPU found (rediscovering)");
+			d->info.n_devices ? "the config gives the GPUs to no resource" :
+					    "no GPU found (rediscovering)");
 		return false;
 	}
 	return ok;
@@ -170,8 +170,7 @@ static void collect_allocs(struct daemon *d, struct prom *p)
 	struct prom_labels l;
 	struct plugin_stats st;
 
-	prom_family(p, "edgegpu_allocations_total", PROM_COUNTER,
-		    "Allocate calls, by result.");
+	prom_family(p, "edgegpu_allocations_total", PROM_COUNTER, "Allocate calls, by result.");
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
 		plugin_get_stats(dp->plugin, &st);
 		for (int e = 0; e < 2; e++) {
@@ -219,8 +218,8 @@ static void fill_opts(const struct daemon *d, struct metrics_opts *o)
 		.connection_timeout = c->connection_timeout,
 		.min_interval = c->min_interval,
 		.scrape_wait = c->scrape_wait,
-		.hostname_label =
-			c->hostname_label == CONFIG_HOSTNAME_LABEL_LOWER ? "hostname" : "Hostname",
+		.hostname_label = c->hostname_label == CONFIG_HOSTNAME_LABEL_LOWER ? "hostname" :
+										     "Hostname",
 		.node_name = c->node_name,
 		.host_proc = c->host_proc,
 		.pod_log_dir = c->pod_log_dir,
@@ -248,8 +247,9 @@ static void start_server(struct daemon *d)
 		bool again = r != -EINVAL && r != -ENOMEM;
 
 		if (!d->metrics_retry_logged || !again)
-			log_error_errno(r, again ? "metrics server failed to start, retrying" :
-						   "metrics server cannot start",
+			log_error_errno(r,
+					again ? "metrics server failed to start, retrying" :
+						"metrics server cannot start",
 					"address=%s reason=%s", d->cfg.metrics.address,
 					log_q(err ? err : ""));
 		else

@@ -473,9 +473,9 @@ static void update_podres(struct daemon *d)
 		podres_stop(d);
 	if (!want)
 		return;
-	if (!d->podres && podres_new(d->loop, d->cfg.pod_resources_socket,
-				     mask ? PODRES_INTERVAL : 0, mask ? on_podres : NULL, d,
-				     &d->podres) == 0) {
+	if (!d->podres &&
+	    podres_new(d->loop, d->cfg.pod_resources_socket, mask ? PODRES_INTERVAL : 0,
+		       mask ? on_podres : NULL, d, &d->podres) == 0) {
 		d->podres_mask = mask;
 		if (mask)
 			log_info("watching pod-resources for gpumem placement", "socket=%s",

@@ -170,8 +170,12 @@ static uint64_t all_mask(const struct gpu_monitor *m)
 }
 
 static const char *const reason_names[GPU_REASON_COUNT] = {
-	[GPU_REASON_XID] = "xid",	[GPU_REASON_ECC] = "ecc",     [GPU_REASON_LOST] = "lost",
-	[GPU_REASON_PROBE] = "probe",	[GPU_REASON_DRIVER] = "driver", [GPU_REASON_HUNG] = "hung",
+	[GPU_REASON_XID] = "xid",
+	[GPU_REASON_ECC] = "ecc",
+	[GPU_REASON_LOST] = "lost",
+	[GPU_REASON_PROBE] = "probe",
+	[GPU_REASON_DRIVER] = "driver",
+	[GPU_REASON_HUNG] = "hung",
 	[GPU_REASON_RECOVERED] = "recovered",
 };
 
@@ -860,8 +864,7 @@ bool gpu_monitor_hung(const struct gpu_monitor *m)
 	return m->inflight_hung;
 }
 
-const struct gpu_monitor_gpu_stats *gpu_monitor_gpu_stats(const struct gpu_monitor *m,
-							  unsigned gpu)
+const struct gpu_monitor_gpu_stats *gpu_monitor_gpu_stats(const struct gpu_monitor *m, unsigned gpu)
 {
 	return m && gpu < m->n_gpus ? &m->gpus[gpu].st : NULL;
 }

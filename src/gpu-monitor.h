@@ -72,7 +72,6 @@ struct gpu_monitor_stats {
 	uint64_t hung_calls; /* backend calls that ran past call_timeout */
 };
 
-
 /* A GPU's health changed (index into the GPUs of the last discovery). */
 typedef void gpu_health_fn(struct gpu_monitor *m, unsigned gpu, enum gpu_health health,
 			   const char *reason, void *userdata);
@@ -152,8 +151,8 @@ bool gpu_monitor_hung(const struct gpu_monitor *m);
  * Telemetry. @samples and @r hold @n entries, by the monitor's GPU indices: @r[i] is 0 or the
  * -errno of GPU i's sample (then samples[i] is all "not supported"). Valid during the call.
  */
-typedef void gpu_sampled_fn(struct gpu_monitor *m, const struct gpu_sample *samples,
-			    const int *r, unsigned n, void *userdata);
+typedef void gpu_sampled_fn(struct gpu_monitor *m, const struct gpu_sample *samples, const int *r,
+			    unsigned n, void *userdata);
 void gpu_monitor_on_sampled(struct gpu_monitor *m, gpu_sampled_fn *fn, void *userdata);
 /*
  * Asks the worker for one sample of every GPU, after the jobs that matter for health (requests

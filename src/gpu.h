@@ -108,7 +108,7 @@ struct gpu_event {
 
 /* A compute process on a GPU, as the driver lists it. */
 struct gpu_process {
-	uint32_t pid;	  /* in the host's PID namespace */
+	uint32_t pid;	   /* in the host's PID namespace */
 	uint64_t mem_used; /* bytes; UINT64_MAX when the driver does not say */
 };
 

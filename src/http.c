@@ -362,8 +362,8 @@ void http_server_get_stats(const struct http_server *s, struct http_stats *ret)
  * Parses "[host]:port" into @sa (*@all: no host, every address). Numeric hosts only.
  * Returns 0 or -EINVAL with *@reterr naming the bad part.
  */
-static int parse_address(const char *a, struct sockaddr_storage *sa, socklen_t *len, bool *all,
-			 char **reterr)
+int http_parse_address(const char *a, struct sockaddr_storage *sa, socklen_t *len, bool *all,
+		       char **reterr)
 {
 	const char *colon, *host_end, *host = a;
 	char hostbuf[INET6_ADDRSTRLEN];
@@ -465,7 +465,7 @@ static int http_listen(struct http_server *s, const char *address, char **reterr
 	int r;
 
 	memset(&sa, 0, sizeof(sa));
-	r = parse_address(address, &sa, &len, &all, reterr);
+	r = http_parse_address(address, &sa, &len, &all, reterr);
 	if (r < 0)
 		return r;
 	r = listen_on(&sa, len, all);

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "loop.h"
 #include "util.h"
@@ -46,6 +47,14 @@ struct http_opts {
  * it stays valid until http_respond() returns or the server is freed.
  */
 typedef void http_handler_fn(struct http_request *r, void *userdata);
+
+/*
+ * Parses an address as http_opts.address takes it (config checks use it too). Fills @sa/@len;
+ * *@all: ":port", every IPv4 and IPv6 address. Returns 0 or -EINVAL with *@reterr saying which
+ * part is wrong.
+ */
+int http_parse_address(const char *a, struct sockaddr_storage *sa, socklen_t *len, bool *all,
+		       char **reterr) WARN_UNUSED;
 
 /*
  * Binds and listens on o->address (SOCK_CLOEXEC, SO_REUSEADDR) and serves on @l. Returns 0,

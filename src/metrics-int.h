@@ -35,8 +35,8 @@ struct metrics_gpu {
 struct metrics_hold {
 	char *namespace_, *pod, *container, *resource;
 	char uuid[GPU_UUID_MAX];
-	unsigned count;	     /* devices: 1, replicas, gpumem units */
-	unsigned total;	     /* devices of the resource on this GPU */
+	unsigned count; /* devices: 1, replicas, gpumem units */
+	unsigned total; /* devices of the resource on this GPU */
 	bool gpumem;
 	uint64_t unit_bytes; /* gpumem: bytes per unit; 0 otherwise */
 };

@@ -160,8 +160,8 @@ static const struct resource *find_resource(const struct hold_build *b, const ch
 	return NULL;
 }
 
-static void add_owner(const char *ns, const char *pod, const char *container,
-		      const char *resource, const char *id, void *userdata)
+static void add_owner(const char *ns, const char *pod, const char *container, const char *resource,
+		      const char *id, void *userdata)
 {
 	struct hold_build *b = userdata;
 	const struct resource *r = find_resource(b, resource);

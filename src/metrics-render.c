@@ -41,10 +41,10 @@ static double fb_free(const struct gpu_sample *s)
 	return (double)((s->mem_total - s->mem_used) / MIB);
 }
 
-#define FIELD(f)                                         \
+#define FIELD(f)                                          \
 	static double get_##f(const struct gpu_sample *s) \
-	{                                                \
-		return s->f;                             \
+	{                                                 \
+		return s->f;                              \
 	}
 FIELD(temperature_c)
 FIELD(temp_slowdown_c)
@@ -114,9 +114,9 @@ static const struct {
 	uint64_t bit;
 	const char *name;
 } clock_events[] = {
-	{ 0x1, "gpu_idle" },	  { 0x2, "clocks_setting" }, { 0x4, "power_cap" },
-	{ 0x8, "hw_slowdown" },	  { 0x10, "sync_boost" },    { 0x20, "sw_thermal" },
-	{ 0x40, "hw_thermal" },	  { 0x80, "hw_power_brake" }, { 0x100, "display_clocks" },
+	{ 0x1, "gpu_idle" },	{ 0x2, "clocks_setting" },  { 0x4, "power_cap" },
+	{ 0x8, "hw_slowdown" }, { 0x10, "sync_boost" },	    { 0x20, "sw_thermal" },
+	{ 0x40, "hw_thermal" }, { 0x80, "hw_power_brake" }, { 0x100, "display_clocks" },
 };
 
 /* The cached sample of @uuid, or NULL when none (or it failed). */
@@ -194,8 +194,8 @@ static void render_gpus(struct metrics *m, struct prom *p)
 	prom_family(p, "DCGM_FI_DEV_XID_ERRORS", PROM_GAUGE,
 		    "Value of the last XID error encountered.");
 	for (unsigned i = 0; i < m->n_gpus; i++) {
-		const struct gpu_monitor_gpu_stats *st =
-			m->mon ? gpu_monitor_gpu_stats(m->mon, i) : NULL;
+		const struct gpu_monitor_gpu_stats *st = m->mon ? gpu_monitor_gpu_stats(m->mon, i) :
+								  NULL;
 
 		gpu_labels(m, &m->gpus[i], true, &l);
 		prom_sample(p, NULL, &l, st ? (double)st->last_xid : 0);
@@ -260,8 +260,9 @@ static void render_health(struct metrics *m, struct prom *p)
 				short_labels(m, m->gpus[i].index, m->gpus[i].uuid, &l);
 				prom_labels_push(&l, "xid", code);
 				prom_sample(p, NULL, &l,
-					    pass == 0 ? (double)st->xids[x].count :
-							(double)st->xids[x].last_wall / USEC_PER_SEC);
+					    pass == 0 ?
+						    (double)st->xids[x].count :
+						    (double)st->xids[x].last_wall / USEC_PER_SEC);
 			}
 		}
 	}
@@ -447,7 +448,8 @@ static void render_process(struct metrics *m, struct prom *p)
 	prom_family(p, "process_cpu_seconds_total", PROM_COUNTER,
 		    "Total user and system CPU time spent in seconds.");
 	prom_sample(p, NULL, NULL, (double)(utime + stime) / (double)tck);
-	prom_family(p, "process_resident_memory_bytes", PROM_GAUGE, "Resident memory size in bytes.");
+	prom_family(p, "process_resident_memory_bytes", PROM_GAUGE,
+		    "Resident memory size in bytes.");
 	prom_sample(p, NULL, NULL, (double)rss * (double)pg);
 	prom_family(p, "process_virtual_memory_bytes", PROM_GAUGE, "Virtual memory size in bytes.");
 	prom_sample(p, NULL, NULL, (double)vsize);
@@ -461,8 +463,8 @@ static void render_process(struct metrics *m, struct prom *p)
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
 		prom_family(p, "process_max_fds", PROM_GAUGE,
 			    "Maximum number of open file descriptors.");
-		prom_sample(p, NULL, NULL, rl.rlim_cur == RLIM_INFINITY ? INFINITY :
-									    (double)rl.rlim_cur);
+		prom_sample(p, NULL, NULL,
+			    rl.rlim_cur == RLIM_INFINITY ? INFINITY : (double)rl.rlim_cur);
 	}
 }
 

@@ -34,8 +34,8 @@ struct metrics_opts {
 	const char *address;	  /* ":9400" */
 	unsigned max_connections; /* 16 */
 	usec_t connection_timeout;
-	usec_t min_interval; /* 1 s */
-	usec_t scrape_wait;  /* 500 ms */
+	usec_t min_interval;	    /* 1 s */
+	usec_t scrape_wait;	    /* 500 ms */
 	const char *hostname_label; /* "Hostname" or "hostname" */
 	const char *node_name;	    /* NULL: gethostname() */
 	const char *host_proc;	    /* "/proc" */

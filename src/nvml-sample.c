@@ -5,9 +5,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "util.h"
-
 #include "nvml-int.h"
+#include "util.h"
 
 static double get_uint(struct nvml_backend *n, nvml_fn_nvmlDeviceGetPowerUsage *fn,
 		       struct nvml_device *h, double scale, enum nvml_return *worst)
@@ -135,8 +134,8 @@ int nvml_sample(struct gpu_backend *b, unsigned gpu, struct gpu_sample *ret)
 	if (n->f.nvmlDeviceGetTotalEnergyConsumption)
 		s.energy_mj = get_ull(NVC(n, nvmlDeviceGetTotalEnergyConsumption), h, &worst);
 	if (n->f.nvmlDeviceGetCurrentClocksThrottleReasons)
-		s.clock_reasons = get_ull(NVC(n, nvmlDeviceGetCurrentClocksThrottleReasons), h,
-					  &worst);
+		s.clock_reasons =
+			get_ull(NVC(n, nvmlDeviceGetCurrentClocksThrottleReasons), h, &worst);
 	sample_procs(n, h, &s, &worst);
 	/* A lost GPU or a changed driver is an error; a missing metric is only NaN. */
 	if (worst == NVML_RET_GPU_IS_LOST || nvml_driver_gone(worst))

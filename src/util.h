@@ -116,7 +116,7 @@ static inline void bitmap_clear(uint64_t *w, unsigned i)
 }
 
 bool streq_ptr(const char *a, const char *b);
-#define streq(a, b) (strcmp((a), (b)) == 0)
+#define streq(a, b)	      (strcmp((a), (b)) == 0)
 #define startswith(s, prefix) (strncmp((s), (prefix), strlen(prefix)) == 0)
 
 /*

@@ -329,6 +329,69 @@ static void test_edgegpu_section(void **state)
 	config_release(&c);
 }
 
+/* edgegpu.metrics and edgegpu.labels: defaults, values, errors naming file, line and key. */
+static void test_metrics_section(void **state)
+{
+	struct config_diag d = { 0 };
+	struct config c;
+	const char *flags_env[] = { "NODE_NAME=edge-7", "METRICS_ADDRESS=127.0.0.1:0",
+				    "LABELS_FILE=", NULL };
+
+	assert_int_equal(config_init(&c), 0);
+	assert_string_equal(c.metrics.address, ":9400");
+	assert_int_equal(c.metrics.min_interval, USEC_PER_SEC);
+	assert_int_equal(c.metrics.scrape_wait, 500 * USEC_PER_MSEC);
+	assert_int_equal(c.metrics.hostname_label, CONFIG_HOSTNAME_LABEL_UPPER);
+	assert_null(c.metrics.node_name);
+	assert_int_equal(c.metrics.max_connections, 16);
+	assert_string_equal(c.metrics.host_proc, "/proc");
+	assert_string_equal(c.metrics.pod_log_dir, "/var/log");
+	assert_string_equal(c.labels.file, CONFIG_DEFAULT_LABELS_FILE);
+	assert_int_equal(c.labels.expiry, 3600 * USEC_PER_SEC);
+	config_release(&c);
+
+	load_ok(&c, "edgegpu:\n  metrics:\n    address: \"\"\n    minInterval: 250ms\n"
+		    "    scrapeWait: 0s\n    hostnameLabel: hostname\n    maxConnections: 4\n"
+		    "    hostProc: /host/proc\n  labels:\n    file: /nfd/edgegpu\n"
+		    "    expiry: 10m\n");
+	assert_string_equal(c.metrics.address, "");
+	assert_int_equal(c.metrics.min_interval, 250 * USEC_PER_MSEC);
+	assert_int_equal(c.metrics.scrape_wait, 0);
+	assert_int_equal(c.metrics.hostname_label, CONFIG_HOSTNAME_LABEL_LOWER);
+	assert_int_equal(c.metrics.max_connections, 4);
+	assert_string_equal(c.metrics.host_proc, "/host/proc");
+	assert_string_equal(c.labels.file, "/nfd/edgegpu");
+	assert_int_equal(c.labels.expiry, 600 * USEC_PER_SEC);
+	assert_int_equal(config_apply_env(&c, (char *const *)flags_env, &d), 0);
+	assert_string_equal(c.metrics.node_name, "edge-7");
+	assert_string_equal(c.metrics.address, "127.0.0.1:0");
+	assert_string_equal(c.labels.file, "");
+	assert_int_equal(config_validate(&c, &d), 0);
+	config_release(&c);
+	config_diag_release(&d);
+
+	expect_error("edgegpu: {metrics: {hostnameLabel: HOSTNAME}}\n",
+		     "t.yaml:1:36: edgegpu.metrics.hostnameLabel: invalid value \"HOSTNAME\", "
+		     "expected one of: Hostname, hostname");
+	expect_error("edgegpu: {metrics: {minInterval: 1ms}}\n",
+		     "t.yaml:1:34: edgegpu.metrics.minInterval: must be at least 100ms, got 1ms");
+	expect_error("edgegpu: {labels: {expiry: 30s}}\n",
+		     "t.yaml:1:28: edgegpu.labels.expiry: must be at least 1m, got 30s");
+
+	/* An address that can never listen: refused by the checks, at its line. */
+	assert_int_equal(config_init(&c), 0);
+	assert_int_equal(load_str(&c, "version: v1\nedgegpu:\n  metrics:\n    address: [::1\n", &d),
+			 -EINVAL);
+	config_diag_release(&d);
+	assert_int_equal(
+		load_str(&c, "version: v1\nedgegpu:\n  metrics:\n    address: \"[::1\"\n", &d), 0);
+	assert_int_equal(config_validate(&c, &d), -EINVAL);
+	assert_one_error(&d, "t.yaml:4:14: edgegpu.metrics.address: address \"[::1\": missing ']' "
+			     "after the IPv6 address");
+	config_diag_release(&d);
+	config_release(&c);
+}
+
 static void test_yaml_types(void **state)
 {
 	struct config c;
@@ -1423,6 +1486,7 @@ int main(void)
 		cmocka_unit_test(test_time_slicing),
 		cmocka_unit_test(test_gpumem),
 		cmocka_unit_test(test_edgegpu_section),
+		cmocka_unit_test(test_metrics_section),
 		cmocka_unit_test(test_yaml_types),
 		cmocka_unit_test(test_error_kinds),
 		cmocka_unit_test(test_warning_at_default),

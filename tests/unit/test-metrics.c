@@ -87,7 +87,8 @@ static int setup(void **state)
 		d->mem_total = 16384 * MIB;
 		(void)snprintf(d->uuid, sizeof(d->uuid), "%s", i ? UUID1 : UUID0);
 		(void)snprintf(d->pci_bus_id, sizeof(d->pci_bus_id), "00000000:0%u:00.0", i + 1);
-		(void)snprintf(d->name, sizeof(d->name), "%s", i ? "NVIDIA \"L4\"\\x\n" : "NVIDIA A2");
+		(void)snprintf(d->name, sizeof(d->name), "%s",
+			       i ? "NVIDIA \"L4\"\\x\n" : "NVIDIA A2");
 	}
 	e->info = (struct gpu_info){ .devices = e->devs, .n_devices = 2 };
 	(void)snprintf(e->info.driver_version, sizeof(e->info.driver_version), "550.54.15");
@@ -303,7 +304,8 @@ static void test_pods_and_processes(void **state)
 	assert_true(value(e, "DCGM_FI_DEV_FB_USED{gpu=\"0\"") == 2048);
 	assert_true(value(e, "DCGM_FI_DEV_FB_FREE{gpu=\"0\"") == 14336);
 	/* hostile model name escaped */
-	assert_non_null(strstr((const char *)e->out.data, "modelName=\"NVIDIA \\\"L4\\\"\\\\x\\n\""));
+	assert_non_null(
+		strstr((const char *)e->out.data, "modelName=\"NVIDIA \\\"L4\\\"\\\\x\\n\""));
 	assert_true(value(e, "edgegpu_pod_gpumem_limit_bytes{gpu=\"0\",UUID=\"" UUID0
 			     "\",Hostname=\"edge-1\",namespace=\"default\",pod=\"infer-a\"") ==
 		    4 * 256 * MIB);
@@ -314,11 +316,15 @@ static void test_pods_and_processes(void **state)
 			     "\",Hostname=\"edge-1\",namespace=\"default\",pod=\"infer-a\"") ==
 		    1536 * MIB);
 	assert_true(value(e, "edgegpu_pod_gpu_allocation{gpu=\"1\"") == 1);
-	assert_non_null(strstr((const char *)e->out.data, "pid=\"1003\",reason=\"host\"} 104857600"));
-	assert_non_null(strstr((const char *)e->out.data, "pid=\"4242\",reason=\"no-proc\"} 8388608"));
-	assert_true(value(e, "edgegpu_gpumem_units{gpu=\"0\",UUID=\"" UUID0
-			     "\",Hostname=\"edge-1\",resource=\"nvidia.com/gpumem\",state=\"allocated\"") ==
-		    6);
+	assert_non_null(
+		strstr((const char *)e->out.data, "pid=\"1003\",reason=\"host\"} 104857600"));
+	assert_non_null(
+		strstr((const char *)e->out.data, "pid=\"4242\",reason=\"no-proc\"} 8388608"));
+	assert_true(
+		value(e,
+		      "edgegpu_gpumem_units{gpu=\"0\",UUID=\"" UUID0
+		      "\",Hostname=\"edge-1\",resource=\"nvidia.com/gpumem\",state=\"allocated\"") ==
+		6);
 	/* every family once, its samples together */
 	assert_int_equal(count_lines(e, "# TYPE DCGM_FI_DEV_GPU_TEMP "), 1);
 	assert_int_equal(count_lines(e, "# TYPE edgegpu_pod_gpu_memory_used_bytes "), 1);

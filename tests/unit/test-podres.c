@@ -278,12 +278,90 @@ static void test_poller_sees_a_shuffled_stable_set(void **state)
 	free(sock);
 }
 
+struct owners {
+	unsigned n;
+	char pod[64], ns[64], container[64];
+};
+
+static void on_owner(const char *ns, const char *pod, const char *container, const char *resource,
+		     const char *id, void *userdata)
+{
+	struct owners *o = userdata;
+
+	o->n++;
+	(void)snprintf(o->pod, sizeof(o->pod), "%s", pod);
+	(void)snprintf(o->ns, sizeof(o->ns), "%s", ns);
+	(void)snprintf(o->container, sizeof(o->container), "%s", container);
+}
+
+static void on_answer(struct podres *p, const uint8_t *resp, size_t len, void *userdata)
+{
+	struct owners *o = userdata;
+
+	assert_int_equal(podres_for_each_owner(resp, len, on_owner, o), 0);
+}
+
+/*
+ * On demand (interval 0, the metrics' mode): one List at the start, then only when asked;
+ * every answer goes to the answer callback, with its holders.
+ */
+static void test_poller_on_demand_hands_every_answer(void **state)
+{
+	char dir[] = "/tmp/test-podres-XXXXXX";
+	char *sock;
+	struct loop *l = NULL;
+	struct grpc_server *s = NULL;
+	struct podres *p = NULL;
+	struct fake f = {
+		.devs = { SET, SET_SHUFFLED },
+		.n = { ELEMENTSOF(SET), ELEMENTSOF(SET_SHUFFLED) },
+		.per_pod = { 2, 1 },
+	};
+	struct owners o = { 0 };
+	const uint8_t junk[] = { 0xff, 0xff, 0xff };
+
+	assert_non_null(mkdtemp(dir));
+	sock = path_join(dir, "kubelet.sock");
+	assert_non_null(sock);
+	assert_int_equal(loop_new(&l), 0);
+	assert_int_equal(grpc_server_new(l, methods, ELEMENTSOF(methods), NULL, &f, &s), 0);
+	assert_int_equal(grpc_server_listen(s, sock), 0);
+	assert_int_equal(podres_new(l, sock, 0, NULL, NULL, &p), 0);
+	podres_on_answer(p, on_answer, &o);
+	run_until_calls(l, &f, 1);
+	while (o.n < ELEMENTSOF(SET))
+		assert_int_equal(loop_run_once(l, 10 * USEC_PER_MSEC), 0);
+	assert_int_equal(o.n, ELEMENTSOF(SET));
+	assert_string_equal(o.pod, "pod");
+	assert_string_equal(o.ns, "default");
+	assert_string_equal(o.container, "c");
+	/* Asked twice more: two more Lists, each answer handed over (no stability needed). */
+	podres_poll_now(p);
+	run_until_calls(l, &f, 2);
+	while (o.n < 2 * ELEMENTSOF(SET))
+		assert_int_equal(loop_run_once(l, 10 * USEC_PER_MSEC), 0);
+	podres_poll_now(p);
+	run_until_calls(l, &f, 3);
+	while (o.n < 3 * ELEMENTSOF(SET))
+		assert_int_equal(loop_run_once(l, 10 * USEC_PER_MSEC), 0);
+	assert_int_equal(f.calls, 3);
+	assert_int_equal(podres_for_each_owner(junk, sizeof(junk), on_owner, &o), -EBADMSG);
+
+	podres_free(p);
+	grpc_server_free(s);
+	loop_free(l);
+	unlink(sock);
+	rmdir(dir);
+	free(sock);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_canonical_ignores_order_and_duplicates),
 		cmocka_unit_test(test_canonical_empty_and_malformed),
 		cmocka_unit_test(test_poller_sees_a_shuffled_stable_set),
+		cmocka_unit_test(test_poller_on_demand_hands_every_answer),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
