@@ -17,8 +17,6 @@
 #include "resource.h"
 #include "version.h"
 
-#define MIB ((uint64_t)1 << 20)
-
 static double u64(uint64_t v)
 {
 	return v == UINT64_MAX ? NAN : (double)v;
@@ -26,19 +24,19 @@ static double u64(uint64_t v)
 
 static double fb_used(const struct gpu_sample *s)
 {
-	return s->mem_used == UINT64_MAX ? NAN : (double)(s->mem_used / MIB);
+	return s->mem_used == UINT64_MAX ? NAN : (double)(s->mem_used >> 20); /* whole MiB */
 }
 
 static double fb_total(const struct gpu_sample *s)
 {
-	return s->mem_total == UINT64_MAX ? NAN : (double)(s->mem_total / MIB);
+	return s->mem_total == UINT64_MAX ? NAN : (double)(s->mem_total >> 20);
 }
 
 static double fb_free(const struct gpu_sample *s)
 {
 	if (s->mem_total == UINT64_MAX || s->mem_used == UINT64_MAX || s->mem_used > s->mem_total)
 		return NAN;
-	return (double)((s->mem_total - s->mem_used) / MIB);
+	return (double)((s->mem_total - s->mem_used) >> 20);
 }
 
 #define FIELD(f)                                          \
@@ -408,9 +406,8 @@ static void render_pods(struct metrics *m, struct prom *p)
 static void render_process(struct metrics *m, struct prom *p)
 {
 	char buf[1024], *s;
-	unsigned long utime = 0, stime = 0, vsize = 0;
-	unsigned long long start = 0;
-	long rss = 0, tck = sysconf(_SC_CLK_TCK), pg = sysconf(_SC_PAGESIZE);
+	unsigned long long utime = 0, stime = 0, vsize = 0, start = 0, rss = 0;
+	long tck = sysconf(_SC_CLK_TCK), pg = sysconf(_SC_PAGESIZE);
 	double boot = 0;
 	struct rlimit rl;
 	FILE *f;
@@ -419,21 +416,32 @@ static void render_process(struct metrics *m, struct prom *p)
 
 	f = fopen("/proc/self/stat", "re");
 	if (f) {
+		/* after "pid (comm) ": field 3 (state) is token 0; utime is field 14, stime 15,
+		   starttime 22, vsize 23, rss 24 */
 		s = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
-		/* after "pid (comm)": state is field 3; utime 14, stime 15, starttime 22, vsize 23,
-		   rss 24 */
-		if (!s || sscanf(s + 2,
-				 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d "
-				 "%*d %*d %*d %llu %lu %ld",
-				 &utime, &stime, &start, &vsize, &rss) != 5)
-			utime = stime = vsize = 0, rss = 0, start = 0;
+		for (unsigned tok = 0; s && (s = strchr(s, ' ')); tok++) {
+			unsigned long long v = strtoull(++s, NULL, 10);
+
+			if (tok == 11)
+				utime = v;
+			else if (tok == 12)
+				stime = v;
+			else if (tok == 19)
+				start = v;
+			else if (tok == 20)
+				vsize = v;
+			else if (tok == 21)
+				rss = v;
+		}
 		(void)fclose(f);
 	}
 	f = fopen("/proc/stat", "re");
 	if (f) {
 		while (fgets(buf, sizeof(buf), f))
-			if (sscanf(buf, "btime %lf", &boot) == 1)
+			if (startswith(buf, "btime ")) {
+				boot = strtod(buf + 6, NULL);
 				break;
+			}
 		(void)fclose(f);
 	}
 	d = opendir("/proc/self/fd");

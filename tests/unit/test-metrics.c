@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <ftw.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,12 +197,15 @@ static double value(const struct env *e, const char *prefix)
 		p = strchr(p, '\n');
 		p = p ? p + 1 : NULL;
 	}
-	if (!hit)
+	if (!hit) {
 		fail_msg("no sample starts with %s in:\n%.*s", prefix, (int)e->out.len,
 			 (const char *)e->out.data);
+		return NAN;
+	}
 	{
 		char line[1024];
-		size_t n = (size_t)(strchr(hit, '\n') - hit);
+		const char *eol = strchr(hit, '\n');
+		size_t n = eol ? (size_t)(eol - hit) : strlen(hit);
 
 		assert_true(n < sizeof(line));
 		memcpy(line, hit, n);
@@ -308,10 +312,10 @@ static void test_pods_and_processes(void **state)
 		strstr((const char *)e->out.data, "modelName=\"NVIDIA \\\"L4\\\"\\\\x\\n\""));
 	assert_true(value(e, "edgegpu_pod_gpumem_limit_bytes{gpu=\"0\",UUID=\"" UUID0
 			     "\",Hostname=\"edge-1\",namespace=\"default\",pod=\"infer-a\"") ==
-		    4 * 256 * MIB);
+		    MIB * 4 * 256);
 	assert_true(value(e, "edgegpu_pod_gpumem_limit_bytes{gpu=\"0\",UUID=\"" UUID0
 			     "\",Hostname=\"edge-1\",namespace=\"default\",pod=\"infer-b\"") ==
-		    2 * 256 * MIB);
+		    MIB * 2 * 256);
 	assert_true(value(e, "edgegpu_pod_gpu_memory_used_bytes{gpu=\"0\",UUID=\"" UUID0
 			     "\",Hostname=\"edge-1\",namespace=\"default\",pod=\"infer-a\"") ==
 		    1536 * MIB);
