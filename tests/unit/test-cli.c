@@ -423,7 +423,7 @@ static void expect_label_of(const char *out, const char *key, const char *want)
 static void labels_of_fixture(const char *fixture, const char *family)
 {
 	char *path = strdup_printf("%s/%s", FAKE_NVML_FIXTURES, fixture), *product, count[16];
-	char *sysfs = strdup("/tmp/test-cli-sysfs-XXXXXX"), *cmd, *pn;
+	char sysfs[] = "/tmp/test-cli-sysfs-XXXXXX", *cmd, *pn;
 	struct fixture_gpu g;
 	struct run r;
 
@@ -489,7 +489,6 @@ static void labels_of_fixture(const char *fixture, const char *family)
 	assert_int_equal(system(cmd), 0);
 	free(cmd);
 	free(pn);
-	free(sysfs);
 	free(product);
 	free(path);
 }
