@@ -153,6 +153,7 @@ class Endpoints(NodeTest):
             f.write(text.replace("name = NVIDIA A2", "name = " + hostile, 1))
         d = n.start_daemon()
         n.wait_register(timeout=10)
+        n.wait_devices(healthy_count=2, timeout=10)
         ev = n.emu.admit("evil%22pod%5C%0Aname", f"c1:{RESOURCE}=1")
         self.assertTrue(ev["ok"], ev)
         status, _, body = d.http("/metrics")
