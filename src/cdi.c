@@ -409,26 +409,6 @@ static const char *errstr(int e, char *buf, size_t size)
 	return strerror_r(e, buf, size);
 }
 
-static int write_all(int fd, const void *data, size_t len)
-{
-	const char *p = data;
-
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 int cdi_spec_write_file(const char *dir, const void *data, size_t len, char **reterr)
 {
 	char *path = NULL, *tmp = NULL, eb[128];
@@ -460,7 +440,7 @@ int cdi_spec_write_file(const char *dir, const void *data, size_t len, char **re
 		r = -errno;
 		goto fail;
 	}
-	r = write_all(fd, data, len);
+	r = fd_write_all(fd, data, len);
 	if (r < 0)
 		goto fail;
 	/* The data must be on disk before the rename makes it the spec. */

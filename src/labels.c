@@ -470,7 +470,6 @@ static int compose(const struct labels_writer *w, const struct buf *lines, struc
 /* Writes @data to the dotfile, syncs it and renames it over the file. Returns 0 or -errno. */
 static int write_atomic(const struct labels_writer *w, const void *data, size_t len)
 {
-	size_t off = 0;
 	int fd, dfd, r;
 
 	/* Whatever a crash or someone else left there goes: we create the file ourselves. */
@@ -479,17 +478,9 @@ static int write_atomic(const struct labels_writer *w, const void *data, size_t 
 	fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
 		return -errno;
-	while (off < len) {
-		ssize_t n = write(fd, (const char *)data + off, len - off);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			r = -errno;
-			goto fail;
-		}
-		off += (size_t)n;
-	}
+	r = fd_write_all(fd, data, len);
+	if (r < 0)
+		goto fail;
 	if (fchmod(fd, 0644) < 0 || fsync(fd) < 0 || rename(w->tmp, w->path) < 0) {
 		r = -errno;
 		goto fail;

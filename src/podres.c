@@ -243,30 +243,26 @@ out:
 	return r;
 }
 
+struct device_fn {
+	void (*fn)(const char *resource, const char *id, void *userdata);
+	void *userdata;
+};
+
+static void owner_to_device(const char *namespace_, const char *pod, const char *container,
+			    const char *resource, const char *id, void *userdata)
+{
+	const struct device_fn *d = userdata;
+
+	d->fn(resource, id, d->userdata);
+}
+
 int podres_for_each_device(const uint8_t *resp, size_t len,
 			   void (*fn)(const char *resource, const char *id, void *userdata),
 			   void *userdata)
 {
-	V1__ListPodResourcesResponse *m = v1__list_pod_resources_response__unpack(NULL, len, resp);
+	struct device_fn d = { fn, userdata };
 
-	if (!m)
-		return -EBADMSG;
-	for (size_t i = 0; i < m->n_pod_resources; i++) {
-		const V1__PodResources *pr = m->pod_resources[i];
-
-		for (size_t c = 0; c < pr->n_containers; c++) {
-			const V1__ContainerResources *cr = pr->containers[c];
-
-			for (size_t d = 0; d < cr->n_devices; d++) {
-				const V1__ContainerDevices *cd = cr->devices[d];
-
-				for (size_t k = 0; k < cd->n_device_ids; k++)
-					fn(cd->resource_name, cd->device_ids[k], userdata);
-			}
-		}
-	}
-	v1__list_pod_resources_response__free_unpacked(m, NULL);
-	return 0;
+	return podres_for_each_owner(resp, len, owner_to_device, &d);
 }
 
 int podres_for_each_owner(const uint8_t *resp, size_t len, podres_owner_fn *fn, void *userdata)

@@ -39,6 +39,26 @@ int fd_close(int fd)
 	return -1;
 }
 
+int fd_write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 int safe_atou64(const char *s, uint64_t *ret)
 {
 	unsigned long long v;
@@ -252,7 +272,6 @@ int read_file(const char *path, size_t max, char **ret, size_t *ret_len)
 int write_file_atomic(const char *path, const void *data, size_t len, unsigned mode)
 {
 	char *tmp = NULL;
-	size_t off = 0;
 	int fd = -1, r;
 
 	if (asprintf(&tmp, "%s.tmp.%ld", path, (long)getpid()) < 0)
@@ -262,17 +281,9 @@ int write_file_atomic(const char *path, const void *data, size_t len, unsigned m
 		r = -errno;
 		goto out;
 	}
-	while (off < len) {
-		ssize_t n = write(fd, (const char *)data + off, len - off);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			r = -errno;
-			goto out_unlink;
-		}
-		off += (size_t)n;
-	}
+	r = fd_write_all(fd, data, len);
+	if (r < 0)
+		goto out_unlink;
 	if (fchmod(fd, mode) < 0 || fsync(fd) < 0) {
 		r = -errno;
 		goto out_unlink;

@@ -71,6 +71,8 @@ void buf_release(struct buf *b);
  * or -errno of read(); nothing is returned on failure.
  */
 int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len) WARN_UNUSED;
+/* Writes all of @data (retrying EINTR and short writes). Returns 0 or -errno (-EIO: wrote 0). */
+int fd_write_all(int fd, const void *data, size_t len) WARN_UNUSED;
 /* The same for the file at @path: -errno from open() too. */
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len) WARN_UNUSED;
 
