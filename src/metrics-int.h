@@ -29,6 +29,7 @@ struct metrics_gpu {
 	char device[24]; /* "nvidia<minor>" */
 	char model[GPU_NAME_MAX];
 	uint64_t mem_total;
+	const struct metrics_hold *holder; /* set for each rendering: metrics_pods_sole_holder() */
 };
 
 /* A container holding devices of a resource on a GPU (pod-resources). */
@@ -94,6 +95,16 @@ struct metrics {
 	usec_t pods_at;
 	bool pods_valid;
 
+	/* full answers allowed: a token bucket of max_scrapes, refilled max_scrapes a second */
+	unsigned max_scrapes;
+	double tokens;
+	usec_t tokens_at;
+	uint64_t throttled;
+	/* throttled scrapes, answered 429 a second later: a client in a loop waits, not spins */
+	struct http_request *tarpit[METRICS_WAITERS_MAX];
+	unsigned n_tarpit;
+	struct loop_timer *tarpit_timer;
+
 	/* deferred scrapes */
 	struct http_request *waiters[METRICS_WAITERS_MAX];
 	unsigned n_waiters;
@@ -102,6 +113,8 @@ struct metrics {
 	/* the answer being served */
 	struct buf body, gzip, why;
 	bool body_ready, gzip_ready, render_err_logged;
+	usec_t body_at; /* when the body was rendered */
+	double boot_time; /* /proc/stat btime, read once */
 	usec_t started_wall;
 };
 

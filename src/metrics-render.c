@@ -130,7 +130,7 @@ static const struct gpu_sample *sample_of(const struct metrics *m, const char *u
 static void gpu_labels(const struct metrics *m, const struct metrics_gpu *g, bool holder,
 		       struct prom_labels *l)
 {
-	const struct metrics_hold *h = holder ? metrics_pods_sole_holder(m, g->uuid) : NULL;
+	const struct metrics_hold *h = holder ? g->holder : NULL;
 
 	*l = (struct prom_labels){ 0 };
 	prom_labels_push(l, "gpu", g->index);
@@ -435,15 +435,16 @@ static void render_process(struct metrics *m, struct prom *p)
 		}
 		(void)fclose(f);
 	}
-	f = fopen("/proc/stat", "re");
+	f = m->boot_time ? NULL : fopen("/proc/stat", "re");
 	if (f) {
 		while (fgets(buf, sizeof(buf), f))
 			if (startswith(buf, "btime ")) {
-				boot = strtod(buf + 6, NULL);
+				m->boot_time = strtod(buf + 6, NULL);
 				break;
 			}
 		(void)fclose(f);
 	}
+	boot = m->boot_time;
 	d = opendir("/proc/self/fd");
 	if (d) {
 		for (const struct dirent *e = readdir(d); e; e = readdir(d))
@@ -513,6 +514,9 @@ static void render_self(struct metrics *m, struct prom *p)
 	prom_family(p, "edgegpu_metrics_samples_total", PROM_COUNTER,
 		    "GPU telemetry samples taken (none while nobody scrapes).");
 	prom_sample(p, NULL, NULL, (double)m->samples_taken);
+	prom_family(p, "edgegpu_metrics_scrapes_throttled_total", PROM_COUNTER,
+		    "Scrapes answered 429: more than maxConnections a second.");
+	prom_sample(p, NULL, NULL, (double)m->throttled);
 }
 
 int metrics_render(struct metrics *m, struct buf *out)
@@ -520,6 +524,8 @@ int metrics_render(struct metrics *m, struct buf *out)
 	struct prom p;
 
 	out->len = 0;
+	for (unsigned i = 0; i < m->n_gpus; i++)
+		m->gpus[i].holder = metrics_pods_sole_holder(m, m->gpus[i].uuid);
 	prom_init(&p, out);
 	render_gpus(m, &p);
 	render_health(m, &p);

@@ -60,6 +60,8 @@ int metrics_set_opts(struct metrics *m, const struct metrics_opts *o)
 	    copy_opt(&m->pod_log_dir, o->pod_log_dir, "/var/log") < 0)
 		return -ENOMEM;
 	m->min_interval = o->min_interval ? o->min_interval : USEC_PER_SEC;
+	m->max_scrapes = o->max_connections ? o->max_connections : 16;
+	m->body_ready = false;
 	m->scrape_wait = o->scrape_wait;
 	return metrics_pods_set_log_dir(m);
 }
@@ -93,6 +95,7 @@ int metrics_set_gpus(struct metrics *m, const struct gpu_info *info)
 		m->cuda_version[0] = 0;
 	cache_release(m);
 	m->sampled_at = 0;
+	m->body_ready = false;
 	return 0;
 }
 
@@ -122,6 +125,7 @@ static int respond_metrics(struct metrics *m, struct http_request *r)
 			log_warn_errno(e, "a metric family was left out of the exposition", NULL);
 		}
 		m->body_ready = true;
+		m->body_at = now_usec();
 		m->gzip_ready = false;
 	}
 	body = m->body.data;
@@ -143,11 +147,9 @@ static int respond_metrics(struct metrics *m, struct http_request *r)
 static void flush_waiters(struct metrics *m)
 {
 	loop_timer_disarm(m->wait_timer);
-	m->body_ready = false;
 	for (unsigned i = 0; i < m->n_waiters; i++)
 		(void)respond_metrics(m, m->waiters[i]);
 	m->n_waiters = 0;
-	m->body_ready = false;
 }
 
 static void on_wait_timeout(struct loop_timer *t, void *userdata)
@@ -174,6 +176,7 @@ static void on_sampled(struct gpu_monitor *mon, const struct gpu_sample *samples
 
 	m->sample_pending = false;
 	metrics_cache_store(m, samples, r, n);
+	m->body_ready = false;
 	maybe_flush(m);
 }
 
@@ -183,6 +186,7 @@ static void on_podres_answer(struct podres *p, const uint8_t *resp, size_t len, 
 
 	m->podres_pending = false;
 	metrics_pods_store(m, resp, len);
+	m->body_ready = false;
 	maybe_flush(m);
 }
 
@@ -210,8 +214,70 @@ static bool refresh(struct metrics *m)
 	return m->sample_pending || m->podres_pending;
 }
 
+/*
+ * At most max_scrapes full answers a second (a burst of max_scrapes): past that, a cheap 429.
+ * Scrapers come a few times a minute; a client that scrapes in a loop must not take the loop
+ * from the kubelet (bench: Allocate p99 under 50 parallel scrapers).
+ */
+static bool take_token(struct metrics *m)
+{
+	usec_t now = now_usec();
+	double cap = m->max_scrapes;
+
+	if (m->tokens_at)
+		m->tokens = MIN(cap, m->tokens + (double)(now - m->tokens_at) * cap / USEC_PER_SEC);
+	else
+		m->tokens = cap;
+	m->tokens_at = now;
+	if (m->tokens < 1)
+		return false;
+	m->tokens -= 1;
+	return true;
+}
+
+/*
+ * An exposition is rendered at most once per min_interval, and again when a sample or a
+ * pod-resources answer came: every scrape in between gets the same bytes (with many scrapers,
+ * the loop renders once a second, not once a scrape).
+ */
+static void respond_throttled(struct http_request *r)
+{
+	static const char body[] = "too many scrapes, try again in a second\n";
+	static const char *const headers[] = { "Content-Type", "text/plain; charset=utf-8",
+					       "Retry-After", "1", NULL };
+
+	(void)http_respond_headers(r, 429, headers, body, sizeof(body) - 1);
+}
+
+static void on_tarpit(struct loop_timer *t, void *userdata)
+{
+	struct metrics *m = userdata;
+
+	for (unsigned i = 0; i < m->n_tarpit; i++)
+		respond_throttled(m->tarpit[i]);
+	m->n_tarpit = 0;
+}
+
 static void serve_metrics(struct metrics *m, struct http_request *r)
 {
+	if (!take_token(m)) {
+		m->throttled++;
+		if (m->n_tarpit == METRICS_WAITERS_MAX) {
+			respond_throttled(r);
+			return;
+		}
+		/* The answer waits a second: a client that scrapes in a loop waits with it. */
+		http_defer(r);
+		m->tarpit[m->n_tarpit++] = r;
+		if (!loop_timer_armed(m->tarpit_timer))
+			loop_timer_arm(m->tarpit_timer, USEC_PER_SEC);
+		return;
+	}
+	if (m->body_ready && now_usec() - m->body_at < m->min_interval) {
+		(void)respond_metrics(m, r);
+		return;
+	}
+	m->body_ready = false;
 	if (m->n_waiters < METRICS_WAITERS_MAX && refresh(m)) {
 		http_defer(r);
 		m->waiters[m->n_waiters++] = r;
@@ -219,9 +285,7 @@ static void serve_metrics(struct metrics *m, struct http_request *r)
 			loop_timer_arm(m->wait_timer, m->scrape_wait);
 		return;
 	}
-	m->body_ready = false;
 	(void)respond_metrics(m, r);
-	m->body_ready = false;
 }
 
 static void serve_ready(struct metrics *m, struct http_request *r)
@@ -294,6 +358,8 @@ int metrics_new(struct loop *l, const struct metrics_opts *o, const struct metri
 		goto fail;
 	}
 	r = loop_timer_new(l, on_wait_timeout, m, &m->wait_timer);
+	if (r >= 0)
+		r = loop_timer_new(l, on_tarpit, m, &m->tarpit_timer);
 	if (r < 0) {
 		set_error(reterr, r, "out of memory");
 		goto fail;
@@ -314,9 +380,10 @@ struct metrics *metrics_free(struct metrics *m)
 		return NULL;
 	metrics_set_monitor(m, NULL);
 	metrics_set_podres(m, NULL);
-	m->n_waiters = 0; /* the server answers them 503 */
+	m->n_waiters = m->n_tarpit = 0; /* the server answers them 503 */
 	m->http = http_server_free(m->http);
 	loop_timer_free(m->wait_timer);
+	loop_timer_free(m->tarpit_timer);
 	cache_release(m);
 	mgpus_release(m);
 	metrics_pods_release(m);

@@ -178,6 +178,24 @@ static void format_double(char *s, size_t size, double v)
 	}
 }
 
+/* printf's %lld, without printf (the hot path of a scrape: most values are integers). */
+static void format_int(char *s, size_t size, int64_t v)
+{
+	char tmp[24];
+	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	size_t n = 0, o = 0;
+
+	do {
+		tmp[n++] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0 && o + 1 < size)
+		s[o++] = '-';
+	while (n && o + 1 < size)
+		s[o++] = tmp[--n];
+	s[o] = 0;
+}
+
 /* Formats @v as a sample value or an "le" bound into @s (at least 32 bytes). */
 static void format_value(char *s, size_t size, double v)
 {
@@ -186,7 +204,7 @@ static void format_value(char *s, size_t size, double v)
 	else if (isinf(v))
 		(void)snprintf(s, size, "%s", v > 0 ? "+Inf" : "-Inf");
 	else if (v == floor(v) && fabs(v) <= 9007199254740992.0)
-		(void)snprintf(s, size, "%" PRId64, (int64_t)v);
+		format_int(s, size, (int64_t)v);
 	else
 		format_double(s, size, v);
 }
@@ -253,10 +271,20 @@ static bool label_names_valid(const struct prom_labels *l, const char *extra)
 	return true;
 }
 
+static int append_str(struct buf *b, const char *s)
+{
+	return buf_append(b, s, strlen(s));
+}
+
+/* The hot path of a scrape: no printf here. */
 static int append_label(struct buf *b, bool first, const char *name, const char *value)
 {
-	int r = buf_printf(b, "%s%s=\"", first ? "{" : ",", name);
+	int r = buf_append(b, first ? "{" : ",", 1);
 
+	if (r >= 0)
+		r = append_str(b, name);
+	if (r >= 0)
+		r = buf_append(b, "=\"", 2);
 	if (r >= 0)
 		r = append_escaped(b, value ? value : "", true);
 	if (r >= 0)
@@ -276,7 +304,9 @@ static void write_sample(struct prom *p, const char *suffix, const struct prom_l
 	bool first = true;
 	int r;
 
-	r = buf_printf(b, "%s%s", p->names[p->cur].name, suffix ? suffix : "");
+	r = append_str(b, p->names[p->cur].name);
+	if (r >= 0 && suffix)
+		r = append_str(b, suffix);
 	for (unsigned i = 0; r >= 0 && l && i < l->n; i++, first = false)
 		r = append_label(b, first, l->name[i], l->value[i]);
 	if (r >= 0 && extra_name) {
@@ -284,7 +314,11 @@ static void write_sample(struct prom *p, const char *suffix, const struct prom_l
 		first = false;
 	}
 	if (r >= 0)
-		r = buf_printf(b, "%s %s\n", first ? "" : "}", value);
+		r = append_str(b, first ? " " : "} ");
+	if (r >= 0)
+		r = append_str(b, value);
+	if (r >= 0)
+		r = buf_append(b, "\n", 1);
 	if (r < 0) {
 		b->len = start;
 		prom_fail(p, -ENOMEM);

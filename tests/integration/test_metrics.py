@@ -79,6 +79,26 @@ class Endpoints(NodeTest):
         self.assertEqual(headers.get("Content-Encoding"), "gzip")
         self.assertIn(b"DCGM_FI_DEV_GPU_TEMP", gzip.decompress(zbody))
 
+    def test_a_scraping_loop_is_throttled(self):
+        cfg = "version: v1\nedgegpu:\n  metrics:\n    maxConnections: 4\n"
+        n, d = self.up("two-gpus.conf", config=cfg)
+        t0 = time.monotonic()
+        got = [d.http("/metrics") for _ in range(6)]
+        took = time.monotonic() - t0
+        ok = [g for g in got if g[0] == 200]
+        slow = [g for g in got if g[0] == 429]
+        self.assertEqual(len(ok) + len(slow), 6, [g[0] for g in got])
+        self.assertGreaterEqual(len(ok), 4, "a burst of maxConnections is answered")
+        self.assertLessEqual(len(ok), 4 + int(took * 4) + 1, "then maxConnections a second")
+        self.assertTrue(slow, "the loop was throttled")
+        self.assertGreaterEqual(took, 0.9 * len(slow), "each 429 comes a second late")
+        self.assertEqual(slow[0][1]["Retry-After"], "1")
+        self.assertIn(b"too many scrapes", slow[0][2])
+        # /healthz is never throttled; the throttling is counted.
+        self.assertEqual(d.http("/healthz")[0], 200)
+        wait_until(lambda: one(d.scrape(), "edgegpu_metrics_scrapes_throttled_total")[1] >=
+                   len(slow), 10, "the throttled scrapes counted (next rendering)")
+
     def test_healthz_readyz_and_unknown_paths(self):
         n, d = self.up("two-gpus.conf")
         self.assertEqual(d.http("/healthz")[0], 200)
