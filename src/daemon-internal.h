@@ -84,6 +84,12 @@ struct daemon {
 	int exit_code;
 };
 
+/*
+ * The pod-resources poller (daemon.c): periodic for gpumem masking, on demand for the metrics,
+ * off when neither wants it. Call when either changes.
+ */
+void daemon_update_podres(struct daemon *d);
+
 /* daemon-metrics.c: the metrics server and the node labels, started, reloaded and stopped. */
 void daemon_metrics_start(struct daemon *d);
 /* After a SIGHUP applied the new config; @old is the one it replaced. */

@@ -270,7 +270,7 @@ static void start_server(struct daemon *d)
 	log_info("metrics server listening", "address=%s port=%u", d->cfg.metrics.address,
 		 metrics_port(d->metrics));
 	metrics_set_monitor(d->metrics, d->monitor);
-	metrics_set_podres(d->metrics, d->podres);
+	daemon_update_podres(d); /* the poller, on demand now that the metrics want it */
 	if (d->info.n_devices && metrics_set_gpus(d->metrics, &d->info) < 0)
 		log_warn("metrics: out of memory setting the GPUs", NULL);
 }

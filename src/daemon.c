@@ -457,7 +457,7 @@ static void podres_stop(struct daemon *d)
  * The pod-resources poller: periodic for gpumem masking, on demand (each scrape) for metrics
  * alone, off when neither wants it.
  */
-static void update_podres(struct daemon *d)
+void daemon_update_podres(struct daemon *d)
 {
 	bool mask = false, want;
 
@@ -561,7 +561,7 @@ static int sync_plugins(struct daemon *d)
 	for (int j = 0; j < n; j++)
 		if (add[j])
 			(void)dplugin_add(d, res[j]);
-	update_podres(d);
+	daemon_update_podres(d);
 	return n;
 }
 
@@ -740,7 +740,7 @@ static void on_hup(struct loop *l, int signo, void *userdata)
 	config_release(&old);
 	if (podres_changed)
 		podres_stop(d);
-	update_podres(d); /* metrics started or stopped; a new socket */
+	daemon_update_podres(d); /* metrics started or stopped; a new socket */
 	if (paths_changed)
 		move_paths(d);
 	gpu_monitor_discover(d->monitor, false);
@@ -815,7 +815,7 @@ int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flag
 	if (apply_monitor_opts(&d) < 0)
 		goto out;
 	daemon_metrics_start(&d);
-	update_podres(&d);
+	daemon_update_podres(&d);
 	gpu_monitor_discover(d.monitor, false);
 	rc = loop_run(d.loop);
 	if (rc < 0)

@@ -113,7 +113,7 @@ struct metrics {
 	/* the answer being served */
 	struct buf body, gzip, why;
 	bool body_ready, gzip_ready, render_err_logged;
-	usec_t body_at; /* when the body was rendered */
+	usec_t body_at;	  /* when the body was rendered */
 	double boot_time; /* /proc/stat btime, read once */
 	usec_t started_wall;
 };
