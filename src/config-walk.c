@@ -296,12 +296,22 @@ int config_dump_str(struct buf *out, const char *s)
 	for (; r >= 0 && *s; s++) {
 		unsigned char ch = (unsigned char)*s;
 
-		if (ch == '"' || ch == '\\')
+		if (ch == '"' || ch == '\\') {
 			r = buf_printf(out, "\\%c", ch);
-		else if (ch < 0x20 || ch == 0x7f)
+		} else if (ch < 0x20 || ch == 0x7f) {
 			r = buf_printf(out, "\\x%02x", ch);
-		else
+		} else if (ch == 0xc2 && ((unsigned char)s[1] & 0xe0) == 0x80) {
+			/* U+0080..U+009F: YAML refuses these unescaped ("\x81" loads as one) */
+			r = buf_printf(out, "\\x%02x", (unsigned char)s[1]);
+			s++;
+		} else if (ch == 0xef && (unsigned char)s[1] == 0xbf &&
+			   ((unsigned char)s[2] == 0xbe || (unsigned char)s[2] == 0xbf)) {
+			/* U+FFFE, U+FFFF: not printable either */
+			r = buf_printf(out, "\\u%04x", 0xffc0 | ((unsigned char)s[2] & 0x3f));
+			s += 2;
+		} else {
 			r = buf_append(out, s, 1);
+		}
 	}
 	return r < 0 ? r : buf_append(out, "\"", 1);
 }
