@@ -122,6 +122,7 @@ struct mon_gpu {
 	usec_t last_fault;
 	uint64_t ecc_single;
 	char reason[160];
+	enum gpu_reason fault_kind; /* of the last fault (mark_fault) */
 	struct gpu_monitor_gpu_stats st;
 };
 
@@ -184,8 +185,8 @@ const char *gpu_reason_name(enum gpu_reason r)
 	return (unsigned)r < GPU_REASON_COUNT ? reason_names[r] : "unknown";
 }
 
-/* What made @g change: its flags, and for a fault the reason this file wrote. */
-static enum gpu_reason reason_of(const struct mon_gpu *g, const char *why)
+/* What made @g change: its flags, and for a fault the kind mark_fault() was given. */
+static enum gpu_reason reason_of(const struct mon_gpu *g)
 {
 	if (!g->fault && !g->driver && !g->hung)
 		return GPU_REASON_RECOVERED;
@@ -193,13 +194,7 @@ static enum gpu_reason reason_of(const struct mon_gpu *g, const char *why)
 		return GPU_REASON_HUNG;
 	if (g->driver)
 		return GPU_REASON_DRIVER;
-	if (g->lost)
-		return GPU_REASON_LOST;
-	if (startswith(why, "critical xid"))
-		return GPU_REASON_XID;
-	if (strstr(why, "ecc"))
-		return GPU_REASON_ECC;
-	return GPU_REASON_PROBE;
+	return g->fault_kind;
 }
 
 static void update_health(struct gpu_monitor *m, unsigned gpu, const char *why)
@@ -211,7 +206,7 @@ static void update_health(struct gpu_monitor *m, unsigned gpu, const char *why)
 	if (want == g->health)
 		return;
 	g->health = want;
-	g->st.transitions[want == GPU_HEALTHY][reason_of(g, why)]++;
+	g->st.transitions[want == GPU_HEALTHY][reason_of(g)]++;
 	if (want == GPU_UNHEALTHY) {
 		if (why != g->reason)
 			(void)snprintf(g->reason, sizeof(g->reason), "%s", why);
@@ -235,11 +230,13 @@ static void arm_recovery(struct gpu_monitor *m, usec_t when)
 		loop_timer_arm_at(m->recovery_timer, when);
 }
 
-static void mark_fault(struct gpu_monitor *m, unsigned gpu, const char *reason)
+static void mark_fault(struct gpu_monitor *m, unsigned gpu, enum gpu_reason kind,
+		       const char *reason)
 {
 	struct mon_gpu *g = &m->gpus[gpu];
 
 	g->fault = true;
+	g->fault_kind = kind;
 	g->last_fault = now_usec();
 	(void)snprintf(g->reason, sizeof(g->reason), "%s", reason);
 	update_health(m, gpu, g->reason);
@@ -296,11 +293,11 @@ static void probe_result(struct gpu_monitor *m, unsigned gpu, int r)
 		if (!g->lost)
 			m->stats.lost++;
 		g->lost = true;
-		mark_fault(m, gpu, "gpu is lost (fell off the bus)");
+		mark_fault(m, gpu, GPU_REASON_LOST, "gpu is lost (fell off the bus)");
 		return;
 	}
 	(void)snprintf(why, sizeof(why), "health probe failed: %s", strerror_r(-r, eb, sizeof(eb)));
-	mark_fault(m, gpu, why);
+	mark_fault(m, gpu, GPU_REASON_PROBE, why);
 }
 
 static bool xid_ignored(const struct gpu_monitor *m, uint64_t xid)
@@ -369,7 +366,7 @@ static void apply_event(struct gpu_monitor *m, const struct gpu_event *ev)
 		(void)snprintf(why, sizeof(why), "critical xid %llu", (unsigned long long)ev->xid);
 		for (unsigned i = first; i < last; i++) {
 			record_xid(&m->gpus[i].st, ev->xid);
-			mark_fault(m, i, why);
+			mark_fault(m, i, GPU_REASON_XID, why);
 		}
 		return;
 	case GPU_EVENT_ECC_SINGLE:
@@ -387,7 +384,7 @@ static void apply_event(struct gpu_monitor *m, const struct gpu_event *ev)
 	case GPU_EVENT_ECC_DOUBLE:
 		m->stats.ecc_double++;
 		for (unsigned i = first; i < last; i++)
-			mark_fault(m, i, "double-bit ecc error");
+			mark_fault(m, i, GPU_REASON_ECC, "double-bit ecc error");
 		return;
 	case GPU_EVENT_LOST:
 		if (ev->gpu >= 0) {
