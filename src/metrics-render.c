@@ -275,6 +275,14 @@ static void pod_labels(const struct metrics *m, const char *uuid, const char *ns
 	prom_labels_push(l, "container", container);
 }
 
+/* Two processes of one container on one GPU (both mapped to a pod). */
+static bool same_container(const struct metrics_proc *a, const struct metrics_proc *b)
+{
+	return a->kind == METRICS_PROC_POD && b->kind == METRICS_PROC_POD &&
+	       streq(a->uuid, b->uuid) && streq(a->pod, b->pod) &&
+	       streq(a->namespace_, b->namespace_) && streq(a->container, b->container);
+}
+
 static const char *const proc_reasons[] = {
 	[METRICS_PROC_HOST] = "host",
 	[METRICS_PROC_UNKNOWN_POD] = "unknown-pod",
@@ -359,30 +367,21 @@ static void render_pods(struct metrics *m, struct prom *p)
 	}
 	if (!m->n_procs)
 		return;
-	/* Per container: the sum of its processes on the GPU, each (GPU, container) once. */
+	/* Per container: the sum of its processes on the GPU, at the first of them. */
 	prom_family(p, "edgegpu_pod_gpu_memory_used_bytes", PROM_GAUGE,
 		    "GPU memory used by the container's processes.");
 	for (unsigned i = 0; i < m->n_procs; i++) {
 		const struct metrics_proc *a = &m->procs[i];
+		bool seen = false;
 		double sum = 0;
-		bool first = true;
 
-		if (a->kind != METRICS_PROC_POD)
+		for (unsigned j = 0; j < i && !seen; j++)
+			seen = same_container(a, &m->procs[j]);
+		if (a->kind != METRICS_PROC_POD || seen)
 			continue;
-		for (unsigned j = 0; j < m->n_procs && first; j++) {
-			const struct metrics_proc *b = &m->procs[j];
-
-			if (b->kind != METRICS_PROC_POD || !streq(a->uuid, b->uuid) ||
-			    !streq(a->pod, b->pod) || !streq(a->namespace_, b->namespace_) ||
-			    !streq(a->container, b->container))
-				continue;
-			if (j < i)
-				first = false;
-			else if (b->mem != UINT64_MAX)
-				sum += (double)b->mem;
-		}
-		if (!first)
-			continue;
+		for (unsigned j = i; j < m->n_procs; j++)
+			if (same_container(a, &m->procs[j]) && m->procs[j].mem != UINT64_MAX)
+				sum += (double)m->procs[j].mem;
 		pod_labels(m, a->uuid, a->namespace_, a->pod, a->container, &l);
 		prom_sample(p, NULL, &l, sum);
 	}
