@@ -207,16 +207,42 @@ static void run_until_calls(struct loop *l, const struct fake *f, unsigned calls
 	assert_true(f->calls >= calls);
 }
 
+/* A fake kubelet serving List on a socket in a temp dir, and the loop both run on. */
+struct kubelet_srv {
+	char dir[32];
+	char *sock;
+	struct loop *l;
+	struct grpc_server *s;
+};
+
+static void srv_up(struct kubelet_srv *k, struct fake *f)
+{
+	(void)snprintf(k->dir, sizeof(k->dir), "/tmp/test-podres-XXXXXX");
+	assert_non_null(mkdtemp(k->dir));
+	k->sock = path_join(k->dir, "kubelet.sock");
+	assert_non_null(k->sock);
+	assert_int_equal(loop_new(&k->l), 0);
+	assert_int_equal(grpc_server_new(k->l, methods, ELEMENTSOF(methods), NULL, f, &k->s), 0);
+	assert_int_equal(grpc_server_listen(k->s, k->sock), 0);
+}
+
+static void srv_down(struct kubelet_srv *k)
+{
+	grpc_server_free(k->s);
+	loop_free(k->l);
+	unlink(k->sock);
+	rmdir(k->dir);
+	free(k->sock);
+}
+
 /*
  * Today's bug: answers were compared byte for byte, so with the order changing on every call
  * no two answers matched and the owner never heard of a live pod.
  */
 static void test_poller_sees_a_shuffled_stable_set(void **state)
 {
-	char dir[] = "/tmp/test-podres-XXXXXX";
-	char *sock;
-	struct loop *l = NULL;
-	struct grpc_server *s = NULL;
+	struct kubelet_srv k;
+	struct loop *l;
 	struct podres *p = NULL;
 	struct fake f = {
 		.devs = { SET, SET_SHUFFLED },
@@ -228,13 +254,9 @@ static void test_poller_sees_a_shuffled_stable_set(void **state)
 	size_t len;
 	uint8_t *e;
 
-	assert_non_null(mkdtemp(dir));
-	sock = path_join(dir, "kubelet.sock");
-	assert_non_null(sock);
-	assert_int_equal(loop_new(&l), 0);
-	assert_int_equal(grpc_server_new(l, methods, ELEMENTSOF(methods), NULL, &f, &s), 0);
-	assert_int_equal(grpc_server_listen(s, sock), 0);
-	assert_int_equal(podres_new(l, sock, 5 * USEC_PER_MSEC, on_stable, &seen, &p), 0);
+	srv_up(&k, &f);
+	l = k.l;
+	assert_int_equal(podres_new(l, k.sock, 5 * USEC_PER_MSEC, on_stable, &seen, &p), 0);
 
 	/* Two answers of the same set, differently ordered: acted on once, and only once. */
 	run_until_calls(l, &f, 2);
@@ -269,13 +291,9 @@ static void test_poller_sees_a_shuffled_stable_set(void **state)
 	assert_int_equal(seen.n, 2);
 
 	podres_free(p);
-	grpc_server_free(s);
-	loop_free(l);
 	buf_release(&want);
 	buf_release(&seen.last);
-	unlink(sock);
-	rmdir(dir);
-	free(sock);
+	srv_down(&k);
 }
 
 struct owners {
@@ -307,10 +325,8 @@ static void on_answer(struct podres *p, const uint8_t *resp, size_t len, void *u
  */
 static void test_poller_on_demand_hands_every_answer(void **state)
 {
-	char dir[] = "/tmp/test-podres-XXXXXX";
-	char *sock;
-	struct loop *l = NULL;
-	struct grpc_server *s = NULL;
+	struct kubelet_srv k;
+	struct loop *l;
 	struct podres *p = NULL;
 	struct fake f = {
 		.devs = { SET, SET_SHUFFLED },
@@ -320,13 +336,9 @@ static void test_poller_on_demand_hands_every_answer(void **state)
 	struct owners o = { 0 };
 	const uint8_t junk[] = { 0xff, 0xff, 0xff };
 
-	assert_non_null(mkdtemp(dir));
-	sock = path_join(dir, "kubelet.sock");
-	assert_non_null(sock);
-	assert_int_equal(loop_new(&l), 0);
-	assert_int_equal(grpc_server_new(l, methods, ELEMENTSOF(methods), NULL, &f, &s), 0);
-	assert_int_equal(grpc_server_listen(s, sock), 0);
-	assert_int_equal(podres_new(l, sock, 0, NULL, NULL, &p), 0);
+	srv_up(&k, &f);
+	l = k.l;
+	assert_int_equal(podres_new(l, k.sock, 0, NULL, NULL, &p), 0);
 	podres_on_answer(p, on_answer, &o);
 	run_until_calls(l, &f, 1);
 	while (o.n < ELEMENTSOF(SET))
@@ -348,11 +360,7 @@ static void test_poller_on_demand_hands_every_answer(void **state)
 	assert_int_equal(podres_for_each_owner(junk, sizeof(junk), on_owner, &o), -EBADMSG);
 
 	podres_free(p);
-	grpc_server_free(s);
-	loop_free(l);
-	unlink(sock);
-	rmdir(dir);
-	free(sock);
+	srv_down(&k);
 }
 
 int main(void)
