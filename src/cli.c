@@ -9,6 +9,7 @@
 #include "assign.h"
 #include "config.h"
 #include "daemon.h"
+#include "doctor.h"
 #include "gpu-backend.h"
 #include "labels.h"
 #include "resource.h"
@@ -36,11 +37,14 @@ static void usage(FILE *f)
 		"       edgegpu discover [--json] [FLAGS]\n"
 		"       edgegpu check-config FILE [FLAGS]\n"
 		"       edgegpu labels [FLAGS]\n"
+		"       edgegpu doctor [--json] [--cuda-version X.Y] [--image REF] [--host-root DIR] [FLAGS]\n"
 		"       edgegpu version\n"
 		"\n"
 		"Kubernetes device plugin for edge GPUs: nvidia.com/gpu (whole or time-sliced) and\n"
 		"nvidia.com/gpumem (memory slices) over the kubelet device-plugin API v1beta1.\n"
 		"'labels' prints the node labels (GPU Feature Discovery's names) for the GPUs found.\n"
+		"'doctor' checks the driver, the container runtime and the device plugin, and says\n"
+		"what to fix (docs/troubleshooting.md); exit status 1 when a check fails.\n"
 		"\n"
 		"Common flags (flag > environment > config file > default; see docs/config.md):\n"
 		"  --config-file FILE             CONFIG_FILE\n"
@@ -450,6 +454,88 @@ out:
 	return rc;
 }
 
+/*
+ * `doctor`: its own options (--cuda-version, --image, --host-root, --timeout-ms) are taken out
+ * first; the rest are config flags, so the doctor sees the config the daemon would.
+ */
+static int verb_doctor(int argc, char **argv)
+{
+	static const char *const own[] = { "cuda-version", "image", "host-root", "timeout-ms" };
+	const char *val[ELEMENTSOF(own)] = { NULL };
+	char **rest = calloc((size_t)argc + 1, sizeof(*rest));
+	struct cli_args a = { 0 };
+	struct config c = { 0 };
+	struct doctor_opts o = { .host_root = "/", .timeout_ms = 5000 };
+	int n_rest = 0, r = 2;
+
+	if (!rest) {
+		(void)fprintf(stderr, "edgegpu: out of memory\n");
+		return 1;
+	}
+	rest[n_rest++] = argv[0];
+	for (int i = 1; i < argc; i++) {
+		size_t k = ELEMENTSOF(own);
+
+		for (size_t j = 0; j < ELEMENTSOF(own) && k == ELEMENTSOF(own); j++) {
+			size_t len = strlen(own[j]);
+
+			if (strncmp(argv[i], "--", 2) == 0 &&
+			    strncmp(argv[i] + 2, own[j], len) == 0 &&
+			    (argv[i][2 + len] == 0 || argv[i][2 + len] == '='))
+				k = j;
+		}
+		if (k == ELEMENTSOF(own)) {
+			rest[n_rest++] = argv[i];
+			continue;
+		}
+		if (argv[i][2 + strlen(own[k])] == '=') {
+			val[k] = argv[i] + 3 + strlen(own[k]);
+		} else if (i + 1 < argc) {
+			val[k] = argv[++i];
+		} else {
+			(void)fprintf(stderr, "edgegpu: flag '--%s' needs a value\n", own[k]);
+			goto out;
+		}
+		if (!*val[k]) {
+			(void)fprintf(stderr, "edgegpu: flag '--%s' needs a value\n", own[k]);
+			goto out;
+		}
+	}
+	o.cuda_version = val[0];
+	o.image = val[1];
+	if (val[2])
+		o.host_root = val[2];
+	if (val[3] && (safe_atou(val[3], &o.timeout_ms) < 0 || o.timeout_ms == 0)) {
+		(void)fprintf(stderr,
+			      "edgegpu: --timeout-ms wants a positive number of ms, not '%s'\n",
+			      val[3]);
+		goto out;
+	}
+	r = parse_args(n_rest, rest, true, &a);
+	if (r != 0)
+		goto out;
+	if (a.n_positional) {
+		(void)fprintf(stderr, "edgegpu: unexpected argument '%s'\n", a.positional[0]);
+		r = 2;
+		goto out;
+	}
+	o.json = a.json;
+	log_max_level = LOG_LEVEL_ERROR;
+	if (build_config(&a, &c) < 0) {
+		(void)fprintf(stderr,
+			      "edgegpu: doctor: the config is invalid (above); fix it first\n");
+		r = 1;
+		goto out;
+	}
+	o.cfg = &c;
+	r = doctor_run(&o);
+out:
+	config_release(&c);
+	free_args(&a);
+	free(rest);
+	return r;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(int argc, char **argv);
@@ -458,6 +544,7 @@ static const struct {
 	{ "discover", verb_discover },
 	{ "check-config", verb_check_config },
 	{ "labels", verb_labels },
+	{ "doctor", verb_doctor },
 	{ "version", verb_version },
 };
 

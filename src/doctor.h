@@ -1,0 +1,96 @@
+#pragma once
+
+#include <stdbool.h>
+
+#include "config.h"
+#include "util.h"
+
+/*
+ * edgegpu doctor: checks the layers a GPU pod needs, in order (driver, container runtime,
+ * device plugin, compatibility), on this host or on a tree laid out like one (--host-root), and
+ * says for each check pass / warn / fail / skip, the evidence, and the exact fix.
+ *
+ * A check is one result with a stable id "<layer>.<name>" (driver.nvml, runtime.containerd,
+ * plugin.kubelet-socket, compat.cuda, ...). Its fix text is a fixed string per failure (no
+ * values formatted in: those go in the evidence), so docs/troubleshooting.md can show it word
+ * for word and a test can check that it does.
+ *
+ * Output: text (one block per check) or, with --json, one JSON document described by
+ * docs/doctor.schema.json. Exit status: 0 when no check failed (warnings allowed), 1 when one
+ * did, 2 for a usage error.
+ *
+ * Threads: the doctor runs on the caller's thread. A check that may hang (an NVML call, a
+ * socket peer) bounds itself: NVML runs on a worker joined with a deadline, a socket gets a
+ * receive/send timeout; a hung peer is a failed check, never a hung doctor.
+ *
+ * Ownership: struct doctor owns every check, its strings and the facts; doctor_run() releases
+ * them before it returns.
+ */
+
+enum doctor_status {
+	DOCTOR_PASS,
+	DOCTOR_WARN,
+	DOCTOR_FAIL,
+	DOCTOR_SKIP, /* does not apply here (no Docker on a containerd node, no --image given) */
+};
+
+struct doctor_opts {
+	const char *host_root;	  /* every host path is read under it; "/" by default */
+	const char *cuda_version; /* --cuda-version "12.4", or NULL */
+	const char *image;	  /* --image REF, or NULL */
+	bool json;		  /* --json */
+	const struct config *cfg; /* the effective config (flags, environment, file) */
+	unsigned timeout_ms;	  /* bound on one NVML call or socket exchange (5000) */
+};
+
+#define DOCTOR_MAX_GPUS 64
+
+/*
+ * What one layer learns and a later one uses. Filled by the layer that finds it; zero/empty
+ * means unknown. Owned by struct doctor.
+ */
+struct doctor_facts {
+	bool nvml_ok;			 /* NVML loaded and initialised */
+	char driver_version[64];	 /* from NVML, "550.54.15" */
+	char kmod_version[64];		 /* from /proc/driver/nvidia/version */
+	int cuda_driver_version;	 /* NVML's, 12040 for 12.4 */
+	unsigned n_gpus;		 /* GPUs NVML (or the Tegra probe) sees */
+	char uuids[DOCTOR_MAX_GPUS][96]; /* their UUIDs, in NVML order */
+	bool tegra;			 /* a Jetson/Tegra board */
+	char l4t_release[64];		 /* "R36 (release), REVISION: 4.0", from nv_tegra_release */
+	char runtime[16];		 /* "containerd", "docker", "" */
+	char containerd_config[256];	 /* host path of the containerd config found, "" none */
+	char containerd_socket[256];	 /* host path of the containerd socket for that layout */
+	char layout[16];		 /* "kubeadm", "k3s", "microk8s", "kubeedge", "" */
+	bool plugin_ready;		 /* the running daemon's /readyz said 200 */
+};
+
+struct doctor;
+struct doctor_check;
+
+/*
+ * Records one check. @id is "<layer>.<name>" (a string literal), @summary_fmt one line. Returns
+ * the check, to add evidence and a fix to, or NULL when out of memory (the doctor then reports
+ * itself failed; doctor_evidence()/doctor_fix() accept NULL).
+ */
+struct doctor_check *doctor_add(struct doctor *dr, const char *id, enum doctor_status st,
+				const char *summary_fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Appends one line of evidence (a path and what it held, a version, a count). */
+void doctor_evidence(struct doctor_check *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Sets the fix: a fixed string (a literal), shown word for word by docs/troubleshooting.md. */
+void doctor_fix(struct doctor_check *c, const char *fix);
+
+const struct doctor_opts *doctor_opts(const struct doctor *dr);
+struct doctor_facts *doctor_facts(struct doctor *dr);
+/* @path (absolute, as on the host) under the host root; NULL when out of memory. Caller frees. */
+char *doctor_path(const struct doctor *dr, const char *path) WARN_UNUSED;
+
+/* The layers, in the order doctor_run() calls them; each adds its checks. */
+void doctor_driver(struct doctor *dr);	/* doctor-driver.c */
+void doctor_runtime(struct doctor *dr); /* doctor-runtime.c */
+void doctor_plugin(struct doctor *dr);	/* doctor-plugin.c */
+void doctor_compat(struct doctor *dr);	/* doctor-compat.c */
+
+/* Runs every layer and prints the report on stdout. Returns the exit status (0 or 1). */
+int doctor_run(const struct doctor_opts *o);
