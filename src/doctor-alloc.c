@@ -165,8 +165,8 @@ static int call(const char *path, const char *method, unsigned timeout_ms,
 }
 
 /* A failed call as a warning: what failed, and the fix. */
-static void call_failed(struct doctor *dr, const char *host_path, const char *method, int r,
-			enum grpc_status status, const char *message)
+static void call_failed(struct doctor *dr, const char *host_path, const char *method,
+			unsigned timeout_ms, int r, enum grpc_status status, const char *message)
 {
 	struct doctor_check *ch;
 
@@ -179,10 +179,12 @@ static void call_failed(struct doctor *dr, const char *host_path, const char *me
 	}
 	ch = doctor_add(dr, "plugin.allocations", DOCTOR_WARN,
 			"cannot count allocations: the pod-resources API did not answer");
-	if (r < 0)
-		doctor_evidence(ch, "%s %s: %s (%s)", host_path, method,
-				message && *message ? message : strerror(-r),
-				r == -ETIMEDOUT ? "deadline passed" : strerror(-r));
+	if (r == -ETIMEDOUT)
+		doctor_evidence(ch, "%s %s: no answer within %u ms (deadline passed)", host_path,
+				method, timeout_ms);
+	else if (r < 0)
+		doctor_evidence(ch, "%s %s: %s", host_path, method,
+				message && *message ? message : strerror(-r));
 	else
 		doctor_evidence(ch, "%s %s: gRPC status %s: %s", host_path, method,
 				grpc_status_name((int)status), message ? message : "");
@@ -381,12 +383,12 @@ void doctor_plugin_allocations(struct doctor *dr, const char *host_path, const c
 				     "how many devices are allocatable",
 				     grpc_status_name((int)st), msg ? msg : "");
 	} else if (r < 0 || st != GRPC_STATUS_OK) {
-		call_failed(dr, host_path, "GetAllocatableResources", r, st, msg);
+		call_failed(dr, host_path, "GetAllocatableResources", timeout_ms, r, st, msg);
 		goto out;
 	} else {
 		am = v1__allocatable_resources_response__unpack(NULL, len, resp);
 		if (!am) {
-			call_failed(dr, host_path, "GetAllocatableResources", 0,
+			call_failed(dr, host_path, "GetAllocatableResources", timeout_ms, 0,
 				    GRPC_STATUS_INTERNAL, "the answer does not decode");
 			goto out;
 		}
@@ -399,12 +401,12 @@ void doctor_plugin_allocations(struct doctor *dr, const char *host_path, const c
 	resp = NULL;
 	r = call(path, "/v1.PodResourcesLister/List", timeout_ms, &st, &msg, &resp, &len);
 	if (r < 0 || st != GRPC_STATUS_OK) {
-		call_failed(dr, host_path, "List", r, st, msg);
+		call_failed(dr, host_path, "List", timeout_ms, r, st, msg);
 		goto out;
 	}
 	lm = v1__list_pod_resources_response__unpack(NULL, len, resp);
 	if (!lm) {
-		call_failed(dr, host_path, "List", 0, GRPC_STATUS_INTERNAL,
+		call_failed(dr, host_path, "List", timeout_ms, 0, GRPC_STATUS_INTERNAL,
 			    "the answer does not decode");
 		goto out;
 	}

@@ -42,7 +42,8 @@ static int wait_fd(int fd, short events, usec_t deadline)
 int doctor_net_unix_probe(const char *path, unsigned timeout_ms)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
+	struct timeval tv = { .tv_sec = timeout_ms / 1000,
+			      .tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000 };
 	struct stat st;
 	int fd, r = 0;
 
@@ -259,16 +260,18 @@ static ssize_t dechunk(char *body, size_t len)
 
 static int parse_answer(struct buf *b, struct doctor_net_http *ret, char **reterr)
 {
-	char *text = (char *)b->data, *hend, *body;
+	char *text, *hend, *body;
 	const char *te;
-	unsigned status;
+	unsigned status = 0;
 	size_t blen;
 
 	if (buf_append(b, "", 1) < 0)
 		return -ENOMEM;
 	text = (char *)b->data;
-	if (strncmp(text, "HTTP/1.", 7) != 0 || !text[7] || text[8] != ' ' ||
-	    sscanf(text + 9, "%3u", &status) != 1 || status < 100)
+	if (strncmp(text, "HTTP/1.", 7) == 0 && text[7] && text[8] == ' ')
+		for (int i = 9; i < 12 && text[i] >= '0' && text[i] <= '9'; i++)
+			status = status * 10 + (unsigned)(text[i] - '0');
+	if (status < 100 || status > 999)
 		return set_error(reterr, -EBADMSG, "the answer is not HTTP: \"%.40s\"", text);
 	hend = strstr(text, "\r\n\r\n");
 	body = hend ? hend + 4 : NULL;

@@ -239,8 +239,8 @@ static void check_kubelet_socket(struct pctx *x)
 
 	if (!sock) {
 		if (x->c->kubelet_socket && !*x->c->kubelet_socket)
-			ch = doctor_add(x->dr, "plugin.kubelet-socket", DOCTOR_SKIP,
-					"registration is off (--kubelet-socket \"\")");
+			(void)doctor_add(x->dr, "plugin.kubelet-socket", DOCTOR_SKIP,
+					 "registration is off (--kubelet-socket \"\")");
 		else
 			(void)doctor_add(x->dr, "plugin.kubelet-socket", DOCTOR_FAIL,
 					 "out of memory");
@@ -437,8 +437,11 @@ static void evidence_line(struct doctor_check *ch, const char *prefix, const cha
 	char line[EVIDENCE_LINE_MAX + 1];
 	size_t k = MIN(n, (size_t)EVIDENCE_LINE_MAX);
 
-	for (size_t i = 0; i < k; i++)
-		line[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+	for (size_t i = 0; i < k; i++) {
+		line[i] = s[i];
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			line[i] = '?';
+	}
 	line[k] = 0;
 	doctor_evidence(ch, "%s%s%s", prefix, line, n > k ? "..." : "");
 }

@@ -80,6 +80,33 @@ def free_port():
     return port
 
 
+def _varint(n):
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _ld(num, data):
+    data = data.encode() if isinstance(data, str) else data
+    return _varint(num << 3 | 2) + _varint(len(data)) + data
+
+
+def _cd(resource, ids, topology=b""):
+    """A ContainerDevices message."""
+    return _ld(1, resource) + b"".join(_ld(2, i) for i in ids) + topology
+
+
+def _pod(ns, name, containers):
+    """A ListPodResourcesResponse.pod_resources entry: containers = [(name, [devices])]."""
+    body = _ld(1, name) + _ld(2, ns)
+    for cname, devs in containers:
+        body += _ld(3, _ld(1, cname) + b"".join(_ld(2, d) for d in devs))
+    return _ld(1, body)
+
+
 class DoctorPlugin(unittest.TestCase):
     maxDiff = None
 
@@ -286,6 +313,97 @@ class DoctorPlugin(unittest.TestCase):
         self.assertIn("the daemon is not running on this node", s["summary"])
         self.assertIn(f"{RESOURCE}: {n.socket()}: missing", s["evidence"])
         self.assertEqual(checks["plugin.registered"]["status"], "warn")
+
+    # --- hung peers: listening, never answering ---
+
+    def test_hung_peers_are_bounded(self):
+        """A metrics server and a pod-resources socket that accept connections (the kernel
+        does, from the backlog) but never answer: the doctor gives up after --timeout-ms and
+        says so, instead of hanging."""
+        import socket
+        import time
+        root = tempfile.mkdtemp(prefix="dp-")
+        self.addCleanup(shutil.rmtree, root, True)
+        tcp = socket.socket()
+        tcp.bind(("127.0.0.1", 0))
+        tcp.listen(8)
+        self.addCleanup(tcp.close)
+        podres = os.path.join(root, "podres.sock")
+        unix = socket.socket(socket.AF_UNIX)
+        unix.bind(podres)
+        unix.listen(8)
+        self.addCleanup(unix.close)
+        os.makedirs(os.path.join(root, "dp"))
+        t0 = time.monotonic()
+        argv = [binary("EDGEGPU"), "doctor", "--json", "--timeout-ms", "400",
+                "--device-plugin-path", os.path.join(root, "dp"),
+                "--pod-resources-socket", podres,
+                "--metrics-address", f"127.0.0.1:{tcp.getsockname()[1]}"]
+        r = subprocess.run(argv, env=base_env(), capture_output=True, text=True, timeout=30)
+        took = time.monotonic() - t0
+        checks = {c["id"]: c for c in json.loads(r.stdout)["checks"]}
+        reg = checks["plugin.registered"]
+        self.assertEqual(reg["status"], "fail", reg)
+        self.assertIn("the daemon hangs", reg["summary"])
+        self.assertIn("no complete answer within the timeout (400 ms)", self.evidence(reg))
+        a = checks["plugin.allocations"]
+        self.assertEqual(a["status"], "warn", a)
+        self.assertIn(f"{podres} GetAllocatableResources: no answer within 400 ms "
+                      "(deadline passed)", a["evidence"])
+        self.assertFix(a, FIX_PODRES_ERROR)
+        # Two bounded waits of 0.4 s, nothing unbounded (generous for a loaded machine).
+        self.assertGreaterEqual(took, 0.8)
+        self.assertLess(took, 10)
+
+    # --- an older kubelet (no GetAllocatableResources), and a kubelet that says no ---
+
+    def test_podres_peer_without_allocatable_and_with_errors(self):
+        """A pod-resources server on python3-grpcio that serves only List (as kubelets before
+        1.23 do): allocations are still counted, from List, with the missing method said. A
+        device listed once per NUMA node counts once, other resources are left out. Then the
+        same server refusing List: its gRPC status is in the evidence."""
+        import grpc
+        from concurrent import futures
+        root = tempfile.mkdtemp(prefix="dp-")
+        self.addCleanup(shutil.rmtree, root, True)
+        sock = os.path.join(root, "podres.sock")
+        numa = [_ld(3, _ld(1, _varint(1 << 3) + _varint(n))) for n in (0, 1)]
+        answer = (_pod("default", "a", [("c", [_cd(RESOURCE, ["GPU-1"], numa[0]),
+                                              _cd(RESOURCE, ["GPU-1"], numa[1])])]) +
+                  _pod("ml", "b", [("main", [_cd("example.com/fpga", ["F0"]),
+                                             _cd(RESOURCE, ["GPU-2"])])]))
+        refuse = []
+
+        def list_(req, ctx):
+            if refuse:
+                ctx.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "rejected by rate limit")
+            return answer
+        handler = grpc.method_handlers_generic_handler("v1.PodResourcesLister", {
+            "List": grpc.unary_unary_rpc_method_handler(list_)})
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        server.add_generic_rpc_handlers((handler,))
+        server.add_insecure_port("unix:" + sock)
+        server.start()
+        self.addCleanup(server.stop, None)
+        args = ["--device-plugin-path", root, "--pod-resources-socket", sock,
+                "--metrics-address", ""]
+        rc, checks, _ = run_doctor(args)
+        a = checks["plugin.allocations"]
+        self.assertEqual(a["status"], "pass", a)
+        self.assertTrue(a["evidence"][0].startswith(
+            "GetAllocatableResources: UNIMPLEMENTED ("), a)
+        self.assertIn(f"{RESOURCE}: 2 allocated (allocatable unknown)", a["evidence"])
+        self.assertIn(f"{RESOURCE}: 1 held by default/a/c", a["evidence"])
+        self.assertIn(f"{RESOURCE}: 1 held by ml/b/main", a["evidence"])
+        self.assertNotIn("fpga", self.evidence(a))
+
+        refuse.append(True)
+        rc, checks, _ = run_doctor(args)
+        a = checks["plugin.allocations"]
+        self.assertEqual(a["status"], "warn", a)
+        self.assertIn(f"{sock} List: gRPC status RESOURCE_EXHAUSTED: rejected by rate limit",
+                      a["evidence"])
+        self.assertFix(a, FIX_PODRES_ERROR)
 
     # --- host-root fixtures ---
 
