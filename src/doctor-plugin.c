@@ -119,7 +119,7 @@ static bool microk8s_likely(const struct pctx *x)
 	       stat_host(x, MICROK8S_KUBELET, &st) == 0;
 }
 
-/* Lists the directory's entries (sockets first matter most) as one evidence line. */
+/* The directory's entries (the first DIR_ENTRIES_SHOWN of them) as one evidence line. */
 static void dir_entries(struct pctx *x, struct doctor_check *ch)
 {
 	char *p = doctor_path(x->dr, x->dir_host);
@@ -186,7 +186,8 @@ static void check_dir(struct pctx *x)
 	if (r == 0) {
 		ch = doctor_add(x->dr, "plugin.dir", DOCTOR_FAIL,
 				"the device-plugins path is not a directory");
-		doctor_evidence(ch, "%s: not a directory (mode %o)", cfg, (unsigned)st.st_mode);
+		doctor_evidence(ch, "%s: not a directory (mode %o)", x->dir_host,
+				(unsigned)st.st_mode);
 	} else if (r == -EACCES) {
 		ch = doctor_add(x->dr, "plugin.dir", DOCTOR_WARN,
 				"cannot look at the device-plugins directory");
