@@ -26,11 +26,13 @@ import io
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import tarfile
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -121,7 +123,6 @@ def layer_files(layout, manifest):
 
 def elf_needed(data):
     """DT_NEEDED names of a 64-bit little-endian ELF (the two arches here), from its bytes."""
-    import struct
     shoff, = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
     secs = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
@@ -139,6 +140,17 @@ def elf_needed(data):
             start = strtab[4] + val
             names.append(data[start:data.index(b"\0", start)].decode())
     return names
+
+
+def elf_interp(data):
+    """PT_INTERP of a 64-bit little-endian ELF."""
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    for i in range(phnum):
+        ptype, _, off, _, _, filesz, _, _ = struct.unpack_from("<IIQQQQQQ", data, phoff + i * phentsize)
+        if ptype == 3:
+            return data[off:off + filesz].rstrip(b"\0").decode()
+    return None
 
 
 class ImageContents(unittest.TestCase):
@@ -183,18 +195,21 @@ class ImageContents(unittest.TestCase):
                     staged[os.path.relpath(p, root)] = fh.read()
         self.assertEqual(sorted(regular), sorted(staged))
         for p in staged:
-            self.assertEqual(regular[p], staged[p], p)
-        dirs = {p for p, (t, _) in files.items() if t == "dir"}
-        parents = {os.path.dirname(p) for p in regular}
-        parents |= {os.path.dirname(p) for p in set(parents)} | {os.path.dirname(os.path.dirname(p))
-                                                                  for p in parents}
-        self.assertTrue(dirs <= parents | {""}, f"unexpected directories: {dirs - parents}")
+            self.assertTrue(regular[p] == staged[p], f"{p} differs from the staged file")
+        dirs = {p.rstrip("/") for p, (t, _) in files.items() if t == "dir"}
+        ancestors = set()
+        for p in regular:
+            while "/" in p:
+                p = os.path.dirname(p)
+                ancestors.add(p)
+        self.assertEqual(dirs - ancestors - {""}, set(), "directories holding none of our files")
         # The files' own view: each is an ELF of this arch, the loader sits at the binary's
         # PT_INTERP path, every DT_NEEDED (ours and NVML's, transitively) is in the image.
         for p, data in regular.items():
             self.assertEqual(data[:4], b"\x7fELF", p)
             self.assertEqual(int.from_bytes(data[18:20], "little"), machine, f"{p}: wrong machine")
         self.assertIn("usr/bin/edgegpu", regular)
+        self.assertEqual(elf_interp(regular["usr/bin/edgegpu"]), "/" + interp)
         self.assertIn(interp, regular)
         libdir = f"usr/lib/{triplet}"
         want = list(elf_needed(regular["usr/bin/edgegpu"])) + list(NVML_NEEDS)
