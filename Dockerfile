@@ -10,8 +10,9 @@
 # CI does not build this file (it has no registry to pull debian:bookworm from); CI builds the
 # same files with scripts/image and tests that image (tests/image). The builder stage runs as
 # linux/amd64 (natively on amd64 machines, under emulation elsewhere) and cross-compiles for
-# arm64 with Debian's cross toolchain, as CI does; it fetches libmicrohttpd's Debian source
-# package (scripts/mhd), so it needs deb.debian.org.
+# arm64 with Debian's cross toolchain (cross/arm64.ini, pkgconf:arm64's wrapper), as CI does; it fetches libmicrohttpd's Debian source
+# package (scripts/mhd), so it needs deb.debian.org. .dockerignore keeps build trees out of the
+# context; pass --build-arg VERSION=$(git describe --tags --always) for the version label.
 
 FROM --platform=linux/amd64 debian:bookworm AS build
 ARG TARGETARCH
@@ -23,13 +24,13 @@ RUN set -eux; \
 		dpkg --add-architecture arm64; \
 		cross="gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu libc6:arm64 \
 			libnghttp2-dev:arm64 libprotobuf-c-dev:arm64 libyaml-dev:arm64 \
-			libmicrohttpd-dev:arm64 zlib1g-dev:arm64"; \
+			libmicrohttpd-dev:arm64 zlib1g-dev:arm64 pkgconf:arm64"; \
 	fi; \
 	apt-get update -q; \
 	apt-get install -y -q --no-install-recommends meson ninja-build pkg-config gcc make patch \
-		xz-utils binutils libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libyaml-dev \
-		libmicrohttpd-dev zlib1g-dev $cross; \
-	rm -rf /var/lib/apt/lists/*
+		xz-utils file binutils libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libyaml-dev \
+		libmicrohttpd-dev zlib1g-dev $cross
+# (the apt lists stay: scripts/mhd fetches libmicrohttpd's source package with them)
 WORKDIR /src
 COPY . .
 ARG VERSION=unknown
