@@ -4,15 +4,15 @@
 #
 # It holds what scripts/image puts in the image CI builds and tests with buildah: the stripped
 # binary (our libraries static, glibc dynamic so NVML can be dlopen'ed), the glibc runtime
-# files it and NVIDIA's libnvidia-ml.so.1 need, nothing else. Both stages call
-# `scripts/image --rootfs-only`, so the file list has one source.
+# files it and NVIDIA's libnvidia-ml.so.1 need, nothing else. The builder stage runs
+# `scripts/image --rootfs-only`, the code that stages CI's image, so the file list has one source.
 #
 # CI does not build this file (it has no registry to pull debian:bookworm from); CI builds the
 # same files with scripts/image and tests that image (tests/image). The builder stage runs as
 # linux/amd64 (natively on amd64 machines, under emulation elsewhere) and cross-compiles for
-# arm64 with Debian's cross toolchain (cross/arm64.ini, pkgconf:arm64's wrapper), as CI does; it fetches libmicrohttpd's Debian source
-# package (scripts/mhd), so it needs deb.debian.org. .dockerignore keeps build trees out of the
-# context; pass --build-arg VERSION=$(git describe --tags --always) for the version label.
+# arm64 with Debian's cross toolchain (cross/arm64.ini, pkgconf:arm64's wrapper), as CI does;
+# it fetches libmicrohttpd's Debian source package (scripts/mhd), so it needs deb.debian.org.
+# .dockerignore keeps build trees out of the context; pass --build-arg VERSION=$(git describe --tags --always) for the version label.
 
 FROM --platform=linux/amd64 debian:bookworm AS build
 ARG TARGETARCH
