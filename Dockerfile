@@ -12,7 +12,8 @@
 # linux/amd64 (natively on amd64 machines, under emulation elsewhere) and cross-compiles for
 # arm64 with Debian's cross toolchain (cross/arm64.ini, pkgconf:arm64's wrapper), as CI does;
 # it fetches libmicrohttpd's Debian source package (scripts/mhd), so it needs deb.debian.org.
-# .dockerignore keeps build trees out of the context; pass --build-arg VERSION=$(git describe --tags --always) for the version label.
+# .dockerignore keeps build trees out of the context. The version label:
+# --build-arg VERSION=$(git describe --tags --always).
 
 FROM --platform=linux/amd64 debian:bookworm AS build
 ARG TARGETARCH
