@@ -300,7 +300,9 @@ class Run:
         self.assertFalse(state["OOMKilled"])
         self.assertLess(dt, GRACE_S, "the stop waited for the grace period (SIGKILL)")
         self.assertFalse(os.path.exists(os.path.join(emu.dir, "nvidia-gpu.sock")), "socket left behind")
-        self.assertIn('msg="stopped"', self.logs(name))
+        logs = self.logs(name)
+        self.assertIn('msg="stopped"', logs)
+        self.assertNotIn("level=error", logs)
 
     def test_register_allocate_stop(self):
         with Emulator(env("KUBELET_EMULATOR")) as emu:
