@@ -190,7 +190,8 @@ out:
 static int unix_connect(const char *path, unsigned timeout_ms)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
+	struct timeval tv = { .tv_sec = timeout_ms / 1000,
+			      .tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000 };
 	int fd;
 
 	if (strlen(path) >= sizeof(sa.sun_path))
@@ -292,6 +293,17 @@ static bool header_has(const char *head, size_t head_len, const char *name, cons
 	return false;
 }
 
+/* "HTTP/1.1 404 Not Found" -> 404; -1 for anything else. */
+static int http_status(const char *s)
+{
+	if (!startswith(s, "HTTP/1.") || !isdigit((unsigned char)s[7]) || s[8] != ' ')
+		return -1;
+	for (int i = 9; i < 12; i++)
+		if (!isdigit((unsigned char)s[i]))
+			return -1;
+	return (s[9] - '0') * 100 + (s[10] - '0') * 10 + (s[11] - '0');
+}
+
 int image_docker_lookup(const char *sock, const char *ref, unsigned timeout_ms,
 			struct image_info *info, char **reterr)
 {
@@ -325,7 +337,8 @@ int image_docker_lookup(const char *sock, const char *ref, unsigned timeout_ms,
 		goto out;
 	}
 	body = resp.len ? strstr((char *)resp.data, "\r\n\r\n") : NULL;
-	if (!body || sscanf((char *)resp.data, "HTTP/1.%*u %d", &status) != 1) {
+	status = body ? http_status((const char *)resp.data) : -1;
+	if (!body || status < 0) {
 		r = set_error(reterr, -EPROTO, "%s answered something that is not HTTP", sock);
 		goto out;
 	}
