@@ -326,9 +326,15 @@ static void check_cuda(struct doctor *dr)
 		break;
 	case DOCTOR_CUDA_TOO_NEW:
 	case DOCTOR_CUDA_BELOW_FLOOR:
-		c = doctor_add(dr, "compat.cuda", DOCTOR_FAIL,
-			       "CUDA %u.%u is newer than the driver supports (up to %u.%u)", rmaj,
-			       rmin, nmaj, nmin);
+		if (v == DOCTOR_CUDA_TOO_NEW)
+			c = doctor_add(dr, "compat.cuda", DOCTOR_FAIL,
+				       "CUDA %u.%u is newer than the driver supports (up to %u.%u)",
+				       rmaj, rmin, nmaj, nmin);
+		else
+			c = doctor_add(dr, "compat.cuda", DOCTOR_FAIL,
+				       "the driver is older than CUDA %u.x's minor version "
+				       "compatibility floor: CUDA %u.%u does not run (up to %u.%u)",
+				       rmaj, rmaj, rmin, nmaj, nmin);
 		doctor_evidence(c,
 				"a CUDA %u.%u container fails with \"CUDA driver version is "
 				"insufficient for CUDA runtime version\"",
