@@ -9,6 +9,8 @@
 #include "assign.h"
 #include "config.h"
 #include "daemon.h"
+#include "doctor-compat.h"
+#include "doctor-image.h"
 #include "doctor.h"
 #include "gpu-backend.h"
 #include "labels.h"
@@ -466,6 +468,7 @@ static int verb_doctor(int argc, char **argv)
 	struct cli_args a = { 0 };
 	struct config c = { 0 };
 	struct doctor_opts o = { .host_root = "/", .timeout_ms = 5000 };
+	unsigned major, minor;
 	int n_rest = 0, r = 2;
 
 	if (!rest) {
@@ -503,6 +506,25 @@ static int verb_doctor(int argc, char **argv)
 	}
 	o.cuda_version = val[0];
 	o.image = val[1];
+	if (o.cuda_version && doctor_cuda_parse(o.cuda_version, &major, &minor) < 0) {
+		(void)fprintf(stderr,
+			      "edgegpu: --cuda-version wants MAJOR.MINOR (e.g. 12.4), not '%s'\n",
+			      o.cuda_version);
+		goto out;
+	}
+	if (o.image) {
+		char *norm = NULL;
+
+		if (image_ref_normalize(o.image, &norm) < 0) {
+			(void)fprintf(
+				stderr,
+				"edgegpu: --image wants an image reference "
+				"(e.g. nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04), not '%s'\n",
+				o.image);
+			goto out;
+		}
+		free(norm);
+	}
 	if (val[2])
 		o.host_root = val[2];
 	if (val[3] && (safe_atou(val[3], &o.timeout_ms) < 0 || o.timeout_ms == 0)) {

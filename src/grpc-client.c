@@ -32,6 +32,8 @@ struct grpc_client_call {
 	char *sock;
 	char *path;
 	char *authority;
+	char *metadata[9]; /* name, value pairs, NULL-terminated */
+	bool streaming;
 	int fd;
 	struct loop_io *io;
 	uint32_t io_events;
@@ -206,6 +208,8 @@ static void cc_free(struct grpc_client_call *cc)
 	free(cc->sock);
 	free(cc->path);
 	free(cc->authority);
+	for (size_t i = 0; i < ELEMENTSOF(cc->metadata); i++)
+		free(cc->metadata[i]);
 	free(cc->message);
 	free(cc->resp);
 	free(cc->result_msg);
@@ -369,6 +373,24 @@ static int cl_data(void *userdata, int32_t id, void *stream_ud, const uint8_t *d
 				  "grpc: compressed flag set with identity or empty encoding");
 			break;
 		}
+		if (cc->streaming) {
+			uint8_t *p;
+
+			if (msg_len > cc->max_recv - cc->resp_len) {
+				cc_result(cc, -EMSGSIZE, GRPC_STATUS_RESOURCE_EXHAUSTED,
+					  "grpc: streamed messages larger than max (%zu)",
+					  cc->max_recv);
+				break;
+			}
+			p = realloc(cc->resp, cc->resp_len + msg_len + 1);
+			if (!p)
+				return -ENOMEM;
+			cc->resp = p;
+			memcpy(p + cc->resp_len, msg, msg_len);
+			cc->resp_len += msg_len;
+			cc->n_msgs++;
+			continue;
+		}
 		if (++cc->n_msgs > 1) {
 			cc_result(
 				cc, -EPROTO, GRPC_STATUS_INTERNAL,
@@ -410,7 +432,7 @@ static int cl_remote_end(void *userdata, int32_t id, void *stream_ud)
 				  "grpc: response stream ended inside a message");
 			return 0;
 		}
-		if (cc->n_msgs == 0) {
+		if (cc->n_msgs == 0 && !cc->streaming) {
 			cc_result(
 				cc, -EPROTO, GRPC_STATUS_INTERNAL,
 				"cardinality violation: received no response message from non-server-streaming RPC");
@@ -490,7 +512,7 @@ static int cc_start_session(struct grpc_client_call *cc)
 		.conn_window_size = CLIENT_CONN_WINDOW,
 		.no_push = true,
 	};
-	struct h2_nv nva[8];
+	struct h2_nv nva[16];
 	size_t n = 0;
 	int r;
 
@@ -511,6 +533,8 @@ static int cc_start_session(struct grpc_client_call *cc)
 	}
 	nva[n++] = (struct h2_nv){ "content-type", "application/grpc" };
 	nva[n++] = (struct h2_nv){ "user-agent", "edgegpu/" EDGEGPU_VERSION };
+	for (size_t i = 0; cc->metadata[i] && cc->metadata[i + 1]; i += 2)
+		nva[n++] = (struct h2_nv){ cc->metadata[i], cc->metadata[i + 1] };
 	r = h2_submit_request(cc->h2, nva, n, cc, &cc->stream_id);
 	if (r < 0)
 		return r;
@@ -643,6 +667,16 @@ int grpc_client_call_start(struct loop *l, const char *sock, const char *path, c
 	cc->sock = strdup(sock);
 	cc->path = strdup(path);
 	cc->authority = strdup(opts && opts->authority ? opts->authority : "localhost");
+	cc->streaming = opts && opts->server_streaming;
+	for (size_t i = 0; opts && opts->metadata && opts->metadata[i]; i++) {
+		if (i + 1 >= ELEMENTSOF(cc->metadata)) {
+			r = -E2BIG;
+			goto fail;
+		}
+		cc->metadata[i] = strdup(opts->metadata[i]);
+		if (!cc->metadata[i])
+			goto fail;
+	}
 	cc->req_len = GRPC_PREFIX_LEN + len;
 	cc->req = malloc(cc->req_len);
 	if (!cc->sock || !cc->path || !cc->authority || !cc->req)

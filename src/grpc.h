@@ -352,6 +352,13 @@ struct grpc_client_opts {
 	usec_t timeout;	       /* deadline from now; 0: none (no grpc-timeout sent) */
 	size_t max_recv_msg;   /* 0: 16 MiB */
 	const char *authority; /* NULL: "localhost" */
+	/* NULL, or extra request metadata: name, value, name, value, ..., NULL (at most 4 pairs;
+	 * lowercase names, as HTTP/2 wants), e.g. containerd's "containerd-namespace". */
+	const char *const *metadata;
+	/* A server-streaming method: every response message is kept, concatenated in order, as
+	 * @resp (for a protobuf reply, concatenation merges: repeated bytes fields can be read
+	 * one after the other); none at all is not an error. */
+	bool server_streaming;
 };
 
 /*

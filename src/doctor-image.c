@@ -1,0 +1,542 @@
+/* Image stores for the doctor's compat layer (doctor-image.h). */
+#include "doctor-image.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <yaml.h>
+
+#include "grpc.h"
+#include "pbwire.h"
+
+#define HTTP_MAX_RESPONSE ((size_t)4 << 20)
+#define BLOB_MAX	  ((size_t)4 << 20)
+
+#define MT_OCI_INDEX	     "application/vnd.oci.image.index.v1+json"
+#define MT_DOCKER_LIST	     "application/vnd.docker.distribution.manifest.list.v2+json"
+#define MT_OCI_MANIFEST	     "application/vnd.oci.image.manifest.v1+json"
+#define MT_DOCKER_MANIFEST   "application/vnd.docker.distribution.manifest.v2+json"
+#define PATH_IMAGES_GET	     "/containerd.services.images.v1.Images/Get"
+#define PATH_CONTENT_READ    "/containerd.services.content.v1.Content/Read"
+#define CONTAINERD_NS_HEADER "containerd-namespace"
+
+/* --- references --- */
+
+static bool ref_component_ok(const char *s, size_t n)
+{
+	if (n == 0)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!islower((unsigned char)s[i]) && !isdigit((unsigned char)s[i]) &&
+		    !strchr("._-", s[i]))
+			return false;
+	return true;
+}
+
+int image_ref_normalize(const char *ref, char **ret)
+{
+	const char *slash, *path, *last, *at, *p;
+	bool domain = false, tagged;
+	size_t name_end;
+
+	if (!ref || !*ref)
+		return -EINVAL;
+	for (p = ref; *p; p++)
+		if ((unsigned char)*p <= ' ' || *p == 0x7f)
+			return -EINVAL;
+	at = strchr(ref, '@');
+	name_end = at ? (size_t)(at - ref) : strlen(ref);
+	if (at && (!startswith(at + 1, "sha256:") || strlen(at + 1) != 7 + 64))
+		return -EINVAL;
+	slash = memchr(ref, '/', name_end);
+	if (slash) {
+		size_t n = (size_t)(slash - ref);
+
+		domain = memchr(ref, '.', n) || memchr(ref, ':', n) ||
+			 (n == 9 && startswith(ref, "localhost"));
+	}
+	path = domain ? slash + 1 : ref;
+	last = path;
+	for (p = path; p < ref + name_end; p++)
+		if (*p == '/')
+			last = p + 1;
+	tagged = at || memchr(last, ':', (size_t)(ref + name_end - last));
+	/* Each path component: lower case, digits, separators; the tag after ':' in the last. */
+	for (p = path; p < ref + name_end;) {
+		const char *end = memchr(p, '/', (size_t)(ref + name_end - p));
+		const char *colon;
+		size_t n;
+
+		if (!end)
+			end = ref + name_end;
+		colon = end == ref + name_end ? memchr(p, ':', (size_t)(end - p)) : NULL;
+		n = (size_t)((colon ? colon : end) - p);
+		if (!ref_component_ok(p, n))
+			return -EINVAL;
+		if (colon && (end - colon < 2 || memchr(colon + 1, ':', (size_t)(end - colon - 1))))
+			return -EINVAL;
+		p = end + (end < ref + name_end);
+		if (end < ref + name_end && p == ref + name_end)
+			return -EINVAL;
+	}
+	*ret = strdup_printf("%s%s%.*s%s%s", domain ? "" : "docker.io/",
+			     !domain && !slash ? "library/" : "", (int)name_end, ref,
+			     tagged ? "" : ":latest", at ? at : "");
+	return *ret ? 0 : -ENOMEM;
+}
+
+/* --- JSON (libyaml reads it: JSON is a YAML flow document) --- */
+
+static yaml_node_t *map_get(yaml_document_t *d, yaml_node_t *map, const char *key,
+			    const char *alt_key)
+{
+	if (!map || map->type != YAML_MAPPING_NODE)
+		return NULL;
+	for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+	     pr++) {
+		yaml_node_t *k = yaml_document_get_node(d, pr->key);
+
+		if (k && k->type == YAML_SCALAR_NODE &&
+		    (streq((const char *)k->data.scalar.value, key) ||
+		     (alt_key && streq((const char *)k->data.scalar.value, alt_key))))
+			return yaml_document_get_node(d, pr->value);
+	}
+	return NULL;
+}
+
+static const char *scalar(yaml_node_t *n)
+{
+	return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+static void copy_str(char *dst, size_t size, const char *src)
+{
+	(void)snprintf(dst, size, "%s", src ? src : "");
+}
+
+static void add_platform(struct image_info *info, const char *os, const char *arch,
+			 const char *variant)
+{
+	struct image_platform *pl;
+
+	if (!arch || !*arch || streq(arch, "unknown"))
+		return;
+	if (info->n_platforms >= IMAGE_MAX_PLATFORMS)
+		return;
+	pl = &info->platforms[info->n_platforms++];
+	copy_str(pl->os, sizeof(pl->os), os);
+	copy_str(pl->arch, sizeof(pl->arch), arch);
+	copy_str(pl->variant, sizeof(pl->variant), variant);
+}
+
+int image_json_platforms(const char *json, size_t len, struct image_info *info, char **ret_config)
+{
+	yaml_parser_t p;
+	yaml_document_t d;
+	yaml_node_t *root, *n;
+	int r = -EBADMSG;
+
+	*ret_config = NULL;
+	if (!yaml_parser_initialize(&p))
+		return -ENOMEM;
+	yaml_parser_set_input_string(&p, (const unsigned char *)json, len);
+	if (!yaml_parser_load(&p, &d)) {
+		r = p.error == YAML_MEMORY_ERROR ? -ENOMEM : -EBADMSG;
+		yaml_parser_delete(&p);
+		return r;
+	}
+	root = yaml_document_get_root_node(&d);
+	if (!root || root->type != YAML_MAPPING_NODE)
+		goto out;
+	n = map_get(&d, root, "manifests", NULL);
+	if (n && n->type == YAML_SEQUENCE_NODE) {
+		for (yaml_node_item_t *it = n->data.sequence.items.start;
+		     it < n->data.sequence.items.top; it++) {
+			yaml_node_t *pl =
+				map_get(&d, yaml_document_get_node(&d, *it), "platform", NULL);
+
+			add_platform(info, scalar(map_get(&d, pl, "os", NULL)),
+				     scalar(map_get(&d, pl, "architecture", NULL)),
+				     scalar(map_get(&d, pl, "variant", NULL)));
+		}
+		r = 0;
+		goto out;
+	}
+	n = map_get(&d, root, "architecture", "Architecture");
+	if (scalar(n)) {
+		add_platform(info, scalar(map_get(&d, root, "os", "Os")), scalar(n),
+			     scalar(map_get(&d, root, "variant", "Variant")));
+		r = 0;
+		goto out;
+	}
+	n = map_get(&d, root, "config", NULL);
+	if (scalar(map_get(&d, n, "digest", NULL))) {
+		*ret_config = strdup(scalar(map_get(&d, n, "digest", NULL)));
+		r = *ret_config ? 0 : -ENOMEM;
+	}
+out:
+	yaml_document_delete(&d);
+	yaml_parser_delete(&p);
+	return r;
+}
+
+/* --- Docker: HTTP/1.1 over the unix socket --- */
+
+static int unix_connect(const char *path, unsigned timeout_ms)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = timeout_ms / 1000,
+			      .tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000 };
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
+	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int r = -errno;
+
+		(void)fd_close(fd);
+		return r == -EAGAIN ? -ETIMEDOUT : r;
+	}
+	return fd;
+}
+
+/* Reads to EOF, bounded by @deadline (CLOCK_MONOTONIC µs) and HTTP_MAX_RESPONSE. */
+static int read_until_eof(int fd, usec_t deadline, struct buf *b)
+{
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		usec_t now = now_usec();
+		ssize_t n;
+		int r;
+
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		r = poll(&pfd, 1, (int)((deadline - now + 999) / 1000));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return -ETIMEDOUT;
+		if (buf_reserve(b, 65536) < 0)
+			return -ENOMEM;
+		n = read(fd, b->data + b->len, b->cap - b->len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno == EAGAIN ? -ETIMEDOUT : -errno;
+		if (n == 0)
+			break;
+		b->len += (size_t)n;
+		if (b->len > HTTP_MAX_RESPONSE)
+			return -EFBIG;
+	}
+	b->data[b->len] = 0;
+	return 0;
+}
+
+/* Undoes Transfer-Encoding: chunked in place. Returns the body length or -EPROTO. */
+static ssize_t dechunk(char *body, size_t len)
+{
+	size_t in = 0, out = 0;
+
+	for (;;) {
+		char *end;
+		unsigned long n;
+
+		if (in >= len)
+			return -EPROTO;
+		n = strtoul(body + in, &end, 16);
+		if (end == body + in)
+			return -EPROTO;
+		end = strstr(end, "\r\n");
+		if (!end)
+			return -EPROTO;
+		in = (size_t)(end - body) + 2;
+		if (n == 0)
+			return (ssize_t)out;
+		if (n > len - in)
+			return -EPROTO;
+		memmove(body + out, body + in, n);
+		out += n;
+		in += n + 2;
+	}
+}
+
+static bool header_has(const char *head, size_t head_len, const char *name, const char *value)
+{
+	for (const char *l = head; l && l < head + head_len;) {
+		const char *eol = strstr(l, "\r\n");
+
+		if (!eol || eol > head + head_len)
+			break;
+		if (strncasecmp(l, name, strlen(name)) == 0 && l[strlen(name)] == ':') {
+			const char *v = l + strlen(name) + 1;
+
+			while (*v == ' ')
+				v++;
+			return strncasecmp(v, value, strlen(value)) == 0;
+		}
+		l = eol + 2;
+	}
+	return false;
+}
+
+/* "HTTP/1.1 404 Not Found" -> 404; -1 for anything else. */
+static int http_status(const char *s)
+{
+	if (!startswith(s, "HTTP/1.") || !isdigit((unsigned char)s[7]) || s[8] != ' ')
+		return -1;
+	for (int i = 9; i < 12; i++)
+		if (!isdigit((unsigned char)s[i]))
+			return -1;
+	return (s[9] - '0') * 100 + (s[10] - '0') * 10 + (s[11] - '0');
+}
+
+int image_docker_lookup(const char *sock, const char *ref, unsigned timeout_ms,
+			struct image_info *info, char **reterr)
+{
+	usec_t deadline = now_usec() + (usec_t)timeout_ms * USEC_PER_MSEC;
+	struct buf req = { 0 }, resp = { 0 };
+	char *body, *config = NULL;
+	int fd = -1, r, status = 0;
+	ssize_t body_len;
+
+	r = buf_printf(&req, "GET /images/");
+	for (const char *p = ref; r >= 0 && *p; p++)
+		r = isalnum((unsigned char)*p) || strchr("._-/:@", *p) ?
+			    buf_append(&req, p, 1) :
+			    buf_printf(&req, "%%%02X", (unsigned char)*p);
+	if (r >= 0)
+		r = buf_printf(&req, "/json HTTP/1.1\r\nHost: docker\r\nUser-Agent: edgegpu\r\n"
+				     "Accept: application/json\r\nConnection: close\r\n\r\n");
+	if (r < 0)
+		goto out;
+	fd = unix_connect(sock, timeout_ms);
+	if (fd < 0) {
+		r = set_error(reterr, fd, "cannot connect to %s: %s", sock, strerror(-fd));
+		goto out;
+	}
+	r = fd_write_all(fd, req.data, req.len);
+	if (r >= 0)
+		r = read_until_eof(fd, deadline, &resp);
+	if (r < 0) {
+		r = set_error(reterr, r == -EAGAIN ? -ETIMEDOUT : r, "talking to %s: %s", sock,
+			      strerror(r == -EAGAIN ? ETIMEDOUT : -r));
+		goto out;
+	}
+	body = resp.len ? strstr((char *)resp.data, "\r\n\r\n") : NULL;
+	status = body ? http_status((const char *)resp.data) : -1;
+	if (!body || status < 0) {
+		r = set_error(reterr, -EPROTO, "%s answered something that is not HTTP", sock);
+		goto out;
+	}
+	body += 4;
+	body_len = (ssize_t)(resp.len - (size_t)(body - (char *)resp.data));
+	if (header_has((char *)resp.data, (size_t)(body - (char *)resp.data), "Transfer-Encoding",
+		       "chunked"))
+		body_len = dechunk(body, (size_t)body_len);
+	if (body_len < 0) {
+		r = set_error(reterr, -EPROTO, "%s: a chunked body we cannot read", sock);
+		goto out;
+	}
+	body[body_len] = 0;
+	if (status == 404) {
+		r = 0;
+		goto out;
+	}
+	if (status != 200) {
+		r = set_error(reterr, -EPROTO, "%s: HTTP %d: %.200s", sock, status, body);
+		goto out;
+	}
+	r = image_json_platforms(body, (size_t)body_len, info, &config);
+	if (r < 0 || info->n_platforms == 0) {
+		r = set_error(reterr, -EPROTO, "%s: the image inspect JSON names no architecture",
+			      sock);
+		goto out;
+	}
+	r = 1;
+out:
+	free(config);
+	(void)fd_close(fd);
+	buf_release(&req);
+	buf_release(&resp);
+	return r;
+}
+
+/* --- containerd: Images/Get and Content/Read --- */
+
+static int pb_put_string(struct buf *b, uint32_t field, const char *s)
+{
+	uint8_t hdr[16];
+	size_t n = 0, len = strlen(s);
+	uint64_t v = (uint64_t)field << 3 | PB_LEN;
+
+	for (int i = 0; i < 2; i++) {
+		while (v >= 0x80) {
+			hdr[n++] = (uint8_t)(v | 0x80);
+			v >>= 7;
+		}
+		hdr[n++] = (uint8_t)v;
+		v = len;
+	}
+	if (buf_append(b, hdr, n) < 0 || buf_append(b, s, len) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+/* The first length-delimited field @number of a message, or NULL/0. */
+static const uint8_t *pb_find(const uint8_t *msg, size_t len, uint32_t number, size_t *ret_len)
+{
+	struct pb_reader rd;
+	struct pb_field f;
+
+	pb_reader_init(&rd, msg, len);
+	while (pb_next(&rd, &f) > 0)
+		if (f.number == number && f.wire == PB_LEN) {
+			*ret_len = f.len;
+			return f.data;
+		}
+	*ret_len = 0;
+	return NULL;
+}
+
+static int grpc_call(const char *sock, const char *ns, const char *path, const struct buf *req,
+		     bool streaming, usec_t deadline, uint8_t **ret, size_t *ret_len, char **reterr)
+{
+	const char *md[] = { CONTAINERD_NS_HEADER, ns, NULL };
+	struct grpc_client_opts o = { .metadata = md,
+				      .server_streaming = streaming,
+				      .max_recv_msg = BLOB_MAX };
+	enum grpc_status st = GRPC_STATUS_OK;
+	char *msg = NULL;
+	usec_t now = now_usec();
+	int r;
+
+	if (now >= deadline)
+		return set_error(reterr, -ETIMEDOUT, "%s: no time left", sock);
+	o.timeout = deadline - now;
+	r = grpc_client_call_sync(sock, path, req->data, req->len, &o, &st, &msg, ret, ret_len);
+	if (r < 0) {
+		r = set_error(reterr, r, "%s", msg ? msg : strerror(-r));
+	} else if (st == GRPC_STATUS_NOT_FOUND) {
+		free(*ret);
+		*ret = NULL;
+		r = 0;
+	} else if (st != GRPC_STATUS_OK) {
+		free(*ret);
+		*ret = NULL;
+		r = set_error(reterr, -EPROTO, "%s: %s: %s", path + 1, grpc_status_name((int)st),
+			      msg ? msg : "");
+	} else {
+		r = 1;
+	}
+	free(msg);
+	return r;
+}
+
+/* Reads the blob @digest whole (ReadContentResponse: offset = 1, data = 2, concatenated). */
+static int read_blob(const char *sock, const char *ns, const char *digest, usec_t deadline,
+		     struct buf *blob, char **reterr)
+{
+	struct buf req = { 0 };
+	uint8_t *resp = NULL;
+	size_t len = 0;
+	struct pb_reader rd;
+	struct pb_field f;
+	int r;
+
+	r = pb_put_string(&req, 1, digest);
+	if (r < 0)
+		return r;
+	r = grpc_call(sock, ns, PATH_CONTENT_READ, &req, true, deadline, &resp, &len, reterr);
+	buf_release(&req);
+	if (r == 0)
+		return set_error(reterr, -ENOENT, "containerd has no content %s", digest);
+	if (r < 0)
+		return r;
+	pb_reader_init(&rd, resp, len);
+	while ((r = pb_next(&rd, &f)) > 0) {
+		if (f.number == 1 && f.wire == PB_VARINT && f.varint != blob->len)
+			r = -EBADMSG;
+		else if (f.number == 2 && f.wire == PB_LEN && buf_append(blob, f.data, f.len) < 0)
+			r = -ENOMEM;
+		if (r < 0)
+			break;
+	}
+	free(resp);
+	if (r < 0)
+		return set_error(reterr, r == -ENOMEM ? r : -EPROTO,
+				 "containerd: a Content/Read reply for %s we cannot read", digest);
+	return 0;
+}
+
+int image_containerd_lookup(const char *sock, const char *ns, const char *name, unsigned timeout_ms,
+			    struct image_info *info, char **reterr)
+{
+	usec_t deadline = now_usec() + (usec_t)timeout_ms * USEC_PER_MSEC;
+	struct buf req = { 0 }, blob = { 0 };
+	const uint8_t *image, *target, *s;
+	uint8_t *resp = NULL;
+	size_t len = 0, ilen, tlen, slen;
+	char *config = NULL;
+	int r;
+
+	r = pb_put_string(&req, 1, name);
+	if (r < 0)
+		return r;
+	r = grpc_call(sock, ns, PATH_IMAGES_GET, &req, false, deadline, &resp, &len, reterr);
+	if (r <= 0)
+		goto out;
+	/* GetImageResponse.image = 1; Image.target = 3; Descriptor media_type = 1, digest = 2. */
+	image = pb_find(resp, len, 1, &ilen);
+	target = image ? pb_find(image, ilen, 3, &tlen) : NULL;
+	s = target ? pb_find(target, tlen, 2, &slen) : NULL;
+	if (!s || slen == 0 || slen >= sizeof(info->digest)) {
+		r = set_error(reterr, -EPROTO, "containerd: image %s has no target digest", name);
+		goto out;
+	}
+	memcpy(info->digest, s, slen);
+	s = pb_find(target, tlen, 1, &slen);
+	(void)snprintf(info->media_type, sizeof(info->media_type), "%.*s", (int)slen,
+		       s ? (const char *)s : "");
+	r = read_blob(sock, ns, info->digest, deadline, &blob, reterr);
+	if (r < 0)
+		goto out;
+	r = image_json_platforms((const char *)blob.data, blob.len, info, &config);
+	if (r >= 0 && config) {
+		char *again = NULL;
+
+		blob.len = 0;
+		r = read_blob(sock, ns, config, deadline, &blob, reterr);
+		if (r >= 0)
+			r = image_json_platforms((const char *)blob.data, blob.len, info, &again);
+		free(again);
+	}
+	if (r < 0 && (!reterr || !*reterr))
+		r = set_error(reterr, r,
+			      "containerd: the content of %s is not an image index, "
+			      "manifest or config we can read",
+			      name);
+	else if (r >= 0 && info->n_platforms == 0)
+		r = set_error(reterr, -EPROTO, "containerd: %s names no platform", name);
+	else if (r >= 0)
+		r = 1;
+out:
+	free(config);
+	free(resp);
+	buf_release(&req);
+	buf_release(&blob);
+	return r;
+}
