@@ -59,7 +59,7 @@ MOUNTS = {
     "/var/log/pods": ("hostPath", "/var/log/pods", True),
     "/var/log/containers": ("hostPath", "/var/log/containers", True),
     "/host/proc": ("hostPath", "/proc", True),
-    "/driver-root": ("hostPath", "/", True),
+    "/driver-root/usr": ("hostPath", "/usr", True),
     "/etc/edgegpu": ("configMap", "edgegpu-config", True),
 }
 
@@ -200,8 +200,7 @@ def parse_members(body):
         m = MEMBER.match(body, i)
         if not m:
             return out
-        j = depth = m.end()
-        depth = 0
+        j, depth = m.end(), 0
         while j < len(body):
             c = body[j]
             if c in "{<(":
@@ -535,13 +534,10 @@ def check_overlay_specifics(overlay, docs, eff):
 
 
 def check_examples(k8s, crd):
-    docs, where = [], {}
+    docs = []
     for p in sorted(glob.glob(os.path.join(DEPLOY, "examples", "*.yaml"))):
         with open(p) as f:
-            for d in yaml.safe_load_all(f):
-                if d:
-                    where[len(docs)] = os.path.basename(p)
-                    docs.append(d)
+            docs += [d for d in yaml.safe_load_all(f) if d]
     validate_all(k8s, crd, docs, "examples")
     limits = {}
     for d in docs:
