@@ -118,6 +118,30 @@ static void print_lines(const char *text, const char *prefix)
 	}
 }
 
+/* @text word-wrapped to WRAP_COLUMNS, after @first on the first line and @next on the others. */
+#define WRAP_COLUMNS 100
+static void print_wrapped(const char *text, const char *first, const char *next)
+{
+	const char *prefix = first;
+
+	while (*text) {
+		size_t room = WRAP_COLUMNS - strlen(prefix), n = strlen(text), cut = n;
+
+		if (n > room) {
+			cut = room;
+			while (cut > 0 && text[cut] != ' ')
+				cut--;
+			if (cut == 0) /* one word longer than the line: keep it whole */
+				cut = strcspn(text, " ");
+		}
+		printf("%s%.*s\n", prefix, (int)cut, text);
+		text += cut;
+		while (*text == ' ')
+			text++;
+		prefix = next;
+	}
+}
+
 static void report_text(const struct doctor *dr, const unsigned count[4])
 {
 	char layer[32], last[32] = "";
@@ -130,10 +154,8 @@ static void report_text(const struct doctor *dr, const unsigned count[4])
 		}
 		printf("%-4s  %s: %s\n", status_name[c->status], c->id, c->summary);
 		print_lines((const char *)c->evidence.data, "      ");
-		if (c->fix && (c->status == DOCTOR_FAIL || c->status == DOCTOR_WARN)) {
-			printf("      fix: ");
-			print_lines(c->fix, "");
-		}
+		if (c->fix && (c->status == DOCTOR_FAIL || c->status == DOCTOR_WARN))
+			print_wrapped(c->fix, "      fix: ", "           ");
 	}
 	printf("\ndoctor: %u pass, %u warn, %u fail, %u skip%s\n", count[DOCTOR_PASS],
 	       count[DOCTOR_WARN], count[DOCTOR_FAIL], count[DOCTOR_SKIP],
