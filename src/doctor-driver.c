@@ -220,17 +220,19 @@ static void check_nvml(struct doctor_driver *d)
 			       doctor_opts(dr)->timeout_ms);
 		doctor_evidence(c, "stuck in: %s%s%s", d->hung_stage, d->hung_call ? ", in " : "",
 				d->hung_call ? d->hung_call : "");
-		doctor_fix(c, "The NVIDIA driver is hung: look for Xid errors in the kernel log "
-			      "(dmesg | grep -i xid). A GPU that fell off the bus, or a driver stuck "
-			      "like this, needs a node reboot.");
+		doctor_fix(c,
+			   "The NVIDIA driver is hung: look for Xid errors in the kernel log "
+			   "(dmesg | grep -i xid). A GPU that fell off the bus, or a driver stuck "
+			   "like this, needs a node reboot.");
 		return;
 	}
 	if (r >= 0) {
 		enum doctor_status st = in->n_devices ? DOCTOR_PASS : DOCTOR_WARN;
 
 		c = doctor_add(dr, "driver.nvml", st,
-			       in->n_devices ? "NVML works: driver %s, CUDA %d.%d, %u GPU%s" :
-					       "NVML works (driver %s, CUDA %d.%d) but sees %u GPUs%s",
+			       in->n_devices ?
+				       "NVML works: driver %s, CUDA %d.%d, %u GPU%s" :
+				       "NVML works (driver %s, CUDA %d.%d) but sees %u GPUs%s",
 			       in->driver_version, in->cuda_driver_version / 1000,
 			       in->cuda_driver_version % 1000 / 10, in->n_devices,
 			       in->n_devices == 1 ? "" : "s");
@@ -240,33 +242,39 @@ static void check_nvml(struct doctor_driver *d)
 		for (unsigned i = 0; i < in->n_devices; i++) {
 			const struct gpu_device *g = &in->devices[i];
 
-			doctor_evidence(c, "GPU %u: %s %s, /dev/nvidia%u, PCI %s", g->index, g->name,
-					g->uuid, g->minor, g->pci_bus_id);
+			doctor_evidence(c, "GPU %u: %s %s, /dev/nvidia%u, PCI %s", g->index,
+					g->name, g->uuid, g->minor, g->pci_bus_id);
 		}
 		for (unsigned i = 0; i < in->n_skipped; i++)
 			doctor_evidence(c, "left out: %s", in->skipped[i]);
 		if (!in->n_devices)
-			doctor_fix(c, "Check that the GPU is seen on the bus (lspci | grep -i nvidia) "
-				      "and that the kernel log has no 'fallen off the bus' or Xid "
-				      "error (dmesg | grep -i -e xid -e nvrm); reseat or power-cycle "
-				      "the GPU, then reboot.");
+			doctor_fix(c,
+				   "Check that the GPU is seen on the bus (lspci | grep -i nvidia) "
+				   "and that the kernel log has no 'fallen off the bus' or Xid "
+				   "error (dmesg | grep -i -e xid -e nvrm); reseat or power-cycle "
+				   "the GPU, then reboot.");
 		return;
 	}
 	if (d->tegra) {
 		bool expected = r == -ENOENT && d->l4t_major > 0 && d->l4t_major < 38;
 
-		c = doctor_add(dr, "driver.nvml", expected ? DOCTOR_SKIP : DOCTOR_WARN,
-			       expected ? "no NVML on this Jetson (L4T R%d ships none): driver.tegra "
-					  "checks the integrated GPU" :
-					  "NVML does not work on this Jetson (L4T R%d): driver.tegra checks "
-					  "the integrated GPU",
-			       d->l4t_major);
+		c = doctor_add(
+			dr, "driver.nvml", expected ? DOCTOR_SKIP : DOCTOR_WARN,
+			expected     ? "no NVML on this Jetson (L4T R%d ships none): "
+				       "driver.tegra checks the integrated GPU" :
+			r == -ENOENT ? "NVML not found on this Jetson (L4T R%d): JetPack 7 "
+				       "and later ship it; driver.tegra checks the integrated GPU" :
+				       "NVML does not work on this Jetson (L4T R%d): driver.tegra "
+				       "checks the integrated GPU",
+			d->l4t_major);
 		nvml_failed(d, c);
 		if (!expected)
-			doctor_fix(c, "JetPack 7 (L4T R38) and later ship NVML with the GPU driver: "
-				      "install the full JetPack (apt install nvidia-jetpack) or repair "
-				      "the L4T packages (apt install --reinstall nvidia-l4t-core "
-				      "nvidia-l4t-cuda).");
+			doctor_fix(
+				c,
+				"JetPack 7 (L4T R38) and later ship NVML with the GPU driver: "
+				"install the full JetPack (apt install nvidia-jetpack) or repair "
+				"the L4T packages (apt install --reinstall nvidia-l4t-core "
+				"nvidia-l4t-cuda).");
 		return;
 	}
 	switch (r) {
@@ -303,16 +311,18 @@ static void check_nvml(struct doctor_driver *d)
 			       "the NVML library lacks functions edgegpu needs (too old, or not "
 			       "NVIDIA's)");
 		nvml_failed(d, c);
-		doctor_fix(c, "Install a current NVIDIA driver (R450 or later) whose libraries "
-			      "match its kernel module; remove stray copies of libnvidia-ml.so.1 from "
-			      "the library path.");
+		doctor_fix(c,
+			   "Install a current NVIDIA driver (R450 or later) whose libraries "
+			   "match its kernel module; remove stray copies of libnvidia-ml.so.1 from "
+			   "the library path.");
 		break;
 	default:
 		c = doctor_add(dr, "driver.nvml", DOCTOR_FAIL, "NVML does not initialise");
 		nvml_failed(d, c);
-		doctor_fix(c, "Run nvidia-smi: it shows the same error. Fix the driver first (the "
-			      "kernel log, dmesg | grep -i nvrm, says more) and do not go on to the "
-			      "container runtime or Kubernetes until nvidia-smi lists the GPU.");
+		doctor_fix(c,
+			   "Run nvidia-smi: it shows the same error. Fix the driver first (the "
+			   "kernel log, dmesg | grep -i nvrm, says more) and do not go on to the "
+			   "container runtime or Kubernetes until nvidia-smi lists the GPU.");
 		break;
 	}
 }
@@ -433,15 +443,20 @@ static void check_versions(struct doctor_driver *d)
 		c = doctor_add(d->dr, "driver.versions", DOCTOR_FAIL,
 			       "Failed to initialize NVML: Driver/library version mismatch: kernel "
 			       "module %s, NVIDIA libraries %s",
-			       kmod[0] ? kmod : "unknown", lib[0] ? lib : nvml[0] ? nvml : "unknown");
+			       kmod[0] ? kmod : "unknown",
+			       lib[0]  ? lib :
+			       nvml[0] ? nvml :
+					 "unknown");
 		doctor_fix(c, fix_mismatch);
 	} else if (!d->kmod_present && d->tegra) {
-		c = doctor_add(d->dr, "driver.versions", DOCTOR_SKIP,
-			       "no /proc/driver/nvidia/version: a Jetson before Thor runs the nvgpu "
-			       "driver, whose version is the L4T release (driver.tegra)");
+		c = doctor_add(
+			d->dr, "driver.versions", DOCTOR_SKIP,
+			"no /proc/driver/nvidia/version: a Jetson before Thor runs the nvgpu "
+			"driver, whose version is the L4T release (driver.tegra)");
 	} else if (!d->kmod_present) {
-		c = doctor_add(d->dr, "driver.versions", DOCTOR_FAIL,
-			       "the NVIDIA kernel module is not loaded (no /proc/driver/nvidia/version)");
+		c = doctor_add(
+			d->dr, "driver.versions", DOCTOR_FAIL,
+			"the NVIDIA kernel module is not loaded (no /proc/driver/nvidia/version)");
 		doctor_fix(c, fix_not_loaded);
 	} else if (known < 2) {
 		c = doctor_add(d->dr, "driver.versions", DOCTOR_WARN,
@@ -450,14 +465,17 @@ static void check_versions(struct doctor_driver *d)
 			       kmod[0] ? kmod : "unreadable");
 	} else {
 		c = doctor_add(d->dr, "driver.versions", DOCTOR_PASS,
-			       "driver %s: the kernel module and the NVIDIA libraries agree", first);
+			       "driver %s: the kernel module and the NVIDIA libraries agree",
+			       first);
 	}
 	doctor_evidence(c, "kernel module: %s (/proc/driver/nvidia/version%s%s)",
 			kmod[0] ? kmod : "unknown", d->kmod_line ? ": " : "",
 			d->kmod_line ? d->kmod_line : ", missing");
-	doctor_evidence(c, "NVML driver version: %s", nvml[0] ? nvml : "unknown (NVML did not load)");
+	doctor_evidence(c, "NVML driver version: %s",
+			nvml[0] ? nvml : "unknown (NVML did not load)");
 	doctor_evidence(c, "library file: %s%s%s%s", d->lib_shown ? d->lib_shown : "not found",
-			d->lib_shown ? " (version " : "", d->lib_shown ? (lib[0] ? lib : "not in its name") : "",
+			d->lib_shown ? " (version " : "",
+			d->lib_shown ? (lib[0] ? lib : "not in its name") : "",
 			d->lib_shown ? ")" : "");
 }
 
@@ -475,7 +493,9 @@ static int char_dev(struct doctor_driver *d, const char *path)
 static void node_line(struct doctor_check *c, const char *path, int r, const char *what)
 {
 	doctor_evidence(c, "%s: %s%s%s", path,
-			r > 0 ? "character device" : r == 0 ? "missing" : "not a character device",
+			r > 0  ? "character device" :
+			r == 0 ? "missing" :
+				 "not a character device",
 			what ? ", " : "", what ? what : "");
 }
 
@@ -549,7 +569,8 @@ static void check_devices(struct doctor_driver *d)
 		      "reboot the node.";
 	}
 	if (st == DOCTOR_PASS)
-		(void)snprintf(summary, sizeof(summary), "%u GPU node%s%s, /dev/nvidiactl and /dev/nvidia-uvm present",
+		(void)snprintf(summary, sizeof(summary),
+			       "%u GPU node%s%s, /dev/nvidiactl and /dev/nvidia-uvm present",
 			       n_nodes, n_nodes == 1 ? "" : "s",
 			       nvml ? " (one per GPU NVML sees)" : "");
 	c = doctor_add(d->dr, "driver.devices", st, "%s", summary);
@@ -562,8 +583,8 @@ static void check_devices(struct doctor_driver *d)
 		node_line(c, path, char_dev(d, path), g->uuid);
 	}
 	if (n_nodes)
-		doctor_evidence(c, "/dev/nvidia<N> GPU nodes: %u, the highest /dev/nvidia%u", n_nodes,
-				highest);
+		doctor_evidence(c, "/dev/nvidia<N> GPU nodes: %u, the highest /dev/nvidia%u",
+				n_nodes, highest);
 	else
 		doctor_evidence(c, "/dev/nvidia<N> GPU nodes: none");
 	if (nvml)
@@ -571,11 +592,13 @@ static void check_devices(struct doctor_driver *d)
 	else
 		doctor_evidence(c, "GPUs NVML sees: unknown (NVML did not load)");
 	if (st != DOCTOR_PASS)
-		doctor_fix(c, fix ? fix :
-				    "The NVIDIA device nodes appear when the kernel module loads: "
-				    "modprobe nvidia && nvidia-modprobe -c=0 -u (or run nvidia-smi once "
-				    "as root, which creates them). If they are still missing, the module "
-				    "did not load: see dmesg.");
+		doctor_fix(
+			c,
+			fix ? fix :
+			      "The NVIDIA device nodes appear when the kernel module loads: "
+			      "modprobe nvidia && nvidia-modprobe -c=0 -u (or run nvidia-smi once "
+			      "as root, which creates them). If they are still missing, the module "
+			      "did not load: see dmesg.");
 }
 
 /* --- the layer --- */
@@ -636,7 +659,8 @@ static void fill_facts(struct doctor_driver *d)
 	if (d->nvml_r < 0 || d->nvml_hung)
 		return;
 	f->nvml_ok = true;
-	(void)snprintf(f->driver_version, sizeof(f->driver_version), "%.63s", d->info.driver_version);
+	(void)snprintf(f->driver_version, sizeof(f->driver_version), "%.63s",
+		       d->info.driver_version);
 	f->cuda_driver_version = d->info.cuda_driver_version;
 	f->n_gpus = d->info.n_devices;
 	for (unsigned i = 0; i < d->info.n_devices && i < DOCTOR_MAX_GPUS; i++)

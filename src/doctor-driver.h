@@ -24,10 +24,10 @@ struct doctor_driver {
 	const char *hung_stage; /* where it hangs (literals) */
 	const char *hung_call;
 	struct gpu_info info;
-	char *lib_shown;	/* the NVML library file (host path when under the host root) */
-	char lib_version[64];	/* the driver version in its name, "" unknown */
-	bool kmod_present;	/* /proc/driver/nvidia/version exists */
-	char *kmod_line;	/* its first line */
+	char *lib_shown;      /* the NVML library file (host path when under the host root) */
+	char lib_version[64]; /* the driver version in its name, "" unknown */
+	bool kmod_present;    /* /proc/driver/nvidia/version exists */
+	char *kmod_line;      /* its first line */
 	/* Tegra */
 	bool tegra;
 	int l4t_major; /* 36 for "R36 (release), REVISION: 4.3"; 0 unknown */

@@ -4,8 +4,6 @@
  * come back after a reboot (systemd units, the kernel module for the running kernel). Every
  * file is read under the host root; symlinks are followed inside it.
  */
-#include "doctor-driver.h"
-
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
@@ -16,49 +14,111 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "doctor-driver.h"
+
+/* Appends component @c (@n bytes) to @out, a path without a trailing slash. */
+static int push(struct buf *out, const char *c, size_t n)
+{
+	return buf_printf(out, "/%.*s", (int)n, c);
+}
+
 int doctor_host_resolve(const struct doctor *dr, const char *path, char **ret)
 {
-	char *cur = strdup(path), *full = NULL;
-	int r = -ENOMEM;
+	struct buf out = { 0 }, todo = { 0 };
+	const char *p;
+	unsigned links = 0;
+	int r;
 
-	for (int hop = 0; cur && hop < 16; hop++) {
-		char target[PATH_MAX], *next;
+	/* @todo holds what is left to walk; a symlink's target is put in front of it. */
+	r = buf_printf(&todo, "%s", path);
+	if (r < 0)
+		goto out;
+	p = (const char *)todo.data;
+	for (;;) {
+		char target[PATH_MAX], *full, *rest;
 		struct stat st;
-		ssize_t n;
+		size_t n;
+		ssize_t len;
 
-		full = doctor_path(dr, cur);
-		if (!full)
+		p += strspn(p, "/");
+		if (!*p)
 			break;
+		n = strcspn(p, "/");
+		if (n == 1 && p[0] == '.') {
+			p += n;
+			continue;
+		}
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			/* Never above the host root. */
+			char *slash = out.len ? strrchr((char *)out.data, '/') : NULL;
+
+			if (slash)
+				out.len = (size_t)(slash - (char *)out.data);
+			if (out.data)
+				((char *)out.data)[out.len] = 0;
+			p += n;
+			continue;
+		}
+		r = push(&out, p, n);
+		if (r < 0)
+			goto out;
+		p += n;
+		full = doctor_path(dr, (const char *)out.data);
+		if (!full) {
+			r = -ENOMEM;
+			goto out;
+		}
 		if (lstat(full, &st) < 0) {
 			r = -errno;
+			free(full);
+			/* The missing path, as far as it is known, for the caller's message. */
+			if (buf_printf(&out, "%s", p) < 0)
+				r = -ENOMEM;
 			goto out;
 		}
-		if (!S_ISLNK(st.st_mode)) {
-			r = 0;
-			goto out;
-		}
-		n = readlink(full, target, sizeof(target) - 1);
-		if (n < 0) {
+		len = S_ISLNK(st.st_mode) ? readlink(full, target, sizeof(target) - 1) : 0;
+		free(full);
+		if (len < 0) {
 			r = -errno;
 			goto out;
 		}
-		target[n] = 0;
-		full = mfree(full);
-		if (target[0] == '/')
-			next = strdup(target);
-		else
-			next = strdup_printf("%.*s/%s", (int)(strrchr(cur, '/') - cur), cur, target);
-		free(cur);
-		cur = next;
-		r = hop == 15 ? -ELOOP : -ENOMEM;
+		if (!S_ISLNK(st.st_mode))
+			continue;
+		if (++links > 32) {
+			r = -ELOOP;
+			goto out;
+		}
+		target[len] = 0;
+		rest = strdup_printf("%s/%s", target, p);
+		if (!rest) {
+			r = -ENOMEM;
+			goto out;
+		}
+		/* The link itself goes; an absolute target starts again at the root. */
+		out.len = target[0] == '/' ?
+				  0 :
+				  (size_t)(strrchr((char *)out.data, '/') - (char *)out.data);
+		((char *)out.data)[out.len] = 0;
+		buf_release(&todo);
+		r = buf_printf(&todo, "%s", rest);
+		free(rest);
+		if (r < 0)
+			goto out;
+		p = (const char *)todo.data;
 	}
+	r = 0;
 out:
-	free(full);
-	if (cur && r != -ENOMEM && r != -ELOOP) {
-		*ret = cur;
-		return r;
+	if (r == 0 || r == -ENOENT) {
+		char *s = out.len ? strdup((const char *)out.data) : strdup("/");
+
+		if (!s) {
+			r = -ENOMEM;
+		} else {
+			*ret = s;
+		}
 	}
-	free(cur);
+	buf_release(&out);
+	buf_release(&todo);
 	return r;
 }
 
@@ -170,15 +230,17 @@ void doctor_check_tegra(struct doctor_driver *d)
 			missing = nvgpu_any[0];
 	}
 	if (missing) {
-		c = doctor_add(d->dr, "driver.tegra", DOCTOR_FAIL,
-			       "Jetson board but the integrated GPU's device node %s is missing: the "
-			       "GPU driver did not come up",
-			       missing);
-		doctor_fix(c, "The L4T GPU driver did not load: check lsmod | grep -e nvgpu -e "
-			      "nvidia and dmesg | grep -i -e nvgpu -e nvrm; reinstall the L4T kernel "
-			      "packages (apt install --reinstall nvidia-l4t-kernel "
-			      "nvidia-l4t-kernel-dtbs) or reflash the board with its JetPack "
-			      "release, then reboot.");
+		c = doctor_add(
+			d->dr, "driver.tegra", DOCTOR_FAIL,
+			"Jetson board but the integrated GPU's device node %s is missing: the "
+			"GPU driver did not come up",
+			missing);
+		doctor_fix(c,
+			   "The L4T GPU driver did not load: check lsmod | grep -e nvgpu -e "
+			   "nvidia and dmesg | grep -i -e nvgpu -e nvrm; reinstall the L4T kernel "
+			   "packages (apt install --reinstall nvidia-l4t-kernel "
+			   "nvidia-l4t-kernel-dtbs) or reflash the board with its JetPack "
+			   "release, then reboot.");
 	} else if (!d->f->l4t_release[0]) {
 		c = doctor_add(d->dr, "driver.tegra", DOCTOR_WARN,
 			       "Jetson board (%s) but the L4T release is unknown: "
@@ -196,9 +258,11 @@ void doctor_check_tegra(struct doctor_driver *d)
 	if (d->model[0])
 		doctor_evidence(c, "model: %s", d->model);
 	doctor_evidence(c, "L4T: %s", d->f->l4t_release[0] ? d->f->l4t_release : "unknown");
-	doctor_evidence(c, "SoC: %s (/proc/device-tree/compatible)", d->soc[0] ? d->soc : "unknown");
-	doctor_evidence(c, "GPU driver: %s", thor ? "OpenRM (/dev/nvidia*), L4T R38 and later" :
-						    "nvgpu (/dev/nvhost-*, /dev/nvmap)");
+	doctor_evidence(c, "SoC: %s (/proc/device-tree/compatible)",
+			d->soc[0] ? d->soc : "unknown");
+	doctor_evidence(c, "GPU driver: %s",
+			thor ? "OpenRM (/dev/nvidia*), L4T R38 and later" :
+			       "nvgpu (/dev/nvhost-*, /dev/nvmap)");
 	for (size_t i = 0; i < (thor ? ELEMENTSOF(openrm) : ELEMENTSOF(nvgpu_any)); i++) {
 		const char *p = thor ? openrm[i] : nvgpu_any[i];
 
@@ -215,14 +279,15 @@ void doctor_check_tegra(struct doctor_driver *d)
 
 void doctor_check_smi(struct doctor_driver *d)
 {
-	static const char *const dirs[] = { "/usr/bin",	 "/usr/sbin", "/usr/local/bin",
-					    "/bin",	 "/sbin",     "/usr/local/nvidia/bin" };
+	static const char *const dirs[] = { "/usr/bin", "/usr/sbin", "/usr/local/bin",
+					    "/bin",	"/sbin",     "/usr/local/nvidia/bin" };
 	struct doctor_check *c;
 	char *found = NULL, *noexec = NULL;
 
 	if (d->tegra && d->l4t_major > 0 && d->l4t_major < 36) {
 		c = doctor_add(d->dr, "driver.nvidia-smi", DOCTOR_SKIP,
-			       "L4T R%d ships no nvidia-smi (tegrastats shows the GPU)", d->l4t_major);
+			       "L4T R%d ships no nvidia-smi (tegrastats shows the GPU)",
+			       d->l4t_major);
 		return;
 	}
 	for (size_t i = 0; i < ELEMENTSOF(dirs) && !found; i++) {
@@ -231,7 +296,8 @@ void doctor_check_smi(struct doctor_driver *d)
 
 		if (path && doctor_host_stat(d->dr, path, &st, &real) == 0 && S_ISREG(st.st_mode)) {
 			if (st.st_mode & 0111)
-				found = strdup_printf("%s%s%s", path, streq(real, path) ? "" : " -> ",
+				found = strdup_printf("%s%s%s", path,
+						      streq(real, path) ? "" : " -> ",
 						      streq(real, path) ? "" : real);
 			else if (!noexec)
 				noexec = strdup(path);
@@ -240,7 +306,8 @@ void doctor_check_smi(struct doctor_driver *d)
 		free(path);
 	}
 	if (found) {
-		c = doctor_add(d->dr, "driver.nvidia-smi", DOCTOR_PASS, "nvidia-smi is on the PATH");
+		c = doctor_add(d->dr, "driver.nvidia-smi", DOCTOR_PASS,
+			       "nvidia-smi is on the PATH");
 		doctor_evidence(c, "%s", found);
 	} else if (noexec) {
 		c = doctor_add(d->dr, "driver.nvidia-smi", DOCTOR_WARN,
@@ -254,9 +321,10 @@ void doctor_check_smi(struct doctor_driver *d)
 			       "nvidia-smi listing the GPU and the driver version, cannot be run");
 		doctor_evidence(c, "looked in /usr/bin, /usr/sbin, /usr/local/bin, /bin, /sbin, "
 				   "/usr/local/nvidia/bin");
-		doctor_fix(c, "Install the driver's utilities, which bring nvidia-smi (Debian: apt "
-			      "install nvidia-smi; Ubuntu: apt install nvidia-utils-<driver branch>, "
-			      "e.g. nvidia-utils-550), then run nvidia-smi: it must list the GPU.");
+		doctor_fix(c,
+			   "Install the driver's utilities, which bring nvidia-smi (Debian: apt "
+			   "install nvidia-smi; Ubuntu: apt install nvidia-utils-<driver branch>, "
+			   "e.g. nvidia-utils-550), then run nvidia-smi: it must list the GPU.");
 	}
 	free(found);
 	free(noexec);
@@ -370,8 +438,10 @@ out:
 /* nvidia-persistenced's pid file names a live process of that name under <root>/proc. */
 static int persistenced_pid(const struct doctor *dr)
 {
-	static const char *const pidfiles[] = { "/run/nvidia-persistenced/nvidia-persistenced.pid",
-						"/var/run/nvidia-persistenced/nvidia-persistenced.pid" };
+	static const char *const pidfiles[] = {
+		"/run/nvidia-persistenced/nvidia-persistenced.pid",
+		"/var/run/nvidia-persistenced/nvidia-persistenced.pid"
+	};
 	int pid = 0;
 
 	for (size_t i = 0; i < ELEMENTSOF(pidfiles) && !pid; i++) {
@@ -412,10 +482,11 @@ void doctor_check_persistence(struct doctor_driver *d)
 			       "persistence mode is on: nvidia-persistenced runs");
 		doctor_evidence(c, "nvidia-persistenced: pid %d", pid);
 	} else {
-		c = doctor_add(d->dr, "driver.persistence", DOCTOR_WARN,
-			       "persistence mode is off: nvidia-persistenced is not running, so the "
-			       "driver sets each GPU up again for every CUDA process and pods start "
-			       "slowly");
+		c = doctor_add(
+			d->dr, "driver.persistence", DOCTOR_WARN,
+			"persistence mode is off: nvidia-persistenced is not running, so the "
+			"driver sets each GPU up again for every CUDA process and pods start "
+			"slowly");
 		doctor_evidence(c, "no live nvidia-persistenced behind "
 				   "/run/nvidia-persistenced/nvidia-persistenced.pid");
 		doctor_fix(c, "Start the persistence daemon and enable it at boot: systemctl "
@@ -523,7 +594,7 @@ static enum unit_state boot_unit(struct boot *b, const struct boot_unit *u, enum
 static void boot_units(struct boot *b)
 {
 	enum unit_state k3s[ELEMENTSOF(u_k3s)];
-	bool k3s_any = false, k3s_on = false;
+	bool k3s_any = false, k3s_on = false, own;
 	enum unit_state mk;
 
 	if (!b->d->tegra)
@@ -540,10 +611,11 @@ static void boot_units(struct boot *b)
 	for (size_t i = 0; i < ELEMENTSOF(u_k3s); i++)
 		(void)boot_unit(b, &u_k3s[i], k3s_on ? DOCTOR_PASS : DOCTOR_FAIL, false);
 	mk = boot_unit(b, &u_microk8s, k3s_any ? DOCTOR_PASS : DOCTOR_FAIL, false);
-	b->n_runtime = k3s_any || mk != UNIT_MISSING;
+	own = k3s_any || mk != UNIT_MISSING;
+	b->n_runtime = own;
 	/* k3s and MicroK8s run their own containerd: a disabled containerd.service is theirs. */
 	for (size_t i = 0; i < ELEMENTSOF(u_node); i++)
-		if (boot_unit(b, &u_node[i], b->n_runtime ? DOCTOR_PASS : DOCTOR_FAIL, false) !=
+		if (boot_unit(b, &u_node[i], own ? DOCTOR_PASS : DOCTOR_FAIL, false) !=
 		    UNIT_MISSING)
 			b->n_runtime++;
 	if (boot_unit(b, &u_docker, DOCTOR_WARN, false) != UNIT_MISSING)
@@ -553,8 +625,9 @@ static void boot_units(struct boot *b)
 			     "Install the container runtime and enable it at boot: apt install "
 			     "containerd && systemctl enable --now containerd.service (k3s and "
 			     "MicroK8s bring their own and enable it when installed).",
-			     "%s", "no container runtime unit (containerd, docker, k3s, MicroK8s, "
-				   "edgecore): it may not start after a reboot");
+			     "%s",
+			     "no container runtime unit (containerd, docker, k3s, MicroK8s, "
+			     "edgecore): it may not start after a reboot");
 }
 
 static int find_module(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -594,15 +667,16 @@ static void boot_module(struct boot *b)
 			     path ? path : "/lib/modules");
 	boot_line(b, line);
 	if (!found)
-		boot_finding(b, DOCTOR_FAIL,
-			     "Build the driver for the running kernel: dkms autoinstall (keep the "
-			     "driver's DKMS package, e.g. nvidia-kernel-dkms, installed so that kernel "
-			     "updates rebuild it), or install the prebuilt module package for this "
-			     "kernel (Ubuntu: linux-modules-nvidia-<branch>-$(uname -r)); then modprobe "
-			     "nvidia.",
-			     "no NVIDIA kernel module for the running kernel %s: after a reboot the "
-			     "GPUs are gone",
-			     rel);
+		boot_finding(
+			b, DOCTOR_FAIL,
+			"Build the driver for the running kernel: dkms autoinstall (keep the "
+			"driver's DKMS package, e.g. nvidia-kernel-dkms, installed so that kernel "
+			"updates rebuild it), or install the prebuilt module package for this "
+			"kernel (Ubuntu: linux-modules-nvidia-<branch>-$(uname -r)); then modprobe "
+			"nvidia.",
+			"no NVIDIA kernel module for the running kernel %s: after a reboot the "
+			"GPUs are gone",
+			rel);
 out:
 	free(line);
 	free(full);
@@ -615,15 +689,23 @@ void doctor_check_boot(struct doctor_driver *d)
 	struct boot b = { .d = d, .st = DOCTOR_PASS };
 	const char *ev;
 
+	bool units = have_systemd(d->dr);
+
 	boot_module(&b);
-	if (have_systemd(d->dr))
+	if (units)
 		boot_units(&b);
 	else
 		boot_line(&b, "no systemd unit directory: the start at boot of the services was "
 			      "not checked");
-	if (b.st == DOCTOR_PASS)
+	if (b.st == DOCTOR_PASS && !units && d->tegra)
+		b.st = DOCTOR_SKIP;
+	if (b.st == DOCTOR_PASS || b.st == DOCTOR_SKIP)
 		(void)snprintf(b.summary, sizeof(b.summary), "%s",
-			       "the NVIDIA driver and the container runtime start at boot");
+			       units ? "the NVIDIA driver and the container runtime start at boot" :
+			       d->tegra ?
+				       "no systemd here: nothing to check" :
+				       "the NVIDIA kernel module is built for the running kernel "
+				       "(no systemd: the services were not checked)");
 	b.c = doctor_add(d->dr, "driver.boot", b.st, "%s", b.summary);
 	for (ev = (const char *)b.ev.data; ev && *ev;) {
 		size_t n = strcspn(ev, "\n");
