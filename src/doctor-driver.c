@@ -351,7 +351,7 @@ static void read_kmod_version(struct doctor_driver *d)
 {
 	char *path = doctor_path(d->dr, "/proc/driver/nvidia/version"), *text = NULL;
 
-	if (path && read_file(path, 64 * 1024, &text, NULL) == 0) {
+	if (path && read_file(path, (size_t)64 * 1024, &text, NULL) == 0) {
 		d->kmod_present = true;
 		if (!version_token(text, d->f->kmod_version, sizeof(d->f->kmod_version)))
 			d->f->kmod_version[0] = 0;
@@ -391,6 +391,8 @@ static void find_lib_file(struct doctor_driver *d, const char *loaded)
 {
 	const char *root = doctor_opts(d->dr)->host_root;
 	size_t rlen = strlen(root);
+	const char *droot = d->cfg && d->cfg->driver_root ? d->cfg->driver_root : "/";
+	bool given = d->cfg && d->cfg->nvml_lib && *d->cfg->nvml_lib;
 	char *host = NULL, *real = NULL;
 	const char *base, *v;
 
@@ -400,11 +402,11 @@ static void find_lib_file(struct doctor_driver *d, const char *loaded)
 		(void)doctor_host_resolve(d->dr, loaded + rlen, &host);
 	else if (loaded)
 		real = realpath(loaded, NULL);
-	else if (d->cfg && d->cfg->nvml_lib && *d->cfg->nvml_lib)
+	else if (given)
 		real = realpath(d->cfg->nvml_lib, NULL);
-	for (size_t i = 0; !loaded && !real && !host && i < ELEMENTSOF(nvml_dirs); i++) {
-		const char *dr = d->cfg && d->cfg->driver_root ? d->cfg->driver_root : "/";
-		char *p = strdup_printf("%s%s/libnvidia-ml.so.1", streq(dr, "/") ? "" : dr,
+	/* Where NVML would have been found under the driver root, had it loaded. */
+	for (size_t i = 0; !loaded && !given && !host && i < ELEMENTSOF(nvml_dirs); i++) {
+		char *p = strdup_printf("%s%s/libnvidia-ml.so.1", streq(droot, "/") ? "" : droot,
 					nvml_dirs[i]);
 
 		if (p && doctor_host_resolve(d->dr, p, &host) < 0)
@@ -549,7 +551,7 @@ static void check_devices(struct doctor_driver *d)
 		st = ctl[i].if_bad;
 		(void)snprintf(summary, sizeof(summary), "%s is %s", ctl[i].path,
 			       ctl[i].r == 0 ? "missing" : "not a character device");
-		if (i == 1)
+		if (i > 0)
 			fix = "Load the UVM module, which creates /dev/nvidia-uvm: nvidia-modprobe -u "
 			      "-c=0 (or modprobe nvidia_uvm), and make it load at boot: echo "
 			      "nvidia_uvm > /etc/modules-load.d/nvidia-uvm.conf";

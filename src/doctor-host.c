@@ -148,7 +148,7 @@ static int read_host(const struct doctor *dr, const char *path, char **ret, size
 
 	if (r >= 0) {
 		full = doctor_path(dr, real);
-		r = full ? read_file(full, 64 * 1024, ret, ret_len) : -ENOMEM;
+		r = full ? read_file(full, (size_t)64 * 1024, ret, ret_len) : -ENOMEM;
 	}
 	free(full);
 	free(real);
@@ -285,9 +285,9 @@ void doctor_check_smi(struct doctor_driver *d)
 	char *found = NULL, *noexec = NULL;
 
 	if (d->tegra && d->l4t_major > 0 && d->l4t_major < 36) {
-		c = doctor_add(d->dr, "driver.nvidia-smi", DOCTOR_SKIP,
-			       "L4T R%d ships no nvidia-smi (tegrastats shows the GPU)",
-			       d->l4t_major);
+		(void)doctor_add(d->dr, "driver.nvidia-smi", DOCTOR_SKIP,
+				 "L4T R%d ships no nvidia-smi (tegrastats shows the GPU)",
+				 d->l4t_major);
 		return;
 	}
 	for (size_t i = 0; i < ELEMENTSOF(dirs) && !found; i++) {
