@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "doctor.h"
 #include "gpu-monitor.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -16,7 +17,7 @@ int main(int argc, char **argv)
 	 * A thread still inside the GPU driver (a hung NVML call) cannot be joined, and the
 	 * driver library's destructors may wait for it forever: leave without running them.
 	 */
-	if (gpu_monitor_live_threads() > 0) {
+	if (gpu_monitor_live_threads() > 0 || doctor_live_threads() > 0) {
 #if defined(__SANITIZE_ADDRESS__)
 		/* _exit() skips LeakSanitizer's check at exit; what the stuck thread holds is reachable. */
 		if (__lsan_do_recoverable_leak_check() != 0 && rc == 0)

@@ -1068,6 +1068,8 @@ __attribute__((constructor)) static void fake_load(void)
 		    0)
 		(void)fprintf(stderr, "fake nvml: fixture not loaded, nvmlInit fails: %s\n",
 			      fake.fixture_error);
+	/* A driver hung from the first call on: no control socket could block it in time. */
+	memcpy(fake.blocked, fake.fx.block, sizeof(fake.blocked));
 	if (sysfs && *sysfs)
 		write_sysfs(sysfs);
 	if (procfs && *procfs)

@@ -476,6 +476,8 @@ int fake_global_set(struct fake_fixture *fx, const char *key, const char *v, cha
 			goto bad;
 	} else if (!strcmp(key, "not_supported")) {
 		return parse_fn_list(v, fx->not_supported, err, errlen);
+	} else if (!strcmp(key, "block")) {
+		return parse_fn_list(v, fx->block, err, errlen);
 	} else if (!strcmp(key, "fail")) {
 		return parse_fail(fx, v, err, errlen);
 	} else {

@@ -76,6 +76,8 @@ struct fake_fixture {
 	enum nvml_return init_error;
 	bool mismatch;
 	uint64_t not_supported[FAKE_FN_WORDS];
+	/* "block = FUNC,...": blocked from the moment the library loads (as "block FUNC") */
+	uint64_t block[FAKE_FN_WORDS];
 	struct fake_fail fail[FAKE_FN_COUNT];
 	unsigned n_gpus;
 	struct fake_gpu gpus[FAKE_MAX_GPUS];

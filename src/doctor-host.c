@@ -1,0 +1,719 @@
+/*
+ * The driver layer's host checks (doctor-driver.h): a Jetson/Tegra board and its L4T release,
+ * nvidia-smi on the PATH, persistence mode, and whether the driver and the container runtime
+ * come back after a reboot (systemd units, the kernel module for the running kernel). Every
+ * file is read under the host root; symlinks are followed inside it.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "doctor-driver.h"
+
+/* Appends component @c (@n bytes) to @out, a path without a trailing slash. */
+static int push(struct buf *out, const char *c, size_t n)
+{
+	return buf_printf(out, "/%.*s", (int)n, c);
+}
+
+int doctor_host_resolve(const struct doctor *dr, const char *path, char **ret)
+{
+	struct buf out = { 0 }, todo = { 0 };
+	const char *p;
+	unsigned links = 0;
+	int r;
+
+	/* @todo holds what is left to walk; a symlink's target is put in front of it. */
+	r = buf_printf(&todo, "%s", path);
+	if (r < 0)
+		goto out;
+	p = (const char *)todo.data;
+	for (;;) {
+		char target[PATH_MAX], *full, *rest;
+		struct stat st;
+		size_t n;
+		ssize_t len;
+
+		p += strspn(p, "/");
+		if (!*p)
+			break;
+		n = strcspn(p, "/");
+		if (n == 1 && p[0] == '.') {
+			p += n;
+			continue;
+		}
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			/* Never above the host root. */
+			char *slash = out.len ? strrchr((char *)out.data, '/') : NULL;
+
+			if (slash)
+				out.len = (size_t)(slash - (char *)out.data);
+			if (out.data)
+				((char *)out.data)[out.len] = 0;
+			p += n;
+			continue;
+		}
+		r = push(&out, p, n);
+		if (r < 0)
+			goto out;
+		p += n;
+		full = doctor_path(dr, (const char *)out.data);
+		if (!full) {
+			r = -ENOMEM;
+			goto out;
+		}
+		if (lstat(full, &st) < 0) {
+			r = -errno;
+			free(full);
+			/* The missing path, as far as it is known, for the caller's message. */
+			if (buf_printf(&out, "%s", p) < 0)
+				r = -ENOMEM;
+			goto out;
+		}
+		len = S_ISLNK(st.st_mode) ? readlink(full, target, sizeof(target) - 1) : 0;
+		free(full);
+		if (len < 0) {
+			r = -errno;
+			goto out;
+		}
+		if (!S_ISLNK(st.st_mode))
+			continue;
+		if (++links > 32) {
+			r = -ELOOP;
+			goto out;
+		}
+		target[len] = 0;
+		rest = strdup_printf("%s/%s", target, p);
+		if (!rest) {
+			r = -ENOMEM;
+			goto out;
+		}
+		/* The link itself goes; an absolute target starts again at the root. */
+		out.len = target[0] == '/' ?
+				  0 :
+				  (size_t)(strrchr((char *)out.data, '/') - (char *)out.data);
+		((char *)out.data)[out.len] = 0;
+		buf_release(&todo);
+		r = buf_printf(&todo, "%s", rest);
+		free(rest);
+		if (r < 0)
+			goto out;
+		p = (const char *)todo.data;
+	}
+	r = 0;
+out:
+	if (r == 0 || r == -ENOENT) {
+		char *s = out.len ? strdup((const char *)out.data) : strdup("/");
+
+		if (!s) {
+			r = -ENOMEM;
+		} else {
+			*ret = s;
+		}
+	}
+	buf_release(&out);
+	buf_release(&todo);
+	return r;
+}
+
+int doctor_host_stat(const struct doctor *dr, const char *path, struct stat *st, char **ret_real)
+{
+	char *real = NULL, *full;
+	int r = doctor_host_resolve(dr, path, &real);
+
+	if (r < 0)
+		goto out;
+	full = doctor_path(dr, real);
+	r = !full ? -ENOMEM : stat(full, st) < 0 ? -errno : 0;
+	free(full);
+out:
+	if (ret_real && real)
+		*ret_real = real;
+	else
+		free(real);
+	return r;
+}
+
+/* Reads a host file (symlinks followed inside the root). Returns 0 or -errno. */
+static int read_host(const struct doctor *dr, const char *path, char **ret, size_t *ret_len)
+{
+	char *real = NULL, *full = NULL;
+	int r = doctor_host_resolve(dr, path, &real);
+
+	if (r >= 0) {
+		full = doctor_path(dr, real);
+		r = full ? read_file(full, (size_t)64 * 1024, ret, ret_len) : -ENOMEM;
+	}
+	free(full);
+	free(real);
+	return r;
+}
+
+static bool host_exists(const struct doctor *dr, const char *path)
+{
+	struct stat st;
+
+	return doctor_host_stat(dr, path, &st, NULL) == 0;
+}
+
+/* --- Tegra --- */
+
+void doctor_tegra_detect(struct doctor_driver *d)
+{
+	char *text = NULL;
+	size_t len = 0;
+
+	/* "# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, ..." */
+	if (read_host(d->dr, "/etc/nv_tegra_release", &text, &len) == 0) {
+		const char *p = text + strspn(text, "# ");
+		size_t n = strcspn(p, "\n");
+		const char *gcid = strstr(p, ", GCID");
+
+		if (gcid && (size_t)(gcid - p) < n)
+			n = (size_t)(gcid - p);
+		d->tegra = true;
+		(void)snprintf(d->f->l4t_release, sizeof(d->f->l4t_release), "%.*s", (int)n, p);
+		if (p[0] == 'R' && p[1] >= '0' && p[1] <= '9')
+			d->l4t_major = (int)strtol(p + 1, NULL, 10);
+	}
+	text = mfree(text);
+	/* NUL-separated: "nvidia,p3768-0000+p3767-0005\0nvidia,tegra234\0" */
+	if (read_host(d->dr, "/proc/device-tree/compatible", &text, &len) == 0) {
+		for (size_t i = 0; i < len; i += strlen(text + i) + 1)
+			if (startswith(text + i, "nvidia,tegra")) {
+				d->tegra = true;
+				(void)snprintf(d->soc, sizeof(d->soc), "%s", text + i + 7);
+			}
+	}
+	text = mfree(text);
+	if (read_host(d->dr, "/proc/device-tree/model", &text, &len) == 0)
+		(void)snprintf(d->model, sizeof(d->model), "%.*s", (int)strcspn(text, "\n"), text);
+	text = mfree(text);
+	if (read_host(d->dr, "/sys/devices/soc0/family", &text, &len) == 0 &&
+	    strncasecmp(text, "tegra", 5) == 0)
+		d->tegra = true;
+	free(text);
+	d->f->tegra = d->tegra;
+}
+
+void doctor_check_tegra(struct doctor_driver *d)
+{
+	static const char *const nvgpu_any[] = { "/dev/nvhost-ctrl-gpu", "/dev/nvgpu/igpu0/ctrl" };
+	static const char *const openrm[] = { "/dev/nvidiactl", "/dev/nvidia0" };
+	bool thor = d->l4t_major >= 38 || streq(d->soc, "tegra264");
+	struct doctor_check *c;
+	const char *missing = NULL;
+	bool any = false;
+
+	if (!d->tegra) {
+		c = doctor_add(d->dr, "driver.tegra", DOCTOR_SKIP, "not a Jetson/Tegra board");
+		doctor_evidence(c, "no /etc/nv_tegra_release, no nvidia,tegra* in "
+				   "/proc/device-tree/compatible");
+		return;
+	}
+	if (thor) {
+		for (size_t i = 0; i < ELEMENTSOF(openrm) && !missing; i++)
+			if (!host_exists(d->dr, openrm[i]))
+				missing = openrm[i];
+	} else {
+		for (size_t i = 0; i < ELEMENTSOF(nvgpu_any); i++)
+			any = any || host_exists(d->dr, nvgpu_any[i]);
+		if (!host_exists(d->dr, "/dev/nvmap"))
+			missing = "/dev/nvmap";
+		else if (!any)
+			missing = nvgpu_any[0];
+	}
+	if (missing) {
+		c = doctor_add(
+			d->dr, "driver.tegra", DOCTOR_FAIL,
+			"Jetson board but the integrated GPU's device node %s is missing: the "
+			"GPU driver did not come up",
+			missing);
+		doctor_fix(c,
+			   "The L4T GPU driver did not load: check lsmod | grep -e nvgpu -e "
+			   "nvidia and dmesg | grep -i -e nvgpu -e nvrm; reinstall the L4T kernel "
+			   "packages (apt install --reinstall nvidia-l4t-kernel "
+			   "nvidia-l4t-kernel-dtbs) or reflash the board with its JetPack "
+			   "release, then reboot.");
+	} else if (!d->f->l4t_release[0]) {
+		c = doctor_add(d->dr, "driver.tegra", DOCTOR_WARN,
+			       "Jetson board (%s) but the L4T release is unknown: "
+			       "/etc/nv_tegra_release is missing",
+			       d->soc[0] ? d->soc : "Tegra");
+		doctor_fix(c, "/etc/nv_tegra_release comes with the nvidia-l4t-core package (apt "
+			      "install --reinstall nvidia-l4t-core); where the doctor or a device "
+			      "plugin runs in a container, mount the host's /etc/nv_tegra_release "
+			      "read-only: NVIDIA's tools do not detect the board without it.");
+	} else {
+		c = doctor_add(d->dr, "driver.tegra", DOCTOR_PASS,
+			       "Jetson board: L4T %s, SoC %s, integrated GPU nodes present",
+			       d->f->l4t_release, d->soc[0] ? d->soc : "unknown");
+	}
+	if (d->model[0])
+		doctor_evidence(c, "model: %s", d->model);
+	doctor_evidence(c, "L4T: %s", d->f->l4t_release[0] ? d->f->l4t_release : "unknown");
+	doctor_evidence(c, "SoC: %s (/proc/device-tree/compatible)",
+			d->soc[0] ? d->soc : "unknown");
+	doctor_evidence(c, "GPU driver: %s",
+			thor ? "OpenRM (/dev/nvidia*), L4T R38 and later" :
+			       "nvgpu (/dev/nvhost-*, /dev/nvmap)");
+	for (size_t i = 0; i < (thor ? ELEMENTSOF(openrm) : ELEMENTSOF(nvgpu_any)); i++) {
+		const char *p = thor ? openrm[i] : nvgpu_any[i];
+
+		doctor_evidence(c, "%s: %s", p, host_exists(d->dr, p) ? "present" : "missing");
+	}
+	if (!thor)
+		doctor_evidence(c, "/dev/nvmap: %s",
+				host_exists(d->dr, "/dev/nvmap") ? "present" : "missing");
+	if (!missing && !d->f->nvml_ok)
+		d->f->n_gpus = 1;
+}
+
+/* --- nvidia-smi --- */
+
+void doctor_check_smi(struct doctor_driver *d)
+{
+	static const char *const dirs[] = { "/usr/bin", "/usr/sbin", "/usr/local/bin",
+					    "/bin",	"/sbin",     "/usr/local/nvidia/bin" };
+	struct doctor_check *c;
+	char *found = NULL, *noexec = NULL;
+
+	if (d->tegra && d->l4t_major > 0 && d->l4t_major < 36) {
+		(void)doctor_add(d->dr, "driver.nvidia-smi", DOCTOR_SKIP,
+				 "L4T R%d ships no nvidia-smi (tegrastats shows the GPU)",
+				 d->l4t_major);
+		return;
+	}
+	for (size_t i = 0; i < ELEMENTSOF(dirs) && !found; i++) {
+		char *path = path_join(dirs[i], "nvidia-smi"), *real = NULL;
+		struct stat st;
+
+		if (path && doctor_host_stat(d->dr, path, &st, &real) == 0 && S_ISREG(st.st_mode)) {
+			if (st.st_mode & 0111)
+				found = strdup_printf("%s%s%s", path,
+						      streq(real, path) ? "" : " -> ",
+						      streq(real, path) ? "" : real);
+			else if (!noexec)
+				noexec = strdup(path);
+		}
+		free(real);
+		free(path);
+	}
+	if (found) {
+		c = doctor_add(d->dr, "driver.nvidia-smi", DOCTOR_PASS,
+			       "nvidia-smi is on the PATH");
+		doctor_evidence(c, "%s", found);
+	} else if (noexec) {
+		c = doctor_add(d->dr, "driver.nvidia-smi", DOCTOR_WARN,
+			       "nvidia-smi is there but not executable");
+		doctor_evidence(c, "%s: no execute permission", noexec);
+		doctor_fix(c, "Make it executable (chmod 0755 on the path shown) or reinstall the "
+			      "package that owns it (dpkg -S nvidia-smi).");
+	} else {
+		c = doctor_add(d->dr, "driver.nvidia-smi", DOCTOR_WARN,
+			       "nvidia-smi is not on the PATH: the first check of a GPU node, "
+			       "nvidia-smi listing the GPU and the driver version, cannot be run");
+		doctor_evidence(c, "looked in /usr/bin, /usr/sbin, /usr/local/bin, /bin, /sbin, "
+				   "/usr/local/nvidia/bin");
+		doctor_fix(c,
+			   "Install the driver's utilities, which bring nvidia-smi (Debian: apt "
+			   "install nvidia-smi; Ubuntu: apt install nvidia-utils-<driver branch>, "
+			   "e.g. nvidia-utils-550), then run nvidia-smi: it must list the GPU.");
+	}
+	free(found);
+	free(noexec);
+}
+
+/* --- systemd units --- */
+
+enum unit_state {
+	UNIT_MISSING,
+	UNIT_DISABLED, /* installed, started by nothing at boot */
+	UNIT_ENABLED,
+	UNIT_MASKED,
+};
+
+static const char *const unit_state_name[] = {
+	[UNIT_MISSING] = "not installed",
+	[UNIT_DISABLED] = "installed, not enabled",
+	[UNIT_ENABLED] = "enabled",
+	[UNIT_MASKED] = "masked",
+};
+
+static const char *const unit_dirs[] = { "/etc/systemd/system", "/usr/local/lib/systemd/system",
+					 "/lib/systemd/system", "/usr/lib/systemd/system" };
+
+static bool have_systemd(const struct doctor *dr)
+{
+	for (size_t i = 0; i < ELEMENTSOF(unit_dirs); i++) {
+		struct stat st;
+
+		if (doctor_host_stat(dr, unit_dirs[i], &st, NULL) == 0 && S_ISDIR(st.st_mode))
+			return true;
+	}
+	return false;
+}
+
+/* A <unit dir>/<target>.wants/@name (or .requires) link: enabled. *@ret_by says which. */
+static bool unit_wanted(const struct doctor *dr, const char *name, char **ret_by)
+{
+	for (size_t i = 0; i < ELEMENTSOF(unit_dirs); i++) {
+		char *dir = doctor_path(dr, unit_dirs[i]);
+		DIR *dp = dir ? opendir(dir) : NULL;
+		struct dirent *de;
+
+		while (dp && (de = readdir(dp))) {
+			size_t n = strlen(de->d_name);
+			char *link;
+			struct stat st;
+			bool hit;
+
+			if (!(n > 6 && streq(de->d_name + n - 6, ".wants")) &&
+			    !(n > 9 && streq(de->d_name + n - 9, ".requires")))
+				continue;
+			link = strdup_printf("%s/%s/%s", dir, de->d_name, name);
+			hit = link && lstat(link, &st) == 0;
+			free(link);
+			if (hit) {
+				*ret_by = strdup_printf("%s/%s", unit_dirs[i], de->d_name);
+				(void)closedir(dp);
+				free(dir);
+				return true;
+			}
+		}
+		if (dp)
+			(void)closedir(dp);
+		free(dir);
+	}
+	return false;
+}
+
+static enum unit_state unit_state(const struct doctor *dr, const char *name, char **ret_where)
+{
+	char *etc = strdup_printf("/etc/systemd/system/%s", name);
+	char *full = etc ? doctor_path(dr, etc) : NULL, target[64];
+	enum unit_state st = UNIT_MISSING;
+	ssize_t n = full ? readlink(full, target, sizeof(target) - 1) : -1;
+
+	*ret_where = NULL;
+	if (n > 0) {
+		target[n] = 0;
+		if (streq(target, "/dev/null")) {
+			*ret_where = strdup(etc);
+			st = UNIT_MASKED;
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < ELEMENTSOF(unit_dirs) && !*ret_where; i++) {
+		char *p = path_join(unit_dirs[i], name);
+
+		if (p && host_exists(dr, p))
+			*ret_where = p;
+		else
+			free(p);
+	}
+	if (*ret_where) {
+		char *by = NULL;
+
+		st = unit_wanted(dr, name, &by) ? UNIT_ENABLED : UNIT_DISABLED;
+		if (by) {
+			free(*ret_where);
+			*ret_where = by;
+		}
+	}
+out:
+	free(full);
+	free(etc);
+	return st;
+}
+
+/* --- persistence --- */
+
+/* nvidia-persistenced's pid file names a live process of that name under <root>/proc. */
+static int persistenced_pid(const struct doctor *dr)
+{
+	static const char *const pidfiles[] = {
+		"/run/nvidia-persistenced/nvidia-persistenced.pid",
+		"/var/run/nvidia-persistenced/nvidia-persistenced.pid"
+	};
+	int pid = 0;
+
+	for (size_t i = 0; i < ELEMENTSOF(pidfiles) && !pid; i++) {
+		char *text = NULL, *comm = NULL, *path = NULL;
+		unsigned v;
+
+		if (read_host(dr, pidfiles[i], &text, NULL) == 0) {
+			text[strcspn(text, " \n")] = 0;
+			if (safe_atou(text, &v) == 0 && v > 0 && v < INT_MAX &&
+			    (path = strdup_printf("/proc/%u/comm", v)) &&
+			    read_host(dr, path, &comm, NULL) == 0 &&
+			    startswith(comm, "nvidia-persiste"))
+				pid = (int)v;
+		}
+		free(path);
+		free(comm);
+		free(text);
+	}
+	return pid;
+}
+
+void doctor_check_persistence(struct doctor_driver *d)
+{
+	struct doctor_check *c;
+	char *where = NULL;
+	enum unit_state us;
+	int pid;
+
+	if (d->tegra) {
+		(void)doctor_add(d->dr, "driver.persistence", DOCTOR_SKIP,
+				 "a Jetson's integrated GPU has no persistence mode");
+		return;
+	}
+	pid = persistenced_pid(d->dr);
+	us = unit_state(d->dr, "nvidia-persistenced.service", &where);
+	if (pid > 0) {
+		c = doctor_add(d->dr, "driver.persistence", DOCTOR_PASS,
+			       "persistence mode is on: nvidia-persistenced runs");
+		doctor_evidence(c, "nvidia-persistenced: pid %d", pid);
+	} else {
+		c = doctor_add(
+			d->dr, "driver.persistence", DOCTOR_WARN,
+			"persistence mode is off: nvidia-persistenced is not running, so the "
+			"driver sets each GPU up again for every CUDA process and pods start "
+			"slowly");
+		doctor_evidence(c, "no live nvidia-persistenced behind "
+				   "/run/nvidia-persistenced/nvidia-persistenced.pid");
+		doctor_fix(c, "Start the persistence daemon and enable it at boot: systemctl "
+			      "enable --now nvidia-persistenced.service (it comes with the driver; "
+			      "nvidia-smi -pm 1 also works, until the next reboot).");
+	}
+	doctor_evidence(c, "nvidia-persistenced.service: %s%s%s%s", unit_state_name[us],
+			where ? " (" : "", where ? where : "", where ? ")" : "");
+	free(where);
+}
+
+/* --- start at boot --- */
+
+/* A unit the node needs at boot, and the command that enables it (the fix, word for word). */
+struct boot_unit {
+	const char *name;
+	const char *enable;
+	const char *unmask;
+};
+
+#define ENABLE(u) "systemctl enable --now " u
+#define UNMASK(u) "systemctl unmask " u " && systemctl enable --now " u
+
+static const struct boot_unit u_persistenced = { "nvidia-persistenced.service",
+						 ENABLE("nvidia-persistenced.service"),
+						 UNMASK("nvidia-persistenced.service") };
+static const struct boot_unit u_k3s[] = {
+	{ "k3s.service", ENABLE("k3s.service"), UNMASK("k3s.service") },
+	{ "k3s-agent.service", ENABLE("k3s-agent.service"), UNMASK("k3s-agent.service") },
+};
+static const struct boot_unit u_microk8s = {
+	"snap.microk8s.daemon-containerd.service",
+	ENABLE("snap.microk8s.daemon-containerd.service") " (or: snap start --enable microk8s)",
+	UNMASK("snap.microk8s.daemon-containerd.service"),
+};
+/* kubeadm and KubeEdge nodes: each one installed must start at boot. */
+static const struct boot_unit u_node[] = {
+	{ "containerd.service", ENABLE("containerd.service"), UNMASK("containerd.service") },
+	{ "edgecore.service", ENABLE("edgecore.service"), UNMASK("edgecore.service") },
+	{ "kubelet.service", ENABLE("kubelet.service"), UNMASK("kubelet.service") },
+};
+static const struct boot_unit u_docker = { "docker.service", ENABLE("docker.service"),
+					   UNMASK("docker.service") };
+
+struct boot {
+	struct doctor_driver *d;
+	struct doctor_check *c; /* NULL until the result is known: the lines wait in @ev */
+	struct buf ev;
+	enum doctor_status st;
+	char summary[256];
+	const char *fix;
+	unsigned n_runtime; /* runtime units found */
+};
+
+static void boot_finding(struct boot *b, enum doctor_status st, const char *fix, const char *fmt,
+			 ...) __attribute__((format(printf, 4, 5)));
+
+/* Records a finding when it is worse than the one held: the first of the worst wins. */
+static void boot_finding(struct boot *b, enum doctor_status st, const char *fix, const char *fmt,
+			 ...)
+{
+	va_list ap;
+
+	if (st == DOCTOR_SKIP || st == DOCTOR_PASS || st <= b->st)
+		return;
+	b->st = st;
+	b->fix = fix;
+	va_start(ap, fmt);
+	(void)vsnprintf(b->summary, sizeof(b->summary), fmt, ap);
+	va_end(ap);
+}
+
+static void boot_line(struct boot *b, const char *line)
+{
+	if (buf_printf(&b->ev, "%s\n", line ? line : "(out of memory)") < 0)
+		buf_release(&b->ev);
+}
+
+/* Looks at @u; returns its state, and records a finding at @bad when it is not enabled. */
+static enum unit_state boot_unit(struct boot *b, const struct boot_unit *u, enum doctor_status bad,
+				 bool report)
+{
+	char *where = NULL, *line;
+	enum unit_state st = unit_state(b->d->dr, u->name, &where);
+
+	if (st != UNIT_MISSING || report) {
+		line = strdup_printf("%s: %s%s%s%s", u->name, unit_state_name[st],
+				     where ? " (" : "", where ? where : "", where ? ")" : "");
+		boot_line(b, line);
+		free(line);
+	}
+	free(where);
+	if (st == UNIT_DISABLED && bad != DOCTOR_PASS)
+		boot_finding(b, bad, u->enable,
+			     "%s is not enabled: after a reboot it does not start and the GPUs "
+			     "are gone",
+			     u->name);
+	else if (st == UNIT_MASKED && bad != DOCTOR_PASS)
+		boot_finding(b, bad, u->unmask,
+			     "%s is masked: after a reboot it does not start and the GPUs are gone",
+			     u->name);
+	return st;
+}
+
+static void boot_units(struct boot *b)
+{
+	enum unit_state k3s[ELEMENTSOF(u_k3s)];
+	bool k3s_any = false, k3s_on = false, own;
+	enum unit_state mk;
+
+	if (!b->d->tegra)
+		(void)boot_unit(b, &u_persistenced, DOCTOR_WARN, true);
+	/* A node runs k3s or k3s-agent: one of them enabled is enough. */
+	for (size_t i = 0; i < ELEMENTSOF(u_k3s); i++) {
+		char *where = NULL;
+
+		k3s[i] = unit_state(b->d->dr, u_k3s[i].name, &where);
+		free(where);
+		k3s_any = k3s_any || k3s[i] != UNIT_MISSING;
+		k3s_on = k3s_on || k3s[i] == UNIT_ENABLED;
+	}
+	for (size_t i = 0; i < ELEMENTSOF(u_k3s); i++)
+		(void)boot_unit(b, &u_k3s[i], k3s_on ? DOCTOR_PASS : DOCTOR_FAIL, false);
+	mk = boot_unit(b, &u_microk8s, k3s_any ? DOCTOR_PASS : DOCTOR_FAIL, false);
+	own = k3s_any || mk != UNIT_MISSING;
+	b->n_runtime = own;
+	/* k3s and MicroK8s run their own containerd: a disabled containerd.service is theirs. */
+	for (size_t i = 0; i < ELEMENTSOF(u_node); i++)
+		if (boot_unit(b, &u_node[i], own ? DOCTOR_PASS : DOCTOR_FAIL, false) !=
+		    UNIT_MISSING)
+			b->n_runtime++;
+	if (boot_unit(b, &u_docker, DOCTOR_WARN, false) != UNIT_MISSING)
+		b->n_runtime++;
+	if (!b->n_runtime)
+		boot_finding(b, DOCTOR_WARN,
+			     "Install the container runtime and enable it at boot: apt install "
+			     "containerd && systemctl enable --now containerd.service (k3s and "
+			     "MicroK8s bring their own and enable it when installed).",
+			     "%s",
+			     "no container runtime unit (containerd, docker, k3s, MicroK8s, "
+			     "edgecore): it may not start after a reboot");
+}
+
+static int find_module(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	const char *base = path + ftw->base;
+
+	(void)st;
+	if (flag != FTW_F)
+		return 0;
+	return startswith(base, "nvidia.ko") || startswith(base, "nvidia-current.ko");
+}
+
+/* The NVIDIA module for the running kernel, under <root>/lib/modules/<release>. */
+static void boot_module(struct boot *b)
+{
+	const struct doctor *dr = b->d->dr;
+	char *rel = NULL, *path = NULL, *full = NULL, *line = NULL;
+	bool found = false;
+
+	if (b->d->tegra) {
+		boot_line(b, "kernel module: the Jetson's GPU driver comes with the L4T kernel");
+		return;
+	}
+	if (read_host(dr, "/proc/sys/kernel/osrelease", &rel, NULL) < 0) {
+		boot_line(b, "kernel release: unknown (no /proc/sys/kernel/osrelease)");
+		boot_finding(b, DOCTOR_WARN, NULL, "%s",
+			     "the running kernel is unknown: whether the NVIDIA module loads after "
+			     "a reboot was not checked");
+		goto out;
+	}
+	rel[strcspn(rel, "\n")] = 0;
+	path = strdup_printf("/lib/modules/%s", rel);
+	if (path && doctor_host_resolve(dr, path, &line) == 0 && (full = doctor_path(dr, line)))
+		found = nftw(full, find_module, 16, FTW_PHYS) == 1;
+	line = mfree(line);
+	line = strdup_printf("kernel module: %s in %s", found ? "nvidia.ko found" : "no nvidia.ko",
+			     path ? path : "/lib/modules");
+	boot_line(b, line);
+	if (!found)
+		boot_finding(
+			b, DOCTOR_FAIL,
+			"Build the driver for the running kernel: dkms autoinstall (keep the "
+			"driver's DKMS package, e.g. nvidia-kernel-dkms, installed so that kernel "
+			"updates rebuild it), or install the prebuilt module package for this "
+			"kernel (Ubuntu: linux-modules-nvidia-<branch>-$(uname -r)); then modprobe "
+			"nvidia.",
+			"no NVIDIA kernel module for the running kernel %s: after a reboot the "
+			"GPUs are gone",
+			rel);
+out:
+	free(line);
+	free(full);
+	free(path);
+	free(rel);
+}
+
+void doctor_check_boot(struct doctor_driver *d)
+{
+	struct boot b = { .d = d, .st = DOCTOR_PASS };
+	const char *ev;
+
+	bool units = have_systemd(d->dr);
+
+	boot_module(&b);
+	if (units)
+		boot_units(&b);
+	else
+		boot_line(&b, "no systemd unit directory: the start at boot of the services was "
+			      "not checked");
+	if (b.st == DOCTOR_PASS && !units && d->tegra)
+		b.st = DOCTOR_SKIP;
+	if (b.st == DOCTOR_PASS || b.st == DOCTOR_SKIP)
+		(void)snprintf(b.summary, sizeof(b.summary), "%s",
+			       units ? "the NVIDIA driver and the container runtime start at boot" :
+			       d->tegra ?
+				       "no systemd here: nothing to check" :
+				       "the NVIDIA kernel module is built for the running kernel "
+				       "(no systemd: the services were not checked)");
+	b.c = doctor_add(d->dr, "driver.boot", b.st, "%s", b.summary);
+	for (ev = (const char *)b.ev.data; ev && *ev;) {
+		size_t n = strcspn(ev, "\n");
+
+		doctor_evidence(b.c, "%.*s", (int)n, ev);
+		ev += n + (ev[n] == '\n');
+	}
+	if (b.st != DOCTOR_PASS)
+		doctor_fix(b.c, b.fix);
+	buf_release(&b.ev);
+}
