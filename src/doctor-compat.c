@@ -519,12 +519,63 @@ static void check_image(struct doctor *dr, const char *arch)
 	free(name);
 }
 
+/*
+ * The seed's "GPU models differ across nodes": the models here and the label a pod selects
+ * this node's model by. Two models on one node warn: the label names GPU 0's only.
+ */
+static void check_models(struct doctor *dr)
+{
+	const struct doctor_facts *f = doctor_facts(dr);
+	unsigned n = f->n_gpus < DOCTOR_MAX_GPUS ? f->n_gpus : DOCTOR_MAX_GPUS, distinct = 0;
+	struct doctor_check *c;
+	const char *other = NULL;
+
+	if (!n) {
+		doctor_add(dr, "compat.gpu-models", DOCTOR_SKIP,
+			   "no GPU listed by NVML: no model to select by");
+		return;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		bool seen = false;
+
+		for (unsigned j = 0; j < i && !seen; j++)
+			seen = streq(f->names[i], f->names[j]);
+		distinct += !seen;
+		if (!seen && i > 0 && !other)
+			other = f->names[i];
+	}
+	if (distinct == 1)
+		c = doctor_add(dr, "compat.gpu-models", DOCTOR_PASS, "one GPU model: %s",
+			       f->names[0]);
+	else
+		c = doctor_add(
+			dr, "compat.gpu-models", DOCTOR_WARN,
+			"%u GPU models on one node (%s, %s): the node's labels name GPU 0's only",
+			distinct, f->names[0], other ? other : "?");
+	for (unsigned i = 0; i < n; i++)
+		doctor_evidence(c, "GPU %u: %s", i, f->names[i]);
+	if (f->product_label[0])
+		doctor_evidence(c,
+				"pods select this node's model with nodeSelector "
+				"nvidia.com/gpu.product: %s",
+				f->product_label);
+	if (distinct > 1)
+		doctor_fix(
+			c,
+			"Keep one GPU model per node where pods must choose a model: the node "
+			"label nvidia.com/gpu.product (which edgegpu writes for Node Feature "
+			"Discovery) names GPU 0's model only. Or give each model its own resource "
+			"name (resources.gpus, one pattern and name per model), so that a pod asks "
+			"for the model it needs.");
+}
+
 void doctor_compat(struct doctor *dr)
 {
 	char arch[64], from[512];
 	struct doctor_check *c;
 
 	check_cuda(dr);
+	check_models(dr);
 	if (!node_arch(dr, arch, sizeof(arch), from, sizeof(from))) {
 		c = doctor_add(dr, "compat.arch", DOCTOR_WARN,
 			       "the node's architecture is unknown");

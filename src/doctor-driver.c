@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "gpu-backend.h"
+#include "labels.h"
 
 static atomic_uint live_threads;
 
@@ -657,6 +658,7 @@ out:
 static void fill_facts(struct doctor_driver *d)
 {
 	struct doctor_facts *f = d->f;
+	struct buf lines = { 0 };
 
 	if (d->nvml_r < 0 || d->nvml_hung)
 		return;
@@ -665,8 +667,19 @@ static void fill_facts(struct doctor_driver *d)
 		       d->info.driver_version);
 	f->cuda_driver_version = d->info.cuda_driver_version;
 	f->n_gpus = d->info.n_devices;
-	for (unsigned i = 0; i < d->info.n_devices && i < DOCTOR_MAX_GPUS; i++)
+	for (unsigned i = 0; i < d->info.n_devices && i < DOCTOR_MAX_GPUS; i++) {
 		(void)snprintf(f->uuids[i], sizeof(f->uuids[i]), "%s", d->info.devices[i].uuid);
+		(void)snprintf(f->names[i], sizeof(f->names[i]), "%s", d->info.devices[i].name);
+	}
+	/* The label the node gets, made by the labels module itself: the value a pod selects. */
+	if (labels_build(&d->info, d->cfg, NULL, &lines) >= 0 && lines.data) {
+		const char *v = strstr((const char *)lines.data, "nvidia.com/gpu.product=");
+
+		if (v)
+			(void)snprintf(f->product_label, sizeof(f->product_label), "%.*s",
+				       (int)strcspn(v + 23, "\n"), v + 23);
+	}
+	buf_release(&lines);
 }
 
 void doctor_driver(struct doctor *dr)

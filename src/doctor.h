@@ -56,6 +56,8 @@ struct doctor_facts {
 	int cuda_driver_version;	 /* NVML's, 12040 for 12.4 */
 	unsigned n_gpus;		 /* GPUs NVML (or the Tegra probe) sees */
 	char uuids[DOCTOR_MAX_GPUS][96]; /* their UUIDs, in NVML order */
+	char names[DOCTOR_MAX_GPUS][96]; /* their product names, in NVML order */
+	char product_label[96];		 /* nvidia.com/gpu.product's value (labels.c, from GPU 0) */
 	bool tegra;			 /* a Jetson/Tegra board */
 	char l4t_release[64];		 /* "R36 (release), REVISION: 4.0", from nv_tegra_release */
 	char runtime[16];		 /* "containerd", "docker", "" */
