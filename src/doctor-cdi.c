@@ -255,10 +255,16 @@ bool doctor_runtime_docker_present(const struct doctor *dr, char *why, size_t si
 		"/run/docker.sock",
 		"/etc/systemd/system/multi-user.target.wants/docker.service",
 	};
+	char *unit = doctor_path(dr, signs[ELEMENTSOF(signs) - 1]);
 	struct stat st;
+	bool enabled;
 
+	/* An enabled unit is a link; what it points at may not be under the root. */
+	enabled = unit && lstat(unit, &st) == 0;
+	free(unit);
 	for (size_t i = 0; i < ELEMENTSOF(signs); i++)
-		if (doctor_runtime_stat(dr, signs[i], &st) == 0) {
+		if ((i == ELEMENTSOF(signs) - 1 && enabled) ||
+		    doctor_runtime_stat(dr, signs[i], &st) == 0) {
 			(void)snprintf(why, size, "%s present", signs[i]);
 			return true;
 		}
