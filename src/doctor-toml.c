@@ -272,7 +272,7 @@ static int parse_key(struct parser *x, char **segs, size_t *n)
 			while (!at_end(x) && is_bare(*x->p))
 				x->p++;
 			if (x->p == s)
-				return at_end(x) || at_newline(x) ?
+				return at_end(x) || at_newline(x) || *x->p == '=' ?
 					       fail(x, "a key is missing") :
 					       fail(x, "unexpected '%c' in a key", *x->p);
 			segs[*n] = strndup(s, (size_t)(x->p - s));
@@ -434,7 +434,9 @@ static int parse_array(struct parser *x, char **segs, size_t n, bool keep, unsig
 			x->p++;
 			continue;
 		}
-		if (at_end(x) || *x->p != ']')
+		if (at_end(x))
+			return fail(x, "unterminated array");
+		if (*x->p != ']')
 			return fail(x, "expected ',' or ']' in an array");
 	}
 }
