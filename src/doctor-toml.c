@@ -141,9 +141,11 @@ static int parse_escape(struct parser *x, struct buf *b)
 		return fail(x, "invalid escape '\\%c' in a string", *x->p);
 	digits = *x->p++ == 'u' ? 4 : 8;
 	for (unsigned i = 0; i < digits; i++, x->p++) {
-		char h = at_end(x) ? 0 : *x->p;
+		char h = '\0';
 		unsigned v;
 
+		if (!at_end(x))
+			h = *x->p;
 		if (h >= '0' && h <= '9')
 			v = (unsigned)(h - '0');
 		else if (h >= 'a' && h <= 'f')
@@ -342,7 +344,7 @@ static struct doctor_toml_entry *add_entry(struct parser *x, char *const *segs, 
 	}
 	e = &t->e[t->n];
 	*e = (struct doctor_toml_entry){ .type = type, .line = line };
-	e->path = calloc(n, sizeof(*e->path));
+	e->path = calloc(MAX(n, (size_t)1), sizeof(char *));
 	if (!e->path)
 		return NULL;
 	for (; e->n_path < n; e->n_path++) {

@@ -40,7 +40,7 @@ static int attach(struct builder *b, struct doctor_ynode *n)
 		b->root = n;
 		return 0;
 	}
-	k = realloc(p->kids, (p->n_kids + 1) * sizeof(*k));
+	k = realloc(p->kids, (p->n_kids + 1) * sizeof(struct doctor_ynode *));
 	if (!k) {
 		doctor_ynode_free(n);
 		return -ENOMEM;

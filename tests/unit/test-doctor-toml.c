@@ -68,6 +68,7 @@ static void expect(const struct doctor_toml *t, const char *path, enum doctor_to
 	if (!e) {
 		print_error("no entry %s\n", path);
 		fail();
+		return;
 	}
 	assert_int_equal(e->type, type);
 	if (value)
