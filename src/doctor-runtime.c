@@ -35,6 +35,9 @@
 #define FIX_CTD_MISSING                                                                 \
 	"nvidia-ctk runtime configure --runtime=containerd --set-as-default (it edits " \
 	"/etc/containerd/config.toml), then systemctl restart containerd"
+#define FIX_CTD_CRI_DISABLED                                                             \
+	"Remove \"cri\" from disabled_plugins in /etc/containerd/config.toml (Docker's " \
+	"containerd.io package disables it), then systemctl restart containerd"
 #define FIX_CTD_NOT_DEFAULT                                                                  \
 	"Run GPU pods with runtimeClassName: nvidia and create a RuntimeClass named nvidia " \
 	"(handler: nvidia), or make nvidia the default: nvidia-ctk runtime configure "       \
@@ -560,6 +563,19 @@ static void ctd_analyse(const struct doctor_toml *t, struct ctd_view *v)
 	}
 }
 
+/* Docker's containerd.io ships disabled_plugins = ["cri"]. */
+static bool cri_disabled(const struct doctor_toml *t)
+{
+	static const char *const key[] = { "disabled_plugins" };
+	const struct doctor_toml_entry *e = doctor_toml_get(t, key, 1);
+
+	for (size_t i = 0; e && i < e->n_strv; i++)
+		if (streq(e->strv[i], "cri") || streq(e->strv[i], "io.containerd.grpc.v1.cri") ||
+		    streq(e->strv[i], "io.containerd.cri.v1.runtime"))
+			return true;
+	return false;
+}
+
 /*
  * Reads and parses one config. A Go template (k3s's *.tmpl) has its {{ ... }} lines blanked
  * first (the line numbers stay), *@base set when it pulls in k3s's base template.
@@ -652,6 +668,16 @@ static void check_containerd(struct doctor *dr, const struct rt *rt)
 	ctd_analyse(t, &v);
 	doctor_runtime_note(&n, "config version %d; runtimes: %s", v.version,
 			    v.names[0] ? v.names : "none");
+	if (cri_disabled(t)) {
+		doctor_runtime_note(
+			&n,
+			"disabled_plugins lists the CRI plugin: kubelet cannot use this containerd");
+		doctor_runtime_emit(
+			dr, &n, "runtime.containerd-nvidia", DOCTOR_FAIL,
+			"containerd's CRI plugin is disabled: kubelet cannot start pods",
+			FIX_CTD_CRI_DISABLED);
+		goto out;
+	}
 	/* k3s renders its base template (with the runtimes it found) into config.toml. */
 	if (!v.nvidia && base && layouts[rt->layout].generated &&
 	    ctd_load(dr, &n, layouts[rt->layout].generated, &gen_t, &gen_base) >= 0) {

@@ -37,6 +37,9 @@ FIX_RUNTIME_BINARY = (
 FIX_CTD_MISSING = (
     "nvidia-ctk runtime configure --runtime=containerd --set-as-default (it edits "
     "/etc/containerd/config.toml), then systemctl restart containerd")
+FIX_CTD_CRI_DISABLED = (
+    "Remove \"cri\" from disabled_plugins in /etc/containerd/config.toml (Docker's "
+    "containerd.io package disables it), then systemctl restart containerd")
 FIX_CTD_NOT_DEFAULT = (
     "Run GPU pods with runtimeClassName: nvidia and create a RuntimeClass named nvidia "
     "(handler: nvidia), or make nvidia the default: nvidia-ctk runtime configure "
@@ -239,6 +242,13 @@ class RuntimeLayer(unittest.TestCase):
         self.expect(rep, "runtime.containerd-nvidia", "fail", FIX_CTD_MISSING,
                     ["runtimes: runc"], summary="no nvidia runtime")
         self.assertEqual(rep.rc, 1)
+
+    def test_cri_disabled(self):
+        # Docker's containerd.io package: a containerd that kubelet cannot use.
+        text = 'disabled_plugins = ["cri"]\n' + ctd_config()
+        h = Host(self).write(CTD, text).toolkit()
+        self.expect(self.doctor(h), "runtime.containerd-nvidia", "fail", FIX_CTD_CRI_DISABLED,
+                    ["disabled_plugins lists the CRI plugin"])
 
     def test_kubeadm_malformed_toml(self):
         text = ctd_config().replace('default_runtime_name = "nvidia"', "default_runtime_name = nvidia")
