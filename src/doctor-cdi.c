@@ -1,6 +1,6 @@
 /*
- * The doctor's runtime layer, second part (doctor-runtime.h): CDI specs (runtime.cdi) and
- * Docker's daemon.json (runtime.docker).
+ * The doctor's runtime layer, second part (doctor-runtime.h): the NVIDIA Container Toolkit
+ * (runtime.toolkit), CDI specs (runtime.cdi) and Docker's daemon.json (runtime.docker).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -8,8 +8,17 @@
 #include <string.h>
 
 #include "doctor-runtime.h"
+#include "doctor-toml.h"
 #include "doctor-yaml.h"
 
+#define FIX_TOOLKIT_MISSING                                                                \
+	"Install the NVIDIA Container Toolkit from NVIDIA's repository (apt-get install "  \
+	"nvidia-container-toolkit, or dnf install nvidia-container-toolkit): it provides " \
+	"nvidia-container-runtime and nvidia-ctk"
+#define FIX_TOOLKIT_PARTIAL                                                         \
+	"Reinstall the NVIDIA Container Toolkit (nvidia-container-toolkit and "     \
+	"nvidia-container-toolkit-base) so that nvidia-container-runtime-hook and " \
+	"/etc/nvidia-container-runtime/config.toml are present"
 #define FIX_CDI_NONE                                                                              \
 	"Only needed for the cdi-annotations and cdi-cri device list strategies: edgegpu writes " \
 	"/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json when it starts with one of them; "    \
@@ -32,14 +41,83 @@
 #define FIX_DOCKER_JSON                                                                        \
 	"Fix the JSON of /etc/docker/daemon.json at the line shown (dockerd refuses to start " \
 	"with it), then systemctl restart docker"
-#define FIX_RUNTIME_BINARY                                                                       \
-	"Install the NVIDIA Container Toolkit (package nvidia-container-toolkit), or point the " \
-	"nvidia runtime (containerd: options.BinaryName; Docker: runtimes.nvidia.path) at the "  \
-	"installed nvidia-container-runtime, then restart the runtime"
 
 #define DAEMON_JSON "/etc/docker/daemon.json"
 #define MAX_SPECS   256
 #define MAX_NAMES   4096
+
+/* --- runtime.toolkit --- */
+
+static int toml_load(const struct doctor *dr, struct doctor_runtime_notes *n, const char *path,
+		     struct doctor_toml **ret)
+{
+	char *data = NULL, *err = NULL;
+	unsigned line = 0;
+	size_t len = 0;
+	int r = doctor_runtime_read(dr, path, &data, &len);
+
+	if (r >= 0)
+		r = doctor_toml_parse(data, len, ret, &line, &err);
+	if (r == -EINVAL)
+		doctor_runtime_note(n, "%s:%u: %s", path, line, err ? err : "invalid TOML");
+	else if (r < 0)
+		doctor_runtime_note(n, "%s: %s", path, strerror(-r));
+	free(data);
+	free(err);
+	return r;
+}
+
+void doctor_runtime_toolkit(struct doctor *dr)
+{
+	static const char *const need[] = { "nvidia-container-runtime", "nvidia-ctk" };
+	static const char *const cfg = "/etc/nvidia-container-runtime/config.toml";
+	struct doctor_runtime_notes n = { 0 };
+	enum doctor_status st = DOCTOR_PASS;
+	struct doctor_toml *t = NULL;
+	struct stat st_cfg;
+	char *p;
+
+	for (size_t i = 0; i < ELEMENTSOF(need); i++) {
+		p = doctor_runtime_find_bin(dr, need[i], NULL);
+		doctor_runtime_note(&n, "%s: %s", need[i], p ? p : "not found");
+		if (!p)
+			st = DOCTOR_FAIL;
+		free(p);
+	}
+	if (st == DOCTOR_FAIL) {
+		doctor_runtime_note(
+			&n,
+			"searched /usr/bin /usr/local/bin /usr/sbin /bin /usr/local/nvidia/toolkit");
+		doctor_runtime_emit(dr, &n, "runtime.toolkit", DOCTOR_FAIL,
+				    "the NVIDIA Container Toolkit is not installed",
+				    FIX_TOOLKIT_MISSING);
+		return;
+	}
+	p = doctor_runtime_find_bin(dr, "nvidia-container-runtime-hook", NULL);
+	doctor_runtime_note(&n, "nvidia-container-runtime-hook: %s", p ? p : "not found");
+	if (!p)
+		st = DOCTOR_WARN;
+	free(p);
+	if (doctor_runtime_stat(dr, cfg, &st_cfg) < 0) {
+		doctor_runtime_note(&n, "%s: absent", cfg);
+		st = DOCTOR_WARN;
+	} else if (toml_load(dr, &n, cfg, &t) < 0) {
+		doctor_runtime_emit(dr, &n, "runtime.toolkit", DOCTOR_FAIL,
+				    "the toolkit's config is not valid TOML", FIX_TOML);
+		return;
+	} else {
+		static const char *const mode[] = { "nvidia-container-runtime", "mode" };
+		const struct doctor_toml_entry *m = doctor_toml_get(t, mode, 2);
+
+		doctor_runtime_note(&n, "%s: mode %s", cfg,
+				    m && m->value ? m->value : "auto (not set)");
+		t = doctor_toml_free(t);
+	}
+	doctor_runtime_emit(dr, &n, "runtime.toolkit", st,
+			    st == DOCTOR_PASS ? "the NVIDIA Container Toolkit is installed" :
+						"the NVIDIA Container Toolkit is incomplete",
+			    FIX_TOOLKIT_PARTIAL);
+}
 
 /* --- runtime.cdi --- */
 

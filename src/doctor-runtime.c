@@ -1,8 +1,8 @@
 /*
  * The doctor's runtime layer (doctor.h): which Kubernetes layout the node has and so which
  * containerd config and socket apply (runtime.layout), whether that containerd has the NVIDIA
- * runtime and uses it by default (runtime.containerd-nvidia), and whether the NVIDIA Container
- * Toolkit is installed (runtime.toolkit). CDI specs and Docker are in doctor-cdi.c.
+ * runtime and uses it by default (runtime.containerd-nvidia). The toolkit, CDI specs and Docker
+ * are in doctor-cdi.c.
  */
 #include "doctor-runtime.h"
 
@@ -25,13 +25,6 @@
 #define FIX_EDGECORE_YAML                                                                     \
 	"Fix the YAML of /etc/kubeedge/config/edgecore.yaml at the line shown, then restart " \
 	"edgecore (systemctl restart edgecore)"
-#define FIX_TOML                                                                                \
-	"Fix the TOML at the file and line shown (the runtime refuses to start with it), then " \
-	"restart the runtime"
-#define FIX_RUNTIME_BINARY                                                                       \
-	"Install the NVIDIA Container Toolkit (package nvidia-container-toolkit), or point the " \
-	"nvidia runtime (containerd: options.BinaryName; Docker: runtimes.nvidia.path) at the "  \
-	"installed nvidia-container-runtime, then restart the runtime"
 #define FIX_CTD_MISSING                                                                 \
 	"nvidia-ctk runtime configure --runtime=containerd --set-as-default (it edits " \
 	"/etc/containerd/config.toml), then systemctl restart containerd"
@@ -60,14 +53,6 @@
 	"Run GPU pods with runtimeClassName: nvidia, or set default_runtime_name to the nvidia " \
 	"runtime's name in /var/snap/microk8s/current/args/containerd-template.toml, then snap " \
 	"restart microk8s.daemon-containerd"
-#define FIX_TOOLKIT_MISSING                                                                \
-	"Install the NVIDIA Container Toolkit from NVIDIA's repository (apt-get install "  \
-	"nvidia-container-toolkit, or dnf install nvidia-container-toolkit): it provides " \
-	"nvidia-container-runtime and nvidia-ctk"
-#define FIX_TOOLKIT_PARTIAL                                                         \
-	"Reinstall the NVIDIA Container Toolkit (nvidia-container-toolkit and "     \
-	"nvidia-container-toolkit-base) so that nvidia-container-runtime-hook and " \
-	"/etc/nvidia-container-runtime/config.toml are present"
 
 #define K3S_CTD_DIR "/var/lib/rancher/k3s/agent/etc/containerd"
 #define MK8S_ARGS   "/var/snap/microk8s/current/args"
@@ -757,67 +742,13 @@ out:
 	doctor_toml_free(t);
 }
 
-/* --- runtime.toolkit --- */
-
-static void check_toolkit(struct doctor *dr)
-{
-	static const char *const need[] = { "nvidia-container-runtime", "nvidia-ctk" };
-	static const char *const cfg = "/etc/nvidia-container-runtime/config.toml";
-	struct doctor_runtime_notes n = { 0 };
-	enum doctor_status st = DOCTOR_PASS;
-	struct doctor_toml *t = NULL;
-	bool base = false;
-	char *p;
-
-	for (size_t i = 0; i < ELEMENTSOF(need); i++) {
-		p = doctor_runtime_find_bin(dr, need[i], NULL);
-		doctor_runtime_note(&n, "%s: %s", need[i], p ? p : "not found");
-		if (!p)
-			st = DOCTOR_FAIL;
-		free(p);
-	}
-	if (st == DOCTOR_FAIL) {
-		doctor_runtime_note(
-			&n,
-			"searched /usr/bin /usr/local/bin /usr/sbin /bin /usr/local/nvidia/toolkit");
-		doctor_runtime_emit(dr, &n, "runtime.toolkit", DOCTOR_FAIL,
-				    "the NVIDIA Container Toolkit is not installed",
-				    FIX_TOOLKIT_MISSING);
-		return;
-	}
-	p = doctor_runtime_find_bin(dr, "nvidia-container-runtime-hook", NULL);
-	doctor_runtime_note(&n, "nvidia-container-runtime-hook: %s", p ? p : "not found");
-	if (!p)
-		st = DOCTOR_WARN;
-	free(p);
-	if (!exists(dr, cfg)) {
-		doctor_runtime_note(&n, "%s: absent", cfg);
-		st = DOCTOR_WARN;
-	} else if (ctd_load(dr, &n, cfg, &t, &base) < 0) {
-		doctor_runtime_emit(dr, &n, "runtime.toolkit", DOCTOR_FAIL,
-				    "the toolkit's config is not valid TOML", FIX_TOML);
-		return;
-	} else {
-		static const char *const mode[] = { "nvidia-container-runtime", "mode" };
-		const struct doctor_toml_entry *m = doctor_toml_get(t, mode, 2);
-
-		doctor_runtime_note(&n, "%s: mode %s", cfg,
-				    m && m->value ? m->value : "auto (not set)");
-		t = doctor_toml_free(t);
-	}
-	doctor_runtime_emit(dr, &n, "runtime.toolkit", st,
-			    st == DOCTOR_PASS ? "the NVIDIA Container Toolkit is installed" :
-						"the NVIDIA Container Toolkit is incomplete",
-			    FIX_TOOLKIT_PARTIAL);
-}
-
 void doctor_runtime(struct doctor *dr)
 {
 	struct rt rt = { 0 };
 
 	check_layout(dr, &rt);
 	check_containerd(dr, &rt);
-	check_toolkit(dr);
+	doctor_runtime_toolkit(dr);
 	doctor_runtime_cdi(dr);
 	doctor_runtime_docker(dr);
 }

@@ -2,7 +2,7 @@
 
 /*
  * What the files of the doctor's runtime layer share: doctor-runtime.c (runtime.layout,
- * runtime.containerd-nvidia, runtime.toolkit) and doctor-cdi.c (runtime.cdi, runtime.docker).
+ * runtime.containerd-nvidia) and doctor-cdi.c (runtime.toolkit, runtime.cdi, runtime.docker).
  * Host paths are absolute paths as on the node; these helpers read them under the host root,
  * following symbolic links inside that root (an absolute link such as /var/run -> /run is
  * resolved against the root, not against this machine's /). The caller's thread; no logging.
@@ -13,6 +13,15 @@
 #include <sys/stat.h>
 
 #include "doctor.h"
+
+/* Fix texts more than one check gives. */
+#define FIX_TOML                                                                                \
+	"Fix the TOML at the file and line shown (the runtime refuses to start with it), then " \
+	"restart the runtime"
+#define FIX_RUNTIME_BINARY                                                                       \
+	"Install the NVIDIA Container Toolkit (package nvidia-container-toolkit), or point the " \
+	"nvidia runtime (containerd: options.BinaryName; Docker: runtimes.nvidia.path) at the "  \
+	"installed nvidia-container-runtime, then restart the runtime"
 
 /* The largest config or spec file read (a bigger one is refused as -EFBIG). */
 #define DOCTOR_RUNTIME_MAX_FILE (4u << 20)
@@ -50,5 +59,6 @@ void doctor_runtime_emit(struct doctor *dr, struct doctor_runtime_notes *n, cons
 /* Whether Docker is installed here; *@why (of @size) says what showed it. */
 bool doctor_runtime_docker_present(const struct doctor *dr, char *why, size_t size);
 
-void doctor_runtime_cdi(struct doctor *dr);    /* runtime.cdi */
-void doctor_runtime_docker(struct doctor *dr); /* runtime.docker */
+void doctor_runtime_toolkit(struct doctor *dr); /* runtime.toolkit */
+void doctor_runtime_cdi(struct doctor *dr);	/* runtime.cdi */
+void doctor_runtime_docker(struct doctor *dr);	/* runtime.docker */
