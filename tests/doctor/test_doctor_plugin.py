@@ -171,11 +171,14 @@ class DoctorPlugin(unittest.TestCase):
         # The last free GPU goes to a second pod: the next one stays Pending.
         ev_train = ev = n.emu.admit("train", f"a:{RESOURCE}=1")
         self.assertTrue(ev["ok"], ev)
-        rc, checks, _ = self.doctor(n, port)
+        rc, checks, doc = self.doctor(n, port)
         a = checks["plugin.allocations"]
         self.assertEqual(a["status"], "warn", a)
         self.assertEqual(a["summary"], f"no free {RESOURCE}: a new pod asking for it stays Pending")
-        self.assertEqual(rc, 0, "a warning alone does not fail the doctor")
+        # The other layers read this machine's / (no NVIDIA runtime here): only failures count.
+        failed = [c["id"] for c in doc["checks"] if c["status"] == "fail"]
+        self.assertFalse([i for i in failed if i.startswith("plugin.")], failed)
+        self.assertEqual(rc, 1 if failed else 0, "a warning alone does not fail the doctor")
         self.assertIn(f"{RESOURCE}: 2 allocatable, 2 allocated, 0 free", a["evidence"])
         self.assertIn(f"{RESOURCE}: 1 held by default/train/a", a["evidence"])
         self.assertIn(f"a new pod asking for {RESOURCE} will stay Pending: 2 of 2 allocated to "
