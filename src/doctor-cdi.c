@@ -1,0 +1,446 @@
+/*
+ * The doctor's runtime layer, second part (doctor-runtime.h): the NVIDIA Container Toolkit
+ * (runtime.toolkit), CDI specs (runtime.cdi) and Docker's daemon.json (runtime.docker).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "doctor-runtime.h"
+#include "doctor-toml.h"
+#include "doctor-yaml.h"
+
+#define FIX_TOOLKIT_MISSING                                                                \
+	"Install the NVIDIA Container Toolkit from NVIDIA's repository (apt-get install "  \
+	"nvidia-container-toolkit, or dnf install nvidia-container-toolkit): it provides " \
+	"nvidia-container-runtime and nvidia-ctk"
+#define FIX_TOOLKIT_PARTIAL                                                         \
+	"Reinstall the NVIDIA Container Toolkit (nvidia-container-toolkit and "     \
+	"nvidia-container-toolkit-base) so that nvidia-container-runtime-hook and " \
+	"/etc/nvidia-container-runtime/config.toml are present"
+#define FIX_CDI_NONE                                                                              \
+	"Only needed for the cdi-annotations and cdi-cri device list strategies: edgegpu writes " \
+	"/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json when it starts with one of them; "    \
+	"for NVIDIA's spec run nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
+#define FIX_CDI_PARSE                                                                         \
+	"Fix or delete the CDI spec named above (runtimes refuse a broken spec); regenerate " \
+	"NVIDIA's with nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
+#define FIX_CDI_STALE                                                                        \
+	"Regenerate the specs for the GPUs present: nvidia-ctk cdi generate "                \
+	"--output=/etc/cdi/nvidia.yaml for kind nvidia.com/gpu; edgegpu rewrites "           \
+	"/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json when it starts, so restart the " \
+	"edgegpu pod"
+#define FIX_DOCKER_MISSING                                                          \
+	"nvidia-ctk runtime configure --runtime=docker --set-as-default (it edits " \
+	"/etc/docker/daemon.json), then systemctl restart docker"
+#define FIX_DOCKER_NOT_DEFAULT                                                                    \
+	"Run containers with --runtime=nvidia (or --gpus all), or make nvidia the default: "      \
+	"nvidia-ctk runtime configure --runtime=docker --set-as-default, then systemctl restart " \
+	"docker"
+#define FIX_DOCKER_JSON                                                                        \
+	"Fix the JSON of /etc/docker/daemon.json at the line shown (dockerd refuses to start " \
+	"with it), then systemctl restart docker"
+
+#define DAEMON_JSON "/etc/docker/daemon.json"
+#define MAX_SPECS   256
+#define MAX_NAMES   4096
+
+/* --- runtime.toolkit --- */
+
+static int toml_load(const struct doctor *dr, struct doctor_runtime_notes *n, const char *path,
+		     struct doctor_toml **ret)
+{
+	char *data = NULL, *err = NULL;
+	unsigned line = 0;
+	size_t len = 0;
+	int r = doctor_runtime_read(dr, path, &data, &len);
+
+	if (r >= 0)
+		r = doctor_toml_parse(data, len, ret, &line, &err);
+	if (r == -EINVAL)
+		doctor_runtime_note(n, "%s:%u: %s", path, line, err ? err : "invalid TOML");
+	else if (r < 0)
+		doctor_runtime_note(n, "%s: %s", path, strerror(-r));
+	free(data);
+	free(err);
+	return r;
+}
+
+void doctor_runtime_toolkit(struct doctor *dr)
+{
+	static const char *const need[] = { "nvidia-container-runtime", "nvidia-ctk" };
+	static const char *const cfg = "/etc/nvidia-container-runtime/config.toml";
+	struct doctor_runtime_notes n = { 0 };
+	enum doctor_status st = DOCTOR_PASS;
+	struct doctor_toml *t = NULL;
+	struct stat st_cfg;
+	char *p;
+
+	for (size_t i = 0; i < ELEMENTSOF(need); i++) {
+		p = doctor_runtime_find_bin(dr, need[i], NULL);
+		doctor_runtime_note(&n, "%s: %s", need[i], p ? p : "not found");
+		if (!p)
+			st = DOCTOR_FAIL;
+		free(p);
+	}
+	if (st == DOCTOR_FAIL) {
+		doctor_runtime_note(
+			&n,
+			"searched /usr/bin /usr/local/bin /usr/sbin /bin /usr/local/nvidia/toolkit");
+		doctor_runtime_emit(dr, &n, "runtime.toolkit", DOCTOR_FAIL,
+				    "the NVIDIA Container Toolkit is not installed",
+				    FIX_TOOLKIT_MISSING);
+		return;
+	}
+	p = doctor_runtime_find_bin(dr, "nvidia-container-runtime-hook", NULL);
+	doctor_runtime_note(&n, "nvidia-container-runtime-hook: %s", p ? p : "not found");
+	if (!p)
+		st = DOCTOR_WARN;
+	free(p);
+	if (doctor_runtime_stat(dr, cfg, &st_cfg) < 0) {
+		doctor_runtime_note(&n, "%s: absent", cfg);
+		st = DOCTOR_WARN;
+	} else if (toml_load(dr, &n, cfg, &t) < 0) {
+		doctor_runtime_emit(dr, &n, "runtime.toolkit", DOCTOR_FAIL,
+				    "the toolkit's config is not valid TOML", FIX_TOML);
+		return;
+	} else {
+		static const char *const mode[] = { "nvidia-container-runtime", "mode" };
+		const struct doctor_toml_entry *m = doctor_toml_get(t, mode, 2);
+
+		doctor_runtime_note(&n, "%s: mode %s", cfg,
+				    m && m->value ? m->value : "auto (not set)");
+		t = doctor_toml_free(t);
+	}
+	doctor_runtime_emit(dr, &n, "runtime.toolkit", st,
+			    st == DOCTOR_PASS ? "the NVIDIA Container Toolkit is installed" :
+						"the NVIDIA Container Toolkit is incomplete",
+			    FIX_TOOLKIT_PARTIAL);
+}
+
+/* --- runtime.cdi --- */
+
+struct cdi_scan {
+	struct doctor_runtime_notes n;
+	unsigned files, bad, gpu_specs;
+	char *names[MAX_NAMES]; /* device names of the GPU-kind specs */
+	size_t n_names;
+};
+
+static bool gpu_kind(const char *kind)
+{
+	return streq(kind, "nvidia.com/gpu") || streq(kind, "k8s.device-plugin.nvidia.com/gpu");
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool spec_name(const char *name)
+{
+	size_t n = strlen(name);
+
+	return (n > 5 && streq(name + n - 5, ".yaml")) || (n > 5 && streq(name + n - 5, ".json"));
+}
+
+/* Checks one spec; a problem is one note "<file>:<line>: ..." and counts in s->bad. */
+static void cdi_file(const struct doctor *dr, struct cdi_scan *s, const char *path)
+{
+	const struct doctor_ynode *ver, *kind, *devs;
+	struct doctor_ynode *doc = NULL;
+	char *data = NULL, *err = NULL;
+	unsigned line = 0, named = 0;
+	size_t len = 0;
+	int r;
+
+	s->files++;
+	r = doctor_runtime_read(dr, path, &data, &len);
+	if (r >= 0)
+		r = doctor_yaml_load(data, len, &doc, &line, &err);
+	if (r < 0) {
+		s->bad++;
+		if (r == -EINVAL)
+			doctor_runtime_note(&s->n, "%s:%u: does not parse: %s", path, line,
+					    err ? err : "invalid YAML/JSON");
+		else
+			doctor_runtime_note(&s->n, "%s: %s", path, strerror(-r));
+		goto out;
+	}
+	ver = doctor_ynode_get(doc, "cdiVersion");
+	kind = doctor_ynode_get(doc, "kind");
+	devs = doctor_ynode_get(doc, "devices");
+	if (doc->kind != DOCTOR_YMAP || !doctor_ynode_str(ver) || !*ver->value) {
+		s->bad++;
+		doctor_runtime_note(&s->n, "%s:%u: no cdiVersion", path, doc->line);
+		goto out;
+	}
+	if (!doctor_ynode_str(kind) || !strchr(kind->value, '/')) {
+		s->bad++;
+		doctor_runtime_note(&s->n, "%s:%u: no kind of the form vendor/class", path,
+				    kind ? kind->line : doc->line);
+		goto out;
+	}
+	if (!devs || devs->kind != DOCTOR_YSEQ || devs->n_kids == 0) {
+		s->bad++;
+		doctor_runtime_note(&s->n, "%s:%u: no devices", path,
+				    devs ? devs->line : doc->line);
+		goto out;
+	}
+	for (size_t i = 0; i < devs->n_kids; i++) {
+		const char *name = doctor_ynode_str(doctor_ynode_get(devs->kids[i], "name"));
+
+		if (!name || !*name) {
+			s->bad++;
+			doctor_runtime_note(&s->n, "%s:%u: a device without a name", path,
+					    devs->kids[i]->line);
+			goto out;
+		}
+		if (gpu_kind(kind->value) && s->n_names < MAX_NAMES) {
+			s->names[s->n_names] = strdup(name);
+			if (s->names[s->n_names])
+				s->n_names++;
+		}
+		named++;
+	}
+	s->gpu_specs += gpu_kind(kind->value);
+	doctor_runtime_note(&s->n, "%s: cdiVersion %s, kind %s, %u device(s)", path, ver->value,
+			    kind->value, named);
+out:
+	doctor_ynode_free(doc);
+	free(data);
+	free(err);
+}
+
+static void cdi_dir(const struct doctor *dr, struct cdi_scan *s, const char *dir)
+{
+	char *names[MAX_SPECS], *real = doctor_runtime_resolve(dr, dir);
+	size_t n = 0;
+	struct dirent *de;
+	DIR *d;
+
+	if (!real)
+		return;
+	d = opendir(real);
+	free(real);
+	if (!d) {
+		doctor_runtime_note(&s->n, "%s: %s", dir,
+				    errno == ENOENT ? "absent" : strerror(errno));
+		return;
+	}
+	while ((de = readdir(d)) && n < MAX_SPECS)
+		if (de->d_name[0] != '.' && spec_name(de->d_name)) {
+			names[n] = strdup(de->d_name);
+			if (names[n])
+				n++;
+		}
+	(void)closedir(d);
+	if (n == 0)
+		doctor_runtime_note(&s->n, "%s: no *.yaml or *.json spec", dir);
+	qsort(names, n, sizeof(*names), cmp_str);
+	for (size_t i = 0; i < n; i++) {
+		char *p = path_join(dir, names[i]);
+
+		if (p)
+			cdi_file(dr, s, p);
+		free(p);
+		free(names[i]);
+	}
+}
+
+static bool has_name(const struct cdi_scan *s, const char *name)
+{
+	for (size_t i = 0; i < s->n_names; i++)
+		if (streq(s->names[i], name))
+			return true;
+	return false;
+}
+
+void doctor_runtime_cdi(struct doctor *dr)
+{
+	const struct doctor_opts *o = doctor_opts(dr);
+	const struct doctor_facts *f = doctor_facts(dr);
+	const char *dirs[3] = { "/etc/cdi", "/var/run/cdi", NULL };
+	bool wants = o->cfg && (o->cfg->device_list_strategy &
+				(CONFIG_DLS_CDI_ANNOTATIONS | CONFIG_DLS_CDI_CRI));
+	struct cdi_scan *s = calloc(1, sizeof(*s));
+	enum doctor_status st = DOCTOR_PASS;
+	const char *summary = "the CDI specs parse and name every GPU", *fix = NULL;
+	struct buf missing = { 0 };
+
+	if (!s) {
+		(void)doctor_add(dr, "runtime.cdi", DOCTOR_FAIL, "out of memory");
+		return;
+	}
+	if (o->cfg && o->cfg->cdi_spec_dir && !streq(o->cfg->cdi_spec_dir, dirs[0]) &&
+	    !streq(o->cfg->cdi_spec_dir, dirs[1]))
+		dirs[2] = o->cfg->cdi_spec_dir;
+	for (size_t i = 0; i < ELEMENTSOF(dirs) && dirs[i]; i++)
+		cdi_dir(dr, s, dirs[i]);
+	if (s->bad) {
+		st = DOCTOR_FAIL;
+		summary = "a CDI spec is broken: pods that name its devices fail to start";
+		fix = FIX_CDI_PARSE;
+	} else if (s->files == 0 || s->gpu_specs == 0) {
+		st = DOCTOR_WARN;
+		summary = s->files ? "no CDI spec of kind nvidia.com/gpu" : "no CDI spec";
+		doctor_runtime_note(&s->n, "device list strategy: %s",
+				    wants ? "uses CDI, so pods get no GPU until a spec is written" :
+					    "does not use CDI");
+		fix = FIX_CDI_NONE;
+	} else if (!f->nvml_ok || f->n_gpus == 0) {
+		doctor_runtime_note(
+			&s->n,
+			"NVML listed no GPUs (see the driver checks): not checked whether the specs name them");
+		summary = "the CDI specs parse";
+	} else {
+		for (unsigned i = 0; i < f->n_gpus && i < DOCTOR_MAX_GPUS; i++) {
+			char idx[16];
+
+			(void)snprintf(idx, sizeof(idx), "%u", i);
+			if (!has_name(s, f->uuids[i]) && !has_name(s, idx) &&
+			    buf_printf(&missing, "%s%u (%s)", missing.len ? ", " : "", i,
+				       f->uuids[i]) < 0)
+				break;
+		}
+		doctor_runtime_note(
+			&s->n,
+			"rule: a GPU is named when a device of kind nvidia.com/gpu or k8s.device-plugin.nvidia.com/gpu has its UUID or its index as name");
+		if (missing.len) {
+			st = DOCTOR_FAIL;
+			summary = "the CDI specs do not name every GPU NVML sees";
+			fix = FIX_CDI_STALE;
+			doctor_runtime_note(&s->n, "not named: %s", (char *)missing.data);
+		} else {
+			doctor_runtime_note(&s->n, "all %u GPU(s) named", f->n_gpus);
+		}
+	}
+	doctor_runtime_emit(dr, &s->n, "runtime.cdi", st, summary, fix);
+	buf_release(&missing);
+	for (size_t i = 0; i < s->n_names; i++)
+		free(s->names[i]);
+	free(s);
+}
+
+/* --- runtime.docker --- */
+
+bool doctor_runtime_docker_present(const struct doctor *dr, char *why, size_t size)
+{
+	static const char *const signs[] = {
+		DAEMON_JSON,
+		"/var/run/docker.sock",
+		"/run/docker.sock",
+		"/etc/systemd/system/multi-user.target.wants/docker.service",
+	};
+	char *unit = doctor_path(dr, signs[ELEMENTSOF(signs) - 1]);
+	struct stat st;
+	bool enabled;
+
+	/* An enabled unit is a link; what it points at may not be under the root. */
+	enabled = unit && lstat(unit, &st) == 0;
+	free(unit);
+	for (size_t i = 0; i < ELEMENTSOF(signs); i++)
+		if ((i == ELEMENTSOF(signs) - 1 && enabled) ||
+		    doctor_runtime_stat(dr, signs[i], &st) == 0) {
+			(void)snprintf(why, size, "%s present", signs[i]);
+			return true;
+		}
+	return false;
+}
+
+void doctor_runtime_docker(struct doctor *dr)
+{
+	const struct doctor_facts *f = doctor_facts(dr);
+	const struct doctor_ynode *rts, *nv = NULL, *path, *def;
+	struct doctor_runtime_notes n = { 0 };
+	struct doctor_ynode *doc = NULL;
+	char *data = NULL, *err = NULL, *bin = NULL, why[160] = "";
+	const char *nv_name = "nvidia";
+	unsigned line = 0;
+	size_t len = 0;
+	bool k8s_elsewhere = streq(f->runtime, "containerd") || streq(f->runtime, "cri-o");
+	enum doctor_status miss = k8s_elsewhere ? DOCTOR_WARN : DOCTOR_FAIL;
+	int r;
+
+	if (!doctor_runtime_docker_present(dr, why, sizeof(why)) && !streq(f->runtime, "docker")) {
+		doctor_runtime_note(&n, "no %s, docker.sock or enabled docker.service",
+				    DAEMON_JSON);
+		doctor_runtime_emit(dr, &n, "runtime.docker", DOCTOR_SKIP,
+				    "Docker is not installed", NULL);
+		return;
+	}
+	doctor_runtime_note(&n, "Docker: %s", why[0] ? why : "the Kubernetes runtime");
+	if (k8s_elsewhere)
+		doctor_runtime_note(
+			&n, "Kubernetes uses %s here: Docker's runtime matters for docker run only",
+			f->runtime);
+	r = doctor_runtime_read(dr, DAEMON_JSON, &data, &len);
+	if (r == -ENOENT) {
+		doctor_runtime_note(&n, "%s: absent", DAEMON_JSON);
+		doctor_runtime_emit(dr, &n, "runtime.docker", miss,
+				    "Docker has no nvidia runtime (no daemon.json)",
+				    FIX_DOCKER_MISSING);
+		return;
+	}
+	if (r >= 0)
+		r = doctor_yaml_load(data, len, &doc, &line, &err);
+	if (r >= 0 && doc->kind != DOCTOR_YMAP) {
+		r = -EINVAL;
+		line = doc->line;
+		err = strdup("not a JSON object");
+	}
+	if (r < 0) {
+		if (r == -EINVAL)
+			doctor_runtime_note(&n, "%s:%u: %s", DAEMON_JSON, line,
+					    err ? err : "invalid JSON");
+		else
+			doctor_runtime_note(&n, "%s: %s", DAEMON_JSON, strerror(-r));
+		doctor_runtime_emit(dr, &n, "runtime.docker", DOCTOR_FAIL,
+				    "Docker's daemon.json cannot be read", FIX_DOCKER_JSON);
+		goto out;
+	}
+	rts = doctor_ynode_get(doc, "runtimes");
+	nv = doctor_ynode_get(rts, "nvidia");
+	for (size_t i = 0; !nv && rts && rts->kind == DOCTOR_YMAP && i + 1 < rts->n_kids; i += 2) {
+		const char *p = doctor_ynode_str(doctor_ynode_get(rts->kids[i + 1], "path"));
+		const char *b = p ? strrchr(p, '/') : NULL;
+
+		if (p && startswith(b ? b + 1 : p, "nvidia-container-runtime")) {
+			nv = rts->kids[i + 1];
+			nv_name = rts->kids[i]->value;
+		}
+	}
+	if (!nv) {
+		doctor_runtime_note(&n, "%s: no runtimes.nvidia", DAEMON_JSON);
+		doctor_runtime_emit(dr, &n, "runtime.docker", miss, "Docker has no nvidia runtime",
+				    FIX_DOCKER_MISSING);
+		goto out;
+	}
+	path = doctor_ynode_get(nv, "path");
+	bin = doctor_ynode_str(path) ? doctor_runtime_find_bin(dr, path->value, NULL) : NULL;
+	doctor_runtime_note(&n, "%s: runtimes.%s.path %s (line %u): %s", DAEMON_JSON, nv_name,
+			    doctor_ynode_str(path) ? path->value : "not set", nv->line,
+			    bin ? "found" : "not found");
+	if (!bin) {
+		doctor_runtime_emit(dr, &n, "runtime.docker", DOCTOR_FAIL,
+				    "Docker's nvidia runtime binary is missing",
+				    FIX_RUNTIME_BINARY);
+		goto out;
+	}
+	def = doctor_ynode_get(doc, "default-runtime");
+	doctor_runtime_note(&n, "default-runtime %s",
+			    doctor_ynode_str(def) ? def->value : "not set (runc)");
+	if (doctor_ynode_str(def) && streq(def->value, nv_name))
+		doctor_runtime_emit(dr, &n, "runtime.docker", DOCTOR_PASS,
+				    "Docker's default runtime is the NVIDIA runtime", NULL);
+	else
+		doctor_runtime_emit(dr, &n, "runtime.docker", DOCTOR_WARN,
+				    "Docker has the nvidia runtime, not as the default",
+				    FIX_DOCKER_NOT_DEFAULT);
+out:
+	free(bin);
+	doctor_ynode_free(doc);
+	free(data);
+	free(err);
+}
