@@ -27,6 +27,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 from edgegpu import base_env, sanitizer_report  # noqa: E402
+from fixes import assert_documented  # noqa: E402
 
 NVIDIA_MAJOR = 195          # /dev/nvidia<N> and /dev/nvidiactl (minor 255)
 UVM_MAJOR = 235             # dynamic on real hosts; any value does here
@@ -54,6 +55,7 @@ class DoctorResult:
         self.report = None
         if "--json" in argv and self.stdout.strip():
             self.report = json.loads(self.stdout)
+            assert_documented(self.report)
 
     def check(self, cid):
         """The check with id `cid` from the JSON report; AssertionError when absent."""

@@ -21,6 +21,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from edgegpu import SRC, base_env, binary, fixture_path  # noqa: E402
+from fixes import assert_documented  # noqa: E402
 
 MT_INDEX = "application/vnd.oci.image.index.v1+json"
 MT_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -107,6 +108,8 @@ def doctor(root, *args, env=None):
         doc = json.loads(r.stdout) if r.stdout else None
     except json.JSONDecodeError:
         raise AssertionError(f"doctor {args}: not JSON (rc={r.returncode}):\n{r.stdout}{r.stderr}")
+    if doc:
+        assert_documented(doc)
     return r, doc
 
 

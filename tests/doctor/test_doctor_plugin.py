@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from edgegpu import (RESOURCE, Emulator, Node, base_env, binary, fixture_path,  # noqa: E402
                      load_fixture, sanitizer_report, wait_until)
+from fixes import assert_documented  # noqa: E402
 
 GPUMEM = "nvidia.com/gpumem"
 MICROK8S = "var/snap/microk8s/common/var/lib/kubelet"
@@ -58,6 +59,7 @@ def run_doctor(args, env=None, host_root=None, timeout=30):
     except ValueError as e:
         raise AssertionError(f"doctor rc={r.returncode}: not JSON: {r.stdout[:500]!r} "
                              f"stderr={r.stderr[:500]!r}") from e
+    assert_documented(doc)
     checks = {c["id"]: c for c in doc["checks"] if c["id"].startswith("plugin.")}
     return r.returncode, checks, doc
 
@@ -344,7 +346,9 @@ class DoctorPlugin(unittest.TestCase):
                 "--metrics-address", f"127.0.0.1:{tcp.getsockname()[1]}"]
         r = subprocess.run(argv, env=base_env(), capture_output=True, text=True, timeout=30)
         took = time.monotonic() - t0
-        checks = {c["id"]: c for c in json.loads(r.stdout)["checks"]}
+        doc = json.loads(r.stdout)
+        assert_documented(doc)
+        checks = {c["id"]: c for c in doc["checks"]}
         reg = checks["plugin.registered"]
         self.assertEqual(reg["status"], "fail", reg)
         self.assertIn("the daemon hangs", reg["summary"])

@@ -20,6 +20,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from edgegpu import binary, load_fixture, run_cli  # noqa: E402
+from fixes import assert_documented  # noqa: E402
 
 FIX_LAYOUT_NONE = (
     "Install a container runtime for Kubernetes (containerd, or the one your distribution "
@@ -167,6 +168,7 @@ class Report:
             self.doc = json.loads(proc.stdout)
         except ValueError as e:
             raise AssertionError(f"doctor printed no JSON ({e}):\n{proc.stdout}\n{proc.stderr}")
+        assert_documented(self.doc)
         self.checks = {c["id"]: c for c in self.doc["checks"]}
 
     def __getitem__(self, cid):
