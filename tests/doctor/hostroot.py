@@ -250,6 +250,21 @@ class HostRoot:
             self.unit_enabled(runtime)
         return self
 
+    def containerd_nvidia(self, binary="/usr/bin/nvidia-container-runtime"):
+        """containerd (config version 2, as nvidia-ctk --set-as-default writes it) with the
+        nvidia runtime as the default, and the NVIDIA Container Toolkit installed."""
+        p = 'plugins."io.containerd.grpc.v1.cri".containerd'
+        self.file("/etc/containerd/config.toml", "\n".join([
+            "version = 2", "[plugins]", '  [plugins."io.containerd.grpc.v1.cri"]',
+            f"    [{p}]", '      default_runtime_name = "nvidia"',
+            f"      [{p}.runtimes.runc]", '        runtime_type = "io.containerd.runc.v2"',
+            f"      [{p}.runtimes.nvidia]", '        runtime_type = "io.containerd.runc.v2"',
+            f"        [{p}.runtimes.nvidia.options]", f'          BinaryName = "{binary}"', ""]))
+        for b in ("nvidia-container-runtime", "nvidia-ctk", "nvidia-container-runtime-hook"):
+            self.exe("/usr/bin/" + b)
+        self.file("/etc/nvidia-container-runtime/config.toml", "[nvidia-container-runtime]\n")
+        return self
+
     # --- running the doctor ---
 
     def doctor(self, *args, env=None, timeout=30, host_root=True):
