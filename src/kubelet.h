@@ -110,7 +110,8 @@ int kubelet_set_paths(struct kubelet *k, const char *plugin_dir,
  *   start while REGISTERING: the attempt in flight finishes first; if it fails, the retry
  *   comes at once instead of after the backoff; if it succeeds, nothing more is sent.
  *   start while the kubelet holds one of our streams: nothing (a second Register at the same
- *   socket is refused while the kubelet holds our stream); from any other state: REGISTERING.
+ *   socket is refused while the kubelet holds our stream), except that STOPPED becomes
+ *   REGISTERED; from any other state: REGISTERING.
  *   Backoff: 1 ms growing four-fold to 5 s, reset by success and by start. Each transition is
  *   checked against the table of legal ones (kubelet.c, set_state()) and logged at debug
  *   ("registration state changed").
