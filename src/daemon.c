@@ -616,6 +616,16 @@ static void on_kubelet(struct kubelet *k, enum kubelet_event ev, const char *nam
 		return;
 	case KUBELET_EVENT_FILE_DELETED:
 		break;
+	case KUBELET_EVENT_FILE_CREATED:
+		/* Another instance put its socket at our path (renamed over ours): stand down. */
+		for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
+			if (!dp->stopping && !plugin_ceded(dp->plugin) &&
+			    streq(name, plugin_endpoint(dp->plugin)) &&
+			    !plugin_socket_ok(dp->plugin) && plugin_path_taken(dp->plugin)) {
+				plugin_unserve(dp->plugin, false);
+				(void)plugin_serve(dp->plugin);
+			}
+		return;
 	case KUBELET_EVENT_COUNT:
 	default:
 		return;

@@ -180,6 +180,8 @@ static void on_dir(struct loop_watch *w, const char *name, uint32_t mask, void *
 	}
 	if (dw->plugin && (mask & (IN_DELETE | IN_MOVED_FROM)))
 		emit(k, KUBELET_EVENT_FILE_DELETED, name);
+	else if (dw->plugin && (mask & (IN_CREATE | IN_MOVED_TO)))
+		emit(k, KUBELET_EVENT_FILE_CREATED, name);
 }
 
 static void on_up(struct loop_watch *w, const char *name, uint32_t mask, void *userdata)

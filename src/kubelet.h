@@ -38,6 +38,11 @@ enum kubelet_event {
 	/* A file in the device-plugin directory was deleted or renamed away: @name. */
 	KUBELET_EVENT_FILE_DELETED,
 	/*
+	 * A file in the device-plugin directory was created or renamed in (kubelet.sock aside:
+	 * SOCKET_CREATED): @name. Our own sockets' creation is reported too.
+	 */
+	KUBELET_EVENT_FILE_CREATED,
+	/*
 	 * The device-plugin directory was deleted or renamed away (@name: its path). Our
 	 * sockets in it are gone; the owner cannot serve them until DIR_BACK.
 	 */
