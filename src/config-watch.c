@@ -200,9 +200,12 @@ static void dir_watched(struct config_watch *w)
 /* Watches the directory, else its parent, else retries later; a directory back is checked. */
 static void arm(struct config_watch *w)
 {
+	int r;
+
 	if (w->dw)
 		return;
-	if (loop_watch_new(w->loop, w->dir, DIR_MASK, on_dir, w, &w->dw) == 0) {
+	r = loop_watch_new(w->loop, w->dir, DIR_MASK, on_dir, w, &w->dw);
+	if (r == 0) {
 		dir_watched(w);
 		return;
 	}
@@ -218,6 +221,11 @@ static void arm(struct config_watch *w)
 			w->dw = NULL;
 		return;
 	}
+	/* Out of inotify watches or instances, or no parent either: polled. */
+	if (w->backoff == RETRY_FIRST_USEC)
+		(void)log_warn_errno(
+			r, "cannot watch the config directory, retrying, SIGHUP still reloads",
+			"path=%s", w->dir);
 	loop_timer_arm(w->retry, w->backoff);
 	w->backoff = MIN(w->backoff * 2, RETRY_MAX_USEC);
 }
