@@ -666,6 +666,13 @@ static void on_stop_signal(struct loop *l, int signo, void *userdata)
 	d->stopping = true;
 	loop_timer_disarm(d->rediscover);
 	podres_stop(d);
+	/*
+	 * Closing an inotify instance waits for a kernel grace period (10-20 ms): done while the
+	 * kubelet still counts our devices, not between our streams' end and our exit, which is
+	 * the time it counts none. The registrations are detached (kubelet.h); nothing watches now.
+	 */
+	d->config_watch = config_watch_free(d->config_watch);
+	d->kubelet = kubelet_free(d->kubelet);
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
 		dplugin_stop(dp);
 	if (d->n_stopping == 0)

@@ -538,6 +538,7 @@ bool plugin_socket_ok(const struct plugin *p)
 
 bool plugin_serve(struct plugin *p)
 {
+	bool was_ceded;
 	int r;
 
 	if (p->shutting_down)
@@ -548,9 +549,7 @@ bool plugin_serve(struct plugin *p)
 		cede(p);
 		return false;
 	}
-	if (p->ceded)
-		log_info("socket path free again, serving it", "resource=%s path=%s", p->res->name,
-			 p->path);
+	was_ceded = p->ceded;
 	p->ceded = false;
 	r = plugin_listen(p);
 	if (r < 0) {
@@ -565,6 +564,9 @@ bool plugin_serve(struct plugin *p)
 			loop_timer_arm(p->listen_retry, p->listen_backoff);
 		return false;
 	}
+	if (was_ceded)
+		log_info("socket path free again, serving it", "resource=%s path=%s", p->res->name,
+			 p->path);
 	if (p->listen_backoff)
 		log_info("serving the device plugin socket again", "resource=%s path=%s",
 			 p->res->name, p->path);
