@@ -30,6 +30,10 @@ SOCK = "nvidia-gpu.sock"
 # switch interval (5 ms) after a burst of lines: the moment a process exits would be read that
 # much late. A short interval keeps the measurements in the tens of microseconds.
 sys.setswitchinterval(0.0002)
+# ThreadSanitizer sleeps a second at exit (atexit_sleep_ms) before it returns: a second no
+# edgegpu build has, which the old instance's exit would add to every gap measured.
+if "thread" in os.environ.get("EDGEGPU_SANITIZE", ""):
+    os.environ["TSAN_OPTIONS"] = os.environ.get("TSAN_OPTIONS", "") + ":atexit_sleep_ms=0"
 
 
 def healthy_events(n, since=0):
