@@ -217,6 +217,29 @@ class UpgradeTest(NodeTest):
         self.assertTrue(a["ok"], a)
         self.assertTrue(d.alive())
 
+    def test_stop_leaves_the_peer_socket(self):
+        """Stopped while a peer holds its path, the daemon exits 0 and removes nothing of the
+        peer's: the file at the path is still the peer's socket, and it still answers."""
+        n = self.node("two-gpus.conf")
+        d, _, _ = self.start_instance(n, 0)
+        path, tmp = n.socket(SOCK), n.socket("peer.tmp")
+        lg = d.mark()
+        peer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(peer.close)
+        peer.bind(tmp)
+        peer.listen(4)
+        os.rename(tmp, path)
+        ino = os.stat(path).st_ino
+        d.wait_log("socket path taken by another running instance, standing down until it is free",
+                   since=lg, resource=RESOURCE, timeout=10)
+        d.send_signal(signal.SIGTERM)
+        rc, _ = wait_exit(d)
+        self.assertEqual(rc, 0, d.tail())
+        self.assertEqual(os.stat(path).st_ino, ino)
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.connect(path)
+        c.close()
+
 
 if __name__ == "__main__":
     main()
