@@ -75,7 +75,8 @@ struct daemon {
 	usec_t metrics_backoff;
 	bool metrics_retry_logged;
 	struct labels_writer *labels;
-	uint64_t kubelet_restarts; /* kubelet.sock (re)created */
+	uint64_t kubelet_restarts;	   /* kubelet.sock (re)created */
+	struct config_watch *config_watch; /* the config file's; NULL: none */
 
 	struct loop_timer *rediscover;
 	struct loop_timer *stop_deadline;

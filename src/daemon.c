@@ -11,6 +11,7 @@
 #include "assign.h"
 #include "cdi-writer.h"
 #include "cdi.h"
+#include "config-watch.h"
 #include "config.h"
 #include "daemon-internal.h"
 #include "gpu-backend.h"
@@ -271,14 +272,22 @@ static void cdi_settled(void *userdata)
 static void on_plugin(struct plugin *p, enum plugin_event ev, void *userdata)
 {
 	struct dplugin *dp = userdata;
+	bool ceded;
 
 	switch (ev) {
 	case PLUGIN_EVENT_STREAM_OPENED:
 		kubelet_reg_stream_opened(dp->reg);
 		break;
 	case PLUGIN_EVENT_STREAM_CLOSED:
-		(void)plugin_serve(p); /* a re-registration needs our socket */
+		/* A re-registration needs our socket; standing down, none is sent. */
+		ceded = plugin_ceded(p);
+		if (plugin_serve(p) && ceded)
+			dplugin_reg_start(dp);
 		kubelet_reg_stream_closed(dp->reg);
+		break;
+	case PLUGIN_EVENT_CEDED:
+		/* Registering again would take the resource back from the instance that took over. */
+		kubelet_reg_stop(dp->reg);
 		break;
 	case PLUGIN_EVENT_SERVING:
 	default:
@@ -323,7 +332,7 @@ static int dplugin_add(struct daemon *d, struct resource *r)
 	}
 	plugin_refresh(dp->plugin);
 	e = kubelet_reg_new(d->kubelet, plugin_resource(dp->plugin)->name,
-			    plugin_resource(dp->plugin)->socket, on_reg, dp, &dp->reg);
+			    plugin_endpoint(dp->plugin), on_reg, dp, &dp->reg);
 	if (e < 0)
 		goto fail;
 	kubelet_reg_set_dial_fn(dp->reg, on_dial);
@@ -607,16 +616,31 @@ static void on_kubelet(struct kubelet *k, enum kubelet_event ev, const char *nam
 		return;
 	case KUBELET_EVENT_FILE_DELETED:
 		break;
+	case KUBELET_EVENT_FILE_CREATED:
+		/* Another instance put its socket at our path (renamed over ours): stand down. */
+		for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
+			if (!dp->stopping && !plugin_ceded(dp->plugin) &&
+			    streq(name, plugin_endpoint(dp->plugin)) &&
+			    !plugin_socket_ok(dp->plugin) && plugin_path_taken(dp->plugin)) {
+				plugin_unserve(dp->plugin, false);
+				(void)plugin_serve(dp->plugin);
+			}
+		return;
 	case KUBELET_EVENT_COUNT:
 	default:
 		return;
 	}
+	/*
+	 * Our socket deleted: made again, unless another instance took the path (the plugin
+	 * stands down then); a peer's socket deleted while we stand down: the path is ours again.
+	 */
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
-		if (dp->stopping || !streq(name, plugin_resource(dp->plugin)->socket) ||
+		if (dp->stopping || !streq(name, plugin_endpoint(dp->plugin)) ||
 		    plugin_socket_ok(dp->plugin))
 			continue;
-		log_warn("device plugin socket deleted, recreating", "resource=%s path=%s",
-			 dp->name, plugin_socket_path(dp->plugin));
+		if (!plugin_ceded(dp->plugin) && !plugin_path_taken(dp->plugin))
+			log_warn("device plugin socket deleted, recreating", "resource=%s path=%s",
+				 dp->name, plugin_socket_path(dp->plugin));
 		plugin_unserve(dp->plugin, false);
 		dplugin_register(dp);
 	}
@@ -642,6 +666,13 @@ static void on_stop_signal(struct loop *l, int signo, void *userdata)
 	d->stopping = true;
 	loop_timer_disarm(d->rediscover);
 	podres_stop(d);
+	/*
+	 * Closing an inotify instance waits for a kernel grace period (10-20 ms): done while the
+	 * kubelet still counts our devices, not between our streams' end and our exit, which is
+	 * the time it counts none. The registrations are detached (kubelet.h); nothing watches now.
+	 */
+	d->config_watch = config_watch_free(d->config_watch);
+	d->kubelet = kubelet_free(d->kubelet);
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
 		dplugin_stop(dp);
 	if (d->n_stopping == 0)
@@ -703,13 +734,12 @@ static void move_paths(struct daemon *d)
 }
 
 /*
- * SIGHUP: a new config now, on the loop (the file read is non-blocking and bounded); the
- * rediscovery runs on the monitor's worker and on_discovered() applies the result, so serving
- * never waits for NVML.
+ * A reload (SIGHUP, or the config file changed): a new config now, on the loop (the file read
+ * is non-blocking and bounded); the rediscovery runs on the monitor's worker and on_discovered()
+ * applies the result, so serving never waits for NVML.
  */
-static void on_hup(struct loop *l, int signo, void *userdata)
+static void reload(struct daemon *d, const char *why)
 {
-	struct daemon *d = userdata;
 	struct config_diag dg = { 0 };
 	struct config nc = { 0 }, old;
 	bool paths_changed, podres_changed;
@@ -717,7 +747,7 @@ static void on_hup(struct loop *l, int signo, void *userdata)
 
 	if (d->stopping)
 		return;
-	log_info("reloading", "signal=SIGHUP");
+	log_info("reloading", "%s", why);
 	r = config_init(&nc);
 	if (r >= 0)
 		r = config_build(&nc, d->envp, d->flags, d->n_flags, &dg);
@@ -744,6 +774,36 @@ static void on_hup(struct loop *l, int signo, void *userdata)
 	if (paths_changed)
 		move_paths(d);
 	gpu_monitor_discover(d->monitor, false);
+}
+
+static void on_hup(struct loop *l, int signo, void *userdata)
+{
+	struct daemon *d = userdata;
+
+	/* The file as read now is the one loaded: the watch must not load it again. */
+	if (d->config_watch)
+		config_watch_loaded(d->config_watch);
+	reload(d, "signal=SIGHUP");
+}
+
+/* The config file's content changed (a ConfigMap update, an edit): as on SIGHUP. */
+static void on_config_changed(struct config_watch *w, void *userdata)
+{
+	reload(userdata, "reason=config-file-changed");
+}
+
+/* Only a real file is watched: not /dev/null (NVIDIA's config-manager's "no config"). */
+static void watch_config(struct daemon *d)
+{
+	const char *p = d->cfg.config_file;
+	int r;
+
+	if (!p || !*p || streq(p, "/dev/null"))
+		return;
+	r = config_watch_new(d->loop, p, on_config_changed, d, &d->config_watch);
+	if (r < 0)
+		(void)log_warn_errno(r, "cannot watch the config file, reload it with SIGHUP",
+				     "path=%s", p);
 }
 
 int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flags)
@@ -816,6 +876,7 @@ int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flag
 		goto out;
 	daemon_metrics_start(&d);
 	daemon_update_podres(&d);
+	watch_config(&d);
 	gpu_monitor_discover(d.monitor, false);
 	rc = loop_run(d.loop);
 	if (rc < 0)
@@ -841,6 +902,7 @@ out:
 		d.plugins = dp->next;
 		dplugin_free(dp);
 	}
+	d.config_watch = config_watch_free(d.config_watch);
 	daemon_metrics_stop(&d); /* before what it borrows: the poller and the monitor */
 	d.podres = podres_free(d.podres);
 	d.kubelet = kubelet_free(d.kubelet);

@@ -3,7 +3,9 @@
 /*
  * The `serve` daemon: config -> GPU discovery -> resources -> one plugin per resource,
  * registered with the kubelet, kept registered across kubelet restarts, health-monitored,
- * reloaded on SIGHUP, stopped cleanly on SIGTERM/SIGINT. Logs (module=daemon).
+ * reloaded on SIGHUP and when the config file changes (config-watch.h), stopped cleanly on
+ * SIGTERM/SIGINT (the old instance of an upgrade, see plugin.h for sharing the socket path).
+ * Logs (module=daemon).
  */
 
 #include <stddef.h>

@@ -180,6 +180,8 @@ static void on_dir(struct loop_watch *w, const char *name, uint32_t mask, void *
 	}
 	if (dw->plugin && (mask & (IN_DELETE | IN_MOVED_FROM)))
 		emit(k, KUBELET_EVENT_FILE_DELETED, name);
+	else if (dw->plugin && (mask & (IN_CREATE | IN_MOVED_TO)))
+		emit(k, KUBELET_EVENT_FILE_CREATED, name);
 }
 
 static void on_up(struct loop_watch *w, const char *name, uint32_t mask, void *userdata)
@@ -512,7 +514,7 @@ static const unsigned reg_next[KUBELET_REG_STATE_COUNT] = {
 	[KUBELET_REG_WAITING_STREAM] = B(IDLE) | B(REGISTERING) | B(REGISTERED) | B(STOPPED),
 	[KUBELET_REG_REGISTERED] = B(IDLE) | B(REGISTERING) | B(STOPPED),
 	[KUBELET_REG_BACKING_OFF] = B(IDLE) | B(REGISTERING) | B(REGISTERED) | B(STOPPED),
-	[KUBELET_REG_STOPPED] = B(IDLE) | B(REGISTERING),
+	[KUBELET_REG_STOPPED] = B(IDLE) | B(REGISTERING) | B(REGISTERED),
 #undef B
 };
 
@@ -722,6 +724,9 @@ void kubelet_reg_start(struct kubelet_reg *reg)
 	if (reg->streams > 0) {
 		log_debug("kubelet holds our stream, not registering", "resource=%s state=%s",
 			  reg->resource, kubelet_reg_state_name(reg->state));
+		/* Started again after a stop (a plugin that stood down): registered as it is. */
+		if (reg->state == KUBELET_REG_STOPPED)
+			set_state(reg, KUBELET_REG_REGISTERED);
 		return;
 	}
 	reg->backoff = BACKOFF_FIRST;

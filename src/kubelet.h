@@ -38,6 +38,11 @@ enum kubelet_event {
 	/* A file in the device-plugin directory was deleted or renamed away: @name. */
 	KUBELET_EVENT_FILE_DELETED,
 	/*
+	 * A file in the device-plugin directory was created or renamed in (kubelet.sock aside:
+	 * SOCKET_CREATED): @name. Our own sockets' creation is reported too.
+	 */
+	KUBELET_EVENT_FILE_CREATED,
+	/*
 	 * The device-plugin directory was deleted or renamed away (@name: its path). Our
 	 * sockets in it are gone; the owner cannot serve them until DIR_BACK.
 	 */
@@ -110,7 +115,8 @@ int kubelet_set_paths(struct kubelet *k, const char *plugin_dir,
  *   start while REGISTERING: the attempt in flight finishes first; if it fails, the retry
  *   comes at once instead of after the backoff; if it succeeds, nothing more is sent.
  *   start while the kubelet holds one of our streams: nothing (a second Register at the same
- *   socket is refused while the kubelet holds our stream); from any other state: REGISTERING.
+ *   socket is refused while the kubelet holds our stream), except that STOPPED becomes
+ *   REGISTERED; from any other state: REGISTERING.
  *   Backoff: 1 ms growing four-fold to 5 s, reset by success and by start. Each transition is
  *   checked against the table of legal ones (kubelet.c, set_state()) and logged at debug
  *   ("registration state changed").

@@ -34,9 +34,11 @@ struct plugin {
 	struct resource *res;
 	struct grpc_server *server;
 	char *path;
+	const char *endpoint; /* @path's file name: what Register sends */
 	dev_t sock_dev;
 	ino_t sock_ino;
 	bool served;			 /* our socket is listening */
+	bool ceded;			 /* a live peer holds our path: standing down */
 	struct loop_timer *listen_retry; /* plugin_serve() failed: tries again */
 	usec_t listen_backoff;
 	struct watcher *watchers;

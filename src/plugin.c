@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "deviceplugin.pb-c.h"
 #include "gpu.h"
@@ -30,6 +33,8 @@
 /* A socket that cannot be served is tried again after this, doubling up to the max. */
 #define LISTEN_BACKOFF_MIN (100 * USEC_PER_MSEC)
 #define LISTEN_BACKOFF_MAX (10 * USEC_PER_SEC)
+/* Other names tried when a live peer holds the socket path: <stem>-1.sock ... */
+#define ALT_PATHS 8
 
 /* --- health and gpumem masking --- */
 
@@ -370,6 +375,100 @@ static const struct grpc_method methods[] = {
 	{ "/v1beta1.DevicePlugin/PreStartContainer", false, plugin_handle_prestart },
 };
 
+/*
+ * True when @path is a socket that something listens on (a connection is accepted or would
+ * be: a full backlog says EAGAIN) and that is not the one we bound (@ino, @dev; 0: none).
+ * A stale socket (ECONNREFUSED), a missing path or any other file is free to take.
+ */
+static bool path_has_peer(const char *path, dev_t dev, ino_t ino)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	bool live;
+	int fd;
+
+	if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return false;
+	if (ino && st.st_ino == ino && st.st_dev == dev)
+		return false;
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return false;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	live = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EAGAIN ||
+	       errno == EINPROGRESS;
+	(void)close(fd);
+	return live;
+}
+
+/*
+ * The socket path for @r: <dir>/<r->socket>, unless another running instance (an upgrade
+ * started before the old one stopped) serves there; then the first of <stem>-1.sock ...
+ * that none serves. A second registration at another path supersedes the old one in the
+ * kubelet without a gap, where one at the same path is refused while the old stream lives.
+ */
+static char *pick_path(const char *dir, const struct resource *r)
+{
+	const char *dot = strrchr(r->socket, '.');
+	size_t stem = dot && streq(dot, ".sock") ? (size_t)(dot - r->socket) : strlen(r->socket);
+	char *path = path_join(dir, r->socket);
+
+	if (!path || !path_has_peer(path, 0, 0))
+		return path;
+	for (unsigned i = 1; i < ALT_PATHS; i++) {
+		char *name = strdup_printf("%.*s-%u.sock", (int)stem, r->socket, i);
+		char *alt = name ? path_join(dir, name) : NULL;
+
+		free(name);
+		if (!alt)
+			break;
+		if (!path_has_peer(alt, 0, 0)) {
+			log_info("socket path served by another instance, using another",
+				 "resource=%s taken=%s path=%s", r->name, path, alt);
+			free(path);
+			return alt;
+		}
+		free(alt);
+	}
+	log_warn("every socket path is served by another instance, taking the first",
+		 "resource=%s path=%s", r->name, path);
+	return path;
+}
+
+bool plugin_path_taken(const struct plugin *p)
+{
+	return path_has_peer(p->path, p->sock_dev, p->sock_ino);
+}
+
+bool plugin_ceded(const struct plugin *p)
+{
+	return p->ceded;
+}
+
+const char *plugin_endpoint(const struct plugin *p)
+{
+	return p->endpoint;
+}
+
+/* A live peer took our path: stop listening (our old inode is unlinked already), say so once. */
+static void cede(struct plugin *p)
+{
+	if (p->ceded)
+		return;
+	p->ceded = true;
+	p->served = false;
+	p->listen_backoff = 0;
+	if (p->listen_retry)
+		loop_timer_disarm(p->listen_retry);
+	grpc_server_unlisten(p->server); /* only unlinks its own inode: the peer's stays */
+	log_warn("socket path taken by another running instance, standing down until it is free",
+		 "resource=%s path=%s", p->res->name, p->path);
+	if (p->on_event)
+		p->on_event(p, PLUGIN_EVENT_CEDED, p->userdata);
+}
+
 static void on_listen_retry(struct loop_timer *t, void *userdata)
 {
 	struct plugin *p = userdata;
@@ -391,11 +490,12 @@ int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_event_fn
 	p->mask_slot = -1;
 	p->on_event = on_event;
 	p->userdata = userdata;
-	p->path = path_join(ctx->dir, r->socket);
+	p->path = pick_path(ctx->dir, r);
 	if (!p->path) {
 		free(p);
 		return -ENOMEM;
 	}
+	p->endpoint = strrchr(p->path, '/') ? strrchr(p->path, '/') + 1 : p->path;
 	e = grpc_server_new(ctx->loop, methods, ELEMENTSOF(methods), &ctx->limits, p, &p->server);
 	if (e >= 0 && ctx->loop)
 		e = loop_timer_new(ctx->loop, on_listen_retry, p, &p->listen_retry);
@@ -438,12 +538,19 @@ bool plugin_socket_ok(const struct plugin *p)
 
 bool plugin_serve(struct plugin *p)
 {
+	bool was_ceded;
 	int r;
 
 	if (p->shutting_down)
 		return false;
 	if (p->served && plugin_socket_ok(p))
 		return true;
+	if (plugin_path_taken(p)) {
+		cede(p);
+		return false;
+	}
+	was_ceded = p->ceded;
+	p->ceded = false;
 	r = plugin_listen(p);
 	if (r < 0) {
 		p->listen_backoff = p->listen_backoff ?
@@ -457,6 +564,9 @@ bool plugin_serve(struct plugin *p)
 			loop_timer_arm(p->listen_retry, p->listen_backoff);
 		return false;
 	}
+	if (was_ceded)
+		log_info("socket path free again, serving it", "resource=%s path=%s", p->res->name,
+			 p->path);
 	if (p->listen_backoff)
 		log_info("serving the device plugin socket again", "resource=%s path=%s",
 			 p->res->name, p->path);

@@ -60,6 +60,13 @@ enum plugin_event {
 	PLUGIN_EVENT_STREAM_CLOSED,
 	/* Our socket is served again after plugin_serve() failed (from its retry timer). */
 	PLUGIN_EVENT_SERVING,
+	/*
+	 * Another running instance serves at our socket path (it replaced our socket): the
+	 * plugin stopped listening and stands down. The owner stops registering (re-registering
+	 * would take the resource back and the two would fight). Streams already open stay. It
+	 * ends when plugin_serve() finds the path free again (it then returns true).
+	 */
+	PLUGIN_EVENT_CEDED,
 };
 
 /* The plugin's events for its owner. It may not free @p. */
@@ -73,10 +80,15 @@ int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_event_fn
 	       void *userdata, struct plugin **ret) WARN_UNUSED;
 
 /*
- * Makes sure our socket <dir>/<r->socket> is served, (re)creating it (replacing a stale file)
- * unless it is served and still ours. On failure retries with backoff (100 ms doubling to
- * 10 s), forever, saying so once per step, and reports PLUGIN_EVENT_SERVING when it works.
- * Returns true when the socket is served. False while shutting down.
+ * Makes sure our socket is served, (re)creating it (replacing a stale file) unless it is
+ * served and still ours. The path is <dir>/<r->socket>, or, when another running instance
+ * already served there at plugin_new(), the first free <stem>-N.sock (N from 1; logged); it
+ * never changes afterwards. A live peer's socket (one that accepts connections and is not
+ * ours) is never replaced: the plugin cedes instead (PLUGIN_EVENT_CEDED, returns false, no
+ * retry); the owner calls plugin_serve() again when the path may be free (it was deleted).
+ * On other failures retries with backoff (100 ms doubling to 10 s), forever, saying so once
+ * per step, and reports PLUGIN_EVENT_SERVING when it works. Returns true when the socket is
+ * served. False while shutting down.
  */
 bool plugin_serve(struct plugin *p);
 /*
@@ -86,6 +98,12 @@ bool plugin_serve(struct plugin *p);
 void plugin_unserve(struct plugin *p, bool fresh);
 /* True when our socket file is still there and is ours. */
 bool plugin_socket_ok(const struct plugin *p);
+/* True when a live socket that is not ours is at our path (see plugin_serve()). */
+bool plugin_path_taken(const struct plugin *p);
+/* True while standing down for a live peer at our path (PLUGIN_EVENT_CEDED). */
+bool plugin_ceded(const struct plugin *p);
+/* The socket's file name in the device-plugin directory: the endpoint Register sends. */
+const char *plugin_endpoint(const struct plugin *p);
 
 /*
  * Recomputes the snapshot and pushes it to every open ListAndWatch stream if it changed.

@@ -256,7 +256,9 @@ func (k *kubelet) restart(downtime time.Duration) error {
 	}
 	k.mu.Lock()
 	for _, r := range k.resources {
+		was := len(r.healthy)
 		r.healthy = map[string]bool{}
+		emitHealthy(r, was, "restart", 0)
 		r.unhealthy = map[string]bool{}
 		r.all = map[string]*dp.Device{}
 		r.ep = nil

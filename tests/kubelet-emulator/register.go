@@ -271,7 +271,9 @@ func (k *kubelet) receive(ep *endpoint, resp *dp.ListAndWatchResponse, recvUS in
 			"seq", seq, "size", size, "reason", "endpoint superseded by a newer registration")
 		return
 	}
+	was := len(res.healthy)
 	res.healthy, res.unhealthy, res.all = healthy, unhealthy, all
+	emitHealthy(res, was, "list", ep.id)
 
 	kv := []interface{}{"resource", ep.resource, "endpoint", ep.name, "reg", ep.id,
 		"seq", seq, "recv_us", recvUS, "size", size, "count", len(resp.Devices),
@@ -315,10 +317,12 @@ func (k *kubelet) disconnect(ep *endpoint, err error) {
 	res := k.resources[ep.resource]
 	current := res.ep == ep
 	if current {
+		was := len(res.healthy)
 		for id := range res.healthy {
 			res.unhealthy[id] = true
 		}
 		res.healthy = map[string]bool{}
+		emitHealthy(res, was, "stream_end", ep.id)
 	}
 	code := ""
 	if st, ok := status.FromError(err); ok && err != nil {
@@ -349,4 +353,15 @@ func sortedIDs(ids []string) []string {
 	s := append([]string(nil), ids...)
 	sort.Strings(s)
 	return s
+}
+
+// emitHealthy writes a "healthy" event when the resource's healthy count changed from was:
+// the node's Allocatable over time, whatever changed it (cause: "list", "stream_end",
+// "restart"; reg: the registration it came from, 0 for a restart). Called with k.mu held.
+func emitHealthy(res *resource, was int, cause string, reg int) {
+	if len(res.healthy) == was {
+		return
+	}
+	emit("healthy", "resource", res.name, "healthy", len(res.healthy), "was", was,
+		"cause", cause, "reg", reg)
 }

@@ -1,0 +1,326 @@
+#include "config-watch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "loop.h"
+
+#define LOG_MODULE "config-watch"
+#include "log.h"
+
+#define SETTLE_USEC	 (100 * USEC_PER_MSEC)
+#define RETRY_FIRST_USEC (100 * USEC_PER_MSEC)
+#define RETRY_MAX_USEC	 (10 * USEC_PER_SEC)
+
+#define DIR_MASK                                                                                 \
+	(IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | \
+	 IN_MOVE_SELF | IN_ONLYDIR)
+#define UP_MASK	  (IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+#define GONE_MASK (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT)
+
+struct config_watch {
+	struct loop *loop;
+	char *path;
+	char *dir;	/* @path's directory */
+	char *base;	/* @path's last component */
+	char *up;	/* @dir's parent, NULL for "/" */
+	char *dir_name; /* @dir's last component */
+	struct loop_watch *dw;
+	struct loop_watch *uw;
+	struct loop_timer *settle;
+	struct loop_timer *retry;
+	usec_t backoff;
+	char *seen; /* the content last seen (NULL: none yet) */
+	size_t seen_len;
+	bool missing;  /* the file's absence was logged */
+	bool empty;    /* an empty file was logged */
+	bool dir_gone; /* the directory's absence was logged */
+	bool relevant; /* the pending check follows an event about our file */
+	int read_err;  /* the last read error logged, 0 none */
+	unsigned changes;
+	config_watch_fn *fn;
+	void *userdata;
+};
+
+/* Reads the file whole without ever blocking (a FIFO at the path would stall the loop). */
+static int read_content(const char *path, char **ret, size_t *ret_len)
+{
+	struct stat st;
+	int fd, r;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		r = -errno;
+	else if (S_ISDIR(st.st_mode))
+		r = -EISDIR;
+	else if (!S_ISREG(st.st_mode))
+		r = -EINVAL;
+	else
+		r = fd_read_all(fd, CONFIG_FILE_MAX, ret, ret_len);
+	(void)close(fd);
+	return r;
+}
+
+static void check(struct config_watch *w)
+{
+	bool relevant = w->relevant;
+	char *data = NULL;
+	size_t len = 0;
+	int r;
+
+	w->relevant = false;
+	r = read_content(w->path, &data, &len);
+	if (r == -ENOENT || r == -ENOTDIR) {
+		if (!w->missing)
+			log_warn("config file gone, keeping the running config", "path=%s",
+				 w->path);
+		w->missing = true;
+		return;
+	}
+	if (r < 0) {
+		if (r != w->read_err)
+			(void)log_warn_errno(
+				r, "cannot read the config file, keeping the running config",
+				"path=%s", w->path);
+		w->read_err = r;
+		return;
+	}
+	w->read_err = 0;
+	if (w->missing)
+		log_info("config file back", "path=%s", w->path);
+	w->missing = false;
+	if (len == 0) {
+		if (!w->empty)
+			log_info(
+				"config file is empty, keeping the running config until it has content",
+				"path=%s", w->path);
+		w->empty = true;
+		free(data);
+		return;
+	}
+	w->empty = false;
+	if (w->seen && len == w->seen_len && memcmp(data, w->seen, len) == 0) {
+		free(data);
+		if (relevant)
+			log_info("config file content unchanged, not reloading", "path=%s",
+				 w->path);
+		return;
+	}
+	free(w->seen);
+	w->seen = data;
+	w->seen_len = len;
+	w->changes++;
+	log_info("config file changed", "path=%s bytes=%zu", w->path, len);
+	w->fn(w, w->userdata);
+}
+
+static void on_settle(struct loop_timer *t, void *userdata)
+{
+	check(userdata);
+}
+
+static void schedule(struct config_watch *w, bool relevant)
+{
+	w->relevant |= relevant;
+	loop_timer_arm(w->settle, SETTLE_USEC);
+}
+
+static void arm(struct config_watch *w);
+
+static void on_dir(struct loop_watch *lw, const char *name, uint32_t mask, void *userdata)
+{
+	struct config_watch *w = userdata;
+	struct stat st;
+
+	if (mask & GONE_MASK) {
+		w->dw = loop_watch_free(w->dw);
+		if (!w->dir_gone)
+			log_warn("config directory gone, keeping the running config", "path=%s",
+				 w->dir);
+		w->dir_gone = true;
+		arm(w);
+		return;
+	}
+	if (mask & IN_Q_OVERFLOW) {
+		schedule(w, true);
+		return;
+	}
+	if (!streq(name, w->base) && !streq(name, "..data"))
+		return;
+	/* A file created in place is still being written: its IN_CLOSE_WRITE follows. */
+	if (mask & IN_CREATE) {
+		char *p = path_join(w->dir, name);
+
+		if (p && lstat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+			free(p);
+			return;
+		}
+		free(p);
+	}
+	schedule(w, true);
+}
+
+static void on_up(struct loop_watch *lw, const char *name, uint32_t mask, void *userdata)
+{
+	struct config_watch *w = userdata;
+
+	if (mask & GONE_MASK) {
+		w->uw = loop_watch_free(w->uw);
+		arm(w);
+		return;
+	}
+	if ((mask & (IN_CREATE | IN_MOVED_TO)) && streq(name, w->dir_name))
+		arm(w);
+}
+
+static void on_retry(struct loop_timer *t, void *userdata)
+{
+	arm(userdata);
+}
+
+static void dir_watched(struct config_watch *w)
+{
+	w->uw = loop_watch_free(w->uw);
+	loop_timer_disarm(w->retry);
+	w->backoff = RETRY_FIRST_USEC;
+	if (w->dir_gone)
+		log_info("config directory back, watching it again", "path=%s", w->dir);
+	w->dir_gone = false;
+	schedule(w, true); /* whatever was written before the watch */
+}
+
+/* Watches the directory, else its parent, else retries later; a directory back is checked. */
+static void arm(struct config_watch *w)
+{
+	int r;
+
+	if (w->dw)
+		return;
+	r = loop_watch_new(w->loop, w->dir, DIR_MASK, on_dir, w, &w->dw);
+	if (r == 0) {
+		dir_watched(w);
+		return;
+	}
+	w->dw = NULL;
+	if (!w->uw && w->up && loop_watch_new(w->loop, w->up, UP_MASK, on_up, w, &w->uw) < 0)
+		w->uw = NULL;
+	if (w->uw) {
+		loop_timer_disarm(w->retry);
+		/* It may have come back between the two watches. */
+		if (loop_watch_new(w->loop, w->dir, DIR_MASK, on_dir, w, &w->dw) == 0)
+			dir_watched(w);
+		else
+			w->dw = NULL;
+		return;
+	}
+	/* Out of inotify watches or instances, or no parent either: polled. */
+	if (w->backoff == RETRY_FIRST_USEC)
+		(void)log_warn_errno(
+			r, "cannot watch the config directory, retrying, SIGHUP still reloads",
+			"path=%s", w->dir);
+	loop_timer_arm(w->retry, w->backoff);
+	w->backoff = MIN(w->backoff * 2, RETRY_MAX_USEC);
+}
+
+int config_watch_new(struct loop *l, const char *path, config_watch_fn *fn, void *userdata,
+		     struct config_watch **ret)
+{
+	struct config_watch *w;
+	const char *slash;
+	int r = -ENOMEM;
+
+	if (!path || !*path || path[strlen(path) - 1] == '/')
+		return -EINVAL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->loop = l;
+	w->fn = fn;
+	w->userdata = userdata;
+	w->backoff = RETRY_FIRST_USEC;
+	slash = strrchr(path, '/');
+	w->path = strdup(path);
+	w->base = strdup(slash ? slash + 1 : path);
+	if (!slash)
+		w->dir = strdup(".");
+	else if (slash == path)
+		w->dir = strdup("/");
+	else
+		w->dir = strndup(path, (size_t)(slash - path));
+	if (!w->path || !w->base || !w->dir)
+		goto fail;
+	if (!streq(w->dir, "/")) {
+		const char *ds = strrchr(w->dir, '/');
+
+		w->dir_name = strdup(ds ? ds + 1 : w->dir);
+		if (!ds)
+			w->up = strdup(".");
+		else if (ds == w->dir)
+			w->up = strdup("/");
+		else
+			w->up = strndup(w->dir, (size_t)(ds - w->dir));
+		if (!w->dir_name || !w->up)
+			goto fail;
+	}
+	if ((r = loop_timer_new(l, on_settle, w, &w->settle)) < 0 ||
+	    (r = loop_timer_new(l, on_retry, w, &w->retry)) < 0)
+		goto fail;
+	if (read_content(w->path, &w->seen, &w->seen_len) < 0) {
+		w->seen = NULL;
+		w->seen_len = 0;
+	}
+	arm(w);
+	loop_timer_disarm(w->settle); /* nothing changed yet: the content was just read */
+	w->relevant = false;
+	log_info("watching the config file for changes", "path=%s", w->path);
+	*ret = w;
+	return 0;
+fail:
+	config_watch_free(w);
+	return r;
+}
+
+void config_watch_loaded(struct config_watch *w)
+{
+	char *data = NULL;
+	size_t len = 0;
+
+	if (read_content(w->path, &data, &len) < 0 || len == 0) {
+		free(data);
+		return;
+	}
+	free(w->seen);
+	w->seen = data;
+	w->seen_len = len;
+}
+
+unsigned config_watch_changes(const struct config_watch *w)
+{
+	return w->changes;
+}
+
+struct config_watch *config_watch_free(struct config_watch *w)
+{
+	if (!w)
+		return NULL;
+	loop_watch_free(w->dw);
+	loop_watch_free(w->uw);
+	loop_timer_free(w->settle);
+	loop_timer_free(w->retry);
+	free(w->seen);
+	free(w->path);
+	free(w->dir);
+	free(w->base);
+	free(w->up);
+	free(w->dir_name);
+	free(w);
+	return NULL;
+}
