@@ -13,6 +13,7 @@
 #include "doctor-net.h"
 #include "doctor-plugin-int.h"
 #include "doctor.h"
+#include "plugin.h"
 #include "resource.h"
 
 #define MICROK8S_KUBELET     "/var/snap/microk8s/common/var/lib/kubelet"
@@ -342,6 +343,29 @@ static int collect_resources(struct pctx *x)
 	return r;
 }
 
+/*
+ * During an upgrade whose instances overlap, the new one serves at <stem>-N.sock (plugin.h):
+ * the first alternate that accepts a connection stands for the resource and replaces *@path.
+ * Returns 0 then, else @r (what the configured path gave).
+ */
+static int probe_alternate(struct pctx *x, char **path, int r)
+{
+	const char *dot = strrchr(*path, '.');
+	size_t stem = dot && streq(dot, ".sock") ? (size_t)(dot - *path) : strlen(*path);
+
+	for (unsigned i = 1; i < PLUGIN_ALT_PATHS; i++) {
+		char *alt = strdup_printf("%.*s-%u.sock", (int)stem, *path, i);
+
+		if (alt && probe_host(x, alt) == 0) {
+			free(*path);
+			*path = alt;
+			return 0;
+		}
+		free(alt);
+	}
+	return r;
+}
+
 static void check_sockets(struct pctx *x)
 {
 	struct doctor_check *ch;
@@ -369,6 +393,8 @@ static void check_sockets(struct pctx *x)
 			return;
 		}
 		r = probe_host(x, path);
+		if (r == -ENOENT || r == -ECONNREFUSED)
+			r = probe_alternate(x, &path, r);
 		res->socket_seen = r != -ENOENT;
 		seen += res->socket_seen;
 		if (r == 0) {

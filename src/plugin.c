@@ -33,8 +33,6 @@
 /* A socket that cannot be served is tried again after this, doubling up to the max. */
 #define LISTEN_BACKOFF_MIN (100 * USEC_PER_MSEC)
 #define LISTEN_BACKOFF_MAX (10 * USEC_PER_SEC)
-/* Other names tried when a live peer holds the socket path: <stem>-1.sock ... */
-#define ALT_PATHS 8
 
 /* --- health and gpumem masking --- */
 
@@ -417,7 +415,7 @@ static char *pick_path(const char *dir, const struct resource *r)
 
 	if (!path || !path_has_peer(path, 0, 0))
 		return path;
-	for (unsigned i = 1; i < ALT_PATHS; i++) {
+	for (unsigned i = 1; i < PLUGIN_ALT_PATHS; i++) {
 		char *name = strdup_printf("%.*s-%u.sock", (int)stem, r->socket, i);
 		char *alt = name ? path_join(dir, name) : NULL;
 

@@ -72,6 +72,9 @@ enum plugin_event {
 /* The plugin's events for its owner. It may not free @p. */
 typedef void plugin_event_fn(struct plugin *p, enum plugin_event ev, void *userdata);
 
+/* Names tried when a live peer holds the socket path: <stem>-1.sock up to <stem>-7.sock. */
+#define PLUGIN_ALT_PATHS 8
+
 /*
  * Takes ownership of @r on success; on failure the caller still owns @r (and may read it to
  * log). Returns 0 or -errno.

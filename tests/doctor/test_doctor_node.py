@@ -88,5 +88,30 @@ class HealthyNode(unittest.TestCase):
                 self.assertEqual({i.split(".")[0] for i in failed}, {layer}, failed)
 
 
+class OverlappingUpgrade(unittest.TestCase):
+    """A second instance started while the first runs serves at nvidia-gpu-1.sock (plugin.h);
+    with the first killed (its socket left stale), that one stands for the resource."""
+
+    def test_the_new_instance_at_its_alternate_path_counts(self):
+        node = Node()
+        self.addCleanup(node.close)
+        with open(node.fixture, "w") as f:
+            f.write("driver_version = 550.54.15\nnvml_version = 12.550.54.15\n[gpu]\n[gpu]\n")
+        old = node.start_daemon()
+        node.wait_register(RESOURCE, timeout=15)
+        mark = node.emu.mark()
+        new = node.start_daemon()
+        node.wait_register(RESOURCE, since=mark, timeout=15)
+        old.kill()
+        tmp = tempfile.mkdtemp(prefix="doctor-node-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        h = healthy_node(tmp, node)
+        r = h.doctor("--json", "--metrics-address", f"127.0.0.1:{new.metrics_port()}")
+        c = r.check("plugin.sockets")
+        self.assertEqual(c["status"], "pass", r)
+        self.assertTrue(any(e.endswith("nvidia-gpu-1.sock: accepts connections")
+                            for e in c["evidence"]), c)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
