@@ -3,19 +3,15 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 #include <yaml.h>
 
+#include "doctor-net.h"
 #include "grpc.h"
 #include "pbwire.h"
 
-#define HTTP_MAX_RESPONSE ((size_t)4 << 20)
-#define BLOB_MAX	  ((size_t)4 << 20)
+#define BLOB_MAX ((size_t)4 << 20)
 
 #define MT_OCI_INDEX	     "application/vnd.oci.image.index.v1+json"
 #define MT_DOCKER_LIST	     "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -185,182 +181,39 @@ out:
 	return r;
 }
 
-/* --- Docker: HTTP/1.1 over the unix socket --- */
-
-static int unix_connect(const char *path, unsigned timeout_ms)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = timeout_ms / 1000,
-			      .tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000 };
-	int fd;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
-	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
-	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int r = -errno;
-
-		(void)fd_close(fd);
-		return r == -EAGAIN ? -ETIMEDOUT : r;
-	}
-	return fd;
-}
-
-/* Reads to EOF, bounded by @deadline (CLOCK_MONOTONIC µs) and HTTP_MAX_RESPONSE. */
-static int read_until_eof(int fd, usec_t deadline, struct buf *b)
-{
-	for (;;) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		usec_t now = now_usec();
-		ssize_t n;
-		int r;
-
-		if (now >= deadline)
-			return -ETIMEDOUT;
-		r = poll(&pfd, 1, (int)((deadline - now + 999) / 1000));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			return -ETIMEDOUT;
-		if (buf_reserve(b, 65536) < 0)
-			return -ENOMEM;
-		n = read(fd, b->data + b->len, b->cap - b->len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return errno == EAGAIN ? -ETIMEDOUT : -errno;
-		if (n == 0)
-			break;
-		b->len += (size_t)n;
-		if (b->len > HTTP_MAX_RESPONSE)
-			return -EFBIG;
-	}
-	b->data[b->len] = 0;
-	return 0;
-}
-
-/* Undoes Transfer-Encoding: chunked in place. Returns the body length or -EPROTO. */
-static ssize_t dechunk(char *body, size_t len)
-{
-	size_t in = 0, out = 0;
-
-	for (;;) {
-		char *end;
-		unsigned long n;
-
-		if (in >= len)
-			return -EPROTO;
-		n = strtoul(body + in, &end, 16);
-		if (end == body + in)
-			return -EPROTO;
-		end = strstr(end, "\r\n");
-		if (!end)
-			return -EPROTO;
-		in = (size_t)(end - body) + 2;
-		if (n == 0)
-			return (ssize_t)out;
-		if (n > len - in)
-			return -EPROTO;
-		memmove(body + out, body + in, n);
-		out += n;
-		in += n + 2;
-	}
-}
-
-static bool header_has(const char *head, size_t head_len, const char *name, const char *value)
-{
-	for (const char *l = head; l && l < head + head_len;) {
-		const char *eol = strstr(l, "\r\n");
-
-		if (!eol || eol > head + head_len)
-			break;
-		if (strncasecmp(l, name, strlen(name)) == 0 && l[strlen(name)] == ':') {
-			const char *v = l + strlen(name) + 1;
-
-			while (*v == ' ')
-				v++;
-			return strncasecmp(v, value, strlen(value)) == 0;
-		}
-		l = eol + 2;
-	}
-	return false;
-}
-
-/* "HTTP/1.1 404 Not Found" -> 404; -1 for anything else. */
-static int http_status(const char *s)
-{
-	if (!startswith(s, "HTTP/1.") || !isdigit((unsigned char)s[7]) || s[8] != ' ')
-		return -1;
-	for (int i = 9; i < 12; i++)
-		if (!isdigit((unsigned char)s[i]))
-			return -1;
-	return (s[9] - '0') * 100 + (s[10] - '0') * 10 + (s[11] - '0');
-}
+/* --- Docker: the Engine API, HTTP/1.1 over its unix socket (doctor-net.c) --- */
 
 int image_docker_lookup(const char *sock, const char *ref, unsigned timeout_ms,
 			struct image_info *info, char **reterr)
 {
-	usec_t deadline = now_usec() + (usec_t)timeout_ms * USEC_PER_MSEC;
-	struct buf req = { 0 }, resp = { 0 };
-	char *body, *config = NULL;
-	int fd = -1, r, status = 0;
-	ssize_t body_len;
+	struct doctor_net_http ans = { 0 };
+	struct buf path = { 0 };
+	char *config = NULL;
+	int r;
 
-	r = buf_printf(&req, "GET /images/");
+	r = buf_printf(&path, "/images/");
 	for (const char *p = ref; r >= 0 && *p; p++)
 		r = isalnum((unsigned char)*p) || strchr("._-/:@", *p) ?
-			    buf_append(&req, p, 1) :
-			    buf_printf(&req, "%%%02X", (unsigned char)*p);
+			    buf_append(&path, p, 1) :
+			    buf_printf(&path, "%%%02X", (unsigned char)*p);
 	if (r >= 0)
-		r = buf_printf(&req, "/json HTTP/1.1\r\nHost: docker\r\nUser-Agent: edgegpu\r\n"
-				     "Accept: application/json\r\nConnection: close\r\n\r\n");
+		r = buf_printf(&path, "/json");
 	if (r < 0)
 		goto out;
-	fd = unix_connect(sock, timeout_ms);
-	if (fd < 0) {
-		r = set_error(reterr, fd, "cannot connect to %s: %s", sock, strerror(-fd));
+	r = doctor_net_http_get_unix(sock, (const char *)path.data, timeout_ms, &ans, reterr);
+	if (r == -EBADMSG)
+		r = -EPROTO;
+	if (r < 0)
 		goto out;
-	}
-	r = fd_write_all(fd, req.data, req.len);
-	if (r >= 0)
-		r = read_until_eof(fd, deadline, &resp);
-	if (r < 0) {
-		r = set_error(reterr, r == -EAGAIN ? -ETIMEDOUT : r, "talking to %s: %s", sock,
-			      strerror(r == -EAGAIN ? ETIMEDOUT : -r));
-		goto out;
-	}
-	body = resp.len ? strstr((char *)resp.data, "\r\n\r\n") : NULL;
-	status = body ? http_status((const char *)resp.data) : -1;
-	if (!body || status < 0) {
-		r = set_error(reterr, -EPROTO, "%s answered something that is not HTTP", sock);
-		goto out;
-	}
-	body += 4;
-	body_len = (ssize_t)(resp.len - (size_t)(body - (char *)resp.data));
-	if (header_has((char *)resp.data, (size_t)(body - (char *)resp.data), "Transfer-Encoding",
-		       "chunked"))
-		body_len = dechunk(body, (size_t)body_len);
-	if (body_len < 0) {
-		r = set_error(reterr, -EPROTO, "%s: a chunked body we cannot read", sock);
-		goto out;
-	}
-	body[body_len] = 0;
-	if (status == 404) {
+	if (ans.status == 404) {
 		r = 0;
 		goto out;
 	}
-	if (status != 200) {
-		r = set_error(reterr, -EPROTO, "%s: HTTP %d: %.200s", sock, status, body);
+	if (ans.status != 200) {
+		r = set_error(reterr, -EPROTO, "%s: HTTP %u: %.200s", sock, ans.status, ans.body);
 		goto out;
 	}
-	r = image_json_platforms(body, (size_t)body_len, info, &config);
+	r = image_json_platforms(ans.body, ans.body_len, info, &config);
 	if (r < 0 || info->n_platforms == 0) {
 		r = set_error(reterr, -EPROTO, "%s: the image inspect JSON names no architecture",
 			      sock);
@@ -369,9 +222,8 @@ int image_docker_lookup(const char *sock, const char *ref, unsigned timeout_ms,
 	r = 1;
 out:
 	free(config);
-	(void)fd_close(fd);
-	buf_release(&req);
-	buf_release(&resp);
+	doctor_net_http_release(&ans);
+	buf_release(&path);
 	return r;
 }
 

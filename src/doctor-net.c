@@ -299,6 +299,71 @@ static int parse_answer(struct buf *b, struct doctor_net_http *ret, char **reter
 	return 0;
 }
 
+/* Sends @req on @fd and reads the answer to EOF; @what (a URL or a socket) prefixes errors. */
+static int exchange(int fd, const char *req, usec_t deadline, const char *what,
+		    struct doctor_net_http *ret, char **reterr)
+{
+	struct buf b = { 0 };
+	int r;
+
+	r = send_all(fd, req, strlen(req), deadline);
+	if (r >= 0)
+		r = recv_all(fd, &b, deadline);
+	if (r < 0)
+		r = set_error(reterr, r, "%s: %s", what,
+			      r == -ETIMEDOUT ? "no complete answer within the timeout" :
+			      r == -EFBIG     ? "the answer is too large" :
+						strerror(-r));
+	else
+		r = parse_answer(&b, ret, reterr);
+	buf_release(&b);
+	return r;
+}
+
+int doctor_net_http_get_unix(const char *sock, const char *path, unsigned timeout_ms,
+			     struct doctor_net_http *ret, char **reterr)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = timeout_ms / 1000,
+			      .tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000 };
+	usec_t deadline = deadline_in(timeout_ms);
+	char *req = NULL;
+	int fd = -1, r;
+
+	*ret = (struct doctor_net_http){ 0 };
+	if (strlen(sock) >= sizeof(sa.sun_path))
+		return set_error(reterr, -ENAMETOOLONG, "%s: the path is too long", sock);
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	req = strdup_printf("GET %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: edgegpu-doctor\r\n"
+			    "Accept: application/json\r\nConnection: close\r\n\r\n",
+			    path);
+	if (!req)
+		return -ENOMEM;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		r = -errno;
+		goto out;
+	}
+	/* A unix connect blocks while the listener's backlog is full, bounded by SO_SNDTIMEO
+	 * (EAGAIN when it runs out); the exchange after it polls a non-blocking socket. */
+	r = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ? -errno : 0;
+	while (r == 0 && connect(fd, (const struct sockaddr *)&sa, sizeof(sa)) < 0)
+		if (errno != EINTR)
+			r = errno == EAGAIN || errno == EINPROGRESS ? -ETIMEDOUT : -errno;
+	if (r == 0 && fcntl(fd, F_SETFL, O_NONBLOCK) < 0)
+		r = -errno;
+	if (r < 0) {
+		r = set_error(reterr, r, "cannot connect to %s: %s", sock,
+			      r == -ETIMEDOUT ? "no connection within the timeout" : strerror(-r));
+		goto out;
+	}
+	r = exchange(fd, req, deadline, sock, ret, reterr);
+out:
+	(void)fd_close(fd);
+	free(req);
+	return r;
+}
+
 int doctor_net_http_get(const char *address, const char *path, unsigned timeout_ms,
 			struct doctor_net_http *ret, char **ret_url, char **reterr)
 {
@@ -306,7 +371,6 @@ int doctor_net_http_get(const char *address, const char *path, unsigned timeout_
 	socklen_t len;
 	char host[INET6_ADDRSTRLEN + 2] = "";
 	char *req = NULL, *url = NULL;
-	struct buf b = { 0 };
 	usec_t deadline = deadline_in(timeout_ms);
 	unsigned port;
 	int fd = -1, r;
@@ -332,24 +396,13 @@ int doctor_net_http_get(const char *address, const char *path, unsigned timeout_
 						 strerror(-fd));
 		goto out;
 	}
-	r = send_all(fd, req, strlen(req), deadline);
-	if (r >= 0)
-		r = recv_all(fd, &b, deadline);
-	if (r < 0) {
-		r = set_error(reterr, r, "%s: %s", url,
-			      r == -ETIMEDOUT ? "no complete answer within the timeout" :
-			      r == -EFBIG     ? "the answer is too large" :
-						strerror(-r));
-		goto out;
-	}
-	r = parse_answer(&b, ret, reterr);
+	r = exchange(fd, req, deadline, url, ret, reterr);
 out:
 	if (r >= 0 && ret_url) {
 		*ret_url = url;
 		url = NULL;
 	}
 	(void)fd_close(fd);
-	buf_release(&b);
 	free(req);
 	free(url);
 	return r;

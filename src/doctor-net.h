@@ -29,8 +29,9 @@ struct doctor_net_http {
 
 void doctor_net_http_release(struct doctor_net_http *h);
 
-/* The largest answer doctor_net_http_get() reads (headers and body). */
-#define DOCTOR_NET_HTTP_MAX ((size_t)64 * 1024)
+/* The largest answer doctor_net_http_get*() read (headers and body): Docker's image inspect
+ * JSON of a many-layered image included. */
+#define DOCTOR_NET_HTTP_MAX ((size_t)4 << 20)
 
 /*
  * GET http://@address@path with HTTP/1.1 and "Connection: close", reading until the server
@@ -45,3 +46,13 @@ void doctor_net_http_release(struct doctor_net_http *h);
  */
 int doctor_net_http_get(const char *address, const char *path, unsigned timeout_ms,
 			struct doctor_net_http *ret, char **ret_url, char **reterr) WARN_UNUSED;
+
+/*
+ * GET @path (already escaped) over the unix stream socket @sock, as Docker's Engine API is
+ * reached, otherwise as doctor_net_http_get(): "Connection: close", everything within
+ * @timeout_ms, a chunked body decoded. Returns 0 and fills @ret, or -ENOENT, -ECONNREFUSED,
+ * -ETIMEDOUT, -EFBIG, -EBADMSG, -ENOMEM or another -errno, with *reterr naming @sock and what
+ * failed (may be NULL).
+ */
+int doctor_net_http_get_unix(const char *sock, const char *path, unsigned timeout_ms,
+			     struct doctor_net_http *ret, char **reterr) WARN_UNUSED;
