@@ -48,25 +48,6 @@
 
 /* --- runtime.toolkit --- */
 
-static int toml_load(const struct doctor *dr, struct doctor_runtime_notes *n, const char *path,
-		     struct doctor_toml **ret)
-{
-	char *data = NULL, *err = NULL;
-	unsigned line = 0;
-	size_t len = 0;
-	int r = doctor_runtime_read(dr, path, &data, &len);
-
-	if (r >= 0)
-		r = doctor_toml_parse(data, len, ret, &line, &err);
-	if (r == -EINVAL)
-		doctor_runtime_note(n, "%s:%u: %s", path, line, err ? err : "invalid TOML");
-	else if (r < 0)
-		doctor_runtime_note(n, "%s: %s", path, strerror(-r));
-	free(data);
-	free(err);
-	return r;
-}
-
 void doctor_runtime_toolkit(struct doctor *dr)
 {
 	static const char *const need[] = { "nvidia-container-runtime", "nvidia-ctk" };
@@ -101,7 +82,7 @@ void doctor_runtime_toolkit(struct doctor *dr)
 	if (doctor_runtime_stat(dr, cfg, &st_cfg) < 0) {
 		doctor_runtime_note(&n, "%s: absent", cfg);
 		st = DOCTOR_WARN;
-	} else if (toml_load(dr, &n, cfg, &t) < 0) {
+	} else if (doctor_runtime_toml_load(dr, &n, cfg, &t, NULL) < 0) {
 		doctor_runtime_emit(dr, &n, "runtime.toolkit", DOCTOR_FAIL,
 				    "the toolkit's config is not valid TOML", FIX_TOML);
 		return;

@@ -561,19 +561,15 @@ static bool cri_disabled(const struct doctor_toml *t)
 	return false;
 }
 
-/*
- * Reads and parses one config. A Go template (k3s's *.tmpl) has its {{ ... }} lines blanked
- * first (the line numbers stay), *@base set when it pulls in k3s's base template.
- */
-static int ctd_load(struct doctor *dr, struct doctor_runtime_notes *n, const char *path,
-		    struct doctor_toml **ret, bool *base)
+int doctor_runtime_toml_load(const struct doctor *dr, struct doctor_runtime_notes *n,
+			     const char *path, struct doctor_toml **ret, bool *base)
 {
 	unsigned line = 0, directives = 0;
 	char *data = NULL, *err = NULL;
+	bool pulls_base = false;
 	size_t len = 0;
 	int r;
 
-	*base = false;
 	r = doctor_runtime_read(dr, path, &data, &len);
 	if (r < 0) {
 		doctor_runtime_note(n, "%s: %s", path, strerror(-r));
@@ -590,14 +586,17 @@ static int ctd_load(struct doctor *dr, struct doctor_runtime_notes *n, const cha
 				directives++;
 				if (strstr(s, "template \"base\"") &&
 				    strstr(s, "template \"base\"") < eol)
-					*base = true;
+					pulls_base = true;
 				memset(p, ' ', (size_t)(eol - p));
 			}
 			p = eol + 1;
 		}
 		doctor_runtime_note(n, "%s: a template; %u {{ }} line(s) not read%s", path,
-				    directives, *base ? ", including k3s's base template" : "");
+				    directives,
+				    pulls_base ? ", including k3s's base template" : "");
 	}
+	if (base)
+		*base = pulls_base;
 	r = doctor_toml_parse(data, len, ret, &line, &err);
 	if (r == -EINVAL)
 		doctor_runtime_note(n, "%s:%u: %s", path, line, err ? err : "invalid TOML");
@@ -642,7 +641,7 @@ static void check_containerd(struct doctor *dr, const struct rt *rt)
 		return;
 	}
 	doctor_runtime_note(&n, "read %s", path);
-	r = ctd_load(dr, &n, path, &t, &base);
+	r = doctor_runtime_toml_load(dr, &n, path, &t, &base);
 	if (r < 0) {
 		doctor_runtime_emit(dr, &n, "runtime.containerd-nvidia", DOCTOR_FAIL,
 				    r == -EINVAL ? "the containerd config is not valid TOML" :
@@ -665,7 +664,8 @@ static void check_containerd(struct doctor *dr, const struct rt *rt)
 	}
 	/* k3s renders its base template (with the runtimes it found) into config.toml. */
 	if (!v.nvidia && base && layouts[rt->layout].generated &&
-	    ctd_load(dr, &n, layouts[rt->layout].generated, &gen_t, &gen_base) >= 0) {
+	    doctor_runtime_toml_load(dr, &n, layouts[rt->layout].generated, &gen_t, &gen_base) >=
+		    0) {
 		ctd_analyse(gen_t, &gv);
 		doctor_runtime_note(
 			&n,
@@ -710,7 +710,8 @@ static void check_containerd(struct doctor *dr, const struct rt *rt)
 	def = v.def && v.def->value ? v.def->value : NULL;
 	if (def && strstr(def, "${") && rt->layout == L_MICROK8S && !gen_t &&
 	    !streq(path, layouts[L_MICROK8S].generated) &&
-	    ctd_load(dr, &n, layouts[L_MICROK8S].generated, &gen_t, &gen_base) >= 0) {
+	    doctor_runtime_toml_load(dr, &n, layouts[L_MICROK8S].generated, &gen_t, &gen_base) >=
+		    0) {
 		/* MicroK8s fills ${RUNTIME} when it renders the template: read the result. */
 		ctd_analyse(gen_t, &gv);
 		doctor_runtime_note(

@@ -14,6 +14,8 @@
 
 #include "doctor.h"
 
+struct doctor_toml;
+
 /* Fix texts more than one check gives. */
 #define FIX_TOML                                                                                \
 	"Fix the TOML at the file and line shown (the runtime refuses to start with it), then " \
@@ -56,6 +58,15 @@ void doctor_runtime_note(struct doctor_runtime_notes *n, const char *fmt, ...)
 /* Records check @id with @st, @summary (a plain string), the notes and @fix (a literal or NULL). */
 void doctor_runtime_emit(struct doctor *dr, struct doctor_runtime_notes *n, const char *id,
 			 enum doctor_status st, const char *summary, const char *fix);
+/*
+ * Reads and parses the TOML file @path under the host root into *@ret (the caller frees it
+ * with doctor_toml_free()); a read or syntax error becomes a note naming file and line. A Go
+ * template (k3s's *.tmpl) has its {{ ... }} lines blanked first (the line numbers stay);
+ * *@base (may be NULL) says whether it pulls in k3s's base template. Returns 0 or -errno
+ * (-EINVAL: not TOML).
+ */
+int doctor_runtime_toml_load(const struct doctor *dr, struct doctor_runtime_notes *n,
+			     const char *path, struct doctor_toml **ret, bool *base) WARN_UNUSED;
 /* Whether Docker is installed here; *@why (of @size) says what showed it. */
 bool doctor_runtime_docker_present(const struct doctor *dr, char *why, size_t size);
 
