@@ -57,11 +57,15 @@ int image_ref_normalize(const char *ref, char **ret)
 			 (n == 9 && startswith(ref, "localhost"));
 	}
 	path = domain ? slash + 1 : ref;
+	/* A ':' after the last '/' is a tag (plain loops: gcc's -Wstringop-overread cannot see
+	 * that last <= ref + name_end). */
 	last = path;
 	for (p = path; p < ref + name_end; p++)
 		if (*p == '/')
 			last = p + 1;
-	tagged = at || memchr(last, ':', (size_t)(ref + name_end - last));
+	tagged = at != NULL;
+	for (p = last; p < ref + name_end && !tagged; p++)
+		tagged = *p == ':';
 	/* Each path component: lower case, digits, separators; the tag after ':' in the last. */
 	for (p = path; p < ref + name_end;) {
 		const char *end = memchr(p, '/', (size_t)(ref + name_end - p));
