@@ -252,6 +252,21 @@ static void free_segs(char **segs, size_t n)
 }
 
 /* A dotted key into @segs (appended after *@n). */
+/*
+ * @n bytes at @s as a string. Not strndup(): the input is not NUL-terminated, and strndup may
+ * look one byte past @n (ASan's does).
+ */
+static char *dup_range(const char *s, size_t n)
+{
+	char *d = malloc(n + 1);
+
+	if (d) {
+		memcpy(d, s, n);
+		d[n] = 0;
+	}
+	return d;
+}
+
 static int parse_key(struct parser *x, char **segs, size_t *n)
 {
 	for (;;) {
@@ -277,7 +292,7 @@ static int parse_key(struct parser *x, char **segs, size_t *n)
 				return at_end(x) || at_newline(x) || *x->p == '=' ?
 					       fail(x, "a key is missing") :
 					       fail(x, "unexpected '%c' in a key", *x->p);
-			segs[*n] = strndup(s, (size_t)(x->p - s));
+			segs[*n] = dup_range(s, (size_t)(x->p - s));
 			if (!segs[*n])
 				return -ENOMEM;
 			(*n)++;
@@ -547,7 +562,7 @@ static int parse_value(struct parser *x, char **segs, size_t n, bool keep,
 		r = fail(x, "invalid value starting with '%c'", *x->p);
 		goto out;
 	}
-	b.data = (uint8_t *)strndup(s, (size_t)(x->p - s));
+	b.data = (uint8_t *)dup_range(s, (size_t)(x->p - s));
 	if (!b.data) {
 		r = -ENOMEM;
 		goto out;
