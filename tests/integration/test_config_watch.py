@@ -160,7 +160,9 @@ class ConfigWatchTest(NodeTest):
         self.assertReloadedTo(n, d, ev, lg, 8)
         self.assertEqual(d.find_logs("invalid config, keeping the previous one", since=lg), [])
 
-    def test_file_deleted_and_restored(self):
+    def watched_plain_file(self):
+        """A daemon on ROOT/etc/config.yaml (a plain file, not a ConfigMap), 2 replicas per
+        GPU, watching it: (node, daemon, the directory, the file)."""
         n = self.node("two-gpus.conf")
         cdir = os.path.join(n.root, "etc")
         os.makedirs(cdir)
@@ -169,6 +171,10 @@ class ConfigWatchTest(NodeTest):
         d = n.start_daemon(config=path)
         n.wait_devices(healthy_count=4, timeout=10)
         d.wait_log("watching the config file for changes", timeout=10)
+        return n, d, cdir, path
+
+    def test_file_deleted_and_restored(self):
+        n, d, cdir, path = self.watched_plain_file()
 
         ev, lg = n.emu.mark(), d.mark()
         os.unlink(path)
@@ -184,14 +190,7 @@ class ConfigWatchTest(NodeTest):
                                          since=lg)), 1)
 
     def test_directory_deleted_and_recreated(self):
-        n = self.node("two-gpus.conf")
-        cdir = os.path.join(n.root, "etc")
-        os.makedirs(cdir)
-        path = os.path.join(cdir, "config.yaml")
-        n.write_config(ts_config(2), path)
-        d = n.start_daemon(config=path)
-        n.wait_devices(healthy_count=4, timeout=10)
-        d.wait_log("watching the config file for changes", timeout=10)
+        n, d, cdir, path = self.watched_plain_file()
 
         ev, lg = n.emu.mark(), d.mark()
         shutil.rmtree(cdir)
