@@ -185,60 +185,88 @@ static int pair_cmp(const void *a, const void *b)
 	return c ? c : strcmp(x->id, y->id);
 }
 
-int podres_canonical(const uint8_t *resp, size_t len, struct buf *ret)
+/* Calls @fn for each device ID of @m, with its owner; "" for a missing string. */
+static void walk(const V1__ListPodResourcesResponse *m, podres_owner_fn *fn, void *userdata)
 {
-	V1__ListPodResourcesResponse *m = v1__list_pod_resources_response__unpack(NULL, len, resp);
-	struct pair *pairs = NULL;
-	size_t n = 0, k = 0;
-	int r = 0;
+	for (size_t i = 0; i < m->n_pod_resources; i++) {
+		const V1__PodResources *pr = m->pod_resources[i];
 
-	if (!m)
-		return -EBADMSG; /* protobuf-c says no more: a failed allocation looks the same */
-	for (size_t i = 0; i < m->n_pod_resources; i++)
-		for (size_t c = 0; c < m->pod_resources[i]->n_containers; c++) {
-			const V1__ContainerResources *cr = m->pod_resources[i]->containers[c];
-
-			for (size_t d = 0; d < cr->n_devices; d++)
-				n += cr->devices[d]->n_device_ids;
-		}
-	if (n > INT_MAX) {
-		r = -EBADMSG;
-		goto out;
-	}
-	pairs = malloc((n + 1) * sizeof(*pairs)); /* + 1: never a zero-size allocation */
-	if (!pairs) {
-		r = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < m->n_pod_resources; i++)
-		for (size_t c = 0; c < m->pod_resources[i]->n_containers; c++) {
-			const V1__ContainerResources *cr = m->pod_resources[i]->containers[c];
+		for (size_t c = 0; c < pr->n_containers; c++) {
+			const V1__ContainerResources *cr = pr->containers[c];
 
 			for (size_t d = 0; d < cr->n_devices; d++) {
 				const V1__ContainerDevices *cd = cr->devices[d];
 
-				for (size_t j = 0; j < cd->n_device_ids; j++)
-					pairs[k++] = (struct pair){
-						cd->resource_name ? cd->resource_name : "",
-						cd->device_ids[j] ? cd->device_ids[j] : "",
-					};
+				for (size_t k = 0; k < cd->n_device_ids; k++)
+					fn(pr->namespace_ ? pr->namespace_ : "",
+					   pr->name ? pr->name : "", cr->name ? cr->name : "",
+					   cd->resource_name ? cd->resource_name : "",
+					   cd->device_ids[k] ? cd->device_ids[k] : "", userdata);
 			}
 		}
-	if (n > 1)
-		qsort(pairs, n, sizeof(*pairs), pair_cmp);
+	}
+}
+
+/* Collects the pairs of one answer (pointers into the unpacked message). */
+struct pairs {
+	struct pair *v;
+	size_t n, cap;
+	int r;
+};
+
+static void add_pair(const char *namespace_, const char *pod, const char *container,
+		     const char *resource, const char *id, void *userdata)
+{
+	struct pairs *p = userdata;
+
+	if (p->r < 0)
+		return;
+	if (p->n == INT_MAX) { /* the count is returned as an int */
+		p->r = -EBADMSG;
+		return;
+	}
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? MIN(2 * p->cap, (size_t)INT_MAX) : 16;
+		struct pair *v = reallocarray(p->v, cap, sizeof(*v));
+
+		if (!v) {
+			p->r = -ENOMEM;
+			return;
+		}
+		p->v = v;
+		p->cap = cap;
+	}
+	p->v[p->n++] = (struct pair){ resource, id };
+}
+
+int podres_canonical(const uint8_t *resp, size_t len, struct buf *ret)
+{
+	V1__ListPodResourcesResponse *m = v1__list_pod_resources_response__unpack(NULL, len, resp);
+	struct pairs p = { 0 };
+	int r = 0;
+
+	if (!m)
+		return -EBADMSG; /* protobuf-c says no more: a failed allocation looks the same */
+	walk(m, add_pair, &p);
+	if (p.r < 0) {
+		r = p.r;
+		goto out;
+	}
+	if (p.n > 1)
+		qsort(p.v, p.n, sizeof(*p.v), pair_cmp);
 	ret->len = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (i > 0 && pair_cmp(&pairs[i - 1], &pairs[i]) == 0)
+	for (size_t i = 0; i < p.n; i++) {
+		if (i > 0 && pair_cmp(&p.v[i - 1], &p.v[i]) == 0)
 			continue;
-		if (buf_append(ret, pairs[i].resource, strlen(pairs[i].resource) + 1) < 0 ||
-		    buf_append(ret, pairs[i].id, strlen(pairs[i].id) + 1) < 0) {
+		if (buf_append(ret, p.v[i].resource, strlen(p.v[i].resource) + 1) < 0 ||
+		    buf_append(ret, p.v[i].id, strlen(p.v[i].id) + 1) < 0) {
 			r = -ENOMEM;
 			goto out;
 		}
 		r++;
 	}
 out:
-	free(pairs);
+	free(p.v);
 	v1__list_pod_resources_response__free_unpacked(m, NULL);
 	return r;
 }
@@ -271,23 +299,7 @@ int podres_for_each_owner(const uint8_t *resp, size_t len, podres_owner_fn *fn, 
 
 	if (!m)
 		return -EBADMSG;
-	for (size_t i = 0; i < m->n_pod_resources; i++) {
-		const V1__PodResources *pr = m->pod_resources[i];
-
-		for (size_t c = 0; c < pr->n_containers; c++) {
-			const V1__ContainerResources *cr = pr->containers[c];
-
-			for (size_t d = 0; d < cr->n_devices; d++) {
-				const V1__ContainerDevices *cd = cr->devices[d];
-
-				for (size_t k = 0; k < cd->n_device_ids; k++)
-					fn(pr->namespace_ ? pr->namespace_ : "",
-					   pr->name ? pr->name : "", cr->name ? cr->name : "",
-					   cd->resource_name ? cd->resource_name : "",
-					   cd->device_ids[k] ? cd->device_ids[k] : "", userdata);
-			}
-		}
-	}
+	walk(m, fn, userdata);
 	v1__list_pod_resources_response__free_unpacked(m, NULL);
 	return 0;
 }
