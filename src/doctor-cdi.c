@@ -79,7 +79,7 @@ void doctor_runtime_toolkit(struct doctor *dr)
 	if (!p)
 		st = DOCTOR_WARN;
 	free(p);
-	if (doctor_runtime_stat(dr, cfg, &st_cfg) < 0) {
+	if (doctor_stat(dr, cfg, &st_cfg, NULL) < 0) {
 		doctor_runtime_note(&n, "%s: absent", cfg);
 		st = DOCTOR_WARN;
 	} else if (doctor_runtime_toml_load(dr, &n, cfg, &t, NULL) < 0) {
@@ -137,7 +137,7 @@ static void cdi_file(const struct doctor *dr, struct cdi_scan *s, const char *pa
 	int r;
 
 	s->files++;
-	r = doctor_runtime_read(dr, path, &data, &len);
+	r = doctor_read(dr, path, DOCTOR_RUNTIME_MAX_FILE, &data, &len);
 	if (r >= 0)
 		r = doctor_yaml_load(data, len, &doc, &line, &err);
 	if (r < 0) {
@@ -196,18 +196,22 @@ out:
 
 static void cdi_dir(const struct doctor *dr, struct cdi_scan *s, const char *dir)
 {
-	char *names[MAX_SPECS], *real = doctor_runtime_resolve(dr, dir);
+	char *names[MAX_SPECS], *host = NULL, *real = NULL;
 	size_t n = 0;
 	struct dirent *de;
-	DIR *d;
+	DIR *d = NULL;
+	int r = doctor_resolve(dr, dir, &host);
 
-	if (!real)
-		return;
-	d = opendir(real);
+	if (r >= 0 && !(real = doctor_path(dr, host)))
+		r = -ENOMEM;
+	if (real && !(d = opendir(real)))
+		r = -errno;
+	free(host);
 	free(real);
+	if (r == -ENOMEM)
+		return;
 	if (!d) {
-		doctor_runtime_note(&s->n, "%s: %s", dir,
-				    errno == ENOENT ? "absent" : strerror(errno));
+		doctor_runtime_note(&s->n, "%s: %s", dir, r == -ENOENT ? "absent" : strerror(-r));
 		return;
 	}
 	while ((de = readdir(d)) && n < MAX_SPECS)
@@ -323,7 +327,7 @@ bool doctor_runtime_docker_present(const struct doctor *dr, char *why, size_t si
 	free(unit);
 	for (size_t i = 0; i < ELEMENTSOF(signs); i++)
 		if ((i == ELEMENTSOF(signs) - 1 && enabled) ||
-		    doctor_runtime_stat(dr, signs[i], &st) == 0) {
+		    doctor_stat(dr, signs[i], &st, NULL) == 0) {
 			(void)snprintf(why, size, "%s present", signs[i]);
 			return true;
 		}
@@ -356,7 +360,7 @@ void doctor_runtime_docker(struct doctor *dr)
 		doctor_runtime_note(
 			&n, "Kubernetes uses %s here: Docker's runtime matters for docker run only",
 			f->runtime);
-	r = doctor_runtime_read(dr, DAEMON_JSON, &data, &len);
+	r = doctor_read(dr, DAEMON_JSON, DOCTOR_RUNTIME_MAX_FILE, &data, &len);
 	if (r == -ENOENT) {
 		doctor_runtime_note(&n, "%s: absent", DAEMON_JSON);
 		doctor_runtime_emit(dr, &n, "runtime.docker", miss,

@@ -400,7 +400,7 @@ static void find_lib_file(struct doctor_driver *d, const char *loaded)
 	while (rlen > 0 && root[rlen - 1] == '/')
 		rlen--;
 	if (loaded && rlen && strncmp(loaded, root, rlen) == 0 && loaded[rlen] == '/')
-		(void)doctor_host_resolve(d->dr, loaded + rlen, &host);
+		(void)doctor_resolve(d->dr, loaded + rlen, &host);
 	else if (loaded)
 		real = realpath(loaded, NULL);
 	else if (given)
@@ -410,7 +410,7 @@ static void find_lib_file(struct doctor_driver *d, const char *loaded)
 		char *p = strdup_printf("%s%s/libnvidia-ml.so.1", streq(droot, "/") ? "" : droot,
 					nvml_dirs[i]);
 
-		if (p && doctor_host_resolve(d->dr, p, &host) < 0)
+		if (p && doctor_resolve(d->dr, p, &host) < 0)
 			host = mfree(host);
 		free(p);
 	}
@@ -486,7 +486,7 @@ static void check_versions(struct doctor_driver *d)
 static int char_dev(struct doctor_driver *d, const char *path)
 {
 	struct stat st;
-	int r = doctor_host_stat(d->dr, path, &st, NULL);
+	int r = doctor_stat(d->dr, path, &st, NULL);
 
 	if (r < 0)
 		return 0;

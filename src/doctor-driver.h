@@ -35,16 +35,6 @@ struct doctor_driver {
 	char model[128];
 };
 
-/*
- * Resolves symlinks of @path (absolute, as on the host) inside the host root, an absolute
- * target taken as under the root too. *@ret is the host path reached (heap; the caller frees;
- * set also on -ENOENT: the path that is missing). Returns 0, -ENOENT, -ELOOP, -ENOMEM or
- * another -errno.
- */
-int doctor_host_resolve(const struct doctor *dr, const char *path, char **ret);
-/* stat() of @path through doctor_host_resolve(); *@ret_real (may be NULL) as there. */
-int doctor_host_stat(const struct doctor *dr, const char *path, struct stat *st, char **ret_real);
-
 /* Before NVML: fills tegra, l4t_major, soc, model and facts->tegra, facts->l4t_release. */
 void doctor_tegra_detect(struct doctor_driver *d);
 void doctor_check_tegra(struct doctor_driver *d);	/* driver.tegra */

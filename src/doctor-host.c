@@ -16,150 +16,14 @@
 
 #include "doctor-driver.h"
 
-/* Appends component @c (@n bytes) to @out, a path without a trailing slash. */
-static int push(struct buf *out, const char *c, size_t n)
-{
-	return buf_printf(out, "/%.*s", (int)n, c);
-}
-
-int doctor_host_resolve(const struct doctor *dr, const char *path, char **ret)
-{
-	struct buf out = { 0 }, todo = { 0 };
-	const char *p;
-	unsigned links = 0;
-	int r;
-
-	/* @todo holds what is left to walk; a symlink's target is put in front of it. */
-	r = buf_printf(&todo, "%s", path);
-	if (r < 0)
-		goto out;
-	p = (const char *)todo.data;
-	for (;;) {
-		char target[PATH_MAX], *full, *rest;
-		struct stat st;
-		size_t n;
-		ssize_t len;
-
-		p += strspn(p, "/");
-		if (!*p)
-			break;
-		n = strcspn(p, "/");
-		if (n == 1 && p[0] == '.') {
-			p += n;
-			continue;
-		}
-		if (n == 2 && p[0] == '.' && p[1] == '.') {
-			/* Never above the host root. */
-			char *slash = out.len ? strrchr((char *)out.data, '/') : NULL;
-
-			if (slash)
-				out.len = (size_t)(slash - (char *)out.data);
-			if (out.data)
-				((char *)out.data)[out.len] = 0;
-			p += n;
-			continue;
-		}
-		r = push(&out, p, n);
-		if (r < 0)
-			goto out;
-		p += n;
-		full = doctor_path(dr, (const char *)out.data);
-		if (!full) {
-			r = -ENOMEM;
-			goto out;
-		}
-		if (lstat(full, &st) < 0) {
-			r = -errno;
-			free(full);
-			/* The missing path, as far as it is known, for the caller's message. */
-			if (buf_printf(&out, "%s", p) < 0)
-				r = -ENOMEM;
-			goto out;
-		}
-		len = S_ISLNK(st.st_mode) ? readlink(full, target, sizeof(target) - 1) : 0;
-		free(full);
-		if (len < 0) {
-			r = -errno;
-			goto out;
-		}
-		if (!S_ISLNK(st.st_mode))
-			continue;
-		if (++links > 32) {
-			r = -ELOOP;
-			goto out;
-		}
-		target[len] = 0;
-		rest = strdup_printf("%s/%s", target, p);
-		if (!rest) {
-			r = -ENOMEM;
-			goto out;
-		}
-		/* The link itself goes; an absolute target starts again at the root. */
-		out.len = target[0] == '/' ?
-				  0 :
-				  (size_t)(strrchr((char *)out.data, '/') - (char *)out.data);
-		((char *)out.data)[out.len] = 0;
-		buf_release(&todo);
-		r = buf_printf(&todo, "%s", rest);
-		free(rest);
-		if (r < 0)
-			goto out;
-		p = (const char *)todo.data;
-	}
-	r = 0;
-out:
-	if (r == 0 || r == -ENOENT) {
-		char *s = out.len ? strdup((const char *)out.data) : strdup("/");
-
-		if (!s) {
-			r = -ENOMEM;
-		} else {
-			*ret = s;
-		}
-	}
-	buf_release(&out);
-	buf_release(&todo);
-	return r;
-}
-
-int doctor_host_stat(const struct doctor *dr, const char *path, struct stat *st, char **ret_real)
-{
-	char *real = NULL, *full;
-	int r = doctor_host_resolve(dr, path, &real);
-
-	if (r < 0)
-		goto out;
-	full = doctor_path(dr, real);
-	r = !full ? -ENOMEM : stat(full, st) < 0 ? -errno : 0;
-	free(full);
-out:
-	if (ret_real && real)
-		*ret_real = real;
-	else
-		free(real);
-	return r;
-}
-
-/* Reads a host file (symlinks followed inside the root). Returns 0 or -errno. */
-static int read_host(const struct doctor *dr, const char *path, char **ret, size_t *ret_len)
-{
-	char *real = NULL, *full = NULL;
-	int r = doctor_host_resolve(dr, path, &real);
-
-	if (r >= 0) {
-		full = doctor_path(dr, real);
-		r = full ? read_file(full, (size_t)64 * 1024, ret, ret_len) : -ENOMEM;
-	}
-	free(full);
-	free(real);
-	return r;
-}
+/* The most of one host file the driver layer reads (unit files, release files, pid files). */
+#define HOST_FILE_MAX ((size_t)64 * 1024)
 
 static bool host_exists(const struct doctor *dr, const char *path)
 {
 	struct stat st;
 
-	return doctor_host_stat(dr, path, &st, NULL) == 0;
+	return doctor_stat(dr, path, &st, NULL) == 0;
 }
 
 /* --- Tegra --- */
@@ -170,7 +34,7 @@ void doctor_tegra_detect(struct doctor_driver *d)
 	size_t len = 0;
 
 	/* "# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, ..." */
-	if (read_host(d->dr, "/etc/nv_tegra_release", &text, &len) == 0) {
+	if (doctor_read(d->dr, "/etc/nv_tegra_release", HOST_FILE_MAX, &text, &len) == 0) {
 		const char *p = text + strspn(text, "# ");
 		size_t n = strcspn(p, "\n");
 		const char *gcid = strstr(p, ", GCID");
@@ -184,7 +48,7 @@ void doctor_tegra_detect(struct doctor_driver *d)
 	}
 	text = mfree(text);
 	/* NUL-separated: "nvidia,p3768-0000+p3767-0005\0nvidia,tegra234\0" */
-	if (read_host(d->dr, "/proc/device-tree/compatible", &text, &len) == 0) {
+	if (doctor_read(d->dr, "/proc/device-tree/compatible", HOST_FILE_MAX, &text, &len) == 0) {
 		for (size_t i = 0; i < len; i += strlen(text + i) + 1)
 			if (startswith(text + i, "nvidia,tegra")) {
 				d->tegra = true;
@@ -192,10 +56,10 @@ void doctor_tegra_detect(struct doctor_driver *d)
 			}
 	}
 	text = mfree(text);
-	if (read_host(d->dr, "/proc/device-tree/model", &text, &len) == 0)
+	if (doctor_read(d->dr, "/proc/device-tree/model", HOST_FILE_MAX, &text, &len) == 0)
 		(void)snprintf(d->model, sizeof(d->model), "%.*s", (int)strcspn(text, "\n"), text);
 	text = mfree(text);
-	if (read_host(d->dr, "/sys/devices/soc0/family", &text, &len) == 0 &&
+	if (doctor_read(d->dr, "/sys/devices/soc0/family", HOST_FILE_MAX, &text, &len) == 0 &&
 	    strncasecmp(text, "tegra", 5) == 0)
 		d->tegra = true;
 	free(text);
@@ -294,7 +158,7 @@ void doctor_check_smi(struct doctor_driver *d)
 		char *path = path_join(dirs[i], "nvidia-smi"), *real = NULL;
 		struct stat st;
 
-		if (path && doctor_host_stat(d->dr, path, &st, &real) == 0 && S_ISREG(st.st_mode)) {
+		if (path && doctor_stat(d->dr, path, &st, &real) == 0 && S_ISREG(st.st_mode)) {
 			if (st.st_mode & 0111)
 				found = strdup_printf("%s%s%s", path,
 						      streq(real, path) ? "" : " -> ",
@@ -354,7 +218,7 @@ static bool have_systemd(const struct doctor *dr)
 	for (size_t i = 0; i < ELEMENTSOF(unit_dirs); i++) {
 		struct stat st;
 
-		if (doctor_host_stat(dr, unit_dirs[i], &st, NULL) == 0 && S_ISDIR(st.st_mode))
+		if (doctor_stat(dr, unit_dirs[i], &st, NULL) == 0 && S_ISDIR(st.st_mode))
 			return true;
 	}
 	return false;
@@ -448,11 +312,11 @@ static int persistenced_pid(const struct doctor *dr)
 		char *text = NULL, *comm = NULL, *path = NULL;
 		unsigned v;
 
-		if (read_host(dr, pidfiles[i], &text, NULL) == 0) {
+		if (doctor_read(dr, pidfiles[i], HOST_FILE_MAX, &text, NULL) == 0) {
 			text[strcspn(text, " \n")] = 0;
 			if (safe_atou(text, &v) == 0 && v > 0 && v < INT_MAX &&
 			    (path = strdup_printf("/proc/%u/comm", v)) &&
-			    read_host(dr, path, &comm, NULL) == 0 &&
+			    doctor_read(dr, path, HOST_FILE_MAX, &comm, NULL) == 0 &&
 			    startswith(comm, "nvidia-persiste"))
 				pid = (int)v;
 		}
@@ -651,7 +515,7 @@ static void boot_module(struct boot *b)
 		boot_line(b, "kernel module: the Jetson's GPU driver comes with the L4T kernel");
 		return;
 	}
-	if (read_host(dr, "/proc/sys/kernel/osrelease", &rel, NULL) < 0) {
+	if (doctor_read(dr, "/proc/sys/kernel/osrelease", HOST_FILE_MAX, &rel, NULL) < 0) {
 		boot_line(b, "kernel release: unknown (no /proc/sys/kernel/osrelease)");
 		boot_finding(b, DOCTOR_WARN, NULL, "%s",
 			     "the running kernel is unknown: whether the NVIDIA module loads after "
@@ -660,7 +524,7 @@ static void boot_module(struct boot *b)
 	}
 	rel[strcspn(rel, "\n")] = 0;
 	path = strdup_printf("/lib/modules/%s", rel);
-	if (path && doctor_host_resolve(dr, path, &line) == 0 && (full = doctor_path(dr, line)))
+	if (path && doctor_resolve(dr, path, &line) == 0 && (full = doctor_path(dr, line)))
 		found = nftw(full, find_module, 16, FTW_PHYS) == 1;
 	line = mfree(line);
 	line = strdup_printf("kernel module: %s in %s", found ? "nvidia.ko found" : "no nvidia.ko",

@@ -57,7 +57,6 @@
 #define K3S_CTD_DIR "/var/lib/rancher/k3s/agent/etc/containerd"
 #define MK8S_ARGS   "/var/snap/microk8s/current/args"
 #define EDGECORE    "/etc/kubeedge/config/edgecore.yaml"
-#define MAX_HOPS    40
 
 const char *const doctor_runtime_bin_dirs[] = {
 	"/usr/bin", "/usr/local/bin", "/usr/sbin", "/bin", "/usr/local/nvidia/toolkit", NULL,
@@ -112,108 +111,18 @@ static const struct {
 
 /* --- host paths --- */
 
-char *doctor_runtime_resolve(const struct doctor *dr, const char *path)
-{
-	const char *root = doctor_opts(dr)->host_root;
-	struct buf cur = { 0 };
-	char *rest = NULL, *out = NULL;
-	unsigned hops = 0;
-
-	if (!root || !*root || streq(root, "/"))
-		return strdup(path);
-	rest = strdup(path);
-	if (!rest || buf_append(&cur, "", 1) < 0)
-		goto out;
-	cur.len = 0;
-	for (char *p = rest; *p;) {
-		char *full = NULL, target[PATH_MAX], *seg;
-		size_t n = strcspn(p, "/"), save = cur.len;
-		struct stat st;
-		ssize_t tl;
-
-		if (n == 0 || (n == 1 && p[0] == '.')) {
-			p += n + (p[n] == '/');
-			continue;
-		}
-		if (n == 2 && p[0] == '.' && p[1] == '.') {
-			while (cur.len && cur.data[cur.len - 1] != '/')
-				cur.len--;
-			if (cur.len)
-				cur.len--;
-			cur.data[cur.len] = 0;
-			p += n + (p[n] == '/');
-			continue;
-		}
-		if (buf_printf(&cur, "/%.*s", (int)n, p) < 0)
-			goto out;
-		p += n + (p[n] == '/');
-		full = root_join(root, (char *)cur.data);
-		if (!full)
-			goto out;
-		if (lstat(full, &st) < 0 || !S_ISLNK(st.st_mode) || ++hops > MAX_HOPS) {
-			free(full);
-			continue;
-		}
-		tl = readlink(full, target, sizeof(target) - 1);
-		free(full);
-		if (tl < 0)
-			continue;
-		target[tl] = 0;
-		/* The link's target replaces this segment: absolute from the root, else relative. */
-		cur.len = target[0] == '/' ? 0 : save;
-		cur.data[cur.len] = 0;
-		seg = strdup_printf("%s/%s", target, p);
-		if (!seg)
-			goto out;
-		free(rest);
-		rest = seg;
-		p = rest;
-	}
-	out = root_join(root, cur.len ? (char *)cur.data : "/");
-out:
-	free(rest);
-	buf_release(&cur);
-	return out;
-}
-
-int doctor_runtime_stat(const struct doctor *dr, const char *path, struct stat *ret)
-{
-	char *p = doctor_runtime_resolve(dr, path);
-	int r = 0;
-
-	if (!p)
-		return -ENOMEM;
-	if (stat(p, ret) < 0)
-		r = -errno;
-	free(p);
-	return r;
-}
-
-int doctor_runtime_read(const struct doctor *dr, const char *path, char **ret, size_t *ret_len)
-{
-	char *p = doctor_runtime_resolve(dr, path);
-	int r;
-
-	if (!p)
-		return -ENOMEM;
-	r = read_file(p, DOCTOR_RUNTIME_MAX_FILE, ret, ret_len);
-	free(p);
-	return r;
-}
-
 static bool is_executable(const struct doctor *dr, const char *path)
 {
 	struct stat st;
 
-	return doctor_runtime_stat(dr, path, &st) == 0 && S_ISREG(st.st_mode) &&
-	       (st.st_mode & 0111);
+	return doctor_stat(dr, path, &st, NULL) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111);
 }
 
 static bool exists(const struct doctor *dr, const char *path)
 {
 	struct stat st;
 
-	return doctor_runtime_stat(dr, path, &st) == 0;
+	return doctor_stat(dr, path, &st, NULL) == 0;
 }
 
 char *doctor_runtime_find_bin(const struct doctor *dr, const char *name, int *reterr)
@@ -320,7 +229,7 @@ static int kubeedge_runtime(struct doctor *dr, struct doctor_runtime_notes *n, s
 
 	rt->runtime = "containerd";
 	set_fact(rt->socket, sizeof(rt->socket), layouts[L_KUBEEDGE].socket);
-	r = doctor_runtime_read(dr, EDGECORE, &data, &len);
+	r = doctor_read(dr, EDGECORE, DOCTOR_RUNTIME_MAX_FILE, &data, &len);
 	if (r >= 0)
 		r = doctor_yaml_load(data, len, &doc, &line, &err);
 	if (r < 0) {
@@ -370,7 +279,7 @@ static void socket_note(struct doctor *dr, struct doctor_runtime_notes *n, const
 {
 	struct stat st;
 
-	if (doctor_runtime_stat(dr, path, &st) < 0)
+	if (doctor_stat(dr, path, &st, NULL) < 0)
 		doctor_runtime_note(n, "socket %s: absent (the runtime is not running here)", path);
 	else
 		doctor_runtime_note(n, "socket %s: %s", path,
@@ -570,7 +479,7 @@ int doctor_runtime_toml_load(const struct doctor *dr, struct doctor_runtime_note
 	size_t len = 0;
 	int r;
 
-	r = doctor_runtime_read(dr, path, &data, &len);
+	r = doctor_read(dr, path, DOCTOR_RUNTIME_MAX_FILE, &data, &len);
 	if (r < 0) {
 		doctor_runtime_note(n, "%s: %s", path, strerror(-r));
 		return r;

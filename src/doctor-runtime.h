@@ -31,13 +31,6 @@ struct doctor_toml;
 /* The directories searched for the toolkit's binaries, in order. */
 extern const char *const doctor_runtime_bin_dirs[];
 
-/* @path under the host root with its links resolved there; heap string or NULL (no memory). */
-char *doctor_runtime_resolve(const struct doctor *dr, const char *path) WARN_UNUSED;
-/* stat() of @path under the host root. Returns 0 or -errno. */
-int doctor_runtime_stat(const struct doctor *dr, const char *path, struct stat *ret);
-/* Reads @path under the host root (at most DOCTOR_RUNTIME_MAX_FILE). As read_file(). */
-int doctor_runtime_read(const struct doctor *dr, const char *path, char **ret,
-			size_t *ret_len) WARN_UNUSED;
 /*
  * Finds the executable @name: an absolute path is checked as it is, a bare name is looked for
  * in doctor_runtime_bin_dirs. Returns the host path (heap; the caller frees) or NULL (not

@@ -6,10 +6,13 @@
 #include "doctor.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct doctor_check {
 	struct doctor_check *next;
@@ -94,6 +97,144 @@ struct doctor_facts *doctor_facts(struct doctor *dr)
 char *doctor_path(const struct doctor *dr, const char *path)
 {
 	return root_join(dr->o->host_root, path);
+}
+
+/* Appends component @c (@n bytes) to @out, a path without a trailing slash. */
+static int push(struct buf *out, const char *c, size_t n)
+{
+	return buf_printf(out, "/%.*s", (int)n, c);
+}
+
+int doctor_resolve(const struct doctor *dr, const char *path, char **ret)
+{
+	struct buf out = { 0 }, todo = { 0 };
+	const char *p;
+	unsigned links = 0;
+	int r;
+
+	/* @todo holds what is left to walk; a symlink's target is put in front of it. */
+	r = buf_printf(&todo, "%s", path);
+	if (r < 0)
+		goto out;
+	p = (const char *)todo.data;
+	for (;;) {
+		char target[PATH_MAX], *full, *rest;
+		struct stat st;
+		size_t n;
+		ssize_t len;
+
+		p += strspn(p, "/");
+		if (!*p)
+			break;
+		n = strcspn(p, "/");
+		if (n == 1 && p[0] == '.') {
+			p += n;
+			continue;
+		}
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			/* Never above the host root. */
+			char *slash = out.len ? strrchr((char *)out.data, '/') : NULL;
+
+			if (slash)
+				out.len = (size_t)(slash - (char *)out.data);
+			if (out.data)
+				((char *)out.data)[out.len] = 0;
+			p += n;
+			continue;
+		}
+		r = push(&out, p, n);
+		if (r < 0)
+			goto out;
+		p += n;
+		full = doctor_path(dr, (const char *)out.data);
+		if (!full) {
+			r = -ENOMEM;
+			goto out;
+		}
+		if (lstat(full, &st) < 0) {
+			r = -errno;
+			free(full);
+			/* The missing path, as far as it is known, for the caller's message. */
+			if (buf_printf(&out, "%s", p) < 0)
+				r = -ENOMEM;
+			goto out;
+		}
+		len = S_ISLNK(st.st_mode) ? readlink(full, target, sizeof(target) - 1) : 0;
+		free(full);
+		if (len < 0) {
+			r = -errno;
+			goto out;
+		}
+		if (!S_ISLNK(st.st_mode))
+			continue;
+		if (++links > 32) {
+			r = -ELOOP;
+			goto out;
+		}
+		target[len] = 0;
+		rest = strdup_printf("%s/%s", target, p);
+		if (!rest) {
+			r = -ENOMEM;
+			goto out;
+		}
+		/* The link itself goes; an absolute target starts again at the root. */
+		out.len = target[0] == '/' ?
+				  0 :
+				  (size_t)(strrchr((char *)out.data, '/') - (char *)out.data);
+		((char *)out.data)[out.len] = 0;
+		buf_release(&todo);
+		r = buf_printf(&todo, "%s", rest);
+		free(rest);
+		if (r < 0)
+			goto out;
+		p = (const char *)todo.data;
+	}
+	r = 0;
+out:
+	if (r == 0 || r == -ENOENT) {
+		char *s = out.len ? strdup((const char *)out.data) : strdup("/");
+
+		if (!s) {
+			r = -ENOMEM;
+		} else {
+			*ret = s;
+		}
+	}
+	buf_release(&out);
+	buf_release(&todo);
+	return r;
+}
+
+int doctor_stat(const struct doctor *dr, const char *path, struct stat *st, char **ret_real)
+{
+	char *real = NULL, *full;
+	int r = doctor_resolve(dr, path, &real);
+
+	if (r < 0)
+		goto out;
+	full = doctor_path(dr, real);
+	r = !full ? -ENOMEM : stat(full, st) < 0 ? -errno : 0;
+	free(full);
+out:
+	if (ret_real && real)
+		*ret_real = real;
+	else
+		free(real);
+	return r;
+}
+
+int doctor_read(const struct doctor *dr, const char *path, size_t max, char **ret, size_t *ret_len)
+{
+	char *real = NULL, *full = NULL;
+	int r = doctor_resolve(dr, path, &real);
+
+	if (r >= 0) {
+		full = doctor_path(dr, real);
+		r = full ? read_file(full, max, ret, ret_len) : -ENOMEM;
+	}
+	free(full);
+	free(real);
+	return r;
 }
 
 /* "driver.nvml" -> "driver" in @buf. */

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <sys/stat.h>
 
 #include "config.h"
 #include "util.h"
@@ -87,6 +89,19 @@ const struct doctor_opts *doctor_opts(const struct doctor *dr);
 struct doctor_facts *doctor_facts(struct doctor *dr);
 /* @path (absolute, as on the host) under the host root; NULL when out of memory. Caller frees. */
 char *doctor_path(const struct doctor *dr, const char *path) WARN_UNUSED;
+/*
+ * Resolves the symlinks of @path (absolute, as on the host) inside the host root: an absolute
+ * target is taken as under the root too, and ".." never climbs above it. *@ret is the host
+ * path reached, as on the host (heap; the caller frees; doctor_path() makes it a real path);
+ * it is set also on -ENOENT, to the path that is missing. Returns 0, -ENOENT, -ELOOP (over 32
+ * links), -ENOMEM or another -errno.
+ */
+int doctor_resolve(const struct doctor *dr, const char *path, char **ret);
+/* stat() of @path through doctor_resolve(); *@ret_real (may be NULL) as there. */
+int doctor_stat(const struct doctor *dr, const char *path, struct stat *st, char **ret_real);
+/* Reads @path through doctor_resolve(), at most @max bytes, as read_file(). */
+int doctor_read(const struct doctor *dr, const char *path, size_t max, char **ret,
+		size_t *ret_len) WARN_UNUSED;
 
 /* The layers, in the order doctor_run() calls them; each adds its checks. */
 void doctor_driver(struct doctor *dr);	/* doctor-driver.c */
