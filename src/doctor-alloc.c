@@ -13,6 +13,7 @@
 #include "doctor-plugin-int.h"
 #include "doctor.h"
 #include "grpc.h"
+#include "podres.h"
 #include "podresources.pb-c.h"
 
 #define PODRES_MAX_RECV	 ((size_t)16 << 20)
@@ -146,6 +147,25 @@ static int add_container_devices(struct devs *d, const struct doctor_resource *r
 		}
 	}
 	return 0;
+}
+
+/* podres_walk() into a devs: the devices of @res held by containers (strings in the answer). */
+struct held {
+	struct devs *d;
+	const struct doctor_resource *res;
+	size_t n;
+	int r;
+};
+
+static void add_held(const char *ns, const char *pod, const char *ctr, const char *resource,
+		     const char *id, void *userdata)
+{
+	struct held *h = userdata;
+	size_t r;
+
+	if (h->r < 0 || !find_res(h->res, h->n, resource, &r))
+		return;
+	h->r = devs_push(h->d, (struct dev){ r, id, ns, pod, ctr });
 }
 
 /* One unary pod-resources call. Returns 0 (status in *ret_status), or a transport -errno. */
@@ -352,6 +372,7 @@ void doctor_plugin_allocations(struct doctor *dr, const char *host_path, const c
 	V1__AllocatableResourcesResponse *am = NULL;
 	V1__ListPodResourcesResponse *lm = NULL;
 	struct devs a = { 0 }, l = { 0 };
+	struct held held = { &l, res, n, 0 };
 	struct doctor_check *ch;
 	enum grpc_status st;
 	char *msg = NULL, *note = NULL;
@@ -410,19 +431,9 @@ void doctor_plugin_allocations(struct doctor *dr, const char *host_path, const c
 			    "the answer does not decode");
 		goto out;
 	}
-	for (size_t i = 0; i < lm->n_pod_resources; i++) {
-		const V1__PodResources *pr = lm->pod_resources[i];
-
-		for (size_t c = 0; c < pr->n_containers; c++) {
-			const V1__ContainerResources *cr = pr->containers[c];
-
-			if (add_container_devices(&l, res, n, cr->devices, cr->n_devices,
-						  pr->namespace_ ? pr->namespace_ : "",
-						  pr->name ? pr->name : "",
-						  cr->name ? cr->name : "") < 0)
-				goto oom;
-		}
-	}
+	podres_walk(lm, add_held, &held);
+	if (held.r < 0)
+		goto oom;
 	report(dr, host_path, missing_default, res, n, have_alloc, note, &a, &l);
 	goto out;
 oom:

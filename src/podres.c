@@ -186,7 +186,7 @@ static int pair_cmp(const void *a, const void *b)
 }
 
 /* Calls @fn for each device ID of @m, with its owner; "" for a missing string. */
-static void walk(const V1__ListPodResourcesResponse *m, podres_owner_fn *fn, void *userdata)
+void podres_walk(const V1__ListPodResourcesResponse *m, podres_owner_fn *fn, void *userdata)
 {
 	for (size_t i = 0; i < m->n_pod_resources; i++) {
 		const V1__PodResources *pr = m->pod_resources[i];
@@ -247,7 +247,7 @@ int podres_canonical(const uint8_t *resp, size_t len, struct buf *ret)
 
 	if (!m)
 		return -EBADMSG; /* protobuf-c says no more: a failed allocation looks the same */
-	walk(m, add_pair, &p);
+	podres_walk(m, add_pair, &p);
 	if (p.r < 0) {
 		r = p.r;
 		goto out;
@@ -299,7 +299,7 @@ int podres_for_each_owner(const uint8_t *resp, size_t len, podres_owner_fn *fn, 
 
 	if (!m)
 		return -EBADMSG;
-	walk(m, fn, userdata);
+	podres_walk(m, fn, userdata);
 	v1__list_pod_resources_response__free_unpacked(m, NULL);
 	return 0;
 }

@@ -46,6 +46,12 @@ void podres_poll_now(struct podres *p);
 typedef void podres_owner_fn(const char *namespace_, const char *pod, const char *container,
 			     const char *resource, const char *id, void *userdata);
 int podres_for_each_owner(const uint8_t *resp, size_t len, podres_owner_fn *fn, void *userdata);
+/*
+ * The same walk over an answer the caller has unpacked (and keeps): the strings @fn gets point
+ * into @m and live as long as it does.
+ */
+struct V1__ListPodResourcesResponse;
+void podres_walk(const struct V1__ListPodResourcesResponse *m, podres_owner_fn *fn, void *userdata);
 
 /*
  * The canonical form of an encoded ListPodResourcesResponse, for comparing answers: its
