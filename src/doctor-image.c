@@ -5,9 +5,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <yaml.h>
 
 #include "doctor-net.h"
+#include "doctor-yaml.h"
 #include "grpc.h"
 #include "pbwire.h"
 
@@ -92,26 +92,13 @@ int image_ref_normalize(const char *ref, char **ret)
 
 /* --- JSON (libyaml reads it: JSON is a YAML flow document) --- */
 
-static yaml_node_t *map_get(yaml_document_t *d, yaml_node_t *map, const char *key,
-			    const char *alt_key)
+/* @map's value for @key, or for @alt_key (Docker's capitalised names) when not NULL. */
+static const struct doctor_ynode *get(const struct doctor_ynode *map, const char *key,
+				      const char *alt_key)
 {
-	if (!map || map->type != YAML_MAPPING_NODE)
-		return NULL;
-	for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
-	     pr++) {
-		yaml_node_t *k = yaml_document_get_node(d, pr->key);
+	const struct doctor_ynode *n = doctor_ynode_get(map, key);
 
-		if (k && k->type == YAML_SCALAR_NODE &&
-		    (streq((const char *)k->data.scalar.value, key) ||
-		     (alt_key && streq((const char *)k->data.scalar.value, alt_key))))
-			return yaml_document_get_node(d, pr->value);
-	}
-	return NULL;
-}
-
-static const char *scalar(yaml_node_t *n)
-{
-	return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+	return n || !alt_key ? n : doctor_ynode_get(map, alt_key);
 }
 
 static void copy_str(char *dst, size_t size, const char *src)
@@ -136,52 +123,43 @@ static void add_platform(struct image_info *info, const char *os, const char *ar
 
 int image_json_platforms(const char *json, size_t len, struct image_info *info, char **ret_config)
 {
-	yaml_parser_t p;
-	yaml_document_t d;
-	yaml_node_t *root, *n;
-	int r = -EBADMSG;
+	struct doctor_ynode *root = NULL;
+	const struct doctor_ynode *n;
+	int r;
 
 	*ret_config = NULL;
-	if (!yaml_parser_initialize(&p))
-		return -ENOMEM;
-	yaml_parser_set_input_string(&p, (const unsigned char *)json, len);
-	if (!yaml_parser_load(&p, &d)) {
-		r = p.error == YAML_MEMORY_ERROR ? -ENOMEM : -EBADMSG;
-		yaml_parser_delete(&p);
-		return r;
-	}
-	root = yaml_document_get_root_node(&d);
-	if (!root || root->type != YAML_MAPPING_NODE)
+	r = doctor_yaml_load(json, len, &root, NULL, NULL);
+	if (r < 0)
+		return r == -ENOMEM ? -ENOMEM : -EBADMSG;
+	r = -EBADMSG;
+	if (root->kind != DOCTOR_YMAP)
 		goto out;
-	n = map_get(&d, root, "manifests", NULL);
-	if (n && n->type == YAML_SEQUENCE_NODE) {
-		for (yaml_node_item_t *it = n->data.sequence.items.start;
-		     it < n->data.sequence.items.top; it++) {
-			yaml_node_t *pl =
-				map_get(&d, yaml_document_get_node(&d, *it), "platform", NULL);
+	n = get(root, "manifests", NULL);
+	if (n && n->kind == DOCTOR_YSEQ) {
+		for (size_t i = 0; i < n->n_kids; i++) {
+			const struct doctor_ynode *pl = get(n->kids[i], "platform", NULL);
 
-			add_platform(info, scalar(map_get(&d, pl, "os", NULL)),
-				     scalar(map_get(&d, pl, "architecture", NULL)),
-				     scalar(map_get(&d, pl, "variant", NULL)));
+			add_platform(info, doctor_ynode_str(get(pl, "os", NULL)),
+				     doctor_ynode_str(get(pl, "architecture", NULL)),
+				     doctor_ynode_str(get(pl, "variant", NULL)));
 		}
 		r = 0;
 		goto out;
 	}
-	n = map_get(&d, root, "architecture", "Architecture");
-	if (scalar(n)) {
-		add_platform(info, scalar(map_get(&d, root, "os", "Os")), scalar(n),
-			     scalar(map_get(&d, root, "variant", "Variant")));
+	n = get(root, "architecture", "Architecture");
+	if (doctor_ynode_str(n)) {
+		add_platform(info, doctor_ynode_str(get(root, "os", "Os")), doctor_ynode_str(n),
+			     doctor_ynode_str(get(root, "variant", "Variant")));
 		r = 0;
 		goto out;
 	}
-	n = map_get(&d, root, "config", NULL);
-	if (scalar(map_get(&d, n, "digest", NULL))) {
-		*ret_config = strdup(scalar(map_get(&d, n, "digest", NULL)));
+	n = get(get(root, "config", NULL), "digest", NULL);
+	if (doctor_ynode_str(n)) {
+		*ret_config = strdup(doctor_ynode_str(n));
 		r = *ret_config ? 0 : -ENOMEM;
 	}
 out:
-	yaml_document_delete(&d);
-	yaml_parser_delete(&p);
+	doctor_ynode_free(root);
 	return r;
 }
 
