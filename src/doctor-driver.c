@@ -658,7 +658,6 @@ out:
 static void fill_facts(struct doctor_driver *d)
 {
 	struct doctor_facts *f = d->f;
-	struct buf lines = { 0 };
 
 	if (d->nvml_r < 0 || d->nvml_hung)
 		return;
@@ -672,14 +671,7 @@ static void fill_facts(struct doctor_driver *d)
 		(void)snprintf(f->names[i], sizeof(f->names[i]), "%s", d->info.devices[i].name);
 	}
 	/* The label the node gets, made by the labels module itself: the value a pod selects. */
-	if (labels_build(&d->info, d->cfg, NULL, &lines) >= 0 && lines.data) {
-		const char *v = strstr((const char *)lines.data, "nvidia.com/gpu.product=");
-
-		if (v)
-			(void)snprintf(f->product_label, sizeof(f->product_label), "%.*s",
-				       (int)strcspn(v + 23, "\n"), v + 23);
-	}
-	buf_release(&lines);
+	labels_product(&d->info, d->cfg, f->product_label, sizeof(f->product_label));
 }
 
 void doctor_driver(struct doctor *dr)

@@ -305,34 +305,49 @@ out:
 	return r;
 }
 
+/* The time-slicing entry for nvidia.com/gpu, or NULL. */
+static const struct config_ts_resource *default_ts(const struct config *cfg)
+{
+	for (size_t i = 0; i < cfg->time_slicing.n_resources; i++)
+		if (streq(cfg->time_slicing.resources[i].name, CONFIG_DEFAULT_RESOURCE))
+			return &cfg->time_slicing.resources[i];
+	return NULL;
+}
+
+void labels_product(const struct gpu_info *info, const struct config *cfg, char *out, size_t size)
+{
+	const struct config_ts_resource *ts = default_ts(cfg);
+	char product[GPU_NAME_MAX + 16] = "";
+
+	if (info->n_devices) {
+		gfd_sanitise(info->devices[0].name, product, sizeof(product));
+		if (ts && ts->replicas > 1 && !ts->rename) {
+			label_value_fix(product, LABEL_VALUE_MAX - strlen("-SHARED"));
+			memcpy(product + strlen(product), "-SHARED", sizeof("-SHARED"));
+		} else {
+			label_value_fix(product, LABEL_VALUE_MAX);
+		}
+	}
+	(void)snprintf(out, size, "%s", product);
+}
+
 int labels_build(const struct gpu_info *info, const struct config *cfg, const char *sysfs_root,
 		 struct buf *out)
 {
-	const struct config_ts_resource *ts = NULL;
+	const struct config_ts_resource *ts = default_ts(cfg);
 	const struct gpu_device *g;
 	struct label_set s = { 0 };
-	char product[GPU_NAME_MAX + 16] = "", machine[LABEL_VALUE_MAX + 1] = "";
+	char product[LABEL_VALUE_MAX + 1], machine[LABEL_VALUE_MAX + 1] = "";
 	unsigned count = info->n_devices, replicas = 1;
 	int r;
 
 	if (info->n_devices == 0)
 		return 0;
 	g = &info->devices[0];
-	for (size_t i = 0; i < cfg->time_slicing.n_resources; i++)
-		if (streq(cfg->time_slicing.resources[i].name, CONFIG_DEFAULT_RESOURCE)) {
-			ts = &cfg->time_slicing.resources[i];
-			break;
-		}
 	if (ts && ts->replicas > 0)
 		replicas = ts->replicas;
 
-	gfd_sanitise(g->name, product, sizeof(product));
-	if (replicas > 1 && !ts->rename) {
-		label_value_fix(product, LABEL_VALUE_MAX - strlen("-SHARED"));
-		memcpy(product + strlen(product), "-SHARED", sizeof("-SHARED"));
-	} else {
-		label_value_fix(product, LABEL_VALUE_MAX);
-	}
+	labels_product(info, cfg, product, sizeof(product));
 	set_add(&s, "nvidia.com/gpu.product", product);
 	set_addf(&s, "nvidia.com/gpu.count", "%u", count);
 	if (g->mem_total >> 20)

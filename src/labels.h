@@ -51,6 +51,9 @@ struct loop;
 int labels_build(const struct gpu_info *info, const struct config *cfg, const char *sysfs_root,
 		 struct buf *out) WARN_UNUSED;
 
+/* nvidia.com/gpu.product's value as labels_build() makes it ("" without a GPU), in @out. */
+void labels_product(const struct gpu_info *info, const struct config *cfg, char *out, size_t size);
+
 /*
  * A writer on the loop that owns one NFD features.d file. The file holds a comment, the
  * "# +expiry-time=<RFC3339 UTC>" directive (now + @expiry; none when @expiry is 0) and the

@@ -67,6 +67,9 @@ class HealthyNode(unittest.TestCase):
         self.assertEqual({i: st.get(i) for i in want_pass}, {i: "pass" for i in want_pass}, r)
         for i in ("driver.tegra", "runtime.docker", "compat.cuda", "compat.image"):
             self.assertEqual(st.get(i), "skip", i)
+        # The label value a pod selects this model by is the one labels.c writes for NFD.
+        self.assertIn("pods select this node's model with nodeSelector nvidia.com/gpu.product: "
+                      "NVIDIA-Fake-GPU", r.check("compat.gpu-models")["evidence"])
         alloc = r.check("plugin.allocations")
         self.assertIn(f"{RESOURCE}: 2 allocatable, 0 allocated, 2 free", alloc["evidence"])
 
