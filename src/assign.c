@@ -250,8 +250,8 @@ static void log_errors(const struct config_diag *dg)
 }
 
 struct spec_set {
-	struct resource_spec specs[32];
-	unsigned gpus[32][64];
+	struct resource_spec specs[RESOURCE_NODE_MAX];
+	unsigned gpus[RESOURCE_NODE_MAX][GPU_NODE_MAX];
 	size_t n;
 };
 
@@ -289,10 +289,10 @@ int assign_build_resources(const struct config *cfg, const struct gpu_info *info
 	config_diag_release(&dg);
 	if (r < 0)
 		goto out;
-	if (info->n_devices > ELEMENTSOF(set->gpus[0]))
+	if (info->n_devices > GPU_NODE_MAX)
 		log_warn("more GPUs than one node is built for, advertising the first ones",
-			 "gpus=%u limit=%zu", info->n_devices, ELEMENTSOF(set->gpus[0]));
-	for (unsigned g = 0; g < info->n_devices && g < ELEMENTSOF(set->gpus[0]); g++) {
+			 "gpus=%u limit=%d", info->n_devices, GPU_NODE_MAX);
+	for (unsigned g = 0; g < info->n_devices && g < GPU_NODE_MAX; g++) {
 		enum resource_kind kind = as[g].use == ASSIGN_GPU_WHOLE	      ? RESOURCE_GPU :
 					  as[g].use == ASSIGN_GPU_TIME_SLICED ? RESOURCE_REPLICA :
 										RESOURCE_GPUMEM;

@@ -363,7 +363,7 @@ static int verb_discover(int argc, char **argv)
 	struct config c = { 0 };
 	struct gpu_backend *b = NULL;
 	struct gpu_info info = { 0 };
-	struct resource *res[32];
+	struct resource *res[RESOURCE_NODE_MAX];
 	int r, n = 0, rc = 1;
 
 	log_max_level = LOG_LEVEL_WARN;

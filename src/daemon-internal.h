@@ -57,6 +57,8 @@ struct daemon {
 
 	usec_t backend_err_logged;
 	bool discovered_once; /* a discovery has finished (failOnInitError applies before) */
+	int discovery_r;      /* the last discovery's result: 0, or -errno (discovery_err) */
+	char *discovery_err;  /* why it failed, for /readyz; NULL after a success */
 	struct gpu_info info;
 	int *numa;
 	int *distance;
@@ -98,3 +100,40 @@ void daemon_metrics_reload(struct daemon *d, const struct config *old);
 /* New GPUs or resources: the metrics' labels and the node labels follow. */
 void daemon_metrics_gpus(struct daemon *d);
 void daemon_metrics_stop(struct daemon *d);
+
+/*
+ * What GPU discovery left this node with (docs/failures.md, "Readiness"): GPUs to serve, a
+ * first discovery still running, or the reason there is nothing to serve. The names are the
+ * `state` label of edgegpu_gpu_discovery_state.
+ */
+enum daemon_gpu_state {
+	DAEMON_GPU_SERVED,	      /* "gpus": GPUs found; served through the resources */
+	DAEMON_GPU_PENDING,	      /* "pending": the first discovery has not finished */
+	DAEMON_GPU_NONE,	      /* "no-gpu": NVML works and finds no GPU */
+	DAEMON_GPU_ALL_SKIPPED,	      /* "gpus-skipped": every GPU found was left out (MIG) */
+	DAEMON_GPU_NO_LIBRARY,	      /* "no-library": libnvidia-ml.so.1 not found */
+	DAEMON_GPU_LIBRARY_UNUSABLE,  /* "library-unusable": it lacks a function we need */
+	DAEMON_GPU_DRIVER_NOT_LOADED, /* "driver-not-loaded": no kernel module */
+	DAEMON_GPU_DRIVER_MISMATCH,   /* "driver-mismatch": library and kernel module differ */
+	DAEMON_GPU_NO_PERMISSION,     /* "no-permission": /dev/nvidia* cannot be opened */
+	DAEMON_GPU_DRIVER_HUNG,	      /* "driver-hung": an NVML call has not returned */
+	DAEMON_GPU_FAILED,	      /* "failed": NVML failed otherwise */
+	DAEMON_GPU_STATE_COUNT,
+};
+
+/* The label value of each state ("gpus", "no-library", ...). */
+extern const char *const daemon_gpu_state_names[DAEMON_GPU_STATE_COUNT];
+
+/*
+ * The state from what discovery said: whether one has finished (@discovered), the last one's
+ * result @r (0 or its -errno), the GPUs it left us (@n_devices, and @n_skipped left out) and
+ * whether an NVML call is hung now (@hung). GPUs found win over everything: they are served.
+ */
+enum daemon_gpu_state daemon_gpu_state(bool discovered, int r, unsigned n_devices,
+				       unsigned n_skipped, bool hung);
+
+/*
+ * A discovery finished with @r (0, or -errno and @err saying why): recorded for readiness and
+ * the metrics. Call before the GPUs are adopted. Out of memory only loses the text.
+ */
+void daemon_gpu_discovered(struct daemon *d, int r, const char *err);

@@ -43,6 +43,64 @@ static unsigned src_resources(const struct resource **ret, unsigned max, void *u
 	return n;
 }
 
+/* --- what discovery left us with --- */
+
+const char *const daemon_gpu_state_names[DAEMON_GPU_STATE_COUNT] = {
+	[DAEMON_GPU_SERVED] = "gpus",
+	[DAEMON_GPU_PENDING] = "pending",
+	[DAEMON_GPU_NONE] = "no-gpu",
+	[DAEMON_GPU_ALL_SKIPPED] = "gpus-skipped",
+	[DAEMON_GPU_NO_LIBRARY] = "no-library",
+	[DAEMON_GPU_LIBRARY_UNUSABLE] = "library-unusable",
+	[DAEMON_GPU_DRIVER_NOT_LOADED] = "driver-not-loaded",
+	[DAEMON_GPU_DRIVER_MISMATCH] = "driver-mismatch",
+	[DAEMON_GPU_NO_PERMISSION] = "no-permission",
+	[DAEMON_GPU_DRIVER_HUNG] = "driver-hung",
+	[DAEMON_GPU_FAILED] = "failed",
+};
+
+enum daemon_gpu_state daemon_gpu_state(bool discovered, int r, unsigned n_devices,
+				       unsigned n_skipped, bool hung)
+{
+	if (n_devices > 0)
+		return DAEMON_GPU_SERVED;
+	if (hung)
+		return DAEMON_GPU_DRIVER_HUNG;
+	if (!discovered)
+		return DAEMON_GPU_PENDING;
+	/* The errors of the backend's open (nvml-load.c); anything else is a plain failure. */
+	switch (r) {
+	case 0:
+		return n_skipped ? DAEMON_GPU_ALL_SKIPPED : DAEMON_GPU_NONE;
+	case -ENOENT:
+		return DAEMON_GPU_NO_LIBRARY;
+	case -ENOSYS:
+		return DAEMON_GPU_LIBRARY_UNUSABLE;
+	case -ENXIO:
+		return DAEMON_GPU_DRIVER_NOT_LOADED;
+	case -EXDEV:
+		return DAEMON_GPU_DRIVER_MISMATCH;
+	case -EACCES:
+		return DAEMON_GPU_NO_PERMISSION;
+	default:
+		return DAEMON_GPU_FAILED;
+	}
+}
+
+void daemon_gpu_discovered(struct daemon *d, int r, const char *err)
+{
+	d->discovery_r = r;
+	d->discovery_err = mfree(d->discovery_err);
+	if (r < 0 && err && *err)
+		d->discovery_err = strdup(err); /* NULL: /readyz names the state only */
+}
+
+static enum daemon_gpu_state gpu_state(const struct daemon *d)
+{
+	return daemon_gpu_state(d->discovered_once, d->discovery_r, d->info.n_devices,
+				d->info.n_skipped, d->monitor && gpu_monitor_hung(d->monitor));
+}
+
 /* A reason line; out of memory only shortens the body of /readyz. */
 static void why_add(struct buf *why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void why_add(struct buf *why, const char *fmt, ...)
@@ -57,18 +115,56 @@ static void why_add(struct buf *why, const char *fmt, ...)
 		return;
 }
 
+/* Why a node that is ready serves nothing (the lines after "ready" in /readyz). */
+static void why_nothing(const struct daemon *d, enum daemon_gpu_state st, struct buf *why)
+{
+	const char *what;
+
+	switch (st) {
+	case DAEMON_GPU_NONE:
+		what = "NVML works and finds no GPU";
+		break;
+	case DAEMON_GPU_ALL_SKIPPED:
+		what = "NVML finds GPUs, but every one is left out (the log's \"GPU skipped\" lines say why)";
+		break;
+	case DAEMON_GPU_DRIVER_HUNG:
+		what = "an NVML call has not returned: the driver hangs";
+		break;
+	default:
+		what = d->discovery_err ? d->discovery_err : "GPU discovery failed";
+		break;
+	}
+	if (buf_printf(why, "no GPU to serve (%s): %s\n", daemon_gpu_state_names[st], what) < 0)
+		return;
+	if (st == DAEMON_GPU_DRIVER_HUNG)
+		why_add(why, "the GPUs are served once the call returns\n");
+	else
+		why_add(why, "looking again every %llus; GPUs found are served without a restart\n",
+			(unsigned long long)(d->cfg.rediscover_interval / USEC_PER_SEC));
+}
+
+/*
+ * Readiness (docs/failures.md, "Readiness"): not ready while starting, stopping, or while a
+ * resource of the GPUs found is not served or not registered; ready when all are, and when the
+ * node leaves nothing to serve (no driver, no GPU): a rollout must not wait for a driver.
+ */
 static bool src_ready(struct buf *why, void *userdata)
 {
 	struct daemon *d = userdata;
 	bool ok = true, any = false, reg = d->cfg.kubelet_socket && *d->cfg.kubelet_socket;
+	enum daemon_gpu_state st = gpu_state(d);
 
 	if (d->stopping) {
 		why_add(why, "stopping\n");
 		return false;
 	}
-	if (!d->discovered_once) {
+	if (st == DAEMON_GPU_PENDING) {
 		why_add(why, "GPU discovery has not finished\n");
 		return false;
+	}
+	if (st != DAEMON_GPU_SERVED) {
+		why_nothing(d, st, why);
+		return true;
 	}
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
 		if (dp->stopping)
@@ -85,12 +181,27 @@ static bool src_ready(struct buf *why, void *userdata)
 		}
 	}
 	if (!any) {
-		why_add(why, "no resource advertised: %s\n",
-			d->info.n_devices ? "the config gives the GPUs to no resource" :
-					    "no GPU found (rediscovering)");
+		why_add(why,
+			"no resource advertised: the config cannot be applied to the %u GPUs found (the log says why)\n",
+			d->info.n_devices);
 		return false;
 	}
 	return ok;
+}
+
+static void collect_discovery(struct daemon *d, struct prom *p)
+{
+	enum daemon_gpu_state st = gpu_state(d);
+	struct prom_labels l;
+
+	prom_family(
+		p, "edgegpu_gpu_discovery_state", PROM_GAUGE,
+		"What GPU discovery left: 1 for the current state (gpus: found and served; pending; else why nothing is served).");
+	for (int s = 0; s < DAEMON_GPU_STATE_COUNT; s++) {
+		l = (struct prom_labels){ 0 };
+		prom_labels_push(&l, "state", daemon_gpu_state_names[s]);
+		prom_sample(p, NULL, &l, s == (int)st);
+	}
 }
 
 static void collect_plugins(struct daemon *d, struct prom *p)
@@ -197,6 +308,7 @@ static void src_collect(struct prom *p, void *userdata)
 {
 	struct daemon *d = userdata;
 
+	collect_discovery(d, p);
 	collect_plugins(d, p);
 	collect_regs(d, p);
 	collect_allocs(d, p);

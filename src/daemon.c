@@ -139,6 +139,7 @@ static void discovery_failed(struct daemon *d, int r, const char *err)
 {
 	usec_t now = now_usec();
 
+	daemon_gpu_discovered(d, r, err);
 	if (!d->discovered_once) {
 		d->discovered_once = true;
 		if (d->cfg.fail_on_init_error) {
@@ -185,6 +186,7 @@ static void on_discovered(struct gpu_monitor *m, int r, struct gpu_info *info, i
 		discovery_failed(d, -ENOMEM, "out of memory");
 		return;
 	}
+	daemon_gpu_discovered(d, 0, NULL);
 	gpu_state_release(d);
 	d->info = *info;
 	memset(info, 0, sizeof(*info));
@@ -527,7 +529,7 @@ size_t daemon_reload_match(const char *const *running, size_t n_running, const c
 /* Brings the plugins in line with the config and GPUs (daemon_reload_match() says how). */
 static int sync_plugins(struct daemon *d)
 {
-	struct resource *res[32];
+	struct resource *res[RESOURCE_NODE_MAX];
 	struct dplugin *live[ELEMENTSOF(res)];
 	const char *running[ELEMENTSOF(res)], *wanted[ELEMENTSOF(res)];
 	int take[ELEMENTSOF(res)];
@@ -548,7 +550,7 @@ static int sync_plugins(struct daemon *d)
 		return n;
 	}
 	write_cdi(d);
-	/* Each live plugin came from the last build, whose names are unique: at most 32. */
+	/* Each live plugin came from the last build, whose names are unique: at most RESOURCE_NODE_MAX. */
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
 		if (!dp->stopping) {
 			assert(n_live < ELEMENTSOF(live));
@@ -909,6 +911,7 @@ out:
 	d.cdi = cdi_writer_free(d.cdi);
 	d.monitor = gpu_monitor_free(d.monitor); /* never waits for a call stuck in NVML */
 	gpu_state_release(&d);
+	free(d.discovery_err);
 	loop_timer_free(d.rediscover);
 	loop_timer_free(d.stop_deadline);
 	loop_timer_free(d.reap);

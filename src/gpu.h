@@ -19,6 +19,13 @@
 #define GPU_NODES_MAX	  8
 #define GPU_NODE_PATH_MAX 64
 
+/*
+ * The most GPUs one node is built for: a resource holds at most this many (resource_new()
+ * refuses more), assign_build_resources() advertises the first ones of a larger node (and says
+ * so), and Allocate's per-GPU arrays are this size (plugin-alloc.c).
+ */
+#define GPU_NODE_MAX 64
+
 /* A driver library, found as <name>.<driver version>; @soname is also mounted (NULL: none). */
 struct gpu_driver_lib {
 	const char *name; /* "libcuda.so" */

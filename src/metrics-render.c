@@ -292,7 +292,7 @@ static const char *const proc_reasons[] = {
 /* gpumem units per GPU: allocated (pod-resources) and free, and the unit's size. */
 static void render_units(struct metrics *m, struct prom *p)
 {
-	const struct resource *res[32];
+	const struct resource *res[RESOURCE_NODE_MAX];
 	unsigned n = m->src.resources(res, ELEMENTSOF(res), m->userdata);
 	struct prom_labels l;
 	bool started = false;
@@ -491,8 +491,9 @@ static void render_self(struct metrics *m, struct prom *p)
 	prom_sample(p, NULL, &l, 1);
 	m->why.len = 0;
 	ready = m->src.ready(&m->why, m->userdata);
-	prom_family(p, "edgegpu_ready", PROM_GAUGE,
-		    "1 when every resource is served and registered (/readyz answers 200).");
+	prom_family(
+		p, "edgegpu_ready", PROM_GAUGE,
+		"1 when /readyz answers 200: every resource served and registered, or nothing to serve (edgegpu_gpu_discovery_state says why).");
 	prom_sample(p, NULL, NULL, ready);
 	if (m->mon) {
 		struct gpu_monitor_stats st;

@@ -290,17 +290,24 @@ static void serve_metrics(struct metrics *m, struct http_request *r)
 
 static void serve_ready(struct metrics *m, struct http_request *r)
 {
+	static const char ready[] = "ready\n";
+	size_t head;
 	bool ok;
 
+	/* Ready: "ready", then the source's lines (why nothing is served); not ready: why not. */
 	m->why.len = 0;
+	head = buf_append(&m->why, ready, sizeof(ready) - 1) < 0 ? 0 : sizeof(ready) - 1;
 	ok = m->src.ready(&m->why, m->userdata);
 	if (ok) {
-		static const char body[] = "ready\n";
-
-		(void)http_respond(r, 200, "text/plain; charset=utf-8", NULL, body,
-				   sizeof(body) - 1);
+		if (head)
+			(void)http_respond(r, 200, "text/plain; charset=utf-8", NULL, m->why.data,
+					   m->why.len);
+		else
+			(void)http_respond(r, 200, "text/plain; charset=utf-8", NULL, ready,
+					   sizeof(ready) - 1);
 		return;
 	}
+	buf_consume(&m->why, head);
 	if (!m->why.len && buf_printf(&m->why, "not ready\n") < 0)
 		m->why.len = 0;
 	(void)http_respond(r, 503, "text/plain; charset=utf-8", NULL, m->why.data, m->why.len);

@@ -46,7 +46,10 @@ struct metrics_opts {
 struct metrics_source {
 	/* Writes edgegpu's own families (the daemon's state). */
 	void (*collect)(struct prom *p, void *userdata);
-	/* True when ready; else appends one line per reason to @why. */
+	/*
+	 * True when ready, and then may append lines saying why nothing is served (/readyz
+	 * shows them after "ready"); else appends one line per reason it is not to @why.
+	 */
 	bool (*ready)(struct buf *why, void *userdata);
 	/* The resources advertised now (at most @max), for pod attribution. */
 	unsigned (*resources)(const struct resource **ret, unsigned max, void *userdata);

@@ -313,9 +313,9 @@ static enum grpc_status allocate_one(struct plugin *p, const V1beta1__ContainerA
 				     size_t msgsz)
 {
 	const struct resource *res = p->res;
-	const struct gpu_device *gpus[64];
-	uint64_t limits[64];
-	unsigned *devs = NULL, order[64], slot_units[64] = { 0 };
+	const struct gpu_device *gpus[GPU_NODE_MAX];
+	uint64_t limits[GPU_NODE_MAX];
+	unsigned *devs = NULL, order[GPU_NODE_MAX], slot_units[GPU_NODE_MAX] = { 0 };
 	const char *bad = NULL, *why = NULL;
 	struct alloc_extra extra = { 0 };
 	size_t n_gpus = 0;
@@ -352,6 +352,15 @@ static enum grpc_status allocate_one(struct plugin *p, const V1beta1__ContainerA
 	for (int i = 0; i < n; i++) {
 		unsigned s = resource_device_slot(res, devs[i]);
 
+		/* The slot comes from the request's ID: never past the arrays, whatever built @res. */
+		if (s >= ELEMENTSOF(slot_units)) {
+			(void)snprintf(
+				msg, msgsz,
+				"cannot allocate for \"%s\": device %s is on GPU slot %u, past the %d GPUs one node is built for",
+				res->name, q->devices_ids[i], s, GPU_NODE_MAX);
+			st = GRPC_STATUS_INTERNAL;
+			goto out;
+		}
 		if (!plugin_gpu_up(p, res->gpus[s].gpu)) {
 			char id[128];
 
@@ -364,7 +373,7 @@ static enum grpc_status allocate_one(struct plugin *p, const V1beta1__ContainerA
 			goto out;
 		}
 		/* Whole GPUs in the order the request first names them (NVIDIA keeps it), each once. */
-		if (slot_units[s]++ == 0 && n_gpus < ELEMENTSOF(gpus))
+		if (slot_units[s]++ == 0)
 			order[n_gpus++] = s;
 	}
 	/*

@@ -171,6 +171,11 @@ int resource_new(const struct resource_spec *spec, const struct gpu_info *info,
 
 	if (spec->n_gpus == 0)
 		return set_error(reterr, -EINVAL, "resource \"%s\" has no GPUs", spec->name);
+	if (spec->n_gpus > GPU_NODE_MAX)
+		return set_error(
+			reterr, -EINVAL,
+			"resource \"%s\" has %u GPUs, more than the %d one node is built for",
+			spec->name, spec->n_gpus, GPU_NODE_MAX);
 	for (unsigned s = 0; spec->kind == RESOURCE_REPLICA && s < spec->n_gpus; s++) {
 		unsigned n = spec->gpu_replicas ? spec->gpu_replicas[s] : spec->replicas;
 

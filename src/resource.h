@@ -22,6 +22,13 @@
 
 struct gpu_info;
 
+/*
+ * The most resources (names) one node advertises: assign_build_resources() refuses a config
+ * that makes more (-E2BIG), and its callers size their arrays with it. The GPUs one resource
+ * holds are limited by GPU_NODE_MAX (gpu.h).
+ */
+#define RESOURCE_NODE_MAX 32
+
 enum resource_kind {
 	RESOURCE_GPU,
 	RESOURCE_REPLICA,
@@ -69,7 +76,8 @@ struct resource {
 
 /*
  * Builds a resource for @spec over @info. Returns 0, -ENOMEM or -EINVAL (then @reterr says why:
- * no GPUs, reserve larger than a GPU, too many GPUs for letters, unit 0, ...).
+ * no GPUs, more than GPU_NODE_MAX GPUs, reserve larger than a GPU, too many GPUs for letters,
+ * unit 0, ...).
  */
 int resource_new(const struct resource_spec *spec, const struct gpu_info *info,
 		 struct resource **ret, char **reterr) WARN_UNUSED;

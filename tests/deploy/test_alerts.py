@@ -9,23 +9,40 @@ A Prometheus loads deployments/prometheus/edgegpu-rules.yaml and scrapes fixture
 - the fixture's PodOverGPUMemSlice candidate (ml/infer-a uses 3 GiB of a 4 GiB slice) and the
   other rules stay silent: no alert other than GPUCriticalXid goes pending.
 
+Then a GPU-less node for real: the real daemon ($EDGEGPU) with the shipped ConfigMap
+(deployments/base/config.yaml) on a node without the NVML library, scraped by a real
+Prometheus with the shipped rules, less EdgegpuNoGPU's `for:` (10 minutes; promtool's tests
+cover it): EdgegpuNoGPU fires with state no-library and its annotations rendered, and
+EdgegpuNotReady stays silent (the node is Ready).
+
 Exits 77 (skipped) when Debian's prometheus package is not installed.
 """
 
 import datetime
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
+
+import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
+from edgegpu import Daemon, base_env  # noqa: E402
 from prometheus import PROMETHEUS, Prometheus  # noqa: E402
 from test_dashboard import FIXTURE, Exposition  # noqa: E402
 
 RULES = os.path.join(SRC, "deployments", "prometheus", "edgegpu-rules.yaml")
+BASE_CONFIG = os.path.join(SRC, "deployments", "base", "config.yaml")
+
+
+def n_rules():
+    with open(RULES) as f:
+        return sum(len(g["rules"]) for g in yaml.safe_load(f)["groups"])
 
 
 def epoch(rfc3339):
@@ -70,7 +87,7 @@ def main():
 
             def evaluated(groups):
                 rules = [r for g in groups for r in g["rules"]]
-                return len(rules) == 10 and all(epoch(r.get("lastEvaluation")) > since
+                return len(rules) == n_rules() and all(epoch(r.get("lastEvaluation")) > since
                                                 for r in rules)
             groups = prom.rules()
             deadline = time.monotonic() + 30
@@ -83,8 +100,72 @@ def main():
             assert not bad, f"rules failing on the fixture: {bad}"
     finally:
         expo.close()
-    print("ok: rules load and evaluate in a real Prometheus; only GPUCriticalXid fires")
+    gpuless_node()
+    print("ok: rules load and evaluate in a real Prometheus; only GPUCriticalXid fires; "
+          "EdgegpuNoGPU fires on a real daemon without NVML")
     return 0
+
+
+def gpuless_node():
+    """The real daemon, the shipped config, no NVML library: EdgegpuNoGPU fires for real."""
+    edgegpu = os.environ.get("EDGEGPU")
+    assert edgegpu and os.access(edgegpu, os.X_OK), "$EDGEGPU is not set (run through meson)"
+    tmp = tempfile.mkdtemp(prefix="edgegpu-alerts-")
+    daemon = None
+    try:
+        with open(RULES) as f:
+            rules = yaml.safe_load(f)
+        now = [r for g in rules["groups"] for r in g["rules"]
+               if r.get("alert") == "EdgegpuNoGPU"]
+        assert len(now) == 1, "the rules have no EdgegpuNoGPU"
+        now[0]["for"] = "0s"
+        rules_now = os.path.join(tmp, "rules.yaml")
+        with open(rules_now, "w") as f:
+            yaml.safe_dump(rules, f)
+        config = os.path.join(tmp, "config.yaml")
+        shutil.copyfile(BASE_CONFIG, config)
+        dp = os.path.join(tmp, "device-plugins")
+        for d in (dp, os.path.join(tmp, "proc"), os.path.join(tmp, "log")):
+            os.makedirs(d)
+        lib = os.path.join(tmp, "no-driver", "libnvidia-ml.so.1")
+        daemon = Daemon([edgegpu, "serve", "--config-file", config,
+                         "--device-plugin-path", dp,
+                         "--kubelet-socket", os.path.join(dp, "kubelet.sock"),
+                         "--pod-resources-socket", os.path.join(tmp, "podres.sock"),
+                         "--cdi-spec-dir", os.path.join(tmp, "cdi"),
+                         "--labels-file", os.path.join(tmp, "features.d", "edgegpu"),
+                         "--host-proc", os.path.join(tmp, "proc"),
+                         "--pod-log-dir", os.path.join(tmp, "log"),
+                         "--nvml-lib", lib, "--metrics-address", "127.0.0.1:0"],
+                        base_env()).start()
+        daemon.wait_log("GPU discovery failed, registering nothing, retrying", timeout=15)
+        addr = f"127.0.0.1:{daemon.metrics_port()}"
+        with Prometheus({"edgegpu": [addr]}, rule_files=[rules_now]) as prom:
+            prom.wait_target_up("edgegpu")
+            got = prom.wait_for('ALERTS{alertname="EdgegpuNoGPU", alertstate="firing"}',
+                                timeout=30)
+            assert [(a["metric"]["state"], a["metric"]["instance"]) for a in got] == \
+                [("no-library", addr)], got
+            alerts = prom.alerts()
+            names = sorted({a["labels"]["alertname"] for a in alerts})
+            assert names == ["EdgegpuNoGPU"], f"unexpected alerts: {alerts}"
+            a = alerts[0]
+            assert a["labels"]["severity"] == "warning", a
+            assert a["annotations"]["summary"] == \
+                f"edgegpu on {addr} serves no GPU: no-library", a["annotations"]
+            assert a["annotations"]["description"].startswith(
+                f"edgegpu on {addr} has served no GPU for 10 minutes (no-library): the NVIDIA "
+                "driver's NVML library is not found, on the node or in the pod. It stays Ready"), \
+                a["annotations"]
+            ready = prom.value(f'edgegpu_ready{{instance="{addr}"}}')
+            assert ready == 1, f"edgegpu_ready {ready}: the GPU-less node is not Ready"
+        assert daemon.alive(), daemon.tail()
+    finally:
+        if daemon:
+            daemon.stop()
+            rep = daemon.sanitizer_report()
+            assert not rep, rep
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

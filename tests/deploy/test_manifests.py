@@ -11,6 +11,7 @@
    plus an unknown-field check from the field lists of the same package;
 3. the config.yaml of each render's ConfigMap goes through the real `edgegpu check-config`,
    with the DaemonSet's own flags and environment, so a flag the binary does not know fails;
+   each keeps failOnInitError false (a driver-less node must not crash-loop a rollout);
 4. `yamllint --strict` with the repository's .yamllint passes over deployments/;
 5. each check is shown to fail: broken copies (an unknown field, a wrong type, a dropped
    requirement, a bad config, bad YAML) must be reported.
@@ -511,6 +512,11 @@ def check_overlay_specifics(overlay, docs, eff):
     }.get(overlay, not ts and not mem)
     if not exp:
         fail(f"{overlay}: the effective config is not what the overlay is for")
+    # A node without a working driver or GPU must not crash-loop: that would stall every
+    # rollout of the DaemonSet there (docs/failures.md, "Readiness").
+    if eff["flags"]["failOnInitError"] is not False:
+        fail(f"{overlay}: failOnInitError is not false: a driver-less node would crash-loop "
+             "and stall the rollout")
     if overlay == "metrics":
         svc = one(docs, "Service", "edgegpu-metrics") or {}
         sm = one(docs, "ServiceMonitor", "edgegpu") or {}

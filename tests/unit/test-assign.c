@@ -2,10 +2,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "assign.h"
 #include "config.h"
 #include "gpu.h"
+#include "log.h"
 #include "oom.h"
 #include "resource.h"
 #include "unit.h"
@@ -422,6 +424,58 @@ static void test_build_errors(void **state)
 }
 
 /* Every allocation of an assignment and a build failed once in turn: no leak, nothing built. */
+/*
+ * A node with more GPUs than it is built for (GPU_NODE_MAX): the first 64 are advertised, as
+ * one resource built like any other, and the log says so once with the count and the limit.
+ */
+static void test_build_past_node_max(void **state)
+{
+	enum {
+		N = GPU_NODE_MAX + 6
+	};
+	static struct gpu_device many[N];
+	const struct gpu_info mi = { .devices = many, .n_devices = N };
+	struct resource *res[RESOURCE_NODE_MAX] = { 0 };
+	FILE *log = tmpfile();
+	char text[4096];
+	struct config c;
+	size_t len;
+	int saved, n;
+
+	for (unsigned i = 0; i < N; i++) {
+		many[i].index = i;
+		(void)snprintf(many[i].uuid, sizeof(many[i].uuid),
+			       "GPU-%08u-1111-2222-3333-444444444444", i);
+		(void)snprintf(many[i].name, sizeof(many[i].name), "Tesla T4");
+		many[i].mem_total = 16384 * MIB;
+		many[i].numa_node = -1;
+	}
+	load_ok(&c, "version: v1\n");
+	assert_non_null(log);
+	saved = dup(STDERR_FILENO);
+	assert_true(saved >= 0 && dup2(fileno(log), STDERR_FILENO) >= 0);
+	log_max_level = LOG_LEVEL_INFO;
+	n = assign_build_resources(&c, &mi, res, ELEMENTSOF(res));
+	assert_true(dup2(saved, STDERR_FILENO) >= 0);
+	close(saved);
+	assert_int_equal(n, 1);
+	assert_string_equal(res[0]->name, CONFIG_DEFAULT_RESOURCE);
+	assert_int_equal(res[0]->n_gpus, GPU_NODE_MAX);
+	assert_int_equal(res[0]->n_devices, GPU_NODE_MAX);
+	assert_int_equal(res[0]->gpus[GPU_NODE_MAX - 1].gpu, GPU_NODE_MAX - 1);
+	assert_string_equal(res[0]->uuids[GPU_NODE_MAX - 1], many[GPU_NODE_MAX - 1].uuid);
+	free_resources(res, n);
+	config_release(&c);
+
+	rewind(log);
+	len = fread(text, 1, sizeof(text) - 1, log);
+	text[len] = 0;
+	(void)fclose(log);
+	assert_non_null(strstr(text, "level=warn module=assign msg=\"more GPUs than one node is "
+				     "built for, advertising the first ones\" gpus=70 limit=64"));
+	assert_null(strstr(strstr(text, "gpus=70") + 1, "gpus=70"));
+}
+
 static void test_oom(void **state)
 {
 	static const char *const files[] = { FX("timeslicing.yaml"), FX("gpumem.yaml"),
@@ -463,11 +517,12 @@ static void test_oom(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_pattern_match),	  cmocka_unit_test(test_gpu_resource),
-		cmocka_unit_test(test_time_slicing),	  cmocka_unit_test(test_gpumem),
-		cmocka_unit_test(test_assign_errors),	  cmocka_unit_test(test_build_whole),
-		cmocka_unit_test(test_build_time_sliced), cmocka_unit_test(test_build_gpumem),
-		cmocka_unit_test(test_build_errors),	  cmocka_unit_test(test_oom),
+		cmocka_unit_test(test_pattern_match),	    cmocka_unit_test(test_gpu_resource),
+		cmocka_unit_test(test_time_slicing),	    cmocka_unit_test(test_gpumem),
+		cmocka_unit_test(test_assign_errors),	    cmocka_unit_test(test_build_whole),
+		cmocka_unit_test(test_build_time_sliced),   cmocka_unit_test(test_build_gpumem),
+		cmocka_unit_test(test_build_errors),	    cmocka_unit_test(test_oom),
+		cmocka_unit_test(test_build_past_node_max),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

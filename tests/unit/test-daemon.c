@@ -1,7 +1,9 @@
 /*
  * daemon: the reload's matching of running plugins to the resources a new config wants (kept,
- * replaced, added, removed), and which resources survive a reload whose config cannot apply.
+ * replaced, added, removed), which resources survive a reload whose config cannot apply, and
+ * what GPU discovery left the node with (readiness).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +121,55 @@ static void test_resource_matches(void **state)
 	free(err);
 }
 
+/*
+ * What GPU discovery left the node with (readiness, edgegpu_gpu_discovery_state): GPUs found
+ * win over everything; a hung call, then a first discovery still running; then the reason
+ * nothing is served, from the error of the backend's open (nvml-load.c) or an empty answer.
+ */
+static void test_gpu_state(void **state)
+{
+	static const struct {
+		bool discovered;
+		int r;
+		unsigned n, skipped;
+		bool hung;
+		enum daemon_gpu_state want;
+		const char *name;
+	} cases[] = {
+		{ false, 0, 0, 0, false, DAEMON_GPU_PENDING, "pending" },
+		{ false, 0, 0, 0, true, DAEMON_GPU_DRIVER_HUNG, "driver-hung" },
+		{ true, -ENOENT, 0, 0, true, DAEMON_GPU_DRIVER_HUNG, "driver-hung" },
+		{ true, 0, 2, 0, false, DAEMON_GPU_SERVED, "gpus" },
+		/* A reload's failed rediscovery keeps the GPUs: still served. */
+		{ true, -ENXIO, 2, 0, false, DAEMON_GPU_SERVED, "gpus" },
+		/* A hung telemetry call on a node with GPUs: they are served (Unhealthy). */
+		{ true, 0, 1, 0, true, DAEMON_GPU_SERVED, "gpus" },
+		{ true, 0, 0, 0, false, DAEMON_GPU_NONE, "no-gpu" },
+		{ true, 0, 0, 2, false, DAEMON_GPU_ALL_SKIPPED, "gpus-skipped" },
+		{ true, -ENOENT, 0, 0, false, DAEMON_GPU_NO_LIBRARY, "no-library" },
+		{ true, -ENOSYS, 0, 0, false, DAEMON_GPU_LIBRARY_UNUSABLE, "library-unusable" },
+		{ true, -ENXIO, 0, 0, false, DAEMON_GPU_DRIVER_NOT_LOADED, "driver-not-loaded" },
+		{ true, -EXDEV, 0, 0, false, DAEMON_GPU_DRIVER_MISMATCH, "driver-mismatch" },
+		{ true, -EACCES, 0, 0, false, DAEMON_GPU_NO_PERMISSION, "no-permission" },
+		{ true, -EIO, 0, 0, false, DAEMON_GPU_FAILED, "failed" },
+		{ true, -ENOMEM, 0, 0, false, DAEMON_GPU_FAILED, "failed" },
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		enum daemon_gpu_state got = daemon_gpu_state(cases[i].discovered, cases[i].r,
+							     cases[i].n, cases[i].skipped,
+							     cases[i].hung);
+
+		if (got != cases[i].want)
+			fail_msg("case %zu: state %d, want %d", i, got, cases[i].want);
+		assert_string_equal(daemon_gpu_state_names[got], cases[i].name);
+	}
+	/* Every state has its own label value. */
+	for (int a = 0; a < DAEMON_GPU_STATE_COUNT; a++)
+		for (int b = a + 1; b < DAEMON_GPU_STATE_COUNT; b++)
+			assert_false(streq(daemon_gpu_state_names[a], daemon_gpu_state_names[b]));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -126,6 +177,7 @@ int main(void)
 		cmocka_unit_test(test_match_replaces_stopping),
 		cmocka_unit_test(test_match_edges),
 		cmocka_unit_test(test_resource_matches),
+		cmocka_unit_test(test_gpu_state),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

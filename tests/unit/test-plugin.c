@@ -169,7 +169,7 @@ static void cli_pump(struct cli *c)
 /* Calls /v1beta1.DevicePlugin/@method with the request message @msg. */
 static struct strm *cli_call(struct cli *c, const char *method, const void *msg, size_t len)
 {
-	static uint8_t body[1024];
+	static uint8_t body[8192];
 	char path[128];
 	nghttp2_data_provider prd = { .read_callback = read_body };
 	struct strm *st;
@@ -480,6 +480,133 @@ static void test_allocate_checks(void **state)
 	loop_free(l);
 }
 
+static bool all_up(unsigned gpu, void *userdata)
+{
+	return true;
+}
+
+/* An AllocateRequest of one container asking for @ids. Returns the packed size. */
+static size_t allocate_ids(uint8_t *out, size_t size, char **ids, size_t n)
+{
+	V1beta1__ContainerAllocateRequest cr = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT, *crs[1];
+	V1beta1__AllocateRequest m = V1BETA1__ALLOCATE_REQUEST__INIT;
+
+	cr.devices_ids = ids;
+	cr.n_devices_ids = n;
+	crs[0] = &cr;
+	m.container_requests = crs;
+	m.n_container_requests = 1;
+	assert_true(v1beta1__allocate_request__get_packed_size(&m) <= size);
+	return v1beta1__allocate_request__pack(&m, out);
+}
+
+/*
+ * Allocate at the node's GPU limit (GPU_NODE_MAX): one container asking for all 64 GPUs of a
+ * resource gets every one, in order. A resource with a GPU slot past Allocate's per-GPU arrays
+ * (resource_new() refuses to build one; here it is built by hand) is refused with INTERNAL,
+ * naming the device and the limit, and nothing is written past the arrays (ASan watches).
+ */
+static void test_allocate_node_max(void **state)
+{
+	static struct gpu_device many[GPU_NODE_MAX + 1];
+	static struct gpu_info mi = { .devices = many, .n_devices = GPU_NODE_MAX + 1 };
+	static int mnuma[GPU_NODE_MAX + 1];
+	static uint8_t req[4096];
+	unsigned idx[GPU_NODE_MAX];
+	char *ids[GPU_NODE_MAX + 1];
+	const struct resource_spec spec = {
+		.name = "nvidia.com/gpu", .kind = RESOURCE_GPU, .gpus = idx, .n_gpus = GPU_NODE_MAX
+	};
+	V1beta1__AllocateResponse *resp;
+	struct resource *r = NULL;
+	struct plugin_ctx ctx;
+	struct plugin *p;
+	struct strm *st;
+	struct loop *l;
+	struct cli a;
+	char *err = NULL;
+	const char *visible = NULL;
+	size_t n;
+
+	for (unsigned i = 0; i <= GPU_NODE_MAX; i++) {
+		many[i].index = i;
+		(void)snprintf(many[i].uuid, sizeof(many[i].uuid),
+			       "GPU-%08u-1111-2222-3333-444444444444", i);
+		many[i].mem_total = (uint64_t)16 << 30;
+		many[i].numa_node = -1;
+		many[i].minor = i;
+		mnuma[i] = -1;
+		ids[i] = many[i].uuid;
+		if (i < GPU_NODE_MAX)
+			idx[i] = i;
+	}
+	assert_int_equal(loop_new(&l), 0);
+	ctx_init(&ctx, l);
+	ctx.info = &mi;
+	ctx.numa = mnuma;
+	ctx.gpu_healthy = all_up;
+
+	/* 64 GPUs, all asked for at once, the last first: every one is delivered. */
+	assert_int_equal(resource_new(&spec, &mi, &r, &err), 0);
+	assert_int_equal(plugin_new(&ctx, r, on_lost, NULL, &p), 0);
+	cli_new(&a, p, 100);
+	ids[0] = many[GPU_NODE_MAX - 1].uuid;
+	ids[GPU_NODE_MAX - 1] = many[0].uuid;
+	n = allocate_ids(req, sizeof(req), ids, GPU_NODE_MAX);
+	st = cli_call(&a, "Allocate", req, n);
+	assert_int_equal(st->grpc_status, GRPC_STATUS_OK);
+	assert_true(st->data.len > 5);
+	resp = v1beta1__allocate_response__unpack(NULL, st->data.len - 5, st->data.data + 5);
+	assert_non_null(resp);
+	assert_int_equal(resp->n_container_responses, 1);
+	for (size_t e = 0; e < resp->container_responses[0]->n_envs; e++)
+		if (streq(resp->container_responses[0]->envs[e]->key, "NVIDIA_VISIBLE_DEVICES"))
+			visible = resp->container_responses[0]->envs[e]->value;
+	assert_non_null(visible);
+	for (unsigned i = 0; i < GPU_NODE_MAX; i++)
+		assert_non_null(strstr(visible, many[i].uuid));
+	/* Whole GPUs keep the request's order: GPU 63 comes first. */
+	assert_memory_equal(visible, many[GPU_NODE_MAX - 1].uuid, strlen(many[0].uuid));
+	v1beta1__allocate_response__free_unpacked(resp, NULL);
+	/* The 65th GPU is not part of the resource. */
+	n = allocate_ids(req, sizeof(req), &ids[GPU_NODE_MAX], 1);
+	st = cli_call(&a, "Allocate", req, n);
+	assert_int_equal(st->grpc_status, GRPC_STATUS_INVALID_ARGUMENT);
+	assert_non_null(strstr(st->grpc_message, "unknown device"));
+	cli_free(&a);
+	plugin_free(p);
+
+	/* A 65-GPU resource, built by hand: slot 64 is refused, slot 63 still served. */
+	r = calloc(1, sizeof(*r));
+	assert_non_null(r);
+	r->name = strdup("nvidia.com/gpu");
+	r->socket = strdup("nvidia-gpu.sock");
+	r->kind = RESOURCE_GPU;
+	r->replicas = 1;
+	r->n_gpus = r->n_devices = GPU_NODE_MAX + 1;
+	r->gpus = calloc(GPU_NODE_MAX + 1, sizeof(*r->gpus));
+	r->uuids = calloc(GPU_NODE_MAX + 1, sizeof(*r->uuids));
+	assert_true(r->name && r->socket && r->gpus && r->uuids);
+	for (unsigned i = 0; i <= GPU_NODE_MAX; i++) {
+		r->gpus[i] = (struct resource_gpu){ .gpu = i, .first = i, .count = 1 };
+		r->uuids[i] = strdup(many[i].uuid);
+		assert_non_null(r->uuids[i]);
+	}
+	assert_int_equal(plugin_new(&ctx, r, on_lost, NULL, &p), 0);
+	cli_new(&a, p, 100);
+	n = allocate_ids(req, sizeof(req), &ids[GPU_NODE_MAX], 1);
+	st = cli_call(&a, "Allocate", req, n);
+	assert_int_equal(st->grpc_status, GRPC_STATUS_INTERNAL);
+	assert_non_null(strstr(st->grpc_message, many[GPU_NODE_MAX].uuid));
+	assert_non_null(strstr(st->grpc_message, "past the 64 GPUs one node is built for"));
+	n = allocate_ids(req, sizeof(req), &ids[0], 1);
+	st = cli_call(&a, "Allocate", req, n);
+	assert_int_equal(st->grpc_status, GRPC_STATUS_OK);
+	cli_free(&a);
+	plugin_free(p);
+	loop_free(l);
+}
+
 /* The last ListAndWatch message on @st: how many devices, and how many of them Unhealthy. */
 static void last_list(const struct strm *st, size_t *ret_n, size_t *ret_unhealthy,
 		      char *unhealthy_id, size_t idsz)
@@ -762,6 +889,7 @@ int main(void)
 		cmocka_unit_test(test_kubelet_streams),
 		cmocka_unit_test(test_first_list_fails),
 		cmocka_unit_test(test_allocate_checks),
+		cmocka_unit_test(test_allocate_node_max),
 		cmocka_unit_test(test_refresh_masks_unhealthy),
 		cmocka_unit_test(test_new_oom),
 		cmocka_unit_test(test_refresh_oom_retries),

@@ -391,6 +391,56 @@ static void test_replicas_per_gpu(void **state)
 	free(err);
 }
 
+/*
+ * A resource holds at most GPU_NODE_MAX GPUs (the size of Allocate's per-GPU arrays): the 64th
+ * GPU is served like any other, whole or time-sliced; one more is refused, saying why.
+ */
+static void test_node_max_gpus(void **state)
+{
+	static struct gpu_device many[GPU_NODE_MAX + 1];
+	const struct gpu_info mi = { .devices = many, .n_devices = GPU_NODE_MAX + 1 };
+	unsigned idx[GPU_NODE_MAX + 1];
+	struct resource_spec spec = { .name = "nvidia.com/gpu", .kind = RESOURCE_GPU, .gpus = idx };
+	struct resource *r = NULL;
+	char *err = NULL, id[128];
+
+	for (unsigned i = 0; i <= GPU_NODE_MAX; i++) {
+		many[i].index = i;
+		(void)snprintf(many[i].uuid, sizeof(many[i].uuid),
+			       "GPU-%08u-1111-2222-3333-444444444444", i);
+		many[i].mem_total = (uint64_t)16 << 30;
+		many[i].numa_node = -1;
+		many[i].minor = i;
+		idx[i] = i;
+	}
+	spec.n_gpus = GPU_NODE_MAX;
+	assert_int_equal(resource_new(&spec, &mi, &r, &err), 0);
+	assert_int_equal(r->n_gpus, GPU_NODE_MAX);
+	(void)resource_device_id(r, GPU_NODE_MAX - 1, id);
+	assert_string_equal(id, many[GPU_NODE_MAX - 1].uuid);
+	assert_int_equal(resource_device_slot(r, GPU_NODE_MAX - 1), GPU_NODE_MAX - 1);
+	r = resource_free(r);
+	spec.kind = RESOURCE_REPLICA;
+	spec.replicas = 2;
+	assert_int_equal(resource_new(&spec, &mi, &r, &err), 0);
+	assert_int_equal(r->n_devices, 2 * GPU_NODE_MAX);
+	assert_int_equal(resource_device_slot(r, 2 * GPU_NODE_MAX - 1), GPU_NODE_MAX - 1);
+	r = resource_free(r);
+
+	/* One GPU more, whole or shared: refused, never built past the arrays sized for 64. */
+	for (int k = 0; k < 2; k++) {
+		spec.kind = k ? RESOURCE_REPLICA : RESOURCE_GPU;
+		spec.n_gpus = GPU_NODE_MAX + 1;
+		assert_int_equal(resource_new(&spec, &mi, &r, &err), -EINVAL);
+		assert_null(r);
+		assert_non_null(err);
+		assert_string_equal(err,
+				    "resource \"nvidia.com/gpu\" has 65 GPUs, more than the 64 "
+				    "one node is built for");
+		err = mfree(err);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -406,6 +456,7 @@ int main(void)
 		cmocka_unit_test(test_preferred_replicas_spread),
 		cmocka_unit_test(test_preferred_gpumem_best_fit),
 		cmocka_unit_test(test_replicas_per_gpu),
+		cmocka_unit_test(test_node_max_gpus),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
