@@ -16,11 +16,11 @@
 #define HTTP_DEFAULT_MAX_CONNECTIONS 16
 #define HTTP_DEFAULT_TIMEOUT	     (10 * USEC_PER_SEC)
 #define HTTP_DEFAULT_REQUEST_BYTES   8192
+#define HTTP_DEFAULT_MAX_DEFERRED    64
 /* Connections accepted per wake-up of the listening socket, so a flood cannot hog the loop. */
 #define HTTP_ACCEPT_BATCH 64
 /* How long accepting pauses when accept() fails for want of fds or memory. */
-#define HTTP_ACCEPT_PAUSE	  (100 * USEC_PER_MSEC)
-#define HTTP_DEFAULT_MAX_DEFERRED 64
+#define HTTP_ACCEPT_PAUSE (100 * USEC_PER_MSEC)
 
 /*
  * Where a connection is. Its deadline and whether it may be evicted follow from it: a peer
@@ -213,9 +213,9 @@ static bool same_address(const struct sockaddr_storage *a, const struct sockaddr
 /*
  * The connection to close for a newcomer (from @from when not NULL): the oldest one reading a
  * request (an idle keep-alive, a half-sent header, a body that does not come), else the oldest
- * one whose answer is not drained. Only one MHD has served since it got there: a connection
- * accepted in this batch may hold a request MHD has not read yet (a probe, say), and must not
- * lose its place to the connections that follow it.
+ * one whose answer is not drained; in either case only one MHD has run on since it got there:
+ * a connection accepted in this batch may hold a request MHD has not read yet (a probe, say),
+ * and must not lose its place to the connections that follow it.
  */
 static struct http_conn *victim(struct http_server *s, const struct sockaddr_storage *from)
 {
