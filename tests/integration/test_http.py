@@ -4,7 +4,6 @@ connection slot of the metrics server held by hostile clients (tests/lib/httpatt
 kubelet's liveness probe (a fresh connection each, as the kubelet sends it) gets every answer
 within the probe timeout of our DaemonSet, and Allocate keeps succeeding meanwhile."""
 
-import os
 import threading
 
 from common import RESOURCE, NodeTest, main, wait_until
