@@ -16,10 +16,41 @@
 #define HTTP_DEFAULT_MAX_CONNECTIONS 16
 #define HTTP_DEFAULT_TIMEOUT	     (10 * USEC_PER_SEC)
 #define HTTP_DEFAULT_REQUEST_BYTES   8192
+#define HTTP_DEFAULT_MAX_DEFERRED    64
 /* Connections accepted per wake-up of the listening socket, so a flood cannot hog the loop. */
 #define HTTP_ACCEPT_BATCH 64
 /* How long accepting pauses when accept() fails for want of fds or memory. */
 #define HTTP_ACCEPT_PAUSE (100 * USEC_PER_MSEC)
+
+/*
+ * Where a connection is. Its deadline and whether it may be evicted follow from it: a peer
+ * controls how long a connection reads a request or drains an answer, so both have a deadline
+ * (not an idle timeout, which a byte every few seconds defeats) and either gives way to a new
+ * connection when the server is full. A deferred one waits for us, not for the peer: it holds
+ * no slot (its own budget, max_deferred) and the handler bounds its wait.
+ */
+enum conn_phase {
+	CONN_REQUEST,  /* reading a request: since the accept, or since the last answer went out */
+	CONN_WRITING,  /* an answer queued, not all of it sent yet */
+	CONN_DEFERRED, /* suspended until the handler answers */
+	CONN_CLOSING,  /* shut down by us; MHD sees the EOF and closes it in its next run */
+};
+
+struct http_conn {
+	struct http_server *server;
+	int fd; /* MHD's: shut down, never closed, by us */
+	struct sockaddr_storage addr;
+	enum conn_phase phase;
+	usec_t since; /* when the phase began */
+	uint64_t run; /* s->runs then: MHD has served it once s->runs is past this */
+	struct http_conn *prev, *next;
+};
+
+/* Connections by phase, oldest first (a phase change moves one to the tail). */
+struct conn_list {
+	struct http_conn *head, *tail;
+	unsigned n;
+};
 
 struct http_server {
 	struct loop *loop;
@@ -27,6 +58,13 @@ struct http_server {
 	int listen_fd;
 	unsigned port;
 	size_t max_request_bytes;
+	unsigned max_connections, max_per_ip, max_deferred;
+	usec_t timeout;
+	/* CONN_REQUEST and CONN_WRITING (one deadline, so the head expires first), the others */
+	struct conn_list active, deferred_conns, closing;
+	uint64_t runs; /* MHD_run() calls done */
+	bool warned_full;
+	struct loop_timer *deadline_timer;
 	struct loop_io *listen_io;
 	struct loop_io *mhd_io;
 	struct loop_timer *timer;	 /* MHD's timeout, and runs after a resume */
@@ -41,6 +79,7 @@ struct http_server {
 struct http_request {
 	struct http_server *server;
 	struct MHD_Connection *conn;
+	struct http_conn *hc; /* NULL when its tracking could not be allocated */
 	const char *method;
 	const char *path;
 	size_t body;		     /* request body bytes dropped so far */
@@ -52,16 +91,206 @@ struct http_request {
 	struct http_request *next, *prev;
 };
 
+static const char *const evict_reasons[HTTP_EVICT_COUNT] = {
+	[HTTP_EVICT_FULL] = "full",
+	[HTTP_EVICT_REQUEST_DEADLINE] = "request_deadline",
+	[HTTP_EVICT_WRITE_DEADLINE] = "write_deadline",
+};
+
+const char *http_evict_reason(enum http_evict e)
+{
+	return (unsigned)e < HTTP_EVICT_COUNT ? evict_reasons[e] : NULL;
+}
+
+/* --- the connection table --- */
+
+static struct conn_list *list_of(struct http_server *s, enum conn_phase p)
+{
+	switch (p) {
+	case CONN_REQUEST:
+	case CONN_WRITING:
+		return &s->active;
+	case CONN_DEFERRED:
+		return &s->deferred_conns;
+	case CONN_CLOSING:
+		break;
+	}
+	return &s->closing;
+}
+
+static void list_unlink(struct conn_list *l, struct http_conn *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		l->head = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	else
+		l->tail = c->prev;
+	c->prev = c->next = NULL;
+	l->n--;
+}
+
+static void list_append(struct conn_list *l, struct http_conn *c)
+{
+	c->prev = l->tail;
+	c->next = NULL;
+	if (l->tail)
+		l->tail->next = c;
+	else
+		l->head = c;
+	l->tail = c;
+	l->n++;
+}
+
+static void conns_free(struct conn_list *l)
+{
+	struct http_conn *c, *next;
+
+	for (c = l->head; c; c = next) {
+		next = c->next;
+		free(c);
+	}
+	*l = (struct conn_list){ 0 };
+}
+
+/* Moves @c to @p, starting the phase's clock now. NULL-safe. */
+static void conn_set_phase(struct http_conn *c, enum conn_phase p)
+{
+	struct http_server *s;
+
+	if (!c || c->phase == CONN_CLOSING)
+		return;
+	s = c->server;
+	list_unlink(list_of(s, c->phase), c);
+	c->phase = p;
+	c->since = now_usec();
+	c->run = s->runs;
+	list_append(list_of(s, p), c);
+}
+
+/* The tracking of @conn (NULL: none, as when it could not be allocated). */
+static struct http_conn *conn_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *i =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return i ? i->socket_context : NULL;
+}
+
+/*
+ * Closes @c the way MHD copes with: shutdown() makes its socket read EOF (and fail writes),
+ * so MHD closes it itself in its next run, calling the completion callbacks as for a peer
+ * that went away. The fd stays MHD's until then.
+ */
+static void conn_evict(struct http_conn *c, enum http_evict why)
+{
+	struct http_server *s = c->server;
+
+	s->stats.evicted[why]++;
+	log_debug("http connection closed", "reason=%s phase=%s age_ms=%llu",
+		  http_evict_reason(why), c->phase == CONN_REQUEST ? "request" : "writing",
+		  (unsigned long long)((now_usec() - c->since) / USEC_PER_MSEC));
+	conn_set_phase(c, CONN_CLOSING);
+	(void)shutdown(c->fd, SHUT_RDWR);
+}
+
+static bool same_address(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->ss_family == AF_INET6)
+		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			       &((const struct sockaddr_in6 *)b)->sin6_addr,
+			       sizeof(struct in6_addr));
+	return false;
+}
+
+/*
+ * The connection to close for a newcomer (from @from when not NULL): the oldest one reading a
+ * request (an idle keep-alive, a half-sent header, a body that does not come), else the oldest
+ * one whose answer is not drained; in either case only one MHD has run on since it got there:
+ * a connection accepted in this batch may hold a request MHD has not read yet (a probe, say),
+ * and must not lose its place to the connections that follow it.
+ */
+static struct http_conn *victim(struct http_server *s, const struct sockaddr_storage *from)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		enum conn_phase want = pass == 0 ? CONN_REQUEST : CONN_WRITING;
+
+		for (struct http_conn *c = s->active.head; c; c = c->next)
+			if (c->phase == want && c->run < s->runs &&
+			    (!from || same_address(&c->addr, from)))
+				return c;
+	}
+	return NULL;
+}
+
+static unsigned count_from(struct http_server *s, const struct sockaddr_storage *from)
+{
+	unsigned n = 0;
+
+	for (struct http_conn *c = s->active.head; c; c = c->next)
+		n += same_address(&c->addr, from);
+	return n;
+}
+
+/* Makes room for a connection from @from: true when there is some (evicting if need be). */
+static bool make_room(struct http_server *s, const struct sockaddr_storage *from)
+{
+	struct http_conn *c;
+
+	if (s->max_per_ip && count_from(s, from) >= s->max_per_ip) {
+		c = victim(s, from);
+		if (!c)
+			return false;
+		conn_evict(c, HTTP_EVICT_FULL);
+	}
+	if (s->active.n < s->max_connections)
+		return true;
+	c = victim(s, NULL);
+	if (!c)
+		return false;
+	if (!s->warned_full) {
+		s->warned_full = true;
+		log_warn("http connections at their cap, closing the oldest idle or stalled ones",
+			 "max_connections=%u", s->max_connections);
+	}
+	conn_evict(c, HTTP_EVICT_FULL);
+	return true;
+}
+
+/* Closes the connections past their deadline, and arms the timer for the next one. */
+static void expire(struct http_server *s)
+{
+	usec_t now = now_usec();
+	struct http_conn *c;
+
+	while ((c = s->active.head) && now - c->since >= s->timeout)
+		conn_evict(c, c->phase == CONN_REQUEST ? HTTP_EVICT_REQUEST_DEADLINE :
+							 HTTP_EVICT_WRITE_DEADLINE);
+	if (c)
+		loop_timer_arm_at(s->deadline_timer, c->since + s->timeout);
+	else
+		loop_timer_disarm(s->deadline_timer);
+}
+
 static void http_run(struct http_server *s)
 {
 	MHD_UNSIGNED_LONG_LONG ms;
 
 	if (MHD_run(s->mhd) != MHD_YES)
 		log_debug("libmicrohttpd run failed", NULL);
+	s->runs++;
 	if (MHD_get_timeout(s->mhd, &ms) == MHD_YES)
 		loop_timer_arm(s->timer, (usec_t)ms * USEC_PER_MSEC);
 	else
 		loop_timer_disarm(s->timer);
+	expire(s);
 }
 
 static void on_mhd_io(struct loop_io *io, int fd, uint32_t events, void *userdata)
@@ -86,7 +315,7 @@ static void on_listen(struct loop_io *io, int fd, uint32_t events, void *userdat
 	struct http_server *s = userdata;
 
 	for (unsigned i = 0; i < HTTP_ACCEPT_BATCH; i++) {
-		struct sockaddr_storage sa;
+		struct sockaddr_storage sa = { 0 };
 		socklen_t len = sizeof(sa);
 		int c = accept4(fd, (struct sockaddr *)&sa, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
@@ -99,6 +328,12 @@ static void on_listen(struct loop_io *io, int fd, uint32_t events, void *userdat
 			loop_timer_arm(s->accept_timer, HTTP_ACCEPT_PAUSE);
 			break;
 		}
+		if (!make_room(s, &sa)) {
+			log_debug("http connection refused: every one is busy", NULL);
+			s->stats.refused++;
+			(void)fd_close(c);
+			continue;
+		}
 		/* Closes @c itself when it refuses: a limit reached (ENFILE) or no memory. */
 		if (MHD_add_connection(s->mhd, c, (struct sockaddr *)&sa, len) != MHD_YES)
 			s->stats.refused++;
@@ -106,17 +341,47 @@ static void on_listen(struct loop_io *io, int fd, uint32_t events, void *userdat
 	http_run(s);
 }
 
+/* Tracks a connection MHD took (from inside MHD_add_connection), and forgets it once closed. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
 			  enum MHD_ConnectionNotificationCode toe)
 {
 	struct http_server *s = cls;
+	const union MHD_ConnectionInfo *i;
+	struct http_conn *c = *socket_context;
 
-	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-		s->stats.connections++;
-		s->stats.open++;
-	} else if (s->stats.open > 0) {
-		s->stats.open--;
+	if (toe != MHD_CONNECTION_NOTIFY_STARTED) {
+		if (s->stats.open > 0)
+			s->stats.open--;
+		if (c) {
+			list_unlink(list_of(s, c->phase), c);
+			free(c);
+			*socket_context = NULL;
+		}
+		return;
 	}
+	s->stats.connections++;
+	s->stats.open++;
+	i = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	c = calloc(1, sizeof(*c));
+	if (!c || !i) {
+		/* Untracked, it would escape the deadlines: close it instead. */
+		log_debug("http connection not tracked, closing it", NULL);
+		s->stats.refused++;
+		if (i)
+			(void)shutdown(i->connect_fd, SHUT_RDWR);
+		free(c);
+		return;
+	}
+	*c = (struct http_conn){ .server = s, .fd = i->connect_fd, .phase = CONN_REQUEST };
+	i = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	if (i && i->client_addr && i->client_addr->sa_family == AF_INET)
+		memcpy(&c->addr, i->client_addr, sizeof(struct sockaddr_in));
+	else if (i && i->client_addr && i->client_addr->sa_family == AF_INET6)
+		memcpy(&c->addr, i->client_addr, sizeof(struct sockaddr_in6));
+	c->since = now_usec();
+	c->run = s->runs;
+	list_append(&s->active, c);
+	*socket_context = c;
 }
 
 static void deferred_unlink(struct http_request *r)
@@ -140,6 +405,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
 	struct http_request *r = *con_cls;
 
+	/* Done with this request: a keep-alive connection now waits for the next one. */
+	conn_set_phase(conn_of(conn), CONN_REQUEST);
 	if (!r)
 		return;
 	deferred_unlink(r);
@@ -196,6 +463,7 @@ static enum MHD_Result answer_now(struct http_server *s, struct MHD_Connection *
 	resp = response_new(headers, body, strlen(body), &r);
 	if (!resp)
 		return MHD_NO;
+	conn_set_phase(conn_of(conn), CONN_WRITING);
 	ok = MHD_queue_response(conn, status, resp);
 	MHD_destroy_response(resp);
 	return ok;
@@ -207,6 +475,7 @@ static enum MHD_Result queue_answer(struct http_request *r)
 
 	if (!r->answer)
 		return MHD_NO;
+	conn_set_phase(r->hc, CONN_WRITING);
 	ok = MHD_queue_response(r->conn, r->status, r->answer);
 	MHD_destroy_response(r->answer);
 	r->answer = NULL;
@@ -248,9 +517,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		r = calloc(1, sizeof(*r));
 		if (!r)
 			return MHD_NO;
-		*r = (struct http_request){
-			.server = s, .conn = conn, .method = method, .path = url
-		};
+		*r = (struct http_request){ .server = s,
+					    .conn = conn,
+					    .hc = conn_of(conn),
+					    .method = method,
+					    .path = url };
 		*con_cls = r;
 		return MHD_YES;
 	}
@@ -274,6 +545,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (r->answered)
 		return queue_answer(r);
 	if (r->deferred) {
+		conn_set_phase(r->hc, CONN_DEFERRED);
 		MHD_suspend_connection(conn);
 		return MHD_YES;
 	}
@@ -281,18 +553,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	return answer_now(s, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, text_plain, "internal error\n");
 }
 
-void http_defer(struct http_request *r)
+int http_defer(struct http_request *r)
 {
 	struct http_server *s = r->server;
 
 	if (!r->in_handler || r->deferred || r->answered)
-		return;
+		return -EINVAL;
+	if (s->deferred_conns.n >= s->max_deferred)
+		return -EBUSY;
 	r->deferred = true;
 	r->prev = NULL;
 	r->next = s->deferred;
 	if (s->deferred)
 		s->deferred->prev = r;
 	s->deferred = r;
+	return 0;
 }
 
 int http_respond_headers(struct http_request *r, unsigned status, const char *const *headers,
@@ -308,6 +583,7 @@ int http_respond_headers(struct http_request *r, unsigned status, const char *co
 	r->answered = true;
 	if (r->deferred) {
 		deferred_unlink(r);
+		conn_set_phase(r->hc, CONN_WRITING);
 		MHD_resume_connection(r->conn);
 		/* MHD picks the resumed connection up in its next run. */
 		loop_timer_arm(s->timer, 0);
@@ -500,7 +776,7 @@ int http_server_new(struct loop *l, const struct http_opts *o, http_handler_fn *
 	unsigned max_conn = o->max_connections ? o->max_connections : HTTP_DEFAULT_MAX_CONNECTIONS;
 	usec_t timeout = o->timeout ? o->timeout : HTTP_DEFAULT_TIMEOUT;
 	size_t mem = o->max_request_bytes ? o->max_request_bytes : HTTP_DEFAULT_REQUEST_BYTES;
-	unsigned per_ip = o->max_per_ip ? o->max_per_ip : max_conn;
+	unsigned max_deferred = o->max_deferred ? o->max_deferred : HTTP_DEFAULT_MAX_DEFERRED;
 	unsigned timeout_s;
 	const union MHD_DaemonInfo *info;
 	struct http_server *s;
@@ -522,19 +798,23 @@ int http_server_new(struct loop *l, const struct http_opts *o, http_handler_fn *
 	s->userdata = userdata;
 	s->listen_fd = -1;
 	s->max_request_bytes = mem;
+	s->max_connections = max_conn;
+	s->max_per_ip = o->max_per_ip;
+	s->max_deferred = max_deferred;
+	s->timeout = (usec_t)timeout_s * USEC_PER_SEC;
 
 	r = http_listen(s, o->address, reterr);
 	if (r < 0)
 		goto fail;
-	s->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET |
-					  MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
-				  0, NULL, NULL, on_request, s, MHD_OPTION_CONNECTION_LIMIT,
-				  max_conn, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
-				  MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
-				  MHD_OPTION_CONNECTION_MEMORY_LIMIT, mem,
-				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-				  MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-				  MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_END);
+	s->mhd = MHD_start_daemon(
+		MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME |
+			MHD_USE_ERROR_LOG,
+		0, NULL, NULL, on_request, s,
+		/* ours, the deferred ones, and the ones closing after an eviction */
+		MHD_OPTION_CONNECTION_LIMIT, 2 * max_conn + max_deferred,
+		MHD_OPTION_CONNECTION_TIMEOUT, timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, mem,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+		on_connection, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_END);
 	if (!s->mhd) {
 		r = set_error(reterr, -ENOMEM,
 			      "cannot start libmicrohttpd (see its debug messages)");
@@ -546,6 +826,8 @@ int http_server_new(struct loop *l, const struct http_opts *o, http_handler_fn *
 		goto fail;
 	}
 	r = loop_timer_new(l, on_timer, s, &s->timer);
+	if (r >= 0)
+		r = loop_timer_new(l, on_timer, s, &s->deadline_timer);
 	if (r >= 0)
 		r = loop_timer_new(l, on_accept_timer, s, &s->accept_timer);
 	if (r >= 0)
@@ -580,8 +862,13 @@ struct http_server *http_server_free(struct http_server *s)
 			(void)MHD_run(s->mhd);
 		MHD_stop_daemon(s->mhd);
 	}
+	/* MHD_stop_daemon() reports each connection closed; free what it might not have. */
+	conns_free(&s->active);
+	conns_free(&s->deferred_conns);
+	conns_free(&s->closing);
 	s->mhd_io = loop_io_free(s->mhd_io);
 	s->timer = loop_timer_free(s->timer);
+	s->deadline_timer = loop_timer_free(s->deadline_timer);
 	s->accept_timer = loop_timer_free(s->accept_timer);
 	s->listen_fd = fd_close(s->listen_fd);
 	free(s);

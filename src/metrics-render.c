@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "http.h"
 #include "metrics-int.h"
 #include "prom.h"
 #include "resource.h"
@@ -476,6 +477,29 @@ static void render_process(struct metrics *m, struct prom *p)
 	}
 }
 
+/* The HTTP server's own: what a flood or a slow client made it do (docs/failures.md). */
+static void render_http(struct metrics *m, struct prom *p)
+{
+	struct http_stats st;
+
+	http_server_get_stats(m->http, &st);
+	prom_family(p, "edgegpu_http_connections_evicted_total", PROM_COUNTER,
+		    "HTTP connections the server closed: full (room made for a new one), "
+		    "request_deadline, write_deadline (connectionTimeout).");
+	for (unsigned i = 0; i < HTTP_EVICT_COUNT; i++) {
+		struct prom_labels l = { 0 };
+
+		prom_labels_push(&l, "reason", http_evict_reason(i));
+		prom_sample(p, NULL, &l, (double)st.evicted[i]);
+	}
+	prom_family(p, "edgegpu_http_connections_refused_total", PROM_COUNTER,
+		    "HTTP connections closed at once: every slot busy answering, or no memory.");
+	prom_sample(p, NULL, NULL, (double)st.refused);
+	prom_family(p, "edgegpu_http_connections_open", PROM_GAUGE,
+		    "HTTP connections open, deferred answers included.");
+	prom_sample(p, NULL, NULL, st.open);
+}
+
 static void render_self(struct metrics *m, struct prom *p)
 {
 	struct prom_labels l = { 0 };
@@ -517,6 +541,8 @@ static void render_self(struct metrics *m, struct prom *p)
 	prom_family(p, "edgegpu_metrics_scrapes_throttled_total", PROM_COUNTER,
 		    "Scrapes answered 429: more than maxConnections a second.");
 	prom_sample(p, NULL, NULL, (double)m->throttled);
+	if (m->http)
+		render_http(m, p);
 }
 
 int metrics_render(struct metrics *m, struct buf *out)

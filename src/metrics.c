@@ -262,12 +262,14 @@ static void serve_metrics(struct metrics *m, struct http_request *r)
 {
 	if (!take_token(m)) {
 		m->throttled++;
-		if (m->n_tarpit == METRICS_WAITERS_MAX) {
+		/*
+		 * The answer waits a second: a client that scrapes in a loop waits with it. A
+		 * deferred connection holds no slot of the server's, so the wait starves no one.
+		 */
+		if (m->n_tarpit == METRICS_WAITERS_MAX || http_defer(r) < 0) {
 			respond_throttled(r);
 			return;
 		}
-		/* The answer waits a second: a client that scrapes in a loop waits with it. */
-		http_defer(r);
 		m->tarpit[m->n_tarpit++] = r;
 		if (!loop_timer_armed(m->tarpit_timer))
 			loop_timer_arm(m->tarpit_timer, USEC_PER_SEC);
@@ -278,8 +280,7 @@ static void serve_metrics(struct metrics *m, struct http_request *r)
 		return;
 	}
 	m->body_ready = false;
-	if (m->n_waiters < METRICS_WAITERS_MAX && refresh(m)) {
-		http_defer(r);
+	if (m->n_waiters < METRICS_WAITERS_MAX && refresh(m) && http_defer(r) == 0) {
 		m->waiters[m->n_waiters++] = r;
 		if (!loop_timer_armed(m->wait_timer))
 			loop_timer_arm(m->wait_timer, m->scrape_wait);

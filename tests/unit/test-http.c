@@ -21,6 +21,8 @@
 
 #define DEADLINE (20 * USEC_PER_SEC)
 
+#define BIG_BODY ((size_t)32 << 20)
+
 struct ctx {
 	struct loop *loop;
 	struct http_server *server;
@@ -28,7 +30,10 @@ struct ctx {
 	char last_path[256];
 	char last_method[16];
 	char last_header[256];
-	struct http_request *deferred;
+	struct http_request *deferred; /* the last one */
+	struct http_request *waiting[8];
+	unsigned n_waiting;
+	unsigned busy; /* deferrals refused (answered 503 at once) */
 };
 
 static void handler(struct http_request *r, void *userdata)
@@ -42,8 +47,24 @@ static void handler(struct http_request *r, void *userdata)
 	(void)snprintf(c->last_method, sizeof(c->last_method), "%s", http_request_method(r));
 	(void)snprintf(c->last_header, sizeof(c->last_header), "%s", h ? h : "(none)");
 	if (streq(path, "/slow")) {
-		http_defer(r);
+		if (http_defer(r) < 0) {
+			c->busy++;
+			assert_int_equal(http_respond(r, 503, "text/plain", NULL, "busy\n", 5), 0);
+			return;
+		}
+		assert_int_equal(http_defer(r), -EINVAL); /* once only */
+		assert_true(c->n_waiting < ELEMENTSOF(c->waiting));
+		c->waiting[c->n_waiting++] = r;
 		c->deferred = r;
+		return;
+	}
+	if (streq(path, "/big")) {
+		static char *big;
+
+		if (!big)
+			big = calloc(1, BIG_BODY);
+		assert_non_null(big);
+		assert_int_equal(http_respond(r, 200, "text/plain", NULL, big, BIG_BODY), 0);
 		return;
 	}
 	if (streq(path, "/silent"))
@@ -390,7 +411,7 @@ static bool all_handled(const void *arg)
 	struct http_stats st;
 
 	http_server_get_stats(c->server, &st);
-	return st.connections + st.refused >= 66;
+	return st.connections + st.refused >= 66 && st.open == 16;
 }
 
 static bool none_open(const void *arg)
@@ -415,8 +436,14 @@ static void test_connection_flood(void **state)
 		client_open(&c, &idle[i], NULL, NULL);
 	assert_true(run_until(&c, all_handled, &c));
 	http_server_get_stats(c.server, &st);
-	assert_int_equal(st.connections, 16);
-	assert_int_equal(st.refused, 50); /* closed at once, not left in the backlog */
+	/*
+	 * The first wake-up accepts 64: 16 taken, 48 closed at once (not left in the backlog);
+	 * none of the 16 can make room yet, MHD has not read them. The next takes the last two,
+	 * each in place of the oldest idle one.
+	 */
+	assert_int_equal(st.connections, 18);
+	assert_int_equal(st.refused, 48);
+	assert_int_equal(st.evicted[HTTP_EVICT_FULL], 2);
 	assert_int_equal(st.open, 16);
 
 	/* After the idle ones time out, a new request is answered. */
@@ -465,8 +492,290 @@ static void test_per_ip_limit(void **state)
 	assert_int_equal(st.refused, 16);
 	assert_int_equal(st.open, 5);
 	client_close(&cl);
+
+	/* Later, the address at its share: a newcomer from it takes the place of its oldest. */
+	client_open(&c, &cl, "127.0.0.2", "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+	assert_true(run_until(&c, client_answered, &cl));
+	assert_int_equal(strncmp(client_text(&cl), "HTTP/1.1 200 OK\r\n", 17), 0);
+	assert_true(run_until(&c, client_eof, &idle[0]));
+	http_server_get_stats(c.server, &st);
+	assert_int_equal(st.evicted[HTTP_EVICT_FULL], 1);
+	assert_int_equal(st.refused, 16);
+	client_close(&cl);
 	for (size_t i = 0; i < ELEMENTSOF(idle); i++)
 		client_close(&idle[i]);
+	stop(&c);
+}
+
+static bool connections_1(const void *arg)
+{
+	const struct ctx *c = arg;
+	struct http_stats st;
+
+	http_server_get_stats(c->server, &st);
+	return st.connections >= 1;
+}
+
+static bool connections_4(const void *arg)
+{
+	const struct ctx *c = arg;
+	struct http_stats st;
+
+	http_server_get_stats(c->server, &st);
+	return st.connections >= 4;
+}
+
+static bool connections_6(const void *arg)
+{
+	const struct ctx *c = arg;
+	struct http_stats st;
+
+	http_server_get_stats(c->server, &st);
+	return st.connections >= 6;
+}
+
+/*
+ * A full server makes room for a newcomer, as the kubelet's probe is one: the oldest idle
+ * connection gives way. A burst that follows the newcomer in the same accept batch cannot
+ * push it out before MHD has read its request; the burst is refused instead.
+ */
+static void test_full_server_evicts_the_oldest_idle(void **state)
+{
+	struct http_opts o = { .address = "127.0.0.1:0", .max_connections = 4 };
+	struct client idle[4], probe, probe2, burst[5];
+	struct http_stats st;
+	struct ctx c;
+
+	start(&c, &o);
+	for (size_t i = 0; i < ELEMENTSOF(idle); i++)
+		client_open(&c, &idle[i], NULL, NULL);
+	assert_true(run_until(&c, connections_4, &c));
+	client_open(&c, &probe, NULL,
+		    "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	assert_true(run_until(&c, client_answered, &probe));
+	assert_int_equal(strncmp(client_text(&probe), "HTTP/1.1 200 OK\r\n", 17), 0);
+	assert_true(run_until(&c, client_eof, &idle[0])); /* the oldest made room */
+	assert_int_equal(idle[0].in.len, 0);
+	client_close(&idle[0]);
+	http_server_get_stats(c.server, &st);
+	assert_int_equal(st.evicted[HTTP_EVICT_FULL], 1);
+	assert_int_equal(st.refused, 0);
+
+	/* Full again (the probe closed its connection). */
+	client_open(&c, &idle[0], NULL, NULL);
+	assert_true(run_until(&c, connections_6, &c));
+	/*
+	 * A probe, then five more at once, all in the backlog before the server looks: the probe
+	 * and three of them take the four idle ones' places; the last two find only connections
+	 * MHD has not read yet, the probe's among them, and are refused.
+	 */
+	client_open(&c, &probe2, NULL,
+		    "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	for (size_t i = 0; i < ELEMENTSOF(burst); i++)
+		client_open(&c, &burst[i], NULL, NULL);
+	assert_true(run_until(&c, client_answered, &probe2));
+	assert_int_equal(strncmp(client_text(&probe2), "HTTP/1.1 200 OK\r\n", 17), 0);
+	http_server_get_stats(c.server, &st);
+	assert_int_equal(st.evicted[HTTP_EVICT_FULL], 1 + 4);
+	assert_int_equal(st.refused, 2);
+	for (size_t i = 0; i < ELEMENTSOF(idle); i++) {
+		assert_true(run_until(&c, client_eof, &idle[i]));
+		assert_int_equal(idle[i].in.len, 0);
+		client_close(&idle[i]);
+	}
+	for (size_t i = 0; i < ELEMENTSOF(burst); i++)
+		client_close(&burst[i]);
+	client_close(&probe);
+	client_close(&probe2);
+	stop(&c);
+}
+
+/* A client that sends @drip one byte per tick of its timer, after @head, until cut. */
+struct dripper {
+	struct client cl;
+	struct loop_timer *timer;
+	const char *drip;
+	size_t sent;
+};
+
+static void on_drip(struct loop_timer *t, void *userdata)
+{
+	struct dripper *d = userdata;
+
+	if (d->cl.eof || !d->drip[d->sent])
+		return;
+	if (write(d->cl.fd, d->drip + d->sent, 1) == 1)
+		d->sent++;
+	loop_timer_arm(t, 200 * USEC_PER_MSEC);
+}
+
+static void dripper_open(struct ctx *c, struct dripper *d, const char *head, const char *drip)
+{
+	memset(d, 0, sizeof(*d));
+	client_open(c, &d->cl, NULL, head);
+	d->drip = drip;
+	assert_int_equal(loop_timer_new(c->loop, on_drip, d, &d->timer), 0);
+	loop_timer_arm(d->timer, 0);
+}
+
+static void dripper_close(struct dripper *d)
+{
+	d->timer = loop_timer_free(d->timer);
+	client_close(&d->cl);
+}
+
+static char drip_bytes[4096];
+
+/*
+ * A byte every 200 ms keeps MHD's idle timeout (1 s) from ever firing; the request deadline
+ * cuts the header and the body all the same.
+ */
+static void test_drip_cut_at_the_request_deadline(void **state)
+{
+	struct http_opts o = { .address = "127.0.0.1:0", .timeout = USEC_PER_SEC };
+	struct dripper head, body;
+	struct http_stats st;
+	struct ctx c;
+
+	memset(drip_bytes, 'a', sizeof(drip_bytes) - 1);
+	start(&c, &o);
+	dripper_open(&c, &head, "GET /hello HTTP/1.1\r\nHost: x\r\nX-Drip: ", drip_bytes);
+	dripper_open(&c, &body, "GET /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 4000\r\n\r\n",
+		     drip_bytes);
+	assert_true(run_until(&c, client_eof, &head.cl));
+	assert_true(run_until(&c, client_eof, &body.cl));
+	assert_int_equal(head.cl.in.len, 0);
+	assert_int_equal(body.cl.in.len, 0);
+	assert_true(head.sent >= 1 && body.sent >= 1); /* they had begun dripping */
+	assert_int_equal(c.calls, 0);
+	http_server_get_stats(c.server, &st);
+	assert_int_equal(st.evicted[HTTP_EVICT_REQUEST_DEADLINE], 2);
+	dripper_close(&head);
+	dripper_close(&body);
+	stop(&c);
+}
+
+/* A client that reads its answer a little at a time, on a timer. */
+struct sipper {
+	int fd;
+	struct loop_timer *timer;
+	size_t got;
+};
+
+static void on_sip(struct loop_timer *t, void *userdata)
+{
+	struct sipper *sp = userdata;
+	static char b[512 * 1024];
+	ssize_t n = read(sp->fd, b, sizeof(b));
+
+	if (n > 0)
+		sp->got += (size_t)n;
+	loop_timer_arm(t, 100 * USEC_PER_MSEC);
+}
+
+static bool write_deadline_hit(const void *arg)
+{
+	const struct ctx *c = arg;
+	struct http_stats st;
+
+	http_server_get_stats(c->server, &st);
+	return st.open == 0;
+}
+
+/*
+ * A client reading up to 512 KiB every 100 ms keeps the connection busy, never idle for MHD's
+ * timeout (the server's socket drains and MHD writes again several times a second); the
+ * write deadline closes it all the same, with most of the 32 MiB answer unsent.
+ */
+static void test_slow_reader_cut_at_the_write_deadline(void **state)
+{
+	static const char req[] = "GET /big HTTP/1.1\r\nHost: x\r\n\r\n";
+	struct http_opts o = { .address = "127.0.0.1:0", .timeout = USEC_PER_SEC };
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct sipper sp = { .fd = -1 };
+	struct http_stats st;
+	struct ctx c;
+	static char b[65536];
+	ssize_t n;
+
+	start(&c, &o);
+	sp.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	assert_true(sp.fd >= 0);
+	sa.sin_port = htons((uint16_t)http_server_port(c.server));
+	assert_int_equal(inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr), 1);
+	assert_true(connect(sp.fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ||
+		    errno == EINPROGRESS);
+	assert_true(run_until(&c, connections_1, &c));
+	assert_int_equal(write(sp.fd, req, sizeof(req) - 1), (ssize_t)sizeof(req) - 1);
+	assert_int_equal(loop_timer_new(c.loop, on_sip, &sp, &sp.timer), 0);
+	loop_timer_arm(sp.timer, 0);
+	assert_true(run_until(&c, write_deadline_hit, &c));
+	sp.timer = loop_timer_free(sp.timer);
+	/* What the kernel holds still comes, then the end: far from the whole answer. */
+	assert_int_equal(fcntl(sp.fd, F_SETFL, 0), 0);
+	while ((n = read(sp.fd, b, sizeof(b))) > 0)
+		sp.got += (size_t)n;
+	assert_true(sp.got > 0 && sp.got < BIG_BODY);
+	http_server_get_stats(c.server, &st);
+	assert_int_equal(st.evicted[HTTP_EVICT_WRITE_DEADLINE], 1);
+	sp.fd = fd_close(sp.fd);
+	stop(&c);
+}
+
+static bool waiting_3(const void *arg)
+{
+	const struct ctx *c = arg;
+
+	return c->n_waiting == 3 && c->busy == 1;
+}
+
+/*
+ * Deferred requests hold no slot: with two connections allowed and three answers deferred,
+ * two more clients are served at once. A deferral past max_deferred is refused (the handler
+ * answers at once).
+ */
+static void test_deferred_requests_hold_no_slot(void **state)
+{
+	static const char slow[] = "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n";
+	static const char hello[] = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+	struct http_opts o = { .address = "127.0.0.1:0", .max_connections = 2, .max_deferred = 3 };
+	struct client waiting[4], fast[2];
+	struct http_stats st;
+	struct ctx c;
+
+	start(&c, &o);
+	/* One at a time: each is deferred (and leaves its slot) before the next comes. */
+	for (size_t i = 0; i < 3; i++) {
+		client_open(&c, &waiting[i], NULL, slow);
+		assert_true(run_until(&c, deferred_set, &c));
+		c.deferred = NULL;
+	}
+	client_open(&c, &waiting[3], NULL, slow);
+	assert_true(run_until(&c, waiting_3, &c));
+	assert_true(run_until(&c, client_answered, &waiting[3]));
+	assert_int_equal(strncmp(client_text(&waiting[3]), "HTTP/1.1 503 ", 13), 0);
+	for (size_t i = 0; i < ELEMENTSOF(fast); i++)
+		client_open(&c, &fast[i], NULL, hello);
+	for (size_t i = 0; i < ELEMENTSOF(fast); i++) {
+		assert_true(run_until(&c, client_answered, &fast[i]));
+		assert_int_equal(strncmp(client_text(&fast[i]), "HTTP/1.1 200 OK\r\n", 17), 0);
+	}
+	http_server_get_stats(c.server, &st);
+	assert_int_equal(st.refused, 0);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(waiting[i].in.len, 0);
+		assert_int_equal(http_respond(c.waiting[i], 200, "text/plain", NULL, "late\n", 5),
+				 0);
+	}
+	c.n_waiting = 0;
+	for (size_t i = 0; i < 3; i++) {
+		assert_true(run_until(&c, client_answered, &waiting[i]));
+		assert_int_equal(strncmp(client_text(&waiting[i]), "HTTP/1.1 200 OK\r\n", 17), 0);
+	}
+	for (size_t i = 0; i < ELEMENTSOF(waiting); i++)
+		client_close(&waiting[i]);
+	for (size_t i = 0; i < ELEMENTSOF(fast); i++)
+		client_close(&fast[i]);
 	stop(&c);
 }
 
@@ -620,6 +929,10 @@ int main(void)
 		cmocka_unit_test(test_slowloris_cut_after_timeout),
 		cmocka_unit_test(test_connection_flood),
 		cmocka_unit_test(test_per_ip_limit),
+		cmocka_unit_test(test_full_server_evicts_the_oldest_idle),
+		cmocka_unit_test(test_drip_cut_at_the_request_deadline),
+		cmocka_unit_test(test_slow_reader_cut_at_the_write_deadline),
+		cmocka_unit_test(test_deferred_requests_hold_no_slot),
 		cmocka_unit_test(test_oversized_request),
 		cmocka_unit_test(test_any_address_port_zero),
 		cmocka_unit_test(test_bad_addresses),
