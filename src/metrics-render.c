@@ -287,6 +287,7 @@ static const char *const proc_reasons[] = {
 	[METRICS_PROC_HOST] = "host",
 	[METRICS_PROC_UNKNOWN_POD] = "unknown-pod",
 	[METRICS_PROC_NO_PROC] = "no-proc",
+	[METRICS_PROC_SKIPPED] = "skipped",
 };
 
 /* gpumem units per GPU: allocated (pod-resources) and free, and the unit's size. */
@@ -516,6 +517,7 @@ static void render_self(struct metrics *m, struct prom *p)
 	prom_family(p, "edgegpu_metrics_scrapes_throttled_total", PROM_COUNTER,
 		    "Scrapes answered 429: more than maxConnections a second.");
 	prom_sample(p, NULL, NULL, (double)m->throttled);
+	metrics_attrib_render(m, p);
 }
 
 int metrics_render(struct metrics *m, struct buf *out)
