@@ -3,7 +3,8 @@
 /*
  * The metrics module's private state, shared by metrics.c (endpoints, scrape flow),
  * metrics-render.c (the families) and metrics-pods.c (who holds which GPU, and the GPU
- * processes mapped to pods). Loop thread only.
+ * processes mapped to pods). Loop thread only: the attribution thread (metrics-pods.c) works on
+ * a struct attrib_run of its own and hands it back through m->attrib.wake.
  */
 
 #include <stdbool.h>
@@ -12,6 +13,7 @@
 #include "gpu-monitor.h"
 #include "gpu.h"
 #include "metrics.h"
+#include "podmap.h"
 #include "util.h"
 
 #define METRICS_WAITERS_MAX 64
@@ -19,7 +21,9 @@
 struct http_server;
 struct http_request;
 struct loop_timer;
-struct podmap_cache;
+struct loop_wake;
+struct prom;
+struct attrib_run;
 
 /* A GPU's identity labels, from the last discovery. */
 struct metrics_gpu {
@@ -47,6 +51,31 @@ enum metrics_proc_kind {
 	METRICS_PROC_HOST,	  /* not in a Kubernetes cgroup */
 	METRICS_PROC_UNKNOWN_POD, /* a pod cgroup no log directory names */
 	METRICS_PROC_NO_PROC,	  /* not in our /proc (hostPID missing) */
+	METRICS_PROC_SKIPPED,	  /* a limit cut its attribution short (struct metrics_attrib) */
+};
+
+/* Why attribution did less than all: podmap's reasons, then the process cap. */
+#define METRICS_CUT_PROCESSES PODMAP_CUT_COUNT
+#define METRICS_CUT_COUNT     (PODMAP_CUT_COUNT + 1)
+
+/*
+ * The attribution of GPU processes to pods, off the loop (metrics-pods.c): each sample's
+ * processes go to a run on a thread of its own, one run at a time, and the newest sample that
+ * came meanwhile waits for it; the loop only hands lists over.
+ */
+struct metrics_attrib {
+	struct loop_wake *wake;	   /* created with the first run */
+	struct attrib_run *run;	   /* in flight, or NULL */
+	struct metrics_proc *next; /* the processes of a newer sample, waiting for the run */
+	unsigned n_next;
+	bool has_next;
+	bool pending;		 /* the newest sample's processes are not attributed yet */
+	uint64_t seq, installed; /* lists handed over; the newest whose result is served */
+	uint64_t runs;
+	uint64_t cuts[METRICS_CUT_COUNT];
+	unsigned logged; /* bit per cut: logged since the last run without it */
+	usec_t last_dur;
+	bool stuck_logged, start_logged;
 };
 
 /* A GPU process, mapped (at sample time). */
@@ -84,10 +113,11 @@ struct metrics {
 	uint64_t samples_taken, sample_timeouts, scrapes;
 	bool sample_pending, podres_pending;
 
-	/* GPU processes of the cache */
+	/* GPU processes of the cache, as the last attribution left them */
 	struct metrics_proc *procs;
 	unsigned n_procs;
-	struct podmap_cache *podmap;
+	struct podmap_cache *podmap; /* NULL while a run has it */
+	struct metrics_attrib attrib;
 
 	/* pod-resources attribution */
 	struct metrics_hold *holds;
@@ -119,9 +149,19 @@ struct metrics {
 };
 
 /* metrics-pods.c */
+/*
+ * Stores a sample as the telemetry cache and hands its processes to the attribution (a run on
+ * its thread; m->attrib.pending until its result is in m->procs). Needs m->loop for the run;
+ * without a loop, or when no thread can start, the processes are served as skipped.
+ */
 void metrics_cache_store(struct metrics *m, const struct gpu_sample *samples, const int *r,
 			 unsigned n);
+/* Drops the processes and any result still to come (the GPUs changed). */
 void metrics_procs_release(struct metrics *m);
+/* A run in flight for longer than its time budget allows: stuck in a file read. */
+bool metrics_attrib_stuck(struct metrics *m);
+/* The attribution's own families (edgegpu_attribution_*). */
+void metrics_attrib_render(const struct metrics *m, struct prom *p);
 void metrics_pods_store(struct metrics *m, const uint8_t *resp, size_t len);
 void metrics_pods_clear(struct metrics *m);
 void metrics_pods_release(struct metrics *m);
@@ -131,3 +171,6 @@ int metrics_pods_set_log_dir(struct metrics *m);
  * none does or the GPU is shared.
  */
 const struct metrics_hold *metrics_pods_sole_holder(const struct metrics *m, const char *uuid);
+
+/* metrics.c: an attribution result is in m->procs (or the run ended): deferred scrapes may go. */
+void metrics_attributed(struct metrics *m);

@@ -3,51 +3,349 @@
  * IDs mapped to GPUs by our resources), and which pod a GPU process belongs to (its cgroup in
  * the host's /proc, named by the kubelet's log directories: podmap.h). Also the telemetry
  * cache the scrape reads.
+ *
+ * The host's files are never read on the loop: each sample's processes go to a run on a
+ * one-shot thread (podmap_cache_map() within a time budget), which hands its result back
+ * through a loop wake. A run is shared by its thread and the loop side under its own mutex, and
+ * the last of the two to let go frees it, so freeing the metrics never waits for a stuck read.
  */
 #include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include "loop.h"
 #include "metrics-int.h"
 #include "podmap.h"
 #include "podres.h"
+#include "prom.h"
 #include "resource.h"
 
 #define LOG_MODULE "metrics"
 #include "log.h"
 
 #define RESOURCES_MAX 32
+/* Processes attributed per sample: 16 GPUs of 64 (GPU_SAMPLE_PROCS_MAX); the rest are skipped. */
+#define ATTRIB_PROCS_MAX 1024
+/* A run stops reading when its time is up; one still going later is stuck in a read. */
+#define ATTRIB_BUDGET (2 * USEC_PER_SEC)
+#define ATTRIB_STUCK  (ATTRIB_BUDGET + 2 * USEC_PER_SEC)
+#define ATTRIB_NICE   10
+
+static const char *const cut_names[METRICS_CUT_COUNT] = {
+	[PODMAP_CUT_TIME] = "time-budget",
+	[PODMAP_CUT_CGROUP_SIZE] = "cgroup-size",
+	[PODMAP_CUT_DIR_ENTRIES] = "dir-entries",
+	[PODMAP_CUT_LINK] = "link",
+	[PODMAP_CUT_NOT_REGULAR] = "not-regular-file",
+	[METRICS_CUT_PROCESSES] = "process-cap",
+};
+
+struct attrib_run {
+	pthread_mutex_t mu;
+	unsigned refs;		/* the thread and the loop side */
+	struct loop_wake *wake; /* NULL once the loop side let go */
+	bool done;
+	uint64_t seq;
+	usec_t started, took;
+	struct podmap_cache *cache; /* the loop side's, lent for the run */
+	struct podmap_query *q;
+	struct metrics_proc *procs;
+	unsigned n, n_mapped; /* processes; those past ATTRIB_PROCS_MAX stay skipped */
+	struct podmap_limits lim;
+	struct podmap_stats st;
+	int r;
+};
+
+static void run_unref(struct attrib_run *run)
+{
+	bool last;
+
+	(void)pthread_mutex_lock(&run->mu);
+	last = --run->refs == 0;
+	(void)pthread_mutex_unlock(&run->mu);
+	if (!last)
+		return;
+	(void)pthread_mutex_destroy(&run->mu);
+	podmap_cache_free(run->cache);
+	free(run->q);
+	free(run->procs);
+	free(run);
+}
+
+static void proc_set(struct metrics_proc *p, const struct podmap_query *q)
+{
+	if (p->pid == 0 || p->pid > INT_MAX) {
+		p->kind = METRICS_PROC_NO_PROC; /* not a pid any /proc holds */
+		return;
+	}
+	if (q->r == -ETIMEDOUT || q->r == -ELOOP || q->r == -EINVAL || q->r == -EFBIG) {
+		p->kind = METRICS_PROC_SKIPPED; /* a limit or a refusal: the stats say which */
+		return;
+	}
+	if (q->r < 0 || q->id.kind == PODMAP_NO_PROC) {
+		p->kind = METRICS_PROC_NO_PROC;
+		return;
+	}
+	if (q->id.kind == PODMAP_HOST) {
+		p->kind = METRICS_PROC_HOST;
+		return;
+	}
+	if (q->names_r == -ETIMEDOUT) {
+		p->kind = METRICS_PROC_SKIPPED;
+		return;
+	}
+	if (q->names_r < 0) {
+		p->kind = METRICS_PROC_UNKNOWN_POD;
+		return;
+	}
+	p->kind = METRICS_PROC_POD;
+	(void)snprintf(p->namespace_, sizeof(p->namespace_), "%s", q->names.namespace_);
+	(void)snprintf(p->pod, sizeof(p->pod), "%s", q->names.pod);
+	(void)snprintf(p->container, sizeof(p->container), "%s", q->names.container);
+}
+
+static void *attrib_thread(void *userdata)
+{
+	struct attrib_run *run = userdata;
+
+	/* Background work: where the loop and this thread both want a CPU, the loop gets it
+	 * (Linux nices threads one by one). Raising one's nice needs no privilege. */
+	(void)setpriority(PRIO_PROCESS, (id_t)gettid(), ATTRIB_NICE);
+	run->r = podmap_cache_map(run->cache, run->q, run->n_mapped, &run->lim, &run->st);
+	for (unsigned i = 0; i < run->n_mapped; i++)
+		if (run->r == 0)
+			proc_set(&run->procs[i], &run->q[i]);
+	run->took = now_usec() - run->started;
+	(void)pthread_mutex_lock(&run->mu);
+	run->done = true;
+	if (run->wake)
+		loop_wake_signal(run->wake);
+	(void)pthread_mutex_unlock(&run->mu);
+	run_unref(run);
+	return NULL;
+}
+
+/* Serves @procs (owned) as the attribution of submission @seq, unless a newer one is served. */
+static void install(struct metrics *m, struct metrics_proc *procs, unsigned n, uint64_t seq)
+{
+	if (seq <= m->attrib.installed) {
+		free(procs);
+		return;
+	}
+	free(m->procs);
+	m->procs = procs;
+	m->n_procs = n;
+	m->attrib.installed = seq;
+}
+
+/* Logs each kind of cut once, when it starts; a run without it re-arms the line. */
+static void account(struct metrics *m, const unsigned *cuts, unsigned n_procs, usec_t took)
+{
+	for (unsigned i = 0; i < METRICS_CUT_COUNT; i++) {
+		unsigned bit = 1U << i;
+
+		m->attrib.cuts[i] += cuts[i];
+		if (!cuts[i]) {
+			m->attrib.logged &= ~bit;
+			continue;
+		}
+		if (m->attrib.logged & bit)
+			continue;
+		m->attrib.logged |= bit;
+		log_warn("pod attribution cut short, serving what was read",
+			 "reason=%s count=%u processes=%u dur_ms=%llu", cut_names[i], cuts[i],
+			 n_procs, (unsigned long long)(took / USEC_PER_MSEC));
+	}
+}
+
+static void start_run(struct metrics *m, struct metrics_proc *procs, unsigned n, uint64_t seq);
+
+static void on_attrib_wake(struct loop_wake *w, void *userdata)
+{
+	struct metrics *m = userdata;
+	struct attrib_run *run = m->attrib.run;
+	bool done;
+
+	if (!run)
+		return;
+	(void)pthread_mutex_lock(&run->mu);
+	done = run->done;
+	(void)pthread_mutex_unlock(&run->mu);
+	if (!done)
+		return;
+	m->attrib.run = NULL;
+	m->attrib.stuck_logged = false;
+	/* The cache comes back, unless new settings made a new one meanwhile. */
+	if (!m->podmap) {
+		m->podmap = run->cache;
+		run->cache = NULL;
+	}
+	if (run->r < 0)
+		(void)log_warn_errno(
+			run->r, "pod attribution failed, serving its processes as skipped", NULL);
+	m->attrib.runs++;
+	m->attrib.last_dur = run->took;
+	if (run->seq > m->attrib.installed) {
+		unsigned cuts[METRICS_CUT_COUNT] = { 0 };
+
+		memcpy(cuts, run->st.cuts, sizeof(run->st.cuts));
+		cuts[METRICS_CUT_PROCESSES] = run->n - run->n_mapped;
+		account(m, cuts, run->n, run->took);
+		install(m, run->procs, run->n, run->seq);
+		run->procs = NULL;
+	}
+	run_unref(run);
+	if (m->attrib.has_next) {
+		m->attrib.has_next = false;
+		start_run(m, m->attrib.next, m->attrib.n_next, m->attrib.seq);
+		m->attrib.next = NULL;
+	} else {
+		m->attrib.pending = false;
+	}
+	metrics_attributed(m);
+}
+
+/* A run for @procs (owned, @n > 0), submission @seq; served as skipped when none can start. */
+static void start_run(struct metrics *m, struct metrics_proc *procs, unsigned n, uint64_t seq)
+{
+	struct attrib_run *run = NULL;
+	sigset_t all, old;
+	pthread_t t;
+	int r = -ENOMEM;
+
+	if (!m->attrib.wake) {
+		r = m->loop ? loop_wake_new(m->loop, on_attrib_wake, m, &m->attrib.wake) : -EINVAL;
+		if (r < 0)
+			goto fail;
+	}
+	r = -ENOMEM;
+	if (!m->podmap)
+		goto fail;
+	run = calloc(1, sizeof(*run));
+	if (!run)
+		goto fail;
+	run->n = n;
+	run->n_mapped = MIN(n, ATTRIB_PROCS_MAX);
+	run->q = calloc(run->n_mapped, sizeof(*run->q));
+	if (!run->q)
+		goto fail;
+	for (unsigned i = 0; i < run->n_mapped; i++)
+		run->q[i].pid = procs[i].pid;
+	(void)pthread_mutex_init(&run->mu, NULL);
+	run->refs = 2;
+	run->wake = m->attrib.wake;
+	run->seq = seq;
+	run->started = now_usec();
+	run->lim.deadline = run->started + ATTRIB_BUDGET;
+	run->cache = m->podmap;
+	run->procs = procs;
+	(void)sigfillset(&all);
+	(void)pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = -pthread_create(&t, NULL, attrib_thread, run);
+	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r < 0) {
+		(void)pthread_mutex_destroy(&run->mu);
+		run->procs = NULL;
+		run->cache = NULL;
+		goto fail;
+	}
+	(void)pthread_detach(t);
+	m->podmap = NULL;
+	m->attrib.run = run;
+	m->attrib.pending = true;
+	return;
+fail:
+	if (run)
+		free(run->q);
+	free(run);
+	if (!m->attrib.start_logged) {
+		m->attrib.start_logged = true;
+		(void)log_error_errno(
+			r, "cannot start pod attribution, serving processes as skipped", NULL);
+	}
+	install(m, procs, n, seq);
+	m->attrib.pending = false;
+	metrics_attributed(m);
+}
+
+/* Hands @procs (owned) over for attribution. */
+static void attrib_submit(struct metrics *m, struct metrics_proc *procs, unsigned n)
+{
+	uint64_t seq = ++m->attrib.seq;
+
+	/* A list that replaces one waiting for the run. */
+	if (m->attrib.has_next) {
+		free(m->attrib.next);
+		m->attrib.next = NULL;
+		m->attrib.has_next = false;
+	}
+	if (n == 0) {
+		install(m, procs, 0, seq);
+		m->attrib.pending = false;
+		return;
+	}
+	if (m->attrib.run) {
+		m->attrib.next = procs;
+		m->attrib.n_next = n;
+		m->attrib.has_next = true;
+		m->attrib.pending = true;
+		return;
+	}
+	start_run(m, procs, n, seq);
+}
+
+bool metrics_attrib_stuck(struct metrics *m)
+{
+	const struct attrib_run *run = m->attrib.run;
+
+	if (!run || now_usec() - run->started < ATTRIB_STUCK)
+		return false;
+	if (!m->attrib.stuck_logged) {
+		m->attrib.stuck_logged = true;
+		log_error("pod attribution stuck in a file read, serving the last one",
+			  "processes=%u running_ms=%llu", run->n,
+			  (unsigned long long)((now_usec() - run->started) / USEC_PER_MSEC));
+	}
+	return true;
+}
+
+void metrics_attrib_render(const struct metrics *m, struct prom *p)
+{
+	const struct attrib_run *run = m->attrib.run;
+	struct prom_labels l;
+
+	prom_family(p, "edgegpu_attribution_cut_total", PROM_COUNTER,
+		    "Times the attribution of GPU processes to pods did less than all, by reason.");
+	for (unsigned i = 0; i < METRICS_CUT_COUNT; i++) {
+		l.n = 0;
+		prom_labels_push(&l, "reason", cut_names[i]);
+		prom_sample(p, NULL, &l, (double)m->attrib.cuts[i]);
+	}
+	if (m->attrib.runs) {
+		prom_family(p, "edgegpu_attribution_duration_seconds", PROM_GAUGE,
+			    "How long the last attribution of GPU processes to pods took.");
+		prom_sample(p, NULL, NULL, (double)m->attrib.last_dur / USEC_PER_SEC);
+	}
+	prom_family(p, "edgegpu_attribution_running_seconds", PROM_GAUGE,
+		    "How long the attribution in progress has run; 0 when none is.");
+	prom_sample(p, NULL, NULL, run ? (double)(now_usec() - run->started) / USEC_PER_SEC : 0.0);
+}
 
 void metrics_procs_release(struct metrics *m)
 {
 	m->procs = mfree(m->procs);
 	m->n_procs = 0;
-}
-
-static void map_proc(struct metrics *m, struct metrics_proc *p)
-{
-	struct podmap_id id;
-	struct podmap_names names;
-	int r;
-
-	r = podmap_read_pid(m->host_proc, (int)p->pid, &id);
-	if (r < 0 || id.kind == PODMAP_NO_PROC) {
-		p->kind = METRICS_PROC_NO_PROC;
-		return;
-	}
-	if (id.kind == PODMAP_HOST) {
-		p->kind = METRICS_PROC_HOST;
-		return;
-	}
-	if (!m->podmap || podmap_cache_resolve(m->podmap, &id, &names) < 0) {
-		p->kind = METRICS_PROC_UNKNOWN_POD;
-		return;
-	}
-	p->kind = METRICS_PROC_POD;
-	(void)snprintf(p->namespace_, sizeof(p->namespace_), "%s", names.namespace_);
-	(void)snprintf(p->pod, sizeof(p->pod), "%s", names.pod);
-	(void)snprintf(p->container, sizeof(p->container), "%s", names.container);
+	m->attrib.next = mfree(m->attrib.next);
+	m->attrib.has_next = false;
+	m->attrib.pending = false;
+	/* A run in flight attributed processes of the GPUs before: its result is dropped. */
+	m->attrib.installed = m->attrib.seq;
 }
 
 void metrics_cache_store(struct metrics *m, const struct gpu_sample *samples, const int *r,
@@ -71,8 +369,6 @@ void metrics_cache_store(struct metrics *m, const struct gpu_sample *samples, co
 	procs = calloc(n_procs + 1, sizeof(*procs));
 	if (!procs)
 		goto oom;
-	if (m->podmap)
-		podmap_cache_begin(m->podmap);
 	for (unsigned i = 0; i < n; i++) {
 		if (r[i] != 0 || samples[i].n_procs <= 0)
 			continue;
@@ -82,21 +378,19 @@ void metrics_cache_store(struct metrics *m, const struct gpu_sample *samples, co
 			(void)snprintf(p->uuid, sizeof(p->uuid), "%s", uuids[i]);
 			p->pid = samples[i].procs[j].pid;
 			p->mem = samples[i].procs[j].mem_used;
-			map_proc(m, p);
+			p->kind = METRICS_PROC_SKIPPED; /* until its run says otherwise */
 		}
 	}
 	free(m->samples);
 	free(m->sample_r);
 	free(m->sample_uuids);
-	free(m->procs);
 	m->samples = s;
 	m->sample_r = rr;
 	m->sample_uuids = uuids;
 	m->n_samples = n;
-	m->procs = procs;
-	m->n_procs = k;
 	m->sampled_at = now_usec();
 	m->samples_taken++;
+	attrib_submit(m, procs, k);
 	return;
 oom:
 	/* The old cache stays; its age says so. */
@@ -127,14 +421,28 @@ void metrics_pods_clear(struct metrics *m)
 
 void metrics_pods_release(struct metrics *m)
 {
+	struct attrib_run *run = m->attrib.run;
+
 	metrics_pods_clear(m);
+	/* A run in flight finishes on its own and frees itself (and the cache it has). */
+	if (run) {
+		(void)pthread_mutex_lock(&run->mu);
+		run->wake = NULL;
+		(void)pthread_mutex_unlock(&run->mu);
+		run_unref(run);
+		m->attrib.run = NULL;
+	}
+	m->attrib.next = mfree(m->attrib.next);
+	m->attrib.has_next = false;
+	m->attrib.pending = false;
+	m->attrib.wake = loop_wake_free(m->attrib.wake);
 	m->podmap = podmap_cache_free(m->podmap);
 }
 
 int metrics_pods_set_log_dir(struct metrics *m)
 {
 	struct podmap_cache *c = NULL;
-	int r = podmap_cache_new(m->pod_log_dir, &c);
+	int r = podmap_cache_new(m->host_proc, m->pod_log_dir, &c);
 
 	if (r < 0)
 		return r;

@@ -288,6 +288,7 @@ static const char *const proc_reasons[] = {
 	[METRICS_PROC_HOST] = "host",
 	[METRICS_PROC_UNKNOWN_POD] = "unknown-pod",
 	[METRICS_PROC_NO_PROC] = "no-proc",
+	[METRICS_PROC_SKIPPED] = "skipped",
 };
 
 /* gpumem units per GPU: allocated (pod-resources) and free, and the unit's size. */
@@ -543,6 +544,7 @@ static void render_self(struct metrics *m, struct prom *p)
 	prom_sample(p, NULL, NULL, (double)m->throttled);
 	if (m->http)
 		render_http(m, p);
+	metrics_attrib_render(m, p);
 }
 
 int metrics_render(struct metrics *m, struct buf *out)

@@ -165,8 +165,14 @@ static void on_wait_timeout(struct loop_timer *t, void *userdata)
 
 static void maybe_flush(struct metrics *m)
 {
-	if (!m->sample_pending && !m->podres_pending && m->n_waiters)
+	if (!m->sample_pending && !m->podres_pending && !m->attrib.pending && m->n_waiters)
 		flush_waiters(m);
+}
+
+void metrics_attributed(struct metrics *m)
+{
+	m->body_ready = false;
+	maybe_flush(m);
 }
 
 static void on_sampled(struct gpu_monitor *mon, const struct gpu_sample *samples, const int *r,
@@ -175,6 +181,7 @@ static void on_sampled(struct gpu_monitor *mon, const struct gpu_sample *samples
 	struct metrics *m = userdata;
 
 	m->sample_pending = false;
+	/* Its processes go to the attribution thread: deferred scrapes wait for that too. */
 	metrics_cache_store(m, samples, r, n);
 	m->body_ready = false;
 	maybe_flush(m);
@@ -194,6 +201,7 @@ static void on_podres_answer(struct podres *p, const uint8_t *resp, size_t len, 
 static bool refresh(struct metrics *m)
 {
 	usec_t now = now_usec();
+	bool attrib;
 
 	if (!m->scrape_wait)
 		return false;
@@ -208,10 +216,12 @@ static bool refresh(struct metrics *m)
 		m->podres_pending = true;
 		podres_poll_now(m->podres);
 	}
+	/* An attribution stuck in a file read is waited for no more than a hung NVML call. */
+	attrib = m->attrib.pending && !metrics_attrib_stuck(m);
 	/* A hung call: answer from the cache now, and ask again once it returns. */
 	if (m->mon && gpu_monitor_hung(m->mon))
-		return m->podres_pending;
-	return m->sample_pending || m->podres_pending;
+		return m->podres_pending || attrib;
+	return m->sample_pending || m->podres_pending || attrib;
 }
 
 /*

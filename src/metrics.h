@@ -8,11 +8,14 @@
  *
  * Sampling on scrape: /metrics reads a cache. When the cache is older than min_interval, the
  * scrape asks the GPU monitor's worker for a new sample (and the pod-resources poller for a
- * new answer) and waits for them at most scrape_wait; then it answers with whatever the cache
- * holds, and edgegpu_metrics_sample_age_seconds says how old it is. Nobody scraping means no
- * telemetry calls at all. While an NVML call hangs, a scrape does not wait.
+ * new answer) and waits for them at most scrape_wait, and for the sample's GPU processes to be
+ * attributed to pods (on a thread of the module's own: the host's /proc and log trees are never
+ * read on the loop); then it answers with whatever the cache holds, and
+ * edgegpu_metrics_sample_age_seconds says how old it is. Nobody scraping means no telemetry
+ * calls at all. While an NVML call hangs, or an attribution is stuck in a file read, a scrape
+ * does not wait.
  *
- * Loop thread only. The metrics object borrows the monitor and the poller it is given (their
+ * Loop thread only (the attribution thread touches nothing of it). The metrics object borrows the monitor and the poller it is given (their
  * owner, the daemon, detaches them with NULL before freeing them).
  */
 

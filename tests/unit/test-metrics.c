@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "gpu.h"
+#include "loop.h"
 #include "metrics-int.h"
 #include "podresources.pb-c.h"
 #include "resource.h"
@@ -29,6 +30,7 @@ struct env {
 	struct resource *res[2];
 	struct metrics m;
 	struct buf out;
+	struct loop *loop;
 };
 
 static unsigned src_resources(const struct resource **ret, unsigned max, void *userdata)
@@ -96,6 +98,8 @@ static int setup(void **state)
 	e->info.cuda_driver_version = 12040;
 	assert_int_equal(resource_new(&mem, &e->info, &e->res[0], &err), 0);
 	assert_int_equal(resource_new(&whole, &e->info, &e->res[1], &err), 0);
+	assert_int_equal(loop_new(&e->loop), 0);
+	e->m.loop = e->loop; /* the attribution's thread hands its result back through it */
 	e->m.src = (struct metrics_source){ .ready = src_ready, .resources = src_resources };
 	e->m.userdata = e;
 	e->m.hostname_label = strdup("Hostname");
@@ -128,6 +132,7 @@ static int teardown(void **state)
 	resource_free(e->res[0]);
 	resource_free(e->res[1]);
 	buf_release(&e->out);
+	loop_free(e->loop);
 	(void)nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 	free(e);
 	return 0;
@@ -293,6 +298,10 @@ static void test_pods_and_processes(void **state)
 	s[0].procs[2] = (struct gpu_process){ 1003, 100 * MIB };
 	s[0].procs[3] = (struct gpu_process){ 4242, 8 * MIB };
 	metrics_cache_store(&e->m, s, r, 2);
+	/* Attributed on a thread of its own, never on the loop: the result comes back to it. */
+	assert_true(e->m.attrib.pending);
+	while (e->m.attrib.pending)
+		assert_int_equal(loop_run_once(e->loop, USEC_INFINITY), 0);
 	assert_int_equal(e->m.n_procs, 4);
 	render(e);
 
@@ -377,12 +386,75 @@ static void test_clock_events(void **state)
 	assert_true(value(e, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS{gpu=\"0\"") == 0x44);
 }
 
+static void one_proc(struct gpu_sample *s, uint32_t pid, uint64_t mem)
+{
+	gpu_sample_init(&s[0]);
+	gpu_sample_init(&s[1]);
+	s[0].n_procs = 1;
+	s[0].procs[0] = (struct gpu_process){ pid, mem };
+}
+
+/*
+ * The attribution's hand-over: one run at a time, the newest sample that came meanwhile waits
+ * for it (an older waiting one is dropped), a result for GPUs that changed since is dropped,
+ * and without a loop (or a thread) the processes are served as skipped, never mapped here.
+ */
+static void test_attribution_handoff(void **state)
+{
+	struct env *e = *state;
+	struct gpu_sample s[2];
+	int r[2] = { 0, 0 };
+
+	one_proc(s, 4241, MIB);
+	metrics_cache_store(&e->m, s, r, 2);
+	assert_non_null(e->m.attrib.run);
+	one_proc(s, 4242, 2 * MIB);
+	metrics_cache_store(&e->m, s, r, 2);
+	one_proc(s, 4243, 3 * MIB);
+	metrics_cache_store(&e->m, s, r, 2);
+	assert_true(e->m.attrib.has_next);
+	while (e->m.attrib.pending)
+		assert_int_equal(loop_run_once(e->loop, USEC_INFINITY), 0);
+	assert_int_equal(e->m.n_procs, 1);
+	assert_int_equal(e->m.procs[0].pid, 4243);
+	assert_int_equal(e->m.procs[0].mem, 3 * MIB);
+	assert_int_equal(e->m.procs[0].kind, METRICS_PROC_NO_PROC);
+	assert_int_equal(e->m.attrib.runs, 2); /* 4242's list never ran */
+
+	/* The GPUs change while a run is in flight: its result is not served. */
+	one_proc(s, 4244, 4 * MIB);
+	metrics_cache_store(&e->m, s, r, 2);
+	assert_non_null(e->m.attrib.run);
+	assert_int_equal(metrics_set_gpus(&e->m, &e->info), 0);
+	assert_false(e->m.attrib.pending);
+	while (e->m.attrib.run)
+		assert_int_equal(loop_run_once(e->loop, USEC_INFINITY), 0);
+	assert_int_equal(e->m.n_procs, 0);
+	assert_non_null(e->m.podmap); /* the cache came back */
+
+	/* No loop to hand a result back through: skipped, at once. */
+	e->m.attrib.wake = loop_wake_free(e->m.attrib.wake);
+	e->m.loop = NULL;
+	one_proc(s, 4245, 5 * MIB);
+	metrics_cache_store(&e->m, s, r, 2);
+	assert_false(e->m.attrib.pending);
+	assert_int_equal(e->m.n_procs, 1);
+	assert_int_equal(e->m.procs[0].kind, METRICS_PROC_SKIPPED);
+	render(e);
+	assert_non_null(
+		strstr((const char *)e->out.data, "pid=\"4245\",reason=\"skipped\"} 5242880"));
+	assert_non_null(strstr((const char *)e->out.data,
+			       "edgegpu_attribution_cut_total{reason=\"time-budget\"} 0"));
+	e->m.loop = e->loop;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_pods_and_processes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unsupported_left_out, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_clock_events, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_attribution_handoff, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("metrics", tests, NULL, NULL);

@@ -1,9 +1,10 @@
 /*
  * podmap: cgroup texts as the kernel writes them for containerd, CRI-O and Docker (cri-dockerd)
  * pods under cgroup v1, v2 and hybrid, with the cgroupfs and systemd drivers, every QoS class, a
- * cgroup namespace, conmon, k3s and kind; host processes and garbage. Then naming against log
- * trees built in a temporary directory (symlinks whose targets are missing, pod directories,
- * hostile names), and the cache's re-reads counted.
+ * cgroup namespace, conmon, k3s and kind; host processes and garbage. Then batches against proc
+ * and log trees built in a temporary directory (symlinks whose targets are missing, pod
+ * directories, hostile names), the cache's listings counted, and hostile trees: links out of
+ * the tree, FIFOs, oversized files and directories, a deadline already past.
  */
 
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "podmap.h"
@@ -290,62 +292,125 @@ static void rm_rf(const char *dir)
 	free(cmd);
 }
 
+static int read_pid(const char *root, int pid, size_t max, struct podmap_id *id)
+{
+	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r;
+
+	assert_true(fd >= 0);
+	r = podmap_read_pid_at(fd, pid, max, id);
+	(void)close(fd);
+	return r;
+}
+
+/* A file of @size bytes: @first, then lines of '/' padding, then @last. */
+static void put_padded(const char *dir, const char *name, const char *first, size_t size,
+		       const char *last)
+{
+	char *text = malloc(size + 1);
+	size_t a = strlen(first), z = strlen(last);
+
+	assert_non_null(text);
+	assert_true(a + z < size);
+	memcpy(text, first, a);
+	for (size_t i = a; i < size - z; i++)
+		text[i] = i % 64 == 63 ? '\n' : '/';
+	text[size - z - 1] = '\n';
+	memcpy(text + size - z, last, z);
+	text[size] = 0;
+	put(dir, name, text);
+	free(text);
+}
+
 static void test_read_pid(void **state)
 {
-	char *root = mkdtemp_dir(), *big;
+	char *root = mkdtemp_dir(), *outside = mkdtemp_dir(), *p;
 	struct podmap_id id;
 
 	mkdirf(root, "4242");
 	put(root, "4242/cgroup", v2_crio);
-	assert_int_equal(podmap_read_pid(root, 4242, &id), 0);
+	assert_int_equal(read_pid(root, 4242, 0, &id), 0);
 	assert_int_equal(id.kind, PODMAP_POD);
 	assert_string_equal(id.container_id, CID);
 	assert_string_equal(id.runtime, "cri-o");
 
 	/* Gone: no directory, or a directory without the file. */
-	assert_int_equal(podmap_read_pid(root, 4243, &id), 0);
+	assert_int_equal(read_pid(root, 4243, 0, &id), 0);
 	assert_int_equal(id.kind, PODMAP_NO_PROC);
 	mkdirf(root, "4244");
-	assert_int_equal(podmap_read_pid(root, 4244, &id), 0);
+	assert_int_equal(read_pid(root, 4244, 0, &id), 0);
 	assert_int_equal(id.kind, PODMAP_NO_PROC);
 
 	/* Garbage, a FIFO (would block a plain open and read), a directory, a huge file. */
 	mkdirf(root, "4245");
 	put(root, "4245/cgroup", "not a cgroup file\n");
-	assert_int_equal(podmap_read_pid(root, 4245, &id), -EBADMSG);
+	assert_int_equal(read_pid(root, 4245, 0, &id), -EBADMSG);
 	mkdirf(root, "4246");
-	{
-		char *fifo = strdup_printf("%s/4246/cgroup", root);
-
-		assert_int_equal(mkfifo(fifo, 0600), 0);
-		free(fifo);
-	}
-	assert_int_equal(podmap_read_pid(root, 4246, &id), -EINVAL);
+	p = strdup_printf("%s/4246/cgroup", root);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	free(p);
+	assert_int_equal(read_pid(root, 4246, 0, &id), -EINVAL);
 	mkdirf(root, "4247");
 	mkdirf(root, "4247/cgroup");
-	assert_int_equal(podmap_read_pid(root, 4247, &id), -EINVAL);
+	assert_int_equal(read_pid(root, 4247, 0, &id), -EINVAL);
 	mkdirf(root, "4248");
-	big = malloc((size_t)100 * 1024 + 1);
-	assert_non_null(big);
-	for (size_t i = 0; i < (size_t)100 * 1024; i++)
-		big[i] = i % 64 == 63 ? '\n' : '/';
-	big[(size_t)100 * 1024] = 0;
-	put(root, "4248/cgroup", big);
-	free(big);
-	assert_int_equal(podmap_read_pid(root, 4248, &id), -EFBIG);
-	assert_int_equal(podmap_read_pid(root, 0, &id), -EINVAL);
-	assert_int_equal(podmap_read_pid(root, -1, &id), -EINVAL);
+	put_padded(root, "4248/cgroup", "", (size_t)100 * 1024, "");
+	assert_int_equal(read_pid(root, 4248, 0, &id), -EFBIG);
+	assert_int_equal(read_pid(root, 0, 0, &id), -EINVAL);
+	assert_int_equal(read_pid(root, -1, 0, &id), -EINVAL);
+
+	/* 64 KiB: only the start is read. The pod named there is used; one named only past the
+	 * cap is not guessed at (the host's, it would say). */
+	mkdirf(root, "4249");
+	put_padded(root, "4249/cgroup", v2_crio, (size_t)64 * 1024, "");
+	memset(&id, 0, sizeof(id));
+	assert_int_equal(read_pid(root, 4249, 0, &id), 1);
+	assert_int_equal(id.kind, PODMAP_POD);
+	assert_string_equal(id.container_id, CID);
+	mkdirf(root, "4250");
+	put_padded(root, "4250/cgroup", "0::/system.slice/x.service\n", (size_t)64 * 1024, v2_crio);
+	assert_int_equal(read_pid(root, 4250, 0, &id), -EFBIG);
+	/* A cap inside the first line leaves no whole line. */
+	assert_int_equal(read_pid(root, 4242, 10, &id), -EFBIG);
+
+	/* Links lead out of the tree: neither the pid directory nor the file is followed, though
+	 * what they lead to is a valid pod cgroup. */
+	mkdirf(outside, "7");
+	put(outside, "7/cgroup", v2_crio);
+	p = strdup_printf("%s/7", outside);
+	assert_non_null(p);
+	{
+		char *l = strdup_printf("%s/4251", root);
+
+		assert_int_equal(symlink(p, l), 0);
+		free(l);
+	}
+	free(p);
+	assert_int_equal(read_pid(root, 4251, 0, &id), -ELOOP);
+	mkdirf(root, "4252");
+	p = strdup_printf("%s/7/cgroup", outside);
+	{
+		char *l = strdup_printf("%s/4252/cgroup", root);
+
+		assert_int_equal(symlink(p, l), 0);
+		free(l);
+	}
+	free(p);
+	assert_int_equal(read_pid(root, 4252, 0, &id), -ELOOP);
 
 	/* This process, in the real /proc: it exists, whatever its cgroup. */
-	assert_int_equal(podmap_read_pid(NULL, getpid(), &id), 0);
+	assert_true(read_pid("/proc", getpid(), 0, &id) >= 0);
 	assert_int_not_equal(id.kind, PODMAP_NO_PROC);
 	rm_rf(root);
+	rm_rf(outside);
 	free(root);
+	free(outside);
 }
 
 /* A log tree: /containers symlinks (targets missing for some) and /pods directories. */
 #define UID_S "11111111-2222-4333-8444-555555555555"
 #define UID_N "66666666-7777-4888-9999-aaaaaaaaaaaa"
+#define UID_L "12121212-3434-4565-8787-909090909090"
+#define UID_9 "99999999-2222-4333-8444-555555555555"
 #define CID_S "5555555555555555555555555555555555555555555555555555555555555555"
 #define CID_X "7777777777777777777777777777777777777777777777777777777777777777"
 
@@ -363,6 +428,7 @@ static char *make_tree(void)
 	char *root = mkdtemp_dir();
 	char long_ctr[80], long_pod[300], name[512];
 
+	mkdirf(root, "proc");
 	mkdirf(root, "containers");
 	mkdirf(root, "pods");
 	/* A pod with two containers, one name with dashes. */
@@ -417,56 +483,124 @@ static char *make_tree(void)
 	return root;
 }
 
-static struct podmap_id pod_id(const char *uid, const char *cid)
+/* Moves the mtime of <root>/<sub> an hour back: changed long ago, as most of a node's tree. */
+static void age(const char *root, const char *sub)
 {
-	struct podmap_id id = { .kind = PODMAP_POD, .runtime = "" };
+	struct timespec t[2];
+	char *p = path_join(root, sub);
 
-	(void)snprintf(id.pod_uid, sizeof(id.pod_uid), "%s", uid);
-	(void)snprintf(id.container_id, sizeof(id.container_id), "%s", cid);
-	return id;
+	assert_non_null(p);
+	assert_int_equal(clock_gettime(CLOCK_REALTIME, &t[0]), 0);
+	t[0].tv_sec -= 3600;
+	t[1] = t[0];
+	assert_int_equal(utimensat(AT_FDCWD, p, t, AT_SYMLINK_NOFOLLOW), 0);
+	free(p);
 }
 
-static void expect_names(const struct podmap_names *n, const char *ns, const char *pod,
+static void age_tree(const char *root)
+{
+	age(root, "containers");
+	age(root, "pods");
+	age(root, "pods/ml_gpu-job-7d9f_" UID);
+	age(root, "pods/default_single.app_" UID_S);
+	age(root, "pods/kube-system_empty_" UID_N);
+}
+
+/* <root>/proc/<pid>/cgroup naming pod @uid and container @cid ("" for none). */
+static void proc_put(const char *root, int pid, const char *uid, const char *cid)
+{
+	char *dir = strdup_printf("%s/proc/%d", root, pid), *text;
+
+	assert_non_null(dir);
+	(void)mkdir(dir, 0755);
+	text = strdup_printf("0::/kubepods/besteffort/pod%s%s%s\n", uid, *cid ? "/" : "", cid);
+	assert_non_null(text);
+	put(dir, "cgroup", text);
+	free(text);
+	free(dir);
+}
+
+static struct podmap_cache *cache_of(const char *root)
+{
+	struct podmap_cache *c = NULL;
+	char *proc = path_join(root, "proc");
+
+	assert_non_null(proc);
+	assert_int_equal(podmap_cache_new(proc, root, &c), 0);
+	free(proc);
+	return c;
+}
+
+/* One batch of pids 1..n, where <root>/proc holds them. */
+static void map(struct podmap_cache *c, struct podmap_query *q, size_t n,
+		const struct podmap_limits *lim, struct podmap_stats *st)
+{
+	memset(q, 0x55, n * sizeof(*q));
+	memset(st, 0, sizeof(*st));
+	for (size_t i = 0; i < n; i++)
+		q[i].pid = (uint32_t)i + 1;
+	assert_int_equal(podmap_cache_map(c, q, n, lim, st), 0);
+}
+
+static void expect_names(const struct podmap_query *q, const char *ns, const char *pod,
 			 const char *ctr)
 {
-	assert_string_equal(n->namespace_, ns);
-	assert_string_equal(n->pod, pod);
-	assert_string_equal(n->container, ctr);
+	assert_int_equal(q->r, 0);
+	assert_int_equal(q->id.kind, PODMAP_POD);
+	assert_int_equal(q->names_r, 0);
+	assert_string_equal(q->names.namespace_, ns);
+	assert_string_equal(q->names.pod, pod);
+	assert_string_equal(q->names.container, ctr);
 }
 
-static void test_resolve(void **state)
+static void test_map(void **state)
 {
 	char *root = make_tree();
-	struct podmap_names n;
-	struct podmap_id id;
+	struct podmap_cache *c = cache_of(root);
+	struct podmap_query q[9];
+	struct podmap_stats st;
 
-	id = pod_id(UID, CID);
-	assert_int_equal(podmap_resolve(root, &id, &n), 0);
-	expect_names(&n, "ml", "gpu-job-7d9f", "trainer");
-	id = pod_id(UID, CID2); /* dangling symlink: only the name counts */
-	assert_int_equal(podmap_resolve(root, &id, &n), 0);
-	expect_names(&n, "ml", "gpu-job-7d9f", "side-car");
-	/* By pod: two containers, so none named; one container, named. */
-	id = pod_id(UID, "");
-	assert_int_equal(podmap_resolve(root, &id, &n), 0);
-	expect_names(&n, "ml", "gpu-job-7d9f", "");
-	id = pod_id(UID_S, CID_S);
-	assert_int_equal(podmap_resolve(root, &id, &n), 0);
-	expect_names(&n, "default", "single.app", "app");
-	id = pod_id(UID_N, "");
-	assert_int_equal(podmap_resolve(root, &id, &n), 0);
-	expect_names(&n, "kube-system", "empty", "");
-	/* Hostile entries name nothing: CID_X only has those, an unknown pod has none. */
-	memset(&n, 0x41, sizeof(n));
-	id = pod_id("99999999-2222-4333-8444-555555555555", CID_X);
-	assert_int_equal(podmap_resolve(root, &id, &n), -ENOENT);
-	assert_int_equal(n.namespace_[0], 0x41); /* untouched */
-	/* Not a pod; no log tree at all. */
-	id = pod_id(UID, CID);
-	id.kind = PODMAP_HOST;
-	assert_int_equal(podmap_resolve(root, &id, &n), -EINVAL);
-	id = pod_id(UID, CID);
-	assert_int_equal(podmap_resolve("/nonexistent-log-root", &id, &n), -ENOENT);
+	proc_put(root, 1, UID, CID);
+	proc_put(root, 2, UID, CID2);	 /* dangling symlink: only the name counts */
+	proc_put(root, 3, UID, "");	 /* by pod: two containers, so none named */
+	proc_put(root, 4, UID_S, CID_S); /* by pod: one container, named */
+	proc_put(root, 5, UID_N, "");
+	proc_put(root, 6, UID_9, CID_X); /* hostile entries only: named by nothing */
+	proc_put(root, 8, UID, CID);	 /* the same container twice; no /proc/7: gone */
+	mkdirf(root, "proc/9");
+	put(root, "proc/9/cgroup", "0::/system.slice/ollama.service\n");
+	map(c, q, 9, NULL, &st);
+	expect_names(&q[0], "ml", "gpu-job-7d9f", "trainer");
+	expect_names(&q[1], "ml", "gpu-job-7d9f", "side-car");
+	expect_names(&q[2], "ml", "gpu-job-7d9f", "");
+	expect_names(&q[3], "default", "single.app", "app");
+	expect_names(&q[4], "kube-system", "empty", "");
+	assert_int_equal(q[5].r, 0);
+	assert_int_equal(q[5].names_r, -ENOENT);
+	assert_int_equal(q[6].r, 0);
+	assert_int_equal(q[6].id.kind, PODMAP_NO_PROC);
+	assert_int_equal(q[6].names_r, -EINVAL);
+	expect_names(&q[7], "ml", "gpu-job-7d9f", "trainer");
+	assert_int_equal(q[8].id.kind, PODMAP_HOST);
+	assert_int_equal(q[8].names_r, -EINVAL);
+	for (unsigned i = 0; i < PODMAP_CUT_COUNT; i++)
+		assert_int_equal(st.cuts[i], 0);
+	/* containers/, pods/, and the directories of the three pods named by UID only */
+	assert_int_equal(st.dir_reads, 5);
+	podmap_cache_free(c);
+
+	/* No log tree at all; no proc root at all. */
+	assert_int_equal(podmap_cache_new(NULL, "/nonexistent-log-root", &c), 0);
+	memset(q, 0, sizeof(q[0]));
+	q[0].pid = (uint32_t)getpid();
+	assert_int_equal(podmap_cache_map(c, q, 1, NULL, &st), 0);
+	assert_int_equal(q[0].r, 0);
+	podmap_cache_free(c);
+	assert_int_equal(podmap_cache_new("/nonexistent-proc", NULL, &c), 0);
+	assert_int_equal(podmap_cache_map(c, q, 1, NULL, &st), 0);
+	assert_int_equal(q[0].r, 0);
+	assert_int_equal(q[0].id.kind, PODMAP_NO_PROC);
+	podmap_cache_free(c);
 	rm_rf(root);
 	free(root);
 }
@@ -474,95 +608,190 @@ static void test_resolve(void **state)
 static void test_cache(void **state)
 {
 	char *root = make_tree();
-	struct podmap_cache *c = NULL;
-	struct podmap_names n;
-	struct podmap_id id;
+	struct podmap_cache *c = cache_of(root);
+	struct podmap_query q[3];
+	struct podmap_stats st;
 
-	assert_int_equal(podmap_cache_new(root, &c), 0);
-	podmap_cache_begin(c);
-	/* The first lookup lists both directories once; later ones hit. */
-	id = pod_id(UID, CID);
-	assert_int_equal(podmap_cache_resolve(c, &id, &n), 0);
-	expect_names(&n, "ml", "gpu-job-7d9f", "trainer");
-	assert_int_equal(podmap_cache_dir_reads(c), 2);
-	id = pod_id(UID, CID2);
-	assert_int_equal(podmap_cache_resolve(c, &id, &n), 0);
-	expect_names(&n, "ml", "gpu-job-7d9f", "side-car");
-	assert_int_equal(podmap_cache_dir_reads(c), 2);
-	/* By pod: its directory is read once, then cached. */
-	id = pod_id(UID_N, "");
-	assert_int_equal(podmap_cache_resolve(c, &id, &n), 0);
-	expect_names(&n, "kube-system", "empty", "");
+	age_tree(root);
+	proc_put(root, 1, UID, CID);
+	proc_put(root, 2, UID, CID2);
+	proc_put(root, 3, UID_N, "");
+	map(c, q, 3, NULL, &st);
+	expect_names(&q[0], "ml", "gpu-job-7d9f", "trainer");
+	expect_names(&q[2], "kube-system", "empty", "");
 	assert_int_equal(podmap_cache_dir_reads(c), 3);
-	assert_int_equal(podmap_cache_resolve(c, &id, &n), 0);
+	/* The same processes again: nothing is listed. */
+	map(c, q, 3, NULL, &st);
+	expect_names(&q[1], "ml", "gpu-job-7d9f", "side-car");
+	expect_names(&q[2], "kube-system", "empty", "");
+	assert_int_equal(st.dir_reads, 0);
 	assert_int_equal(podmap_cache_dir_reads(c), 3);
 
-	/* A miss re-reads once per batch, however many processes ask. */
-	podmap_cache_begin(c);
-	id = pod_id("99999999-2222-4333-8444-555555555555", CID_X);
-	assert_int_equal(podmap_cache_resolve(c, &id, &n), -ENOENT);
-	assert_int_equal(podmap_cache_dir_reads(c), 5);
-	for (int i = 0; i < 10; i++)
-		assert_int_equal(podmap_cache_resolve(c, &id, &n), -ENOENT);
-	assert_int_equal(podmap_cache_dir_reads(c), 5);
+	/* A miss lists both directories once, however many processes ask; while they do not
+	 * change, it is a miss again without a listing. */
+	proc_put(root, 1, UID_9, CID_X);
+	proc_put(root, 2, UID_9, CID_X);
+	proc_put(root, 3, UID_9, "");
+	map(c, q, 3, NULL, &st);
+	assert_int_equal(q[0].names_r, -ENOENT);
+	assert_int_equal(q[2].names_r, -ENOENT);
+	assert_int_equal(st.dir_reads, 2);
+	map(c, q, 3, NULL, &st);
+	assert_int_equal(q[1].names_r, -ENOENT);
+	assert_int_equal(st.dir_reads, 0);
+	/* What is kept is what the last batch asked for: one container and one pod. */
+	assert_int_equal(podmap_cache_entries(c), 2);
 
-	/* The container appears: not seen in this batch, found in the next. */
-	mkdirf(root, "pods/"
-		     "team-a_late_99999999-2222-4333-8444-555555555555");
+	/* The container appears: its directory changed, so it is listed again. */
+	mkdirf(root, "pods/team-a_late_" UID_9);
+	mkdirf(root, "pods/team-a_late_" UID_9 "/worker");
 	link_in(root, "late_team-a_worker-" CID_X ".log", "x");
-	assert_int_equal(podmap_cache_resolve(c, &id, &n), -ENOENT);
-	assert_int_equal(podmap_cache_dir_reads(c), 5);
-	podmap_cache_begin(c);
-	assert_int_equal(podmap_cache_resolve(c, &id, &n), 0);
-	expect_names(&n, "team-a", "late", "worker");
-	assert_int_equal(podmap_cache_dir_reads(c), 7);
+	map(c, q, 3, NULL, &st);
+	expect_names(&q[0], "team-a", "late", "worker");
+	expect_names(&q[2], "team-a", "late", "worker");
+	/* containers/, pods/ (for pid 3) and the pod's directory */
+	assert_int_equal(st.dir_reads, 3);
 
-	/* A batch of hits reads nothing, even with the tree gone. */
-	podmap_cache_begin(c);
+	/* A directory that changed within the last second is listed on each miss: an entry
+	 * added in the same timestamp tick would not change its mtime again. */
+	proc_put(root, 1, UID_L, CID_S);
+	map(c, q, 1, NULL, &st);
+	assert_int_equal(q[0].names_r, -ENOENT);
+	assert_int_equal(st.dir_reads, 2);
+	map(c, q, 1, NULL, &st);
+	assert_int_equal(q[0].names_r, -ENOENT);
+	assert_int_equal(st.dir_reads, 2);
+	podmap_cache_free(c);
 	rm_rf(root);
-	id = pod_id(UID, CID);
-	assert_int_equal(podmap_cache_resolve(c, &id, &n), 0);
-	expect_names(&n, "ml", "gpu-job-7d9f", "trainer");
-	assert_int_equal(podmap_cache_dir_reads(c), 7);
-	/* A miss then re-reads the empty tree: the stale entries go. */
-	id = pod_id(UID_S, CID_S);
-	assert_int_equal(podmap_cache_resolve(c, &id, &n), -ENOENT);
-	assert_int_equal(podmap_cache_dir_reads(c), 9);
-	podmap_cache_begin(c);
-	id = pod_id(UID, CID);
-	assert_int_equal(podmap_cache_resolve(c, &id, &n), -ENOENT);
-	id.kind = PODMAP_HOST;
-	assert_int_equal(podmap_cache_resolve(c, &id, &n), -EINVAL);
-	c = podmap_cache_free(c);
-	assert_null(c);
 	free(root);
 }
 
 static void test_cache_new_container_of_known_pod(void **state)
 {
 	char *root = make_tree();
-	struct podmap_cache *c = NULL;
-	struct podmap_names n;
-	struct podmap_id id;
+	struct podmap_cache *c = cache_of(root);
+	struct podmap_query q[1];
+	struct podmap_stats st;
 
-	assert_int_equal(podmap_cache_new(root, &c), 0);
-	id = pod_id(UID_S, "");
-	assert_int_equal(podmap_cache_resolve(c, &id, &n), 0);
-	expect_names(&n, "default", "single.app", "app");
-	assert_int_equal(podmap_cache_dir_reads(c), 3);
-	/* The pod restarts its container: the new ID is not in the cache, and the pod entry
-	 * must not answer for it before the directories are read again. */
-	podmap_cache_begin(c);
+	age_tree(root);
+	proc_put(root, 1, UID_S, "");
+	map(c, q, 1, NULL, &st);
+	expect_names(&q[0], "default", "single.app", "app");
+	/* The pod restarts its container: the new ID must not hide behind the pod's entry. */
 	link_in(root, "single.app_default_gpu-" CID_S ".log", "x");
-	id = pod_id(UID_S, CID_S);
-	assert_int_equal(podmap_cache_resolve(c, &id, &n), 0);
-	expect_names(&n, "default", "single.app", "gpu");
-	assert_int_equal(podmap_cache_dir_reads(c), 5);
-	assert_int_equal(podmap_cache_resolve(c, &id, &n), 0);
-	assert_int_equal(podmap_cache_dir_reads(c), 5);
+	proc_put(root, 1, UID_S, CID_S);
+	map(c, q, 1, NULL, &st);
+	expect_names(&q[0], "default", "single.app", "gpu");
+	assert_int_equal(st.dir_reads, 1);
 	podmap_cache_free(c);
 	rm_rf(root);
 	free(root);
+}
+
+/* Links out of the tree, a FIFO, an oversized pod directory and listing, a past deadline. */
+static void test_hostile_tree(void **state)
+{
+	char *root = make_tree(), *outside = mkdtemp_dir(), *p, *l;
+	struct podmap_limits lim = { .pod_dir_entries = 16, .dir_entries = 64 };
+	struct podmap_cache *c = cache_of(root);
+	struct podmap_query q[5];
+	struct podmap_stats st;
+	char name[128];
+
+	age_tree(root);
+	/* A pods/ entry that is a link to a directory out of the tree, whose one subdirectory
+	 * would become the container's name. */
+	mkdirf(outside, "secret-label");
+	l = strdup_printf("%s/pods/evil_pod_" UID_L, root);
+	assert_int_equal(symlink(outside, l), 0);
+	free(l);
+	proc_put(root, 1, UID_L, "");
+	/* A pod directory with more entries than the cap. */
+	mkdirf(root, "pods/big_pod_" UID_9);
+	for (int i = 0; i < 40; i++) {
+		(void)snprintf(name, sizeof(name), "pods/big_pod_" UID_9 "/c%d", i);
+		mkdirf(root, name);
+	}
+	age(root, "pods/big_pod_" UID_9);
+	proc_put(root, 2, UID_9, "");
+	/* A FIFO as a cgroup file, and a cgroup file that is a link to a pod's. */
+	mkdirf(root, "proc/3");
+	p = strdup_printf("%s/proc/3/cgroup", root);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	free(p);
+	mkdirf(root, "proc/4");
+	p = strdup_printf("%s/proc/1/cgroup", root);
+	l = strdup_printf("%s/proc/4/cgroup", root);
+	assert_int_equal(symlink(p, l), 0);
+	free(p);
+	free(l);
+	proc_put(root, 5, UID_S, "");
+	age(root, "pods");
+	map(c, q, 5, &lim, &st);
+	assert_int_equal(q[0].r, 0);
+	assert_int_equal(q[0].names_r, -ENOENT);
+	assert_int_equal(q[1].r, 0);
+	expect_names(&q[1], "big", "pod", "");
+	assert_int_equal(q[2].r, -EINVAL);
+	assert_int_equal(q[3].r, -ELOOP);
+	expect_names(&q[4], "default", "single.app", "app");
+	assert_int_equal(st.cuts[PODMAP_CUT_LINK], 2);
+	assert_int_equal(st.cuts[PODMAP_CUT_NOT_REGULAR], 1);
+	assert_int_equal(st.cuts[PODMAP_CUT_DIR_ENTRIES], 1);
+	assert_int_equal(st.cuts[PODMAP_CUT_TIME], 0);
+	/* The oversized directory is not listed again while it does not change. */
+	map(c, q, 5, &lim, &st);
+	expect_names(&q[1], "big", "pod", "");
+	assert_int_equal(st.cuts[PODMAP_CUT_DIR_ENTRIES], 0);
+
+	/* containers/ past its cap: the listing stops, and its misses are not trusted. */
+	for (int i = 0; i < 100; i++) {
+		(void)snprintf(name, sizeof(name), "p%d_ns_c-%064x.log", i, i);
+		link_in(root, name, "x");
+	}
+	age(root, "containers");
+	proc_put(root, 1, UID_9, CID_X);
+	map(c, q, 1, &lim, &st);
+	assert_int_equal(q[0].names_r, 0); /* by its pod */
+	assert_int_equal(st.cuts[PODMAP_CUT_DIR_ENTRIES], 1);
+	map(c, q, 1, &lim, &st);
+	assert_int_equal(st.cuts[PODMAP_CUT_DIR_ENTRIES], 1);
+	/* Only what was asked for is kept, whatever the listings held. */
+	assert_true(podmap_cache_entries(c) <= 2);
+
+	/* containers/ itself a link out of the tree, to a valid link for the container. */
+	rm_rf(root);
+	free(root);
+	root = make_tree();
+	age_tree(root);
+	rm_rf(outside);
+	assert_int_equal(mkdir(outside, 0755), 0);
+	mkdirf(outside, "containers");
+	link_in(outside, "leak_ns_c-" CID_X ".log", "x");
+	p = strdup_printf("%s/containers", root);
+	l = strdup_printf("%s/containers", outside);
+	rm_rf(p);
+	assert_int_equal(symlink(l, p), 0);
+	free(p);
+	free(l);
+	podmap_cache_free(c);
+	c = cache_of(root);
+	proc_put(root, 1, UID_9, CID_X);
+	map(c, q, 1, NULL, &st);
+	assert_int_equal(q[0].names_r, -ENOENT);
+	assert_int_equal(st.cuts[PODMAP_CUT_LINK], 1);
+
+	/* A deadline already past: nothing is read. */
+	lim = (struct podmap_limits){ .deadline = now_usec() };
+	map(c, q, 1, &lim, &st);
+	assert_int_equal(q[0].r, -ETIMEDOUT);
+	assert_int_equal(st.cuts[PODMAP_CUT_TIME], 1);
+	assert_int_equal(st.dir_reads, 0);
+	podmap_cache_free(c);
+	rm_rf(root);
+	rm_rf(outside);
+	free(root);
+	free(outside);
 }
 
 int main(void)
@@ -573,9 +802,10 @@ int main(void)
 		cmocka_unit_test(test_parse_host),
 		cmocka_unit_test(test_parse_garbage),
 		cmocka_unit_test(test_read_pid),
-		cmocka_unit_test(test_resolve),
+		cmocka_unit_test(test_map),
 		cmocka_unit_test(test_cache),
 		cmocka_unit_test(test_cache_new_container_of_known_pod),
+		cmocka_unit_test(test_hostile_tree),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
