@@ -68,9 +68,9 @@ struct gpu_worker_progress {
 struct gpu_job *gpu_job_free(struct gpu_job *j);
 
 /*
- * Starts the worker thread (the event thread starts with the first event set). @open (with
- * @open_arg, which must outlive every thread) opens the backend on the worker, at the first
- * discovery. Returns 0 or -errno.
+ * Starts the worker thread (the event thread starts with the first event set). The worker
+ * opens the backend with a copy of @backend (the threads may outlive the caller) at the first
+ * discovery, and signals @wake when it has something for the loop. Returns 0 or -errno.
  */
 int gpu_worker_new(const struct gpu_backend_opts *backend, struct loop_wake *wake,
 		   struct gpu_worker **ret) WARN_UNUSED;
