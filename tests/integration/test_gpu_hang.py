@@ -10,7 +10,7 @@ Also: a stop while the event thread waits in the event set does not free the set
 
 import signal
 
-from common import NodeTest, main, uuids, wait_until
+from common import RESOURCE, NodeTest, main, uuids, wait_until
 from edgegpu import samples
 
 EIGHT = uuids("eight-gpus.conf")
@@ -34,6 +34,13 @@ def value(d, name):
 
 
 class Hang(NodeTest):
+    def assertOnlyUnhealthy(self, n, since, want):
+        """Every device list the kubelet got since event index `since` had at most `want`
+        Unhealthy: no other GPU flapped meanwhile."""
+        for ev in n.emu.find(lambda e: e.get("event") == "devices" and
+                             e.get("resource") == RESOURCE, since):
+            self.assertLessEqual(set(ev["unhealthy"]), set(want), ev)
+
     def release_at_end(self, n, func, gpu=None):
         def release():
             try:
@@ -46,6 +53,7 @@ class Hang(NodeTest):
         n, d = self.up("eight-gpus.conf", config=CONFIG)
         threads0 = value(d, "edgegpu_gpu_threads")
         since, lsince = n.emu.mark(), d.mark()
+        since0 = since
         n.nvml.block("nvmlDeviceGetPowerUsage", 3)
         self.release_at_end(n, "nvmlDeviceGetPowerUsage", 3)
         # A scrape asks for a sample of every GPU: GPU 3's power reading hangs in the driver.
@@ -77,6 +85,7 @@ class Hang(NodeTest):
         self.assertEqual(one(expo, "edgegpu_nvml_hung_threads"), 1)
         self.assertEqual(one(expo, "edgegpu_gpu_threads"), threads0 + 1)
         self.assertEqual(n.nvml.blocked("nvmlDeviceGetPowerUsage"), 1, "GPU 3 asked again")
+        self.assertOnlyUnhealthy(n, since0, [EIGHT[3]])
         # An XID on another GPU is seen as before; it is the only change.
         since = n.emu.mark()
         n.nvml.xid(6, 79)
@@ -104,6 +113,12 @@ class Hang(NodeTest):
         self.assertEqual((rec["call"], rec["device"]), ("nvmlDeviceGetMemoryInfo", EIGHT[2]))
         ev = n.wait_devices(since=since, unhealthy_count=1, timeout=10)
         self.assertEqual(ev["unhealthy"], [EIGHT[2]])
+        # Probe rounds of the others go on meanwhile (a new worker), none of them Unhealthy.
+        probes = n.nvml.count("nvmlDeviceGetMemoryInfo")
+        wait_until(lambda: n.nvml.count("nvmlDeviceGetMemoryInfo") >= probes + 14, 20,
+                   "two more probes of each of the seven others")
+        self.assertOnlyUnhealthy(n, since, [EIGHT[2]])
+        self.assertEqual(n.nvml.blocked("nvmlDeviceGetMemoryInfo"), 1, "GPU 2 asked again")
         # A GPU falls off the bus: the event says only that some GPU is lost, the probes of
         # the others (on a new worker) say which.
         since = n.emu.mark()
