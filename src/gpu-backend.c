@@ -16,6 +16,15 @@ static const struct {
 	/* The Tegra (sysfs/devfreq) backend goes here, after NVML: a Jetson with NVML uses it. */
 };
 
+_Thread_local _Atomic(const char *) *gpu_backend_call_slot;
+
+void gpu_backend_note_call(struct gpu_backend *b, const char *fn)
+{
+	atomic_store_explicit(&b->call, fn, memory_order_relaxed);
+	if (gpu_backend_call_slot)
+		atomic_store_explicit(gpu_backend_call_slot, fn, memory_order_relaxed);
+}
+
 int gpu_backend_open(const struct gpu_backend_opts *o, struct gpu_backend **ret, char **reterr)
 {
 	static const struct gpu_backend_opts defaults = { 0 };

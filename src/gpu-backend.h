@@ -5,10 +5,14 @@
  * gpu_backend_open(). The device model it fills is in gpu.h; the health monitor that owns a
  * backend is in gpu-monitor.h.
  *
- * Threads: a backend is called by one thread at a time (the monitor's worker), except
- * ops->event_wait, which the monitor's event thread calls beside it. Backends must allow
- * that: discover, probe and reinit may run while a wait is in progress (NVML is
- * thread-safe; the NVML backend swaps its device table under a lock). Never from the loop.
+ * Threads: a backend is called by the monitor's worker, one call at a time, and by its event
+ * thread in ops->event_wait beside it. Backends must allow that: discover, probe and reinit
+ * may run while a wait is in progress (NVML is thread-safe; the NVML backend swaps its device
+ * table under a lock). One more thread may be inside: a worker left behind in a hung probe or
+ * sample (gpu-worker.c) while a new worker makes the next calls. A probe or sample therefore
+ * reads the backend's tables only before its first library call, and a backend never frees
+ * what such a call uses before ops->close (NVML: device handles are values, the table is
+ * replaced whole). Never from the loop.
  */
 
 #include <stdatomic.h>
@@ -47,6 +51,8 @@ struct gpu_backend_ops {
 	 */
 	int (*event_wait)(struct gpu_backend *b, usec_t timeout_usec, struct gpu_event *ret);
 	void (*events_close)(struct gpu_backend *b);
+	/* The library function event_wait blocks in, for a hang report: "nvmlEventSetWait_v2". */
+	const char *event_wait_call;
 	/*
 	 * Shuts the library down and initialises it again (driver reload), and finds the
 	 * discovered GPUs again by UUID (one that is gone probes -ENODEV). Closes the event set
@@ -61,11 +67,23 @@ struct gpu_backend_ops {
 struct gpu_backend {
 	const struct gpu_backend_ops *ops;
 	/*
-	 * The library function the worker called last (the backend sets it before each call,
-	 * except in event_wait), so that a hung call can be named: "nvmlDeviceGetMemoryInfo".
+	 * The library function called last (the backend notes it with gpu_backend_note_call()
+	 * before each call, except in event_wait), so that a hung call can be named:
+	 * "nvmlDeviceGetMemoryInfo". With several threads in the backend it is the last one's;
+	 * a thread that needs its own name (a monitor worker) sets gpu_backend_call_slot.
 	 */
 	_Atomic(const char *) call;
 };
+
+/*
+ * The calling thread's own record of the library function it called last, or NULL (then
+ * only struct gpu_backend.call is written). Each monitor worker thread points it at a slot
+ * the loop reads when the thread hangs.
+ */
+extern _Thread_local _Atomic(const char *) *gpu_backend_call_slot;
+
+/* Notes @fn, the library function about to be called, in @b->call and the thread's slot. */
+void gpu_backend_note_call(struct gpu_backend *b, const char *fn);
 
 enum gpu_backend_kind {
 	GPU_BACKEND_AUTO, /* each backend in turn (NVML; Tegra next): the first that opens */

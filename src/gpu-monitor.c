@@ -3,13 +3,19 @@
  * job at a time, applies the events and job results to per-GPU health, and runs the probe,
  * recovery, re-initialisation and hang timers. This is the logging layer for GPU health
  * (module=gpu). Everything here runs on the loop thread; struct gpu_monitor is the loop's.
+ *
+ * Hung calls. A probe or sample call that hangs on one GPU marks that GPU (hung) and leaves
+ * the worker thread in it; a new worker carries on with the rest, skipping GPUs whose call
+ * still hangs. The stuck thread's job comes back late when the call returns: its GPU is
+ * judged by it. A discovery or re-initialisation that hangs, or a GPU's call that hangs when
+ * GPU_WORKER_MAX_THREADS threads are in use, holds the worker: no GPU can be judged then, so
+ * every one is marked (starved) until a worker is free again.
  */
 
 #define LOG_MODULE "gpu"
 
 #include "gpu-monitor.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,86 +35,6 @@
 #define BACKOFF_MAX		    (10 * USEC_PER_SEC)
 #define MAX_GPUS		    GPU_WORKER_MAX_GPUS
 
-bool gpu_xid_is_application(uint64_t xid)
-{
-	static const uint64_t app[] = { 13, 31, 43, 45, 68, 109 };
-
-	for (size_t i = 0; i < ELEMENTSOF(app); i++)
-		if (app[i] == xid)
-			return true;
-	return false;
-}
-
-int gpu_parse_disable_healthchecks(const char *s, struct gpu_monitor_opts *o, uint64_t **ret_xids)
-{
-	bool all = false, xids = false;
-	uint64_t *list = NULL;
-	unsigned n = o->n_ignored_xids;
-	char *copy = NULL, *save = NULL;
-	int r = 0;
-
-	*ret_xids = NULL;
-	if (!s || !*s)
-		return 0;
-	copy = strdup(s);
-	if (!copy)
-		return -ENOMEM;
-	for (char *p = copy; *p; p++)
-		*p = (char)tolower((unsigned char)*p);
-	for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-		char *end = item + strlen(item);
-		uint64_t xid;
-		uint64_t *grown;
-
-		while (*item == ' ' || *item == '\t')
-			item++;
-		while (end > item && (end[-1] == ' ' || end[-1] == '\t'))
-			*--end = 0;
-		if (!*item)
-			continue;
-		if (streq(item, "all")) {
-			all = true;
-			continue;
-		}
-		if (streq(item, "xids")) {
-			xids = true;
-			continue;
-		}
-		if (safe_atou64(item, &xid) < 0) {
-			r = -EINVAL;
-			goto out;
-		}
-		if (!list) {
-			list = calloc(n ? n : 1, sizeof(*list));
-			if (!list) {
-				r = -ENOMEM;
-				goto out;
-			}
-			if (n)
-				memcpy(list, o->ignored_xids, n * sizeof(*list));
-		}
-		grown = reallocarray(list, n + 1, sizeof(*list));
-		if (!grown) {
-			r = -ENOMEM;
-			goto out;
-		}
-		list = grown;
-		list[n++] = xid;
-	}
-	o->disable_all = o->disable_all || all;
-	o->disable_xids = o->disable_xids || xids;
-	if (list) {
-		o->ignored_xids = list;
-		o->n_ignored_xids = n;
-		*ret_xids = list;
-		list = NULL;
-	}
-out:
-	free(list);
-	free(copy);
-	return r;
-}
-
 /* --- the loop side --- */
 
 struct mon_gpu {
@@ -117,8 +43,9 @@ struct mon_gpu {
 	enum gpu_health health;
 	bool fault; /* XID, double-bit ECC, lost or failed probe: needs recovery */
 	bool lost;
-	bool driver; /* waiting for a re-initialisation */
-	bool hung;   /* a backend call about this GPU has not returned */
+	bool driver;  /* waiting for a re-initialisation */
+	bool hung;    /* a backend call about this GPU has not returned */
+	bool starved; /* no worker can judge it: the worker is held by another hung call */
 	usec_t last_fault;
 	uint64_t ecc_single;
 	char reason[160];
@@ -143,9 +70,21 @@ struct gpu_monitor {
 		*hang_timer;
 
 	struct gpu_job *inflight; /* submitted to the worker, not collected */
-	bool inflight_hung;
+	bool inflight_hung;	  /* it hangs and holds the worker: nobody took its place */
+	int inflight_gpu;	  /* then: the GPU whose call it is, -1 for the library's */
 	char hung_call[64];
 	usec_t inflight_since;
+	unsigned gen; /* discoveries and re-initialisations done: GPU indices may change */
+	/* Jobs left with their threads in hung calls, until they come back. */
+	struct mon_stuck {
+		const struct gpu_job *j; /* only compared: the thread owns it */
+		char uuid[GPU_UUID_MAX];
+		unsigned gpu, gen; /* the GPU's index then, and m->gen then */
+		char call[64];
+		usec_t since;
+	} stuck[GPU_WORKER_MAX_THREADS];
+	unsigned n_stuck;
+	bool limit_logged;
 	bool want_discover, want_fresh, want_reinit, want_sample;
 	uint64_t want_probe;
 	gpu_sampled_fn *sampled_fn;
@@ -188,9 +127,9 @@ const char *gpu_reason_name(enum gpu_reason r)
 /* What made @g change: its flags, and for a fault the kind mark_fault() was given. */
 static enum gpu_reason reason_of(const struct mon_gpu *g)
 {
-	if (!g->fault && !g->driver && !g->hung)
+	if (!g->fault && !g->driver && !g->hung && !g->starved)
 		return GPU_REASON_RECOVERED;
-	if (g->hung)
+	if (g->hung || g->starved)
 		return GPU_REASON_HUNG;
 	if (g->driver)
 		return GPU_REASON_DRIVER;
@@ -200,7 +139,8 @@ static enum gpu_reason reason_of(const struct mon_gpu *g)
 static void update_health(struct gpu_monitor *m, unsigned gpu, const char *why)
 {
 	struct mon_gpu *g = &m->gpus[gpu];
-	enum gpu_health want = g->fault || g->driver || g->hung ? GPU_UNHEALTHY : GPU_HEALTHY;
+	enum gpu_health want = g->fault || g->driver || g->hung || g->starved ? GPU_UNHEALTHY :
+										GPU_HEALTHY;
 	char q[200];
 
 	if (want == g->health)
@@ -475,18 +415,195 @@ static int adopt(struct gpu_monitor *m, const struct gpu_info *info)
 	return 0;
 }
 
-static void clear_hung(struct gpu_monitor *m)
+/* --- hung calls --- */
+
+#define HUNG_MSG  "nvml call hung, its gpus are unhealthy until it returns, serving on"
+#define LIMIT_MSG "nvml worker limit reached, every gpu unhealthy until a hung call returns"
+
+static uint64_t bit(unsigned gpu)
 {
-	if (!m->inflight_hung)
-		return;
-	m->inflight_hung = false;
-	log_info("nvml call returned", "call=%s after_ms=%llu", m->hung_call,
-		 (unsigned long long)((now_usec() - m->inflight_since) / USEC_PER_MSEC));
+	return (uint64_t)1 << gpu;
+}
+
+/* GPUs whose own call hangs: no job asks them anything until it returns. */
+static uint64_t hung_mask(const struct gpu_monitor *m)
+{
+	uint64_t mask = 0;
+
+	for (unsigned i = 0; i < m->n_gpus; i++)
+		if (m->gpus[i].hung)
+			mask |= bit(i);
+	return mask;
+}
+
+static unsigned long long ms_since(usec_t t)
+{
+	return (unsigned long long)((now_usec() - t) / USEC_PER_MSEC);
+}
+
+/*
+ * The worker is free again: the GPUs nobody could judge meanwhile are judged by their own
+ * probes, asked for at once.
+ */
+static void feed(struct gpu_monitor *m, const char *why)
+{
+	m->limit_logged = false;
 	for (unsigned i = 0; i < m->n_gpus; i++) {
-		if (!m->gpus[i].hung)
+		if (!m->gpus[i].starved)
 			continue;
-		m->gpus[i].hung = false;
-		update_health(m, i, "the hung nvml call returned");
+		m->gpus[i].starved = false;
+		m->want_probe |= bit(i);
+		update_health(m, i, why);
+	}
+}
+
+/* The job the worker was held by (m->inflight_hung) finished after all. */
+static void held_returned(struct gpu_monitor *m)
+{
+	int gpu = m->inflight_gpu;
+
+	m->inflight_hung = false;
+	m->inflight_gpu = -1;
+	if (gpu >= 0) {
+		log_info("nvml call returned", "call=%s device=%s after_ms=%llu", m->hung_call,
+			 gpu_uuid(m, (unsigned)gpu), ms_since(m->inflight_since));
+		if ((unsigned)gpu < m->n_gpus && m->gpus[gpu].hung) {
+			m->gpus[gpu].hung = false;
+			update_health(m, (unsigned)gpu, "the hung nvml call returned");
+		}
+	} else {
+		log_info("nvml call returned", "call=%s after_ms=%llu", m->hung_call,
+			 ms_since(m->inflight_since));
+	}
+	feed(m, "the hung nvml call returned");
+}
+
+/*
+ * Leaves the worker in the hung call of GPU @gpu (the step that began at @since) and gives
+ * what its job had yet to do to a new worker. Returns 0, or the -errno of
+ * gpu_worker_abandon() (nothing changed).
+ */
+static int leave_behind(struct gpu_monitor *m, unsigned gpu, const char *call, usec_t since)
+{
+	const struct gpu_worker_progress at = { .since = since, .gpu = (int)gpu };
+	struct gpu_job *j = m->inflight;
+	struct mon_stuck *st;
+	int r;
+
+	if (m->n_stuck == ELEMENTSOF(m->stuck))
+		return -EBUSY;
+	r = gpu_worker_abandon(m->w, &at);
+	if (r < 0)
+		return r;
+	st = &m->stuck[m->n_stuck++];
+	*st = (struct mon_stuck){ .j = j, .gpu = gpu, .gen = m->gen, .since = since };
+	(void)snprintf(st->uuid, sizeof(st->uuid), "%s", gpu_uuid(m, gpu));
+	(void)snprintf(st->call, sizeof(st->call), "%s", call);
+	/* The rest of the job, again (its GPUs done before this one too: their answers went
+	   with it). */
+	if (j->kind == GPU_JOB_PROBE)
+		m->want_probe |= j->mask & ~bit(gpu);
+	else
+		m->want_sample = true;
+	m->inflight = NULL;
+	loop_timer_disarm(m->hang_timer);
+	return 0;
+}
+
+/*
+ * The worker ran past call_timeout in @p's call. Returns 0, or -ESTALE when the worker has
+ * just left that step (nothing done: look again).
+ */
+static int hang(struct gpu_monitor *m, const struct gpu_worker_progress *p)
+{
+	const char *call = p->call ? p->call : "open";
+	bool one = p->gpu >= 0 && (unsigned)p->gpu < m->n_gpus &&
+		   (m->inflight->kind == GPU_JOB_PROBE || m->inflight->kind == GPU_JOB_SAMPLE);
+	unsigned long long timeout_ms = m->o.call_timeout / USEC_PER_MSEC;
+	char why[128], starve[128];
+	int r = -EINVAL;
+
+	(void)snprintf(why, sizeof(why), "nvml call %s hung", call);
+	if (one) {
+		unsigned gpu = (unsigned)p->gpu;
+
+		r = leave_behind(m, gpu, call, p->since);
+		if (r == -ESTALE)
+			return r;
+		m->stats.hung_calls++;
+		log_error(HUNG_MSG, "call=%s device=%s gpu=%u timeout_ms=%llu threads=%u", call,
+			  m->gpus[gpu].uuid, gpu, timeout_ms, m->n_stuck + (r < 0));
+		m->gpus[gpu].hung = true;
+		update_health(m, gpu, why);
+		if (r == 0) {
+			kick(m);
+			return 0;
+		}
+	} else {
+		m->stats.hung_calls++;
+		log_error(HUNG_MSG, "call=%s timeout_ms=%llu", call, timeout_ms);
+	}
+	/* Nobody takes the worker's place: a call of the library as a whole, or the bound. */
+	m->inflight_hung = true;
+	m->inflight_gpu = one ? p->gpu : -1;
+	m->inflight_since = p->since;
+	(void)snprintf(m->hung_call, sizeof(m->hung_call), "%s", call);
+	if (one) {
+		m->stats.worker_limit++;
+		if (r == -EBUSY && !m->limit_logged)
+			log_error(LIMIT_MSG, "threads=%u call=%s", m->n_stuck + 1, call);
+		else if (!m->limit_logged)
+			(void)log_error_errno(
+				r,
+				"cannot start an nvml worker thread, every gpu unhealthy until a hung call returns",
+				"threads=%u", m->n_stuck + 1);
+		m->limit_logged = true;
+		(void)snprintf(starve, sizeof(starve),
+			       "no nvml worker left: %u threads are in hung calls", m->n_stuck + 1);
+	} else {
+		(void)snprintf(starve, sizeof(starve), "%s", why);
+	}
+	for (unsigned i = 0; i < m->n_gpus; i++) {
+		m->gpus[i].starved = true;
+		update_health(m, i, starve);
+	}
+	return 0;
+}
+
+/*
+ * A thread left in a hung call is back with its job: its GPU is judged by it. @held_free: the
+ * job that holds the worker (at the bound) has not finished, so it can be left behind now.
+ */
+static void finish_late(struct gpu_monitor *m, struct gpu_job *j, bool held_free)
+{
+	struct mon_stuck st;
+	unsigned k;
+	int gpu;
+
+	for (k = 0; k < m->n_stuck && m->stuck[k].j != j; k++)
+		;
+	if (k == m->n_stuck)
+		return;
+	st = m->stuck[k];
+	m->stuck[k] = m->stuck[--m->n_stuck];
+	log_info("nvml call returned", "call=%s device=%s after_ms=%llu", st.call, st.uuid,
+		 ms_since(st.since));
+	gpu = gpu_by_uuid(m, st.uuid);
+	if (gpu >= 0 && m->gpus[gpu].hung) {
+		/* Its answer, unless a discovery or re-initialisation came since. */
+		if (j->kind == GPU_JOB_PROBE && st.gen == m->gen && !m->reinit_pending) {
+			m->stats.probes++;
+			probe_result(m, (unsigned)gpu, j->probe_r[st.gpu]);
+		}
+		m->gpus[gpu].hung = false;
+		update_health(m, (unsigned)gpu, "the hung nvml call returned");
+	}
+	/* A thread is free: a worker held at the bound can be left behind now. */
+	if (held_free && m->inflight_hung && m->inflight_gpu >= 0 &&
+	    leave_behind(m, (unsigned)m->inflight_gpu, m->hung_call, m->inflight_since) == 0) {
+		m->inflight_hung = false;
+		m->inflight_gpu = -1;
+		feed(m, "an nvml worker is free again");
 	}
 }
 
@@ -506,6 +623,7 @@ static void finish_discover(struct gpu_monitor *m, struct gpu_job *j)
 			m->discovered_fn(m, -ENOMEM, NULL, NULL, "out of memory", m->userdata);
 		return;
 	}
+	m->gen++;
 	if (j->fresh && m->reinit_pending) {
 		m->reinit_pending = false;
 		for (unsigned i = 0; i < m->n_gpus; i++)
@@ -539,6 +657,7 @@ static void finish_reinit(struct gpu_monitor *m, struct gpu_job *j)
 		return;
 	}
 	m->stats.reinits++;
+	m->gen++;
 	m->reinit_pending = false;
 	log_info("nvml re-initialised", "gpus=%u", m->n_gpus);
 	for (unsigned i = 0; i < m->n_gpus; i++) {
@@ -574,17 +693,23 @@ static void finish_sample(struct gpu_monitor *m, struct gpu_job *j)
 {
 	unsigned n = MIN(m->n_gpus, (unsigned)GPU_WORKER_MAX_GPUS);
 
+	/* A GPU left out because its call hung has answered since: ask again, all of them. */
+	if (j->kind == GPU_JOB_SAMPLE && (all_mask(m) & ~j->mask & ~hung_mask(m))) {
+		m->want_sample = true;
+		return;
+	}
 	for (unsigned i = 0; i < n; i++)
 		if (!((j->mask >> i) & 1))
-			j->sample_r[i] = -ENODEV;
+			j->sample_r[i] = m->gpus[i].hung ? -ETIMEDOUT : -ENODEV;
 	if (m->sampled_fn)
 		m->sampled_fn(m, j->samples, j->sample_r, n, m->sampled_userdata);
 }
 
 static void finish_job(struct gpu_monitor *m, struct gpu_job *j)
 {
+	bool held = m->inflight_hung;
+
 	loop_timer_disarm(m->hang_timer);
-	clear_hung(m);
 	m->stats.jobs++;
 	switch (j->kind) {
 	case GPU_JOB_DISCOVER:
@@ -604,6 +729,9 @@ static void finish_job(struct gpu_monitor *m, struct gpu_job *j)
 		finish_sample(m, j);
 		break;
 	}
+	/* After its answers: a GPU whose probe failed stays Unhealthy without a flap. */
+	if (held)
+		held_returned(m);
 	arm_recovery_next(m);
 }
 
@@ -611,12 +739,17 @@ static void finish_job(struct gpu_monitor *m, struct gpu_job *j)
 static void kick(struct gpu_monitor *m)
 {
 	struct gpu_job *j;
+	uint64_t probe;
+	bool sample;
 
 	if (m->inflight)
 		return;
 	if (m->reinit_pending && !m->want_reinit && !m->want_discover)
 		return; /* waiting for the back-off: nothing else makes sense meanwhile */
-	if (!m->want_reinit && !m->want_discover && !m->want_probe && !m->want_sample)
+	/* GPUs whose call hangs are asked nothing (their requests wait for the return). */
+	probe = m->want_probe & ~hung_mask(m);
+	sample = m->want_sample && (all_mask(m) & ~hung_mask(m));
+	if (!m->want_reinit && !m->want_discover && !probe && !sample)
 		return;
 	j = calloc(1, sizeof(*j));
 	if (!j) {
@@ -626,7 +759,7 @@ static void kick(struct gpu_monitor *m)
 	j->want_events = !m->o.disable_all;
 	if (m->want_reinit && !m->want_discover) {
 		j->kind = GPU_JOB_REINIT;
-		j->mask = all_mask(m);
+		j->mask = all_mask(m) & ~hung_mask(m);
 		m->want_reinit = false;
 		/* Our view of the GPUs (UUIDs, events) for the worker to open the event set with. */
 		j->info.devices = calloc(m->n_gpus + 1, sizeof(*j->info.devices));
@@ -641,25 +774,27 @@ static void kick(struct gpu_monitor *m)
 		j->kind = GPU_JOB_DISCOVER;
 		j->fresh = m->want_fresh || m->want_reinit;
 		m->want_discover = m->want_fresh = m->want_reinit = false;
-	} else if (m->want_probe) {
+	} else if (probe) {
 		j->kind = GPU_JOB_PROBE;
-		j->mask = m->want_probe;
-		m->want_probe = 0;
+		j->mask = probe;
+		m->want_probe &= ~probe;
 	} else {
 		m->want_sample = false;
 		j->kind = GPU_JOB_SAMPLE;
-		j->mask = all_mask(m);
+		j->mask = all_mask(m) & ~hung_mask(m);
 		j->samples = calloc(GPU_WORKER_MAX_GPUS, sizeof(*j->samples));
-		if (!j->samples || !m->n_gpus) {
-			/* Nothing to sample (or no memory): an empty answer, now. */
-			finish_sample(m, j);
+		if (!j->samples) {
+			/* The sampled callback reads the samples: ask again soon instead. */
 			gpu_job_free(j);
+			m->want_sample = true;
+			loop_timer_arm(m->reinit_timer, BACKOFF_MIN);
 			return;
 		}
 	}
 	m->inflight = j;
 	m->inflight_since = now_usec();
 	m->inflight_hung = false;
+	m->inflight_gpu = -1;
 	gpu_worker_submit(m->w, j);
 	loop_timer_arm(m->hang_timer, m->o.call_timeout);
 }
@@ -667,7 +802,7 @@ static void kick(struct gpu_monitor *m)
 static void on_wake(struct loop_wake *w, void *userdata)
 {
 	struct gpu_monitor *m = userdata;
-	struct gpu_job *done;
+	struct gpu_job *done, *late;
 	bool failing;
 	unsigned n;
 	int err;
@@ -685,6 +820,11 @@ static void on_wake(struct loop_wake *w, void *userdata)
 	if (failing != m->wait_failing_seen) {
 		m->wait_failing_seen = failing;
 		arm_polls(m);
+	}
+	/* Late jobs first: a sample that left out a GPU whose call has returned is asked again. */
+	while ((late = gpu_worker_take_late(m->w))) {
+		finish_late(m, late, !done);
+		gpu_job_free(late);
 	}
 	if (done) {
 		m->inflight = NULL;
@@ -705,6 +845,8 @@ static void on_poll(struct loop_timer *t, void *userdata)
 		if (gpu_evented(m, i) == evented)
 			m->want_probe |= (uint64_t)1 << i;
 	loop_timer_arm(t, evented ? m->o.event_poll_interval : m->o.poll_interval);
+	if (m->inflight_hung)
+		m->stats.probes_deferred++; /* no worker to run them: they wait */
 	kick(m);
 }
 
@@ -734,30 +876,17 @@ static void on_reinit_timer(struct loop_timer *t, void *userdata)
 static void on_hang(struct loop_timer *t, void *userdata)
 {
 	struct gpu_monitor *m = userdata;
-	const struct gpu_job *j = m->inflight;
-	const char *call;
-	char why[128];
-	uint64_t mask;
+	struct gpu_worker_progress p;
 
-	if (!j || m->inflight_hung)
-		return;
-	call = gpu_worker_call(m->w);
-	if (!call)
-		call = "open";
-	(void)snprintf(m->hung_call, sizeof(m->hung_call), "%s", call);
-	m->inflight_hung = true;
-	m->stats.hung_calls++;
-	mask = j->kind == GPU_JOB_PROBE ? j->mask : all_mask(m);
-	log_error("nvml call hung, its gpus are unhealthy until it returns, serving on",
-		  "call=%s timeout_ms=%llu", m->hung_call,
-		  (unsigned long long)(m->o.call_timeout / USEC_PER_MSEC));
-	(void)snprintf(why, sizeof(why), "nvml call %s hung", m->hung_call);
-	for (unsigned i = 0; i < m->n_gpus; i++) {
-		if (!((mask >> i) & 1))
-			continue;
-		m->gpus[i].hung = true;
-		update_health(m, i, why);
-	}
+	do {
+		if (!m->inflight || m->inflight_hung || !gpu_worker_progress(m->w, &p))
+			return; /* nothing runs, or it is done: on_wake takes it */
+		/* A probe or sample steps from GPU to GPU: the timeout is one GPU's step's. */
+		if (now_usec() < p.since + m->o.call_timeout) {
+			loop_timer_arm_at(t, p.since + m->o.call_timeout);
+			return;
+		}
+	} while (hang(m, &p) == -ESTALE);
 }
 
 /* --- lifecycle --- */
@@ -849,7 +978,7 @@ void gpu_monitor_on_sampled(struct gpu_monitor *m, gpu_sampled_fn *fn, void *use
 
 bool gpu_monitor_sample(struct gpu_monitor *m)
 {
-	if (!m->n_gpus || m->reinit_pending)
+	if (!m->n_gpus || m->reinit_pending || !(all_mask(m) & ~hung_mask(m)))
 		return false;
 	m->want_sample = true;
 	kick(m);
@@ -858,7 +987,12 @@ bool gpu_monitor_sample(struct gpu_monitor *m)
 
 bool gpu_monitor_hung(const struct gpu_monitor *m)
 {
-	return m->inflight_hung;
+	return m->inflight_hung || (m->n_gpus && !(all_mask(m) & ~hung_mask(m)));
+}
+
+unsigned gpu_monitor_hung_calls(const struct gpu_monitor *m)
+{
+	return m->n_stuck + m->inflight_hung;
 }
 
 const struct gpu_monitor_gpu_stats *gpu_monitor_gpu_stats(const struct gpu_monitor *m, unsigned gpu)

@@ -12,7 +12,10 @@
  *
  * A backend call that hangs (a wedged driver) never blocks the loop: after call_timeout the
  * GPUs it concerns turn unhealthy with reason "nvml call <function> hung", serving goes on,
- * and they recover when the call returns. gpu_monitor_free() never waits for a thread that is
+ * and they recover when the call returns. A probe or sample concerns one GPU: its thread is
+ * left in the call and a new worker thread judges the other GPUs (GPU_WORKER_MAX_THREADS in
+ * all; at that bound, or for a call of the library as a whole, the worker is held and every
+ * GPU is unhealthy until a call returns). gpu_monitor_free() never waits for a thread that is
  * inside the backend: such a thread is left behind with the state it needs (the process is
  * about to exit), so a stop takes no longer than the threads that are idle take to notice.
  */
@@ -67,9 +70,11 @@ struct gpu_monitor_stats {
 	uint64_t reinit_failures;
 	uint64_t probes;
 	uint64_t probe_failures;
-	uint64_t recoveries; /* unhealthy -> healthy */
-	uint64_t jobs;	     /* worker jobs run */
-	uint64_t hung_calls; /* backend calls that ran past call_timeout */
+	uint64_t recoveries;	  /* unhealthy -> healthy */
+	uint64_t jobs;		  /* worker jobs run */
+	uint64_t hung_calls;	  /* backend calls that ran past call_timeout */
+	uint64_t worker_limit;	  /* hung calls nobody could take the place of (the bound) */
+	uint64_t probes_deferred; /* probe rounds due while the worker was held by a hung call */
 };
 
 /* A GPU's health changed (index into the GPUs of the last discovery). */
@@ -144,8 +149,14 @@ struct gpu_monitor_gpu_stats {
 /* @gpu's record, NULL when out of range. Valid until the next callback or discovery. */
 const struct gpu_monitor_gpu_stats *gpu_monitor_gpu_stats(const struct gpu_monitor *m,
 							  unsigned gpu);
-/* True while a backend call has been running past call_timeout. */
+/*
+ * True while a hung call keeps the monitor from sampling: the worker is held by it (a call
+ * of the library as a whole, or the thread bound), or every GPU has a call hung. A caller
+ * then answers from what it has rather than wait.
+ */
 bool gpu_monitor_hung(const struct gpu_monitor *m);
+/* Backend calls running past call_timeout now (each holds a thread). */
+unsigned gpu_monitor_hung_calls(const struct gpu_monitor *m);
 
 /*
  * Telemetry. @samples and @r hold @n entries, by the monitor's GPU indices: @r[i] is 0 or the
@@ -156,8 +167,9 @@ typedef void gpu_sampled_fn(struct gpu_monitor *m, const struct gpu_sample *samp
 void gpu_monitor_on_sampled(struct gpu_monitor *m, gpu_sampled_fn *fn, void *userdata);
 /*
  * Asks the worker for one sample of every GPU, after the jobs that matter for health (requests
- * made while one waits are merged). Returns true when a result will come to the sampled
- * callback, false when none will (no GPUs yet, or the library is being re-initialised).
+ * made while one waits are merged). A GPU whose call hangs is not asked (its entry is
+ * -ETIMEDOUT). Returns true when a result will come to the sampled callback, false when none
+ * will (no GPUs yet, the library is being re-initialised, or every GPU has a call hung).
  */
 bool gpu_monitor_sample(struct gpu_monitor *m);
 

@@ -242,7 +242,7 @@ static int discover_one(struct nvml_backend *n, unsigned i, struct gpu_device *d
 	d->n_nodes = 1;
 	d->container = &nvml_container;
 	call = n->f.nvmlDeviceGetPciInfo_v3 ? "nvmlDeviceGetPciInfo_v3" : "nvmlDeviceGetPciInfo_v2";
-	ret = n->get_pci_info(h, &pci);
+	ret = NVC_AS(n, n->get_pci_info, call)(h, &pci);
 	if (ret != NVML_RET_SUCCESS)
 		goto failed;
 	pci.bus_id[sizeof(pci.bus_id) - 1] = 0;
@@ -597,6 +597,7 @@ static const struct gpu_backend_ops nvml_ops = {
 	.events_open = nvml_events_open,
 	.event_wait = nvml_event_wait,
 	.events_close = nvml_events_close,
+	.event_wait_call = "nvmlEventSetWait_v2",
 	.reinit = nvml_reinit,
 	.sample = nvml_sample,
 };

@@ -4,9 +4,12 @@
  *
  * Ownership. What the threads touch lives in struct gpu_worker under one mutex, with a
  * reference per running thread and one for the loop side (dropped by gpu_worker_stop()): the
- * last one out frees it and closes the backend. A job belongs to the worker from
- * gpu_worker_submit() until gpu_worker_collect() hands it back; one that finishes after the
- * stop is freed by the worker itself.
+ * last one out frees it and closes the event set and the backend, so neither is closed while
+ * a thread may still be inside it. A job belongs to the worker from gpu_worker_submit() until
+ * gpu_worker_collect() hands it back; one that finishes after the stop is freed by the worker
+ * itself. A worker thread left behind in a hung call (gpu_worker_abandon()) owns its job from
+ * then on: it hands it back through gpu_worker_take_late() when the call returns, or frees it
+ * after a stop. Each thread owns its struct gpu_thread and frees it when it exits.
  */
 
 #define LOG_MODULE "gpu"
@@ -40,6 +43,20 @@ struct gpu_job *gpu_job_free(struct gpu_job *j)
 	return NULL;
 }
 
+struct gpu_worker;
+
+/* One worker thread: the current one, or one left behind in a hung call. */
+struct gpu_thread {
+	struct gpu_worker *s;
+	pthread_t t;
+	_Atomic(const char *) call; /* the backend function it called last (its call slot) */
+	/* under s->mu */
+	bool busy;	/* running a job */
+	bool abandoned; /* left in a hung call: ends its job at the next GPU, then exits */
+	int gpu;	/* the GPU its job is at (-1: the job as a whole) */
+	usec_t since;	/* when it got there */
+};
+
 struct gpu_worker {
 	pthread_mutex_t mu;
 	pthread_cond_t cond; /* CLOCK_MONOTONIC; broadcast on every change */
@@ -51,11 +68,12 @@ struct gpu_worker {
 	usec_t slice;
 
 	/* worker */
-	pthread_t worker;
-	bool worker_started, worker_busy;
-	struct gpu_job *job;  /* submitted, not picked up yet */
-	struct gpu_job *done; /* finished, not collected yet */
-	/* GPUs the event set was opened for (worker only) */
+	struct gpu_thread *cur; /* the thread that takes jobs; NULL once it left at a stop */
+	unsigned n_stuck;	/* threads left behind, still in their call */
+	struct gpu_job *job;	/* submitted, not picked up yet */
+	struct gpu_job *done;	/* finished, not collected yet */
+	struct gpu_job *late;	/* jobs of threads left behind whose call returned */
+	/* GPUs the event set was opened for (the current worker only) */
 	char (*ev_uuids)[GPU_UUID_MAX];
 	unsigned ev_n;
 	bool ev_open;
@@ -101,6 +119,12 @@ static void shared_unref(struct gpu_worker *s)
 	gpu_backend_close(s->b);
 	gpu_job_free(s->job);
 	gpu_job_free(s->done);
+	while (s->late) {
+		struct gpu_job *j = s->late;
+
+		s->late = j->next;
+		gpu_job_free(j);
+	}
 	free(s->ev_uuids);
 	gpu_backend_opts_release(&s->backend);
 	(void)pthread_cond_destroy(&s->cond);
@@ -201,50 +225,80 @@ static void *event_thread(void *userdata)
 	return NULL;
 }
 
-/* Starts @fn with every signal blocked: signals belong to the loop's signalfd. */
-static int thread_start(struct gpu_worker *s, pthread_t *t, void *(*fn)(void *))
+/* Starts @fn(@arg) with every signal blocked: signals belong to the loop's signalfd. With
+   s->mu held: the thread starts once the caller lets go of it. */
+static int thread_start_locked(struct gpu_worker *s, pthread_t *t, void *(*fn)(void *), void *arg)
 {
 	sigset_t all, old;
 	int r;
 
 	(void)sigfillset(&all);
 	(void)pthread_sigmask(SIG_SETMASK, &all, &old);
-	(void)pthread_mutex_lock(&s->mu);
 	s->refs++;
-	(void)pthread_mutex_unlock(&s->mu);
 	atomic_fetch_add(&live_threads, 1);
-	r = pthread_create(t, NULL, fn, s);
+	r = pthread_create(t, NULL, fn, arg);
 	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r != 0) {
 		atomic_fetch_sub(&live_threads, 1);
-		(void)pthread_mutex_lock(&s->mu);
 		s->refs--;
-		(void)pthread_mutex_unlock(&s->mu);
 		return -r;
 	}
 	return 0;
 }
 
+/* Starts the event thread, unless the monitor stops. Worker thread. */
+static int events_start(struct gpu_worker *s)
+{
+	int r = -ECANCELED;
+
+	(void)pthread_mutex_lock(&s->mu);
+	if (!s->stop)
+		r = thread_start_locked(s, &s->events, event_thread, s);
+	if (r == 0)
+		s->ev_started = true;
+	(void)pthread_mutex_unlock(&s->mu);
+	return r;
+}
+
 /* --- the worker (every backend call but the event wait) --- */
 
-/* Gets the event thread out of the backend. Worker thread. */
-static void events_park(struct gpu_worker *s)
+/*
+ * Gets the event thread out of the backend. Returns false when the monitor stops while the
+ * thread is still inside its wait (it will not enter another one). Worker thread.
+ */
+static bool events_park(struct gpu_worker *s)
 {
+	bool out;
+
+	/* A wait that never ends holds us here: a hang report names it. */
+	if (s->b && s->b->ops->event_wait_call && gpu_backend_call_slot)
+		atomic_store_explicit(gpu_backend_call_slot, s->b->ops->event_wait_call,
+				      memory_order_relaxed);
 	(void)pthread_mutex_lock(&s->mu);
 	s->ev_run = false;
 	(void)pthread_cond_broadcast(&s->cond);
 	while (s->ev_started && !s->ev_parked && !s->stop)
 		(void)pthread_cond_wait(&s->cond, &s->mu);
+	out = !s->ev_started || s->ev_parked || !s->ev_in_wait;
 	(void)pthread_mutex_unlock(&s->mu);
+	return out;
 }
 
-static void events_close(struct gpu_worker *s)
+/*
+ * Closes the event set once the event thread is out of it. Returns 0, or -ECANCELED when the
+ * monitor stops while the event thread still waits in the set: the set then stays open for
+ * the last reference to close (freeing it under the waiting thread is a use after free in the
+ * driver), and the caller must make no more backend calls that could close it (reinit).
+ */
+static int events_close(struct gpu_worker *s)
 {
-	events_park(s);
+	if (!events_park(s))
+		return -ECANCELED;
 	if (s->ev_open)
 		s->b->ops->events_close(s->b);
 	s->ev_open = false;
 	s->ev_n = 0;
+	return 0;
 }
 
 static bool events_match(const struct gpu_worker *s, const struct gpu_info *info)
@@ -289,7 +343,7 @@ static int events_open(struct gpu_worker *s, const struct gpu_info *info)
 	if (r < 0) {
 		free(uuids);
 		if (s->ev_open)
-			events_close(s);
+			(void)events_close(s);
 		return r;
 	}
 	s->ev_open = true;
@@ -297,12 +351,11 @@ static int events_open(struct gpu_worker *s, const struct gpu_info *info)
 	s->ev_uuids = uuids;
 	s->ev_n = n;
 	if (!s->ev_started) {
-		r = thread_start(s, &s->events, event_thread);
+		r = events_start(s);
 		if (r < 0) {
-			events_close(s);
+			(void)events_close(s);
 			return r;
 		}
-		s->ev_started = true;
 	}
 	(void)pthread_mutex_lock(&s->mu);
 	s->ev_run = true;
@@ -324,7 +377,9 @@ static void run_discover(struct gpu_worker *s, struct gpu_job *j)
 		s->b = b;
 		(void)pthread_mutex_unlock(&s->mu);
 	} else if (j->fresh && b->ops->reinit) {
-		events_close(s);
+		j->r = events_close(s);
+		if (j->r < 0)
+			return;
 		j->r = b->ops->reinit(b, &j->err);
 		if (j->r < 0)
 			return;
@@ -351,7 +406,7 @@ static void run_discover(struct gpu_worker *s, struct gpu_job *j)
 	}
 	j->events_r = j->want_events ? events_open(s, &j->info) : -EOPNOTSUPP;
 	if (!j->want_events)
-		events_close(s);
+		(void)events_close(s);
 }
 
 static void run_reinit(struct gpu_worker *s, struct gpu_job *j)
@@ -364,7 +419,9 @@ static void run_reinit(struct gpu_worker *s, struct gpu_job *j)
 		j->r = -EOPNOTSUPP;
 		return;
 	}
-	events_close(s);
+	j->r = events_close(s);
+	if (j->r < 0)
+		return;
 	j->r = b->ops->reinit(b, &j->err);
 	if (j->r < 0)
 		return;
@@ -385,12 +442,51 @@ static void run_reinit(struct gpu_worker *s, struct gpu_job *j)
 	j->events_r = events_open(s, &cur);
 }
 
-static void run_sample(struct gpu_worker *s, struct gpu_job *j)
+/*
+ * Moves @t's job on to @gpu (-1: the job as a whole), for the hang timer. Returns false when
+ * @t was left behind in a hung call (its remaining GPUs went to a new worker) or the monitor
+ * stops: the job ends here. Worker thread.
+ */
+static bool step(struct gpu_thread *t, int gpu)
 {
+	struct gpu_worker *s = t->s;
+	bool go;
+
+	(void)pthread_mutex_lock(&s->mu);
+	go = !t->abandoned && !s->stop;
+	if (go) {
+		t->gpu = gpu;
+		t->since = now_usec();
+	}
+	(void)pthread_mutex_unlock(&s->mu);
+	return go;
+}
+
+static void run_probe(struct gpu_thread *t, struct gpu_job *j)
+{
+	struct gpu_worker *s = t->s;
+
+	for (unsigned i = 0; i < GPU_WORKER_MAX_GPUS && (j->mask >> i); i++) {
+		if (!((j->mask >> i) & 1))
+			continue;
+		if (!step(t, (int)i))
+			return;
+		j->probe_r[i] = s->b ? s->b->ops->probe(s->b, i) : -ENODEV;
+	}
+}
+
+static void run_sample(struct gpu_thread *t, struct gpu_job *j)
+{
+	struct gpu_worker *s = t->s;
+
 	for (unsigned i = 0; i < GPU_WORKER_MAX_GPUS && (j->mask >> i); i++) {
 		if (!((j->mask >> i) & 1))
 			continue;
 		gpu_sample_init(&j->samples[i]);
+		if (!step(t, (int)i)) {
+			j->sample_r[i] = -ECANCELED;
+			continue;
+		}
 		if (!s->b)
 			j->sample_r[i] = -ENODEV;
 		else if (!s->b->ops->sample)
@@ -400,50 +496,96 @@ static void run_sample(struct gpu_worker *s, struct gpu_job *j)
 	}
 }
 
+static void run(struct gpu_thread *t, struct gpu_job *j)
+{
+	switch (j->kind) {
+	case GPU_JOB_DISCOVER:
+		run_discover(t->s, j);
+		break;
+	case GPU_JOB_PROBE:
+		run_probe(t, j);
+		break;
+	case GPU_JOB_REINIT:
+		run_reinit(t->s, j);
+		break;
+	case GPU_JOB_SAMPLE:
+		run_sample(t, j);
+		break;
+	}
+}
+
 static void *worker_thread(void *userdata)
 {
-	struct gpu_worker *s = userdata;
+	struct gpu_thread *t = userdata;
+	struct gpu_worker *s = t->s;
+	struct gpu_job *j = NULL;
 
+	/* Every backend call of this thread is named in its own slot (the loop reads it). */
+	gpu_backend_call_slot = &t->call;
 	(void)pthread_mutex_lock(&s->mu);
 	while (!s->stop) {
-		struct gpu_job *j = s->job;
-
-		if (!j) {
+		j = s->job;
+		if (!j || s->cur != t) {
+			j = NULL;
 			(void)pthread_cond_wait(&s->cond, &s->mu);
 			continue;
 		}
 		s->job = NULL;
-		s->worker_busy = true;
+		t->busy = true;
+		t->gpu = -1;
+		t->since = now_usec();
 		(void)pthread_mutex_unlock(&s->mu);
-		switch (j->kind) {
-		case GPU_JOB_DISCOVER:
-			run_discover(s, j);
-			break;
-		case GPU_JOB_PROBE:
-			for (unsigned i = 0; i < GPU_WORKER_MAX_GPUS && (j->mask >> i); i++)
-				if ((j->mask >> i) & 1)
-					j->probe_r[i] = s->b ? s->b->ops->probe(s->b, i) : -ENODEV;
-			break;
-		case GPU_JOB_REINIT:
-			run_reinit(s, j);
-			break;
-		case GPU_JOB_SAMPLE:
-			run_sample(s, j);
-			break;
-		}
+		run(t, j);
 		(void)pthread_mutex_lock(&s->mu);
-		s->worker_busy = false;
-		if (s->stop) {
-			gpu_job_free(j);
+		t->busy = false;
+		if (t->abandoned) {
+			/* Back from the hung call: the loop judges its GPU by this job, then we go. */
+			s->n_stuck--;
+			if (!s->stop) {
+				struct gpu_job **p = &s->late;
+
+				while (*p)
+					p = &(*p)->next;
+				*p = j;
+				j = NULL;
+				wake_loop(s);
+			}
 			break;
 		}
+		if (s->stop)
+			break;
 		s->done = j;
+		j = NULL;
 		wake_loop(s);
 	}
+	if (s->cur == t)
+		s->cur = NULL;
 	(void)pthread_mutex_unlock(&s->mu);
+	gpu_backend_call_slot = NULL;
+	gpu_job_free(j);
+	free(t);
 	shared_unref(s);
 	atomic_fetch_sub(&live_threads, 1);
 	return NULL;
+}
+
+/* A new current worker thread. With s->mu held. */
+static int worker_start_locked(struct gpu_worker *s)
+{
+	struct gpu_thread *t = calloc(1, sizeof(*t));
+	int r;
+
+	if (!t)
+		return -ENOMEM;
+	t->s = s;
+	t->gpu = -1;
+	r = thread_start_locked(s, &t->t, worker_thread, t);
+	if (r < 0) {
+		free(t);
+		return r;
+	}
+	s->cur = t;
+	return 0;
 }
 
 /* --- the loop side's handle --- */
@@ -469,12 +611,13 @@ int gpu_worker_new(const struct gpu_backend_opts *backend, struct loop_wake *wak
 	}
 	s->ev_parked = true;
 	s->wake = wake;
-	r = thread_start(s, &s->worker, worker_thread);
+	(void)pthread_mutex_lock(&s->mu);
+	r = worker_start_locked(s);
+	(void)pthread_mutex_unlock(&s->mu);
 	if (r < 0) {
 		shared_unref(s);
 		return r;
 	}
-	s->worker_started = true;
 	*ret = s;
 	return 0;
 }
@@ -516,15 +659,66 @@ struct gpu_job *gpu_worker_collect(struct gpu_worker *s, struct gpu_event *batch
 	return done;
 }
 
-const char *gpu_worker_call(struct gpu_worker *s)
+struct gpu_job *gpu_worker_take_late(struct gpu_worker *s)
 {
-	const char *call = NULL;
+	struct gpu_job *j;
 
 	(void)pthread_mutex_lock(&s->mu);
-	if (s->b)
-		call = atomic_load_explicit(&s->b->call, memory_order_relaxed);
+	j = s->late;
+	if (j) {
+		s->late = j->next;
+		j->next = NULL;
+	}
 	(void)pthread_mutex_unlock(&s->mu);
-	return call;
+	return j;
+}
+
+bool gpu_worker_progress(struct gpu_worker *s, struct gpu_worker_progress *ret)
+{
+	const struct gpu_thread *t;
+	bool busy;
+
+	(void)pthread_mutex_lock(&s->mu);
+	t = s->cur;
+	busy = t && t->busy;
+	if (busy) {
+		ret->since = t->since;
+		ret->gpu = t->gpu;
+		ret->call = atomic_load_explicit(&t->call, memory_order_relaxed);
+	}
+	(void)pthread_mutex_unlock(&s->mu);
+	return busy;
+}
+
+int gpu_worker_abandon(struct gpu_worker *s, const struct gpu_worker_progress *at)
+{
+	struct gpu_thread *old;
+	int r;
+
+	(void)pthread_mutex_lock(&s->mu);
+	old = s->cur;
+	if (!old || !old->busy || old->gpu != at->gpu || old->since != at->since) {
+		r = -ESTALE;
+		goto out;
+	}
+	if (old->gpu < 0) {
+		r = -EINVAL;
+		goto out;
+	}
+	/* The threads there would be: those left behind, this one, and a new worker. */
+	if (s->n_stuck + 2 > GPU_WORKER_MAX_THREADS) {
+		r = -EBUSY;
+		goto out;
+	}
+	r = worker_start_locked(s);
+	if (r < 0)
+		goto out;
+	old->abandoned = true;
+	s->n_stuck++;
+	(void)pthread_detach(old->t);
+out:
+	(void)pthread_mutex_unlock(&s->mu);
+	return r;
 }
 
 uint64_t gpu_worker_wait_errors(struct gpu_worker *s)
@@ -539,7 +733,8 @@ uint64_t gpu_worker_wait_errors(struct gpu_worker *s)
 
 void gpu_worker_stop(struct gpu_worker *s)
 {
-	bool join_worker, join_events;
+	bool join_worker = false, join_events, has_worker, has_events;
+	pthread_t worker, events;
 
 	if (!s)
 		return;
@@ -548,22 +743,38 @@ void gpu_worker_stop(struct gpu_worker *s)
 	s->wake = NULL;
 	s->done = gpu_job_free(s->done);
 	s->job = gpu_job_free(s->job);
-	/* A thread inside the backend is left behind: it may never come back (a hung driver). */
-	join_worker = s->worker_started && !s->worker_busy;
-	join_events = s->ev_started && !s->ev_in_wait;
+	while (s->late) {
+		struct gpu_job *j = s->late;
+
+		s->late = j->next;
+		gpu_job_free(j);
+	}
+	/*
+	 * A thread inside the backend is left behind: it may never come back (a hung driver).
+	 * Threads left behind before are detached already.
+	 */
+	has_worker = s->cur != NULL;
+	if (has_worker) {
+		worker = s->cur->t;
+		join_worker = !s->cur->busy;
+	}
+	/* After the stop no event thread starts: read under the lock, these stay true. */
+	has_events = s->ev_started;
+	events = s->events;
+	join_events = has_events && !s->ev_in_wait;
 	(void)pthread_cond_broadcast(&s->cond);
 	(void)pthread_mutex_unlock(&s->mu);
-	if (s->worker_started) {
+	if (has_worker) {
 		if (join_worker)
-			(void)pthread_join(s->worker, NULL);
+			(void)pthread_join(worker, NULL);
 		else
-			(void)pthread_detach(s->worker);
+			(void)pthread_detach(worker);
 	}
-	if (s->ev_started) {
+	if (has_events) {
 		if (join_events)
-			(void)pthread_join(s->events, NULL);
+			(void)pthread_join(events, NULL);
 		else
-			(void)pthread_detach(s->events);
+			(void)pthread_detach(events);
 	}
 	shared_unref(s);
 }

@@ -529,7 +529,24 @@ static void render_self(struct metrics *m, struct prom *p)
 		prom_sample(p, NULL, NULL, (double)st.hung_calls);
 		prom_family(p, "edgegpu_nvml_call_hung", PROM_GAUGE,
 			    "1 while an NVML call is hung.");
-		prom_sample(p, NULL, NULL, gpu_monitor_hung(m->mon));
+		prom_sample(p, NULL, NULL, gpu_monitor_hung_calls(m->mon) > 0);
+		prom_family(
+			p, "edgegpu_nvml_hung_threads", PROM_GAUGE,
+			"Threads inside NVML calls that ran past the call timeout (at most 4).");
+		prom_sample(p, NULL, NULL, gpu_monitor_hung_calls(m->mon));
+		prom_family(
+			p, "edgegpu_nvml_worker_limit_total", PROM_COUNTER,
+			"Hung NVML calls no new worker thread could take the place of: every GPU "
+			"was Unhealthy until a call returned.");
+		prom_sample(p, NULL, NULL, (double)st.worker_limit);
+		prom_family(
+			p, "edgegpu_gpu_probes_deferred_total", PROM_COUNTER,
+			"GPU health probe rounds that waited: a hung NVML call held the worker.");
+		prom_sample(p, NULL, NULL, (double)st.probes_deferred);
+		prom_family(p, "edgegpu_gpu_threads", PROM_GAUGE,
+			    "GPU monitor threads: the worker, the event thread, and those left in "
+			    "hung NVML calls.");
+		prom_sample(p, NULL, NULL, gpu_monitor_live_threads());
 	}
 	if (m->sampled_at) {
 		prom_family(p, "edgegpu_metrics_sample_age_seconds", PROM_GAUGE,

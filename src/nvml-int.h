@@ -38,9 +38,13 @@ struct nvml_dev {
 
 /*
  * Calls n->f.FN after noting its name for a hang report (gpu-backend.h, struct
- * gpu_backend.call). The event thread's nvmlEventSetWait_v2 does not go through it: it blocks by design.
+ * gpu_backend.call). Every library call goes through it but the event thread's
+ * nvmlEventSetWait_v2, which blocks by design (ops->event_wait_call names it). A call through
+ * another pointer is named with NVC_AS().
  */
-#define NVC(n, fn) (atomic_store_explicit(&(n)->base.call, #fn, memory_order_relaxed), (n)->f.fn)
+#define NVC(n, fn) (gpu_backend_note_call(&(n)->base, #fn), (n)->f.fn)
+/* The same for @ptr, a function pointer that stands for the library function @name. */
+#define NVC_AS(n, ptr, name) (gpu_backend_note_call(&(n)->base, (name)), (ptr))
 
 struct nvml_backend {
 	struct gpu_backend base;

@@ -150,7 +150,7 @@ int nvml_to_errno(enum nvml_return r)
 
 const char *nvml_str(struct nvml_backend *n, enum nvml_return r)
 {
-	const char *s = n->f.nvmlErrorString ? n->f.nvmlErrorString(r) : NULL;
+	const char *s = n->f.nvmlErrorString ? NVC(n, nvmlErrorString)(r) : NULL;
 
 	return s ? s : "unknown NVML error";
 }

@@ -8,14 +8,17 @@
 #include "nvml-int.h"
 #include "util.h"
 
-static double get_uint(struct nvml_backend *n, nvml_fn_nvmlDeviceGetPowerUsage *fn,
-		       struct nvml_device *h, double scale, enum nvml_return *worst)
+/*
+ * An unsigned value from an optional function, scaled; records a failure worse than "not
+ * supported". Like get_ull(), it takes the function through NVC() at the call site, so that a
+ * hang in it is reported under its own name.
+ */
+static double get_uint(nvml_fn_nvmlDeviceGetPowerUsage *fn, struct nvml_device *h, double scale,
+		       enum nvml_return *worst)
 {
 	unsigned v;
 	enum nvml_return r;
 
-	if (!fn)
-		return NAN;
 	r = fn(h, &v);
 	if (r == NVML_RET_SUCCESS)
 		return v * scale;
@@ -31,8 +34,6 @@ static uint64_t get_ull(nvml_fn_nvmlDeviceGetTotalEnergyConsumption *fn, struct 
 	unsigned long long v;
 	enum nvml_return r;
 
-	if (!fn)
-		return UINT64_MAX;
 	r = fn(h, &v);
 	if (r == NVML_RET_SUCCESS)
 		return v;
@@ -108,8 +109,11 @@ int nvml_sample(struct gpu_backend *b, unsigned gpu, struct gpu_sample *ret)
 							      &v) == NVML_RET_SUCCESS)
 			s.temp_shutdown_c = v;
 	}
-	s.power_w = get_uint(n, n->f.nvmlDeviceGetPowerUsage, h, 1e-3, &worst);
-	s.power_limit_w = get_uint(n, n->f.nvmlDeviceGetEnforcedPowerLimit, h, 1e-3, &worst);
+	if (n->f.nvmlDeviceGetPowerUsage)
+		s.power_w = get_uint(NVC(n, nvmlDeviceGetPowerUsage), h, 1e-3, &worst);
+	if (n->f.nvmlDeviceGetEnforcedPowerLimit)
+		s.power_limit_w =
+			get_uint(NVC(n, nvmlDeviceGetEnforcedPowerLimit), h, 1e-3, &worst);
 	if (n->f.nvmlDeviceGetUtilizationRates &&
 	    NVC(n, nvmlDeviceGetUtilizationRates)(h, &u) == NVML_RET_SUCCESS) {
 		s.util_gpu = u.gpu;

@@ -301,12 +301,14 @@ class FakeNvml:
     def waiters(self):
         return int(self.cmd("waiters"))
 
-    def block(self, func):
-        """Every later call of @func waits inside the fake (a hung driver) until release()."""
-        return self.cmd(f"block {func}")
+    def block(self, func, gpu=None):
+        """Every later call of @func (about GPU @gpu only, if given) waits inside the fake (a
+        hung driver) until release()."""
+        return self.cmd(f"block {func}" + ("" if gpu is None else f" {gpu}"))
 
-    def release(self, func):
-        return self.cmd(f"release {func}")
+    def release(self, func, gpu=None):
+        """Ends block(); without @gpu, for every GPU."""
+        return self.cmd(f"release {func}" + ("" if gpu is None else f" {gpu}"))
 
     def blocked(self, func):
         """How many threads wait inside @func now."""

@@ -711,6 +711,99 @@ static void test_real(void **state)
 	}
 }
 
+/* One backend call on a thread of its own, so that the test can look at it while it hangs. */
+struct hung_op {
+	struct gpu_backend *b;
+	bool discover; /* else sample GPU 1 */
+	int r;
+	struct gpu_sample s;
+	struct gpu_info info;
+	char *err;
+};
+
+static void *run_op(void *arg)
+{
+	struct hung_op *op = arg;
+
+	if (op->discover)
+		op->r = op->b->ops->discover(op->b, &op->info, &op->err);
+	else
+		op->r = op->b->ops->sample(op->b, 1, &op->s);
+	return NULL;
+}
+
+static unsigned ctl_number(const char *cmd)
+{
+	char reply[64];
+
+	assert_int_equal(fake_nvml_ctl(NULL, cmd, reply, sizeof(reply)), 0);
+	return (unsigned)strtoul(reply, NULL, 10);
+}
+
+/*
+ * A call that hangs is named by the backend (struct gpu_backend.call): for each function a
+ * sample or a discovery makes, the fake holds that function and the name must be its own.
+ * A function called through its pointer without the naming macro would leave the name of
+ * the call before it (issue 16: the power readings were reported as the temperature threshold).
+ */
+static void test_hung_call_named(void **state)
+{
+	static const char *const sampled[] = {
+		"nvmlDeviceGetMemoryInfo",
+		"nvmlDeviceGetTemperature",
+		"nvmlDeviceGetTemperatureThreshold",
+		"nvmlDeviceGetPowerUsage",
+		"nvmlDeviceGetEnforcedPowerLimit",
+		"nvmlDeviceGetUtilizationRates",
+		"nvmlDeviceGetClockInfo",
+		"nvmlDeviceGetTotalEccErrors",
+		"nvmlDeviceGetTotalEnergyConsumption",
+		"nvmlDeviceGetCurrentClocksThrottleReasons",
+		"nvmlDeviceGetComputeRunningProcesses_v3",
+	};
+	static const char *const discovered[] = {
+		"nvmlDeviceGetHandleByIndex_v2",
+		"nvmlDeviceGetUUID",
+		"nvmlDeviceGetName",
+		"nvmlDeviceGetMigMode",
+		"nvmlDeviceGetMinorNumber",
+		"nvmlDeviceGetPciInfo_v3",
+		"nvmlDeviceGetMemoryInfo",
+		"nvmlDeviceGetCudaComputeCapability",
+		"nvmlDeviceGetArchitecture",
+		"nvmlDeviceGetSupportedEventTypes",
+	};
+	struct env *e = *state;
+
+	open_discover(e, FAKE_NVML_LIB, "two-gpus.conf");
+	for (size_t k = 0; k < ELEMENTSOF(sampled) + ELEMENTSOF(discovered); k++) {
+		bool disc = k >= ELEMENTSOF(sampled);
+		const char *fn = disc ? discovered[k - ELEMENTSOF(sampled)] : sampled[k];
+		struct hung_op op = { .b = e->b, .discover = disc };
+		char cmd[128];
+		const char *call;
+		pthread_t t;
+
+		(void)snprintf(cmd, sizeof(cmd), "block %s", fn);
+		ctl(cmd);
+		assert_int_equal(pthread_create(&t, NULL, run_op, &op), 0);
+		(void)snprintf(cmd, sizeof(cmd), "blocked %s", fn);
+		for (int i = 0; i < 1000 && ctl_number(cmd) == 0; i++)
+			(void)usleep(5000);
+		assert_int_equal(ctl_number(cmd), 1);
+		call = atomic_load(&e->b->call);
+		/* Released before any verdict: a thread left in the fake would hang the teardown. */
+		(void)snprintf(cmd, sizeof(cmd), "release %s", fn);
+		ctl(cmd);
+		assert_int_equal(pthread_join(t, NULL), 0);
+		if (!call || strcmp(call, fn) != 0)
+			fail_msg("a call hung in %s is named %s", fn, call ? call : "(null)");
+		assert_int_equal(op.r, 0);
+		gpu_info_release(&op.info);
+		free(op.err);
+	}
+}
+
 /* The worker's copy of the options stands alone: the caller's strings may go first. */
 static void test_opts_copy(void **state)
 {
@@ -760,6 +853,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_events_unsupported, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hotplug, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_opts_copy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hung_call_named, setup, teardown),
 	};
 	const struct CMUnitTest real[] = {
 		cmocka_unit_test_setup_teardown(test_real, setup, teardown),

@@ -16,11 +16,12 @@
 #include "fake-client.h"
 #include "gpu-backend.h"
 #include "gpu-monitor.h"
+#include "gpu-worker.h"
 #include "loop.h"
 #include "unit.h"
 #include "util.h"
 
-#define MAX_GPUS 4
+#define MAX_GPUS 8
 
 struct env {
 	char dir[64];
@@ -68,6 +69,8 @@ static int teardown(void **state)
 	e->m = gpu_monitor_free(e->m);
 	/* A test that failed may have left a call blocked in the fake. */
 	(void)fake_nvml_ctl(NULL, "release nvmlDeviceGetMemoryInfo", reply, sizeof(reply));
+	(void)fake_nvml_ctl(NULL, "release nvmlDeviceGetPowerUsage", reply, sizeof(reply));
+	(void)fake_nvml_ctl(NULL, "release nvmlEventSetWait_v2", reply, sizeof(reply));
 	/* A thread left in the fake (a test's blocked call) must be gone before the next test. */
 	for (int i = 0; i < 1000 && gpu_monitor_live_threads() > 0; i++)
 		(void)usleep(5000);
@@ -744,6 +747,155 @@ static void test_free_with_stuck_worker(void **state)
 	/* teardown waits for both to leave */
 }
 
+static bool stats_reach(struct env *e, void *arg)
+{
+	const struct gpu_monitor_stats *want = arg;
+	struct gpu_monitor_stats s;
+
+	gpu_monitor_get_stats(e->m, &s);
+	return s.hung_calls >= want->hung_calls && s.worker_limit >= want->worker_limit &&
+	       s.probes_deferred >= want->probes_deferred && s.probes >= want->probes;
+}
+
+static void wait_stats(struct env *e, const struct gpu_monitor_stats *want)
+{
+	if (!run_until(e, stats_reach, (void *)want, 10 * USEC_PER_SEC))
+		fail_msg("the monitor's counters did not reach what the test waits for");
+}
+
+static bool threads_are(struct env *e, void *arg)
+{
+	return gpu_monitor_live_threads() == *(unsigned *)arg && gpu_monitor_hung_calls(e->m) == 0;
+}
+
+/*
+ * Issue 16: a sample hung in one GPU's call (GPU 2's power reading) makes that GPU unhealthy
+ * and no other: a new worker samples and probes the others, a lost GPU is still found, and
+ * when the call returns the GPU is healthy again and the thread left in it exits.
+ */
+static void test_hung_call_one_gpu(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_opts o = { .poll_interval = 100 * USEC_PER_MSEC,
+				      .event_poll_interval = 100 * USEC_PER_MSEC,
+				      .call_timeout = 300 * USEC_PER_MSEC };
+	struct gpu_monitor_stats want = { 0 }, s;
+	struct sampled sp = { 0 };
+	unsigned threads0;
+
+	start(e, "eight-gpus.conf", &o);
+	threads0 = gpu_monitor_live_threads();
+	gpu_monitor_on_sampled(e->m, on_sampled, &sp);
+	ctl("block nvmlDeviceGetPowerUsage 2");
+	assert_true(gpu_monitor_sample(e->m));
+	if (!run_until(e, sampled_once, &sp, 10 * USEC_PER_SEC))
+		fail_msg("no sample: the hung call held it");
+	assert_int_equal(sp.n, 8);
+	for (unsigned i = 0; i < 8; i++)
+		assert_int_equal(sp.r[i], i == 2 ? -ETIMEDOUT : 0);
+	assert_int_equal(gpu_monitor_health(e->m, 2), GPU_UNHEALTHY);
+	assert_string_equal(gpu_monitor_reason(e->m, 2), "nvml call nvmlDeviceGetPowerUsage hung");
+	for (unsigned i = 0; i < 8; i++)
+		if (i != 2)
+			assert_int_equal(gpu_monitor_health(e->m, i), GPU_HEALTHY);
+	assert_int_equal(gpu_monitor_hung_calls(e->m), 1);
+	assert_false(gpu_monitor_hung(e->m)); /* samples go on */
+	assert_int_equal(gpu_monitor_live_threads(), threads0 + 1);
+	/* The others are probed on (two rounds of seven), and a lost one is found. */
+	gpu_monitor_get_stats(e->m, &s);
+	want.probes = s.probes + 14;
+	wait_stats(e, &want);
+	ctl("lost 5");
+	expect(e, 5, GPU_UNHEALTHY, 5 * USEC_PER_SEC);
+	assert_string_equal(gpu_monitor_reason(e->m, 5), "gpu is lost (fell off the bus)");
+	assert_int_equal(blocked_in("nvmlDeviceGetPowerUsage"), 1);
+	/* A second sample leaves GPU 2 out at once. */
+	sp.calls = 0;
+	assert_true(gpu_monitor_sample(e->m));
+	if (!run_until(e, sampled_once, &sp, 5 * USEC_PER_SEC))
+		fail_msg("no second sample");
+	assert_int_equal(sp.r[2], -ETIMEDOUT);
+	assert_int_equal(blocked_in("nvmlDeviceGetPowerUsage"), 1);
+	ctl("release nvmlDeviceGetPowerUsage 2");
+	expect(e, 2, GPU_HEALTHY, 5 * USEC_PER_SEC);
+	if (!run_until(e, threads_are, &threads0, 5 * USEC_PER_SEC))
+		fail_msg("the thread left in the hung call did not exit");
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.hung_calls, 1);
+	assert_int_equal(s.worker_limit, 0);
+	gpu_monitor_on_sampled(e->m, NULL, NULL);
+}
+
+/*
+ * Issue 16: every GPU's probe hangs. Each hang leaves its thread behind until
+ * GPU_WORKER_MAX_THREADS worker threads exist; the next one holds the worker, every GPU is
+ * unhealthy, probe rounds are deferred and no thread starts. All recover when the calls return.
+ */
+static void test_hung_calls_bounded(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_opts o = { .poll_interval = 100 * USEC_PER_MSEC,
+				      .event_poll_interval = 100 * USEC_PER_MSEC,
+				      .call_timeout = 200 * USEC_PER_MSEC };
+	struct gpu_monitor_stats want = { .hung_calls = 4, .worker_limit = 1 }, s;
+	unsigned threads0;
+
+	start(e, "eight-gpus.conf", &o);
+	threads0 = gpu_monitor_live_threads();
+	ctl("block nvmlDeviceGetMemoryInfo");
+	wait_stats(e, &want);
+	if (!run_until(e, all_unhealthy, NULL, 5 * USEC_PER_SEC))
+		fail_msg("not every GPU is unhealthy at the bound");
+	gpu_monitor_get_stats(e->m, &s);
+	want.probes_deferred = s.probes_deferred + 5;
+	wait_stats(e, &want);
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.hung_calls, 4);
+	assert_int_equal(s.worker_limit, 1);
+	assert_int_equal(blocked_in("nvmlDeviceGetMemoryInfo"), GPU_WORKER_MAX_THREADS);
+	assert_int_equal(gpu_monitor_live_threads(), threads0 + GPU_WORKER_MAX_THREADS - 1);
+	assert_int_equal(gpu_monitor_hung_calls(e->m), GPU_WORKER_MAX_THREADS);
+	assert_true(gpu_monitor_hung(e->m));
+	for (unsigned i = 0; i < 8; i++)
+		assert_string_equal(gpu_monitor_reason(e->m, i),
+				    i < 4 ? "nvml call nvmlDeviceGetMemoryInfo hung" :
+					    "no nvml worker left: 4 threads are in hung calls");
+	ctl("release nvmlDeviceGetMemoryInfo");
+	if (!run_until(e, all_healthy, NULL, 5 * USEC_PER_SEC))
+		fail_msg("the GPUs did not recover when the hung calls returned");
+	if (!run_until(e, threads_are, &threads0, 5 * USEC_PER_SEC))
+		fail_msg("the threads left in hung calls did not exit");
+}
+
+/*
+ * Issue 16 (gpu-worker.c:231-246 at 839d5ba): the monitor is freed while the worker waits for
+ * the event thread to leave the event set (to re-initialise) and the event thread is held
+ * inside nvmlEventSetWait_v2. The set must not be freed under it: the fake aborts if it is.
+ */
+static void test_free_while_event_thread_waits(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_opts o = { .event_poll_interval = 100 * USEC_PER_MSEC,
+				      .call_timeout = 300 * USEC_PER_MSEC };
+	struct gpu_monitor_stats want = { .hung_calls = 1 };
+
+	start(e, "two-gpus.conf", &o);
+	wait_for_waiter(e);
+	ctl("block nvmlEventSetWait_v2");
+	ctl("xid 0 13"); /* ends the wait in progress; the next one is held at the door */
+	for (int i = 0; i < 500 && blocked_in("nvmlEventSetWait_v2") == 0; i++)
+		assert_int_equal(loop_run_once(e->loop, 10 * USEC_PER_MSEC), 0);
+	assert_int_equal(blocked_in("nvmlEventSetWait_v2"), 1);
+	ctl("mismatch on"); /* a probe sees it: re-initialise, which closes the event set */
+	wait_stats(e, &want);
+	assert_true(gpu_monitor_hung(e->m));
+	e->m = gpu_monitor_free(e->m);
+	assert_true(gpu_monitor_live_threads() >= 1);
+	/* The event thread comes out, sees the stop, and the last one out closes the set. */
+	ctl("release nvmlEventSetWait_v2");
+	/* teardown waits for it to leave */
+}
+
 static void test_no_gpus(void **state)
 {
 	struct env *e = *state;
@@ -856,6 +1008,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_no_gpus, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hung_call, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_free_with_stuck_worker, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hung_call_one_gpu, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hung_calls_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_free_while_event_thread_waits, setup,
+						teardown),
 		cmocka_unit_test(test_parse_disable_healthchecks),
 		cmocka_unit_test(test_xid_is_application),
 		cmocka_unit_test(test_info_release),

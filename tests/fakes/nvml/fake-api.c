@@ -36,6 +36,16 @@ static bool fn_bit(const uint64_t *mask, enum fake_fn fn)
 	return (mask[fn / 64] >> (fn % 64)) & 1;
 }
 
+/* What a call that needs the library initialised gets now. With fake.mu held. */
+static enum nvml_return init_state(void)
+{
+	if (fake.fx.mismatch)
+		return NVML_RET_LIB_RM_VERSION_MISMATCH;
+	if (fake.stale || fake.init_count <= 0)
+		return NVML_RET_UNINITIALIZED;
+	return NVML_RET_SUCCESS;
+}
+
 /* Counts the call and applies the global rules. With fake.mu held. */
 static enum nvml_return enter_locked(enum fake_fn fn, unsigned flags)
 {
@@ -59,13 +69,7 @@ static enum nvml_return enter_locked(enum fake_fn fn, unsigned flags)
 	}
 	if (fn_bit(fake.fx.not_supported, fn))
 		return NVML_RET_NOT_SUPPORTED;
-	if (flags & NEED_INIT) {
-		if (fake.fx.mismatch)
-			return NVML_RET_LIB_RM_VERSION_MISMATCH;
-		if (fake.stale || fake.init_count <= 0)
-			return NVML_RET_UNINITIALIZED;
-	}
-	return NVML_RET_SUCCESS;
+	return (flags & NEED_INIT) ? init_state() : NVML_RET_SUCCESS;
 }
 
 /* Locks; returns SUCCESS with fake.mu held, or an error with it released. */
@@ -123,11 +127,22 @@ static enum nvml_return gpu_of(struct nvml_device *d, enum fake_fn fn, struct fa
 /* enter() plus the device: SUCCESS with fake.mu held and *ret set, or an error, unlocked. */
 static enum nvml_return enter_dev(enum fake_fn fn, struct nvml_device *d, struct fake_gpu **ret)
 {
+	unsigned gpu;
 	enum nvml_return r = enter(fn, NEED_INIT);
 
 	if (r != NVML_RET_SUCCESS)
 		return r;
-	r = gpu_of(d, fn, ret, NULL);
+	r = gpu_of(d, fn, ret, &gpu);
+	/* "block FUNC GPU": a call hung on this GPU only; the world may change meanwhile. */
+	while (r == NVML_RET_SUCCESS && (fake.blocked_gpus[fn] >> gpu) & 1) {
+		fake.blocked_in[fn]++;
+		(void)pthread_cond_broadcast(&fake.cond);
+		(void)pthread_cond_wait(&fake.cond, &fake.mu);
+		fake.blocked_in[fn]--;
+		r = init_state();
+		if (r == NVML_RET_SUCCESS)
+			r = gpu_of(d, fn, ret, &gpu);
+	}
 	if (r != NVML_RET_SUCCESS)
 		(void)leave(r);
 	return r;
@@ -548,15 +563,27 @@ enum nvml_return nvmlEventSetWait_v2(struct nvml_event_set *s, struct nvml_event
 {
 	struct timespec deadline;
 	struct fake_set *set;
-	enum nvml_return r = enter(ID(nvmlEventSetWait_v2), NEED_INIT);
+	enum nvml_return r;
 
+	/*
+	 * The caller is inside the wait on @s from here, even while "block" holds it at the
+	 * door: a set freed meanwhile is one a real driver's wait would use after the free.
+	 */
+	(void)pthread_mutex_lock(&fake.mu);
+	set = set_of(s);
+	if (set)
+		set->inside++;
+	r = enter_locked(ID(nvmlEventSetWait_v2), NEED_INIT);
+	if (set)
+		set->inside--;
 	if (r != NVML_RET_SUCCESS)
-		return r;
+		return leave(r);
 	set = set_of(s);
 	if (!set || !data)
 		return leave(NVML_RET_INVALID_ARGUMENT);
 	deadline_after(&deadline, timeoutms);
 	fake.waiters++;
+	set->inside++;
 	for (;;) {
 		if (fake.fx.mismatch) {
 			r = NVML_RET_LIB_RM_VERSION_MISMATCH;
@@ -591,6 +618,7 @@ enum nvml_return nvmlEventSetWait_v2(struct nvml_event_set *s, struct nvml_event
 		}
 	}
 	fake.waiters--;
+	set->inside--;
 	return leave(r);
 }
 
@@ -605,6 +633,14 @@ enum nvml_return nvmlEventSetFree(struct nvml_event_set *s)
 	set = set_of(s);
 	if (!set)
 		return leave(NVML_RET_INVALID_ARGUMENT);
+	if (set->inside) {
+		/* NVML frees the set under the waiting thread: make the misuse loud in any build. */
+		(void)fprintf(stderr,
+			      "fake nvml: nvmlEventSetFree(%p) while %u thread(s) wait in "
+			      "nvmlEventSetWait_v2 on it: a use after free in a real driver\n",
+			      (void *)s, set->inside);
+		abort();
+	}
 	free(set->q);
 	memset(set, 0, sizeof(*set));
 	(void)pthread_cond_broadcast(&fake.cond);

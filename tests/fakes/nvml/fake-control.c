@@ -34,8 +34,8 @@ static struct {
 static const char help[] =
 	"xid GPU N [COUNT] | ecc GPU single|double [COUNT] | lost GPU | back GPU | temp GPU C | "
 	"mismatch on|off | reload [FIXTURE] | load FIXTURE | fail FUNC CODE|off [NTH] | counts | "
-	"count FUNC | set GPU|global KEY VALUE | waiters | sets | block FUNC | release FUNC | "
-	"blocked FUNC | ping";
+	"count FUNC | set GPU|global KEY VALUE | waiters | sets | block FUNC [GPU] | "
+	"release FUNC [GPU] | blocked FUNC | ping";
 
 static int reply(char *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int reply(char *out, const char *fmt, ...)
@@ -213,17 +213,32 @@ static void command(char *line, char *out)
 		fake.fx.fail[id] =
 			(struct fake_fail){ .active = code != 0, .code = code, .nth = nth };
 		reply(out, "ok");
-	} else if ((!strcmp(argv[0], "block") || !strcmp(argv[0], "release")) && argc == 2) {
+	} else if ((!strcmp(argv[0], "block") || !strcmp(argv[0], "release")) &&
+		   (argc == 2 || argc == 3)) {
 		int id = fake_fn_lookup(argv[1]);
+		bool block = argv[0][0] == 'b';
 
 		if (id < 0) {
 			reply(out, "error unknown function");
 			return;
 		}
-		if (argv[0][0] == 'b')
+		if (argc == 3) {
+			/* One GPU: its calls of FUNC hang, the other GPUs' answer. */
+			if (parse_gpu(argv[2], &gpu) < 0) {
+				reply(out, "error no such GPU");
+				return;
+			}
+			if (block)
+				fake.blocked_gpus[id] |= (uint32_t)1 << gpu;
+			else
+				fake.blocked_gpus[id] &= ~((uint32_t)1 << gpu);
+		} else if (block) {
 			fake.blocked[id / 64] |= (uint64_t)1 << (id % 64);
-		else
+		} else {
+			/* Releases the function for every GPU too. */
 			fake.blocked[id / 64] &= ~((uint64_t)1 << (id % 64));
+			fake.blocked_gpus[id] = 0;
+		}
 		(void)pthread_cond_broadcast(&fake.cond);
 		reply(out, "ok");
 	} else if (!strcmp(argv[0], "blocked") && argc == 2) {

@@ -19,6 +19,8 @@
 #define FAKE_MAX_PROCS 128
 #define FAKE_GEN_SLOTS 4
 
+_Static_assert(FAKE_MAX_GPUS <= 32, "blocked_gpus holds a bit per GPU");
+
 /* One id per exported function, for counters, failure injection and NOT_SUPPORTED. */
 #define FAKE_FN_ID(sym, r, params) FAKE_FN_##sym,
 enum fake_fn {
@@ -91,6 +93,9 @@ struct fake_event {
 struct fake_set {
 	bool used;
 	unsigned gen;
+	/* threads inside nvmlEventSetWait_v2 on this set (blocked there or waiting for events):
+	   nvmlEventSetFree then is a use after free in a real driver, and the fake aborts */
+	unsigned inside;
 	unsigned long long mask[FAKE_MAX_GPUS];
 	bool lost_pending;
 	struct fake_event *q;
@@ -115,6 +120,8 @@ struct fake_state {
 	uint64_t counts[FAKE_FN_COUNT];
 	/* "block FUNC": callers of FUNC wait in enter_locked() until "release FUNC" (a hung driver) */
 	uint64_t blocked[FAKE_FN_WORDS];
+	/* "block FUNC GPU": the same for calls about one GPU only (bit = NVML index) */
+	uint32_t blocked_gpus[FAKE_FN_COUNT];
 	unsigned blocked_in[FAKE_FN_COUNT]; /* threads waiting there now */
 	struct fake_set sets[FAKE_MAX_SETS];
 	struct fake_handle handles[FAKE_GEN_SLOTS][FAKE_MAX_GPUS];
