@@ -27,9 +27,9 @@
 struct loop_wake;
 struct gpu_worker;
 
-#define GPU_WORKER_MAX_GPUS    64  /* probe masks are one uint64_t */
-#define GPU_WORKER_QUEUE       256 /* events handed over at once */
-#define GPU_WORKER_MAX_THREADS 4   /* worker threads, those left in hung calls included */
+#define GPU_WORKER_MAX_GPUS    GPU_NODE_MAX /* probe masks are one uint64_t */
+#define GPU_WORKER_QUEUE       256	    /* events handed over at once */
+#define GPU_WORKER_MAX_THREADS 4	    /* worker threads, those left in hung calls included */
 
 enum gpu_job_kind {
 	GPU_JOB_DISCOVER,
