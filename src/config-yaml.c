@@ -56,23 +56,6 @@ void config_ydoc_release(struct ydoc *doc)
 	*doc = (struct ydoc){ 0 };
 }
 
-/* Grows an array of @size-byte elements to hold one more; returns 0 or -ENOMEM. */
-static int grow(void **arr, size_t *cap, size_t n, size_t size)
-{
-	size_t ncap;
-	void *p;
-
-	if (n < *cap)
-		return 0;
-	ncap = *cap ? *cap * 2 : 8;
-	p = realloc(*arr, ncap * size);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = ncap;
-	return 0;
-}
-
 struct builder {
 	struct ydoc *doc;
 	size_t stack[YAML_DEPTH_MAX];
@@ -107,7 +90,7 @@ static int attach(struct ctx *x, struct builder *b, size_t i)
 		return r < 0 ? r : 1;
 	}
 	parent = &doc->nodes[b->stack[b->depth - 1]];
-	r = grow((void **)&parent->kids, &parent->cap_kids, parent->n_kids, sizeof(size_t));
+	r = array_grow((void **)&parent->kids, &parent->cap_kids, parent->n_kids, sizeof(size_t));
 	if (r < 0)
 		return r;
 	parent->kids[parent->n_kids++] = i;
@@ -120,7 +103,7 @@ static int new_node(struct ctx *x, struct builder *b, enum ykind kind, const yam
 	struct ydoc *doc = b->doc;
 	int r;
 
-	r = grow((void **)&doc->nodes, &doc->cap_nodes, doc->n_nodes, sizeof(*doc->nodes));
+	r = array_grow((void **)&doc->nodes, &doc->cap_nodes, doc->n_nodes, sizeof(*doc->nodes));
 	if (r < 0)
 		return r;
 	doc->nodes[doc->n_nodes] = (struct ynode){ .kind = kind, .pos = mark_pos(e->start_mark) };
@@ -131,8 +114,8 @@ static int new_node(struct ctx *x, struct builder *b, enum ykind kind, const yam
 static int add_anchor(struct builder *b, char *name, size_t node)
 {
 	struct ydoc *doc = b->doc;
-	int r = grow((void **)&doc->anchors, &doc->cap_anchors, doc->n_anchors,
-		     sizeof(*doc->anchors));
+	int r = array_grow((void **)&doc->anchors, &doc->cap_anchors, doc->n_anchors,
+			   sizeof(*doc->anchors));
 
 	if (r < 0) {
 		free(name);

@@ -364,9 +364,9 @@ out:
 	free(cnt);
 }
 
-void doctor_plugin_allocations(struct doctor *dr, const char *host_path, const char *path,
-			       const char *missing_default, const struct doctor_resource *res,
-			       size_t n)
+void doctor_plugin_allocations(struct doctor *dr, const char *host_path, const char *dial,
+			       int open_r, const char *missing_default,
+			       const struct doctor_resource *res, size_t n)
 {
 	unsigned timeout_ms = doctor_opts(dr)->timeout_ms ? doctor_opts(dr)->timeout_ms : 5000;
 	V1__AllocatableResourcesResponse *am = NULL;
@@ -378,11 +378,10 @@ void doctor_plugin_allocations(struct doctor *dr, const char *host_path, const c
 	char *msg = NULL, *note = NULL;
 	uint8_t *resp = NULL;
 	size_t len;
-	struct stat sb;
 	bool have_alloc = true;
 	int r;
 
-	if (stat(path, &sb) < 0 && errno == ENOENT) {
+	if (!dial && open_r == -ENOENT) {
 		if (streq(doctor_facts(dr)->layout, "kubeedge")) {
 			ch = doctor_add(dr, "plugin.allocations", DOCTOR_SKIP,
 					"KubeEdge's EdgeCore serves no pod-resources API");
@@ -395,7 +394,12 @@ void doctor_plugin_allocations(struct doctor *dr, const char *host_path, const c
 		doctor_fix(ch, fix_podres_missing);
 		return;
 	}
-	r = call(path, "/v1.PodResourcesLister/GetAllocatableResources", timeout_ms, &st, &msg,
+	if (!dial) {
+		call_failed(dr, host_path, "GetAllocatableResources", timeout_ms, open_r,
+			    GRPC_STATUS_UNKNOWN, NULL);
+		return;
+	}
+	r = call(dial, "/v1.PodResourcesLister/GetAllocatableResources", timeout_ms, &st, &msg,
 		 &resp, &len);
 	if (r == 0 && st == GRPC_STATUS_UNIMPLEMENTED) {
 		/* Kubernetes before 1.23, or the KubeletPodResourcesGetAllocatable gate off. */
@@ -420,7 +424,7 @@ void doctor_plugin_allocations(struct doctor *dr, const char *host_path, const c
 	free(resp);
 	msg = NULL;
 	resp = NULL;
-	r = call(path, "/v1.PodResourcesLister/List", timeout_ms, &st, &msg, &resp, &len);
+	r = call(dial, "/v1.PodResourcesLister/List", timeout_ms, &st, &msg, &resp, &len);
 	if (r < 0 || st != GRPC_STATUS_OK) {
 		call_failed(dr, host_path, "List", timeout_ms, r, st, msg);
 		goto out;

@@ -57,6 +57,7 @@ void doctor_runtime_toolkit(struct doctor *dr)
 	struct doctor_toml *t = NULL;
 	struct stat st_cfg;
 	char *p;
+	int r;
 
 	for (size_t i = 0; i < ELEMENTSOF(need); i++) {
 		p = doctor_runtime_find_bin(dr, need[i], NULL);
@@ -82,9 +83,11 @@ void doctor_runtime_toolkit(struct doctor *dr)
 	if (doctor_stat(dr, cfg, &st_cfg, NULL) < 0) {
 		doctor_runtime_note(&n, "%s: absent", cfg);
 		st = DOCTOR_WARN;
-	} else if (doctor_runtime_toml_load(dr, &n, cfg, &t, NULL) < 0) {
+	} else if ((r = doctor_runtime_toml_load(dr, &n, cfg, &t, NULL)) < 0) {
 		doctor_runtime_emit(dr, &n, "runtime.toolkit", DOCTOR_FAIL,
-				    "the toolkit's config is not valid TOML", FIX_TOML);
+				    r == -EINVAL ? "the toolkit's config is not valid TOML" :
+						   "the toolkit's config cannot be read",
+				    r == -EINVAL ? FIX_TOML : FIX_TOOLKIT_PARTIAL);
 		return;
 	} else {
 		static const char *const mode[] = { "nvidia-container-runtime", "mode" };
@@ -146,7 +149,7 @@ static void cdi_file(const struct doctor *dr, struct cdi_scan *s, const char *pa
 			doctor_runtime_note(&s->n, "%s:%u: does not parse: %s", path, line,
 					    err ? err : "invalid YAML/JSON");
 		else
-			doctor_runtime_note(&s->n, "%s: %s", path, strerror(-r));
+			doctor_runtime_note(&s->n, "%s: %s", path, doctor_strerror(r));
 		goto out;
 	}
 	ver = doctor_ynode_get(doc, "cdiVersion");
@@ -196,18 +199,12 @@ out:
 
 static void cdi_dir(const struct doctor *dr, struct cdi_scan *s, const char *dir)
 {
-	char *names[MAX_SPECS], *host = NULL, *real = NULL;
+	char *names[MAX_SPECS];
 	size_t n = 0;
 	struct dirent *de;
-	DIR *d = NULL;
-	int r = doctor_resolve(dr, dir, &host);
+	int r = 0;
+	DIR *d = doctor_opendir(dr, dir, &r);
 
-	if (r >= 0 && !(real = doctor_path(dr, host)))
-		r = -ENOMEM;
-	if (real && !(d = opendir(real)))
-		r = -errno;
-	free(host);
-	free(real);
 	if (r == -ENOMEM)
 		return;
 	if (!d) {
@@ -318,13 +315,11 @@ bool doctor_runtime_docker_present(const struct doctor *dr, char *why, size_t si
 		"/run/docker.sock",
 		"/etc/systemd/system/multi-user.target.wants/docker.service",
 	};
-	char *unit = doctor_path(dr, signs[ELEMENTSOF(signs) - 1]);
 	struct stat st;
 	bool enabled;
 
-	/* An enabled unit is a link; what it points at may not be under the root. */
-	enabled = unit && lstat(unit, &st) == 0;
-	free(unit);
+	/* An enabled unit is a link (inside the root); what it points at may not be there. */
+	enabled = doctor_lstat(dr, signs[ELEMENTSOF(signs) - 1], &st) == 0;
 	for (size_t i = 0; i < ELEMENTSOF(signs); i++)
 		if ((i == ELEMENTSOF(signs) - 1 && enabled) ||
 		    doctor_stat(dr, signs[i], &st, NULL) == 0) {
@@ -380,7 +375,7 @@ void doctor_runtime_docker(struct doctor *dr)
 			doctor_runtime_note(&n, "%s:%u: %s", DAEMON_JSON, line,
 					    err ? err : "invalid JSON");
 		else
-			doctor_runtime_note(&n, "%s: %s", DAEMON_JSON, strerror(-r));
+			doctor_runtime_note(&n, "%s: %s", DAEMON_JSON, doctor_strerror(r));
 		doctor_runtime_emit(dr, &n, "runtime.docker", DOCTOR_FAIL,
 				    "Docker's daemon.json cannot be read", FIX_DOCKER_JSON);
 		goto out;

@@ -370,23 +370,30 @@ static const char *node_arch(struct doctor *dr, char *buf, size_t size, char *fr
 {
 	char *path = doctor_path(dr, "/proc/sys/kernel/arch"), *text = NULL;
 	struct utsname u;
+	int r = doctor_read(dr, "/proc/sys/kernel/arch", 256, &text, NULL);
 
-	if (path && read_file(path, 256, &text, NULL) >= 0) {
+	if (r >= 0) {
 		text[strcspn(text, " \t\r\n")] = 0;
 		if (text[0]) {
 			(void)snprintf(buf, size, "%s", doctor_arch_name(text));
-			(void)snprintf(from, from_size, "%s: %s", path, text);
+			(void)snprintf(from, from_size, "%s: %s", path ? path : "", text);
 			free(text);
 			free(path);
 			return buf;
 		}
 	}
 	free(text);
-	free(path);
-	if (uname(&u) < 0)
+	if (uname(&u) < 0) {
+		free(path);
 		return NULL;
+	}
 	(void)snprintf(buf, size, "%s", doctor_arch_name(u.machine));
-	(void)snprintf(from, from_size, "uname machine: %s", u.machine);
+	if (r < 0 && r != -ENOENT)
+		(void)snprintf(from, from_size, "uname machine: %s (%s: cannot read: %s)",
+			       u.machine, path ? path : "", doctor_strerror(r));
+	else
+		(void)snprintf(from, from_size, "uname machine: %s", u.machine);
+	free(path);
 	return buf;
 }
 
@@ -420,28 +427,29 @@ static bool image_runs_on(const struct image_info *info, const char *arch)
 	return false;
 }
 
-static char *containerd_socket(struct doctor *dr)
+/* The containerd socket as on the host: the runtime layer's, else the first one there. */
+static const char *containerd_socket(struct doctor *dr)
 {
 	static const char *const known[] = { "/run/containerd/containerd.sock",
 					     "/run/k3s/containerd/containerd.sock" };
 	const char *set = doctor_facts(dr)->containerd_socket;
+	struct stat st;
 
 	if (set[0])
-		return doctor_path(dr, set);
-	for (size_t i = 0; i < ELEMENTSOF(known); i++) {
-		char *p = doctor_path(dr, known[i]);
-
-		if (!p || access(p, F_OK) == 0)
-			return p;
-		free(p);
-	}
-	return doctor_path(dr, known[0]);
+		return set;
+	for (size_t i = 0; i < ELEMENTSOF(known); i++)
+		if (doctor_stat(dr, known[i], &st, NULL) == 0)
+			return known[i];
+	return known[0];
 }
 
 struct store_result {
 	const char *store;
-	char *where;
-	int r; /* 1 found, 0 absent, < 0 could not ask */
+	const char *host;	/* the socket as on the host */
+	char *where;		/* the same under the host root, shown */
+	int fd;			/* doctor_socket()'s, or -errno */
+	char dial[FD_PATH_MAX]; /* what reaches it */
+	int r;			/* 1 found, 0 absent, < 0 could not ask */
 	char *err;
 	struct image_info info;
 };
@@ -467,14 +475,27 @@ static void check_image(struct doctor *dr, const char *arch)
 			doctor_fix(c, FIX_IMAGE_REF);
 		return;
 	}
-	s[0].where = doctor_path(dr, "/var/run/docker.sock");
-	s[1].where = containerd_socket(dr);
-	if (s[0].where)
-		s[0].r = image_docker_lookup(s[0].where, o->image, o->timeout_ms, &s[0].info,
+	s[0].host = "/var/run/docker.sock";
+	s[1].host = containerd_socket(dr);
+	for (size_t i = 0; i < ELEMENTSOF(s); i++) {
+		s[i].where = doctor_path(dr, s[i].host);
+		s[i].fd = doctor_socket(dr, s[i].host, s[i].dial);
+		if (s[i].fd < 0)
+			s[i].r = set_error(&s[i].err, s[i].fd, "cannot connect to %s: %s",
+					   s[i].where ? s[i].where : s[i].host,
+					   s[i].fd == -ENOTSOCK ? "not a socket" :
+								  strerror(-s[i].fd));
+	}
+	if (s[0].where && s[0].fd >= 0)
+		s[0].r = image_docker_lookup(s[0].dial, o->image, o->timeout_ms, &s[0].info,
 					     &s[0].err);
-	if (s[1].where)
-		s[1].r = image_containerd_lookup(s[1].where, "k8s.io", name, o->timeout_ms,
+	if (s[1].where && s[1].fd >= 0)
+		s[1].r = image_containerd_lookup(s[1].dial, "k8s.io", name, o->timeout_ms,
 						 &s[1].info, &s[1].err);
+	/* Messages name the socket under the root, not the fd it was reached through. */
+	for (size_t i = 0; i < ELEMENTSOF(s); i++)
+		if (s[i].where && s[i].fd >= 0)
+			doctor_replace(&s[i].err, s[i].dial, s[i].where);
 	for (size_t i = 0; i < ELEMENTSOF(s); i++)
 		if (s[i].where && s[i].r > 0) {
 			found++;
@@ -513,6 +534,7 @@ static void check_image(struct doctor *dr, const char *arch)
 		doctor_evidence(c, "a container from it fails with \"exec format error\"");
 	doctor_fix(c, found == 0 ? FIX_IMAGE_ABSENT : matching < found ? FIX_IMAGE_ARCH : NULL);
 	for (size_t i = 0; i < ELEMENTSOF(s); i++) {
+		fd_close(s[i].fd);
 		free(s[i].where);
 		free(s[i].err);
 	}

@@ -10,6 +10,7 @@
 #include "doctor-driver.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
@@ -33,6 +34,8 @@ unsigned doctor_live_threads(void)
 
 /* --- NVML on a worker thread --- */
 
+#define NVML_JOB_FDS 3
+
 /* Owned by the doctor until it gives up waiting (abandoned), then by the worker. */
 struct nvml_job {
 	pthread_mutex_t mu;
@@ -46,6 +49,9 @@ struct nvml_job {
 	char *err;
 	struct gpu_info info;
 	char *lib; /* the library file the loader mapped, as it named it */
+	/* O_PATH fds the paths in @opts reach through /proc/self/fd: the library, /proc, /sys
+	 * under another host root (-1: none); closed with the job, after the worker is done. */
+	int fds[NVML_JOB_FDS];
 };
 
 static struct nvml_job *nvml_job_free(struct nvml_job *j)
@@ -56,6 +62,8 @@ static struct nvml_job *nvml_job_free(struct nvml_job *j)
 	gpu_info_release(&j->info);
 	free(j->err);
 	free(j->lib);
+	for (size_t i = 0; i < NVML_JOB_FDS; i++)
+		fd_close(j->fds[i]);
 	(void)pthread_cond_destroy(&j->cond);
 	(void)pthread_mutex_destroy(&j->mu);
 	free(j);
@@ -137,6 +145,8 @@ static int nvml_job_new(const struct gpu_backend_opts *o, struct nvml_job **ret)
 	(void)pthread_cond_init(&j->cond, &attr);
 	(void)pthread_condattr_destroy(&attr);
 	j->stage = "loading and initialising NVML (dlopen, nvmlInit_v2)";
+	for (size_t i = 0; i < NVML_JOB_FDS; i++)
+		j->fds[i] = -1;
 	*ret = j;
 	return 0;
 }
@@ -350,16 +360,17 @@ static bool version_token(const char *line, char *out, size_t size)
 
 static void read_kmod_version(struct doctor_driver *d)
 {
-	char *path = doctor_path(d->dr, "/proc/driver/nvidia/version"), *text = NULL;
+	char *text = NULL;
 
-	if (path && read_file(path, (size_t)64 * 1024, &text, NULL) == 0) {
+	d->kmod_r =
+		doctor_read(d->dr, "/proc/driver/nvidia/version", (size_t)64 * 1024, &text, NULL);
+	if (d->kmod_r == 0) {
 		d->kmod_present = true;
 		if (!version_token(text, d->f->kmod_version, sizeof(d->f->kmod_version)))
 			d->f->kmod_version[0] = 0;
 		d->kmod_line = strndup(text, strcspn(text, "\n"));
 	}
 	free(text);
-	free(path);
 }
 
 #if defined(__x86_64__)
@@ -384,37 +395,11 @@ static const char *const nvml_dirs[] = {
 	"/usr/lib",
 };
 
-/*
- * The library file NVML came from (or would have, when it did not load) and the driver
- * version in its name: libnvidia-ml.so.1 -> libnvidia-ml.so.550.54.15.
- */
-static void find_lib_file(struct doctor_driver *d, const char *loaded)
+/* The driver version in the library file's name: libnvidia-ml.so.550.54.15. */
+static void lib_version_of(struct doctor_driver *d)
 {
-	const char *root = doctor_opts(d->dr)->host_root;
-	size_t rlen = strlen(root);
-	const char *droot = d->cfg && d->cfg->driver_root ? d->cfg->driver_root : "/";
-	bool given = d->cfg && d->cfg->nvml_lib && *d->cfg->nvml_lib;
-	char *host = NULL, *real = NULL;
 	const char *base, *v;
 
-	while (rlen > 0 && root[rlen - 1] == '/')
-		rlen--;
-	if (loaded && rlen && strncmp(loaded, root, rlen) == 0 && loaded[rlen] == '/')
-		(void)doctor_resolve(d->dr, loaded + rlen, &host);
-	else if (loaded)
-		real = realpath(loaded, NULL);
-	else if (given)
-		real = realpath(d->cfg->nvml_lib, NULL);
-	/* Where NVML would have been found under the driver root, had it loaded. */
-	for (size_t i = 0; !loaded && !given && !host && i < ELEMENTSOF(nvml_dirs); i++) {
-		char *p = strdup_printf("%s%s/libnvidia-ml.so.1", streq(droot, "/") ? "" : droot,
-					nvml_dirs[i]);
-
-		if (p && doctor_resolve(d->dr, p, &host) < 0)
-			host = mfree(host);
-		free(p);
-	}
-	d->lib_shown = host ? host : real;
 	if (!d->lib_shown)
 		return;
 	base = strrchr(d->lib_shown, '/');
@@ -423,6 +408,41 @@ static void find_lib_file(struct doctor_driver *d, const char *loaded)
 	if (v && strchr(v, '.') && strspn(v, "0123456789.") == strlen(v) &&
 	    strlen(v) < sizeof(d->lib_version))
 		memcpy(d->lib_version, v, strlen(v) + 1);
+}
+
+/* @p: "<driver root><nvml_dirs[i]>/libnvidia-ml.so.1", as on the host (heap), or NULL. */
+static char *lib_candidate(const struct doctor_driver *d, size_t i)
+{
+	const char *droot = d->cfg && d->cfg->driver_root ? d->cfg->driver_root : "/";
+
+	return strdup_printf("%s%s/libnvidia-ml.so.1", streq(droot, "/") ? "" : droot,
+			     nvml_dirs[i]);
+}
+
+/*
+ * The library file NVML came from (or would have, when it did not load) and the driver
+ * version in its name: libnvidia-ml.so.1 -> libnvidia-ml.so.550.54.15.
+ */
+static void find_lib_file(struct doctor_driver *d, const char *loaded)
+{
+	bool given = d->cfg && d->cfg->nvml_lib && *d->cfg->nvml_lib;
+	char *host = NULL, *real = NULL;
+
+	if (loaded)
+		real = realpath(loaded, NULL);
+	else if (given)
+		real = realpath(d->cfg->nvml_lib, NULL);
+	/* Where NVML would have been found under the driver root, had it loaded. */
+	for (size_t i = 0; !loaded && !given && !host && i < ELEMENTSOF(nvml_dirs); i++) {
+		char *p = lib_candidate(d, i);
+		struct stat st;
+
+		if (p && (doctor_stat(d->dr, p, &st, &host) < 0 || !S_ISREG(st.st_mode)))
+			host = mfree(host);
+		free(p);
+	}
+	d->lib_shown = host ? host : real;
+	lib_version_of(d);
 }
 
 static void check_versions(struct doctor_driver *d)
@@ -456,6 +476,10 @@ static void check_versions(struct doctor_driver *d)
 			d->dr, "driver.versions", DOCTOR_SKIP,
 			"no /proc/driver/nvidia/version: a Jetson before Thor runs the nvgpu "
 			"driver, whose version is the L4T release (driver.tegra)");
+	} else if (!d->kmod_present && d->kmod_r != -ENOENT) {
+		c = doctor_add(d->dr, "driver.versions", DOCTOR_WARN,
+			       "the kernel module's version cannot be read: %s",
+			       doctor_strerror(d->kmod_r));
 	} else if (!d->kmod_present) {
 		c = doctor_add(
 			d->dr, "driver.versions", DOCTOR_FAIL,
@@ -472,8 +496,10 @@ static void check_versions(struct doctor_driver *d)
 			       first);
 	}
 	doctor_evidence(c, "kernel module: %s (/proc/driver/nvidia/version%s%s)",
-			kmod[0] ? kmod : "unknown", d->kmod_line ? ": " : "",
-			d->kmod_line ? d->kmod_line : ", missing");
+			kmod[0] ? kmod : "unknown", d->kmod_line ? ": " : ", ",
+			d->kmod_line	     ? d->kmod_line :
+			d->kmod_r == -ENOENT ? "missing" :
+					       doctor_strerror(d->kmod_r));
 	doctor_evidence(c, "NVML driver version: %s",
 			nvml[0] ? nvml : "unknown (NVML did not load)");
 	doctor_evidence(c, "library file: %s%s%s%s", d->lib_shown ? d->lib_shown : "not found",
@@ -606,27 +632,105 @@ static void check_devices(struct doctor_driver *d)
 
 /* --- the layer --- */
 
+/* The host root is this machine's own "/". */
+static bool root_is_slash(const struct doctor_driver *d)
+{
+	const char *root = doctor_opts(d->dr)->host_root;
+
+	return !root || strspn(root, "/") == strlen(root);
+}
+
+/*
+ * Under another host root, the library is one of the driver root's (nvml-load.c's order) found
+ * inside that root: never this machine's loader search path, never a link out of the root, never
+ * a file that is not a regular one (dlopen of a FIFO blocks). Returns an O_PATH fd of it (its
+ * host path in *@ret_host) or -ENOENT with *@reterr saying what was tried, or -ENOMEM.
+ */
+static int lib_in_root(struct doctor_driver *d, char **ret_host, char **reterr)
+{
+	struct buf tried = { 0 };
+	int r = -ENOENT;
+
+	for (size_t i = 0; i < ELEMENTSOF(nvml_dirs) && r == -ENOENT; i++) {
+		char *p = lib_candidate(d, i), *shown = p ? doctor_path(d->dr, p) : NULL;
+		char *host = NULL;
+		struct stat st;
+		int fd = p ? doctor_open(d->dr, p, 0, &host) : -ENOMEM;
+
+		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+			*ret_host = host;
+			r = fd;
+		} else {
+			if (fd >= 0) {
+				fd_close(fd);
+				fd = -EBADFD; /* not a regular file */
+			}
+			free(host);
+			if (!shown || buf_printf(&tried, "%s%s%s%s%s", tried.len ? ", " : "", shown,
+						 fd == -ENOENT ? "" : " (",
+						 fd == -ENOENT ? "" : doctor_strerror(fd),
+						 fd == -ENOENT ? "" : ")") < 0)
+				r = -ENOMEM;
+		}
+		free(shown);
+		free(p);
+	}
+	if (r == -ENOENT)
+		r = set_error(
+			reterr, -ENOENT,
+			"NVML library libnvidia-ml.so.1 not found under the host root; tried %s",
+			(const char *)tried.data);
+	buf_release(&tried);
+	return r;
+}
+
 static void run_nvml(struct doctor_driver *d)
 {
 	const struct config *cfg = d->cfg;
 	struct gpu_backend_opts o = { .kind = GPU_BACKEND_NVML };
-	char *driver_root = doctor_path(d->dr, cfg && cfg->driver_root ? cfg->driver_root : "/");
-	char *sys = doctor_path(d->dr, "/sys"), *proc = doctor_path(d->dr, "/proc");
+	bool slash = root_is_slash(d), given = cfg && cfg->nvml_lib && *cfg->nvml_lib;
+	char lib_dial[FD_PATH_MAX] = "", proc_dial[FD_PATH_MAX], sys_dial[FD_PATH_MAX];
+	char *driver_root = NULL;
+	int fds[NVML_JOB_FDS] = { -1, -1, -1 };
 	struct nvml_job *j = NULL;
 	const char *stage = NULL, *call = NULL;
 	int r;
 
-	if (!driver_root || !sys || !proc) {
-		r = -ENOMEM;
-		goto out;
+	o.lib_path = given ? cfg->nvml_lib : NULL;
+	if (slash) {
+		/* This host: NVML is loaded as the daemon loads it, loader search path and all. */
+		driver_root = strdup(cfg && cfg->driver_root ? cfg->driver_root : "/");
+		o.driver_root = driver_root;
+		o.sysfs_root = "/sys";
+		o.proc_root = "/proc";
+		if (!driver_root) {
+			r = -ENOMEM;
+			goto out;
+		}
+	} else {
+		/* Another root: whatever the backend opens is reached through an fd found inside
+		 * it (/proc/self/fd/N); /proc and /sys missing there: a root that is no directory,
+		 * where the backend reads nothing. */
+		if (!given) {
+			fds[0] = lib_in_root(d, &d->lib_shown, &d->nvml_err);
+			if (fds[0] < 0) {
+				r = fds[0];
+				goto out;
+			}
+			o.lib_path = fd_path(fds[0], lib_dial);
+			lib_version_of(d); /* the file tried, whether NVML loads from it or not */
+		}
+		fds[1] = doctor_open(d->dr, "/proc", O_DIRECTORY, NULL);
+		fds[2] = doctor_open(d->dr, "/sys", O_DIRECTORY, NULL);
+		o.proc_root = fds[1] >= 0 ? fd_path(fds[1], proc_dial) : "/dev/null";
+		o.sysfs_root = fds[2] >= 0 ? fd_path(fds[2], sys_dial) : "/dev/null";
 	}
-	o.lib_path = cfg ? cfg->nvml_lib : NULL;
-	o.driver_root = driver_root;
-	o.sysfs_root = sys;
-	o.proc_root = proc;
 	r = nvml_job_new(&o, &j);
 	if (r < 0)
 		goto out;
+	memcpy(j->fds, fds, sizeof(fds)); /* the job's now: the worker may outlive this call */
+	for (size_t i = 0; i < NVML_JOB_FDS; i++)
+		fds[i] = -1;
 	r = nvml_job_run(j, doctor_opts(d->dr)->timeout_ms, &stage, &call);
 	if (r == -ETIMEDOUT) {
 		j = NULL; /* the worker's now */
@@ -642,7 +746,10 @@ static void run_nvml(struct doctor_driver *d)
 	j->err = NULL;
 	d->info = j->info;
 	memset(&j->info, 0, sizeof(j->info));
-	find_lib_file(d, j->lib);
+	if (d->lib_shown) /* messages name the host's file, not the fd it was opened through */
+		doctor_replace(&d->nvml_err, lib_dial, d->lib_shown);
+	else
+		find_lib_file(d, j->lib);
 out:
 	if (r < 0 && !d->nvml_hung && !d->nvml_err)
 		d->nvml_err = strdup_printf("NVML was not tried: %s", strerror(-r));
@@ -650,9 +757,9 @@ out:
 		find_lib_file(d, NULL);
 	d->nvml_r = r;
 	nvml_job_free(j);
+	for (size_t i = 0; i < NVML_JOB_FDS; i++)
+		fd_close(fds[i]);
 	free(driver_root);
-	free(sys);
-	free(proc);
 }
 
 static void fill_facts(struct doctor_driver *d)
@@ -693,4 +800,5 @@ void doctor_driver(struct doctor *dr)
 	free(d.nvml_err);
 	free(d.lib_shown);
 	free(d.kmod_line);
+	buf_release(&d.unreadable);
 }

@@ -27,12 +27,14 @@ struct doctor_driver {
 	char *lib_shown;      /* the NVML library file (host path when under the host root) */
 	char lib_version[64]; /* the driver version in its name, "" unknown */
 	bool kmod_present;    /* /proc/driver/nvidia/version exists */
+	int kmod_r;	      /* reading it: 0, or -errno (-ENOENT: absent) */
 	char *kmod_line;      /* its first line */
 	/* Tegra */
 	bool tegra;
 	int l4t_major; /* 36 for "R36 (release), REVISION: 4.3"; 0 unknown */
 	char soc[32];  /* "tegra234", "" unknown */
 	char model[128];
+	struct buf unreadable; /* "<path>: <why>\n" for each Tegra file there but unreadable */
 };
 
 /* Before NVML: fills tegra, l4t_major, soc, model and facts->tegra, facts->l4t_release. */

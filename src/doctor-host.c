@@ -6,12 +6,13 @@
  */
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "doctor-driver.h"
@@ -28,13 +29,24 @@ static bool host_exists(const struct doctor *dr, const char *path)
 
 /* --- Tegra --- */
 
+/* doctor_read(), with a file that is there but cannot be read noted for driver.tegra. */
+static int tegra_read(struct doctor_driver *d, const char *path, char **ret, size_t *ret_len)
+{
+	int r = doctor_read(d->dr, path, HOST_FILE_MAX, ret, ret_len);
+
+	if (r < 0 && r != -ENOENT &&
+	    buf_printf(&d->unreadable, "%s: cannot read: %s\n", path, doctor_strerror(r)) < 0)
+		buf_release(&d->unreadable);
+	return r;
+}
+
 void doctor_tegra_detect(struct doctor_driver *d)
 {
 	char *text = NULL;
 	size_t len = 0;
 
 	/* "# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, ..." */
-	if (doctor_read(d->dr, "/etc/nv_tegra_release", HOST_FILE_MAX, &text, &len) == 0) {
+	if (tegra_read(d, "/etc/nv_tegra_release", &text, &len) == 0) {
 		const char *p = text + strspn(text, "# ");
 		size_t n = strcspn(p, "\n");
 		const char *gcid = strstr(p, ", GCID");
@@ -48,7 +60,7 @@ void doctor_tegra_detect(struct doctor_driver *d)
 	}
 	text = mfree(text);
 	/* NUL-separated: "nvidia,p3768-0000+p3767-0005\0nvidia,tegra234\0" */
-	if (doctor_read(d->dr, "/proc/device-tree/compatible", HOST_FILE_MAX, &text, &len) == 0) {
+	if (tegra_read(d, "/proc/device-tree/compatible", &text, &len) == 0) {
 		for (size_t i = 0; i < len; i += strlen(text + i) + 1)
 			if (startswith(text + i, "nvidia,tegra")) {
 				d->tegra = true;
@@ -56,14 +68,26 @@ void doctor_tegra_detect(struct doctor_driver *d)
 			}
 	}
 	text = mfree(text);
-	if (doctor_read(d->dr, "/proc/device-tree/model", HOST_FILE_MAX, &text, &len) == 0)
+	if (tegra_read(d, "/proc/device-tree/model", &text, &len) == 0)
 		(void)snprintf(d->model, sizeof(d->model), "%.*s", (int)strcspn(text, "\n"), text);
 	text = mfree(text);
-	if (doctor_read(d->dr, "/sys/devices/soc0/family", HOST_FILE_MAX, &text, &len) == 0 &&
+	if (tegra_read(d, "/sys/devices/soc0/family", &text, &len) == 0 &&
 	    strncasecmp(text, "tegra", 5) == 0)
 		d->tegra = true;
 	free(text);
 	d->f->tegra = d->tegra;
+}
+
+/* The Tegra files that are there but could not be read, as evidence. */
+static void tegra_unreadable(struct doctor_driver *d, struct doctor_check *c)
+{
+	for (const char *p = (const char *)d->unreadable.data; p && *p;) {
+		size_t n = strcspn(p, "\n");
+
+		doctor_evidence(c, "%.*s", (int)n, p);
+		p += n + (p[n] == '\n');
+	}
+	buf_release(&d->unreadable);
 }
 
 void doctor_check_tegra(struct doctor_driver *d)
@@ -79,6 +103,7 @@ void doctor_check_tegra(struct doctor_driver *d)
 		c = doctor_add(d->dr, "driver.tegra", DOCTOR_SKIP, "not a Jetson/Tegra board");
 		doctor_evidence(c, "no /etc/nv_tegra_release, no nvidia,tegra* in "
 				   "/proc/device-tree/compatible");
+		tegra_unreadable(d, c);
 		return;
 	}
 	if (thor) {
@@ -135,6 +160,7 @@ void doctor_check_tegra(struct doctor_driver *d)
 	if (!thor)
 		doctor_evidence(c, "/dev/nvmap: %s",
 				host_exists(d->dr, "/dev/nvmap") ? "present" : "missing");
+	tegra_unreadable(d, c);
 	if (!missing && !d->f->nvml_ok)
 		d->f->n_gpus = 1;
 }
@@ -228,8 +254,8 @@ static bool have_systemd(const struct doctor *dr)
 static bool unit_wanted(const struct doctor *dr, const char *name, char **ret_by)
 {
 	for (size_t i = 0; i < ELEMENTSOF(unit_dirs); i++) {
-		char *dir = doctor_path(dr, unit_dirs[i]);
-		DIR *dp = dir ? opendir(dir) : NULL;
+		int r;
+		DIR *dp = doctor_opendir(dr, unit_dirs[i], &r);
 		struct dirent *de;
 
 		while (dp && (de = readdir(dp))) {
@@ -241,33 +267,29 @@ static bool unit_wanted(const struct doctor *dr, const char *name, char **ret_by
 			if (!(n > 6 && streq(de->d_name + n - 6, ".wants")) &&
 			    !(n > 9 && streq(de->d_name + n - 9, ".requires")))
 				continue;
-			link = strdup_printf("%s/%s/%s", dir, de->d_name, name);
-			hit = link && lstat(link, &st) == 0;
+			/* The link itself (what it points at may be anywhere), inside the root. */
+			link = strdup_printf("%s/%s/%s", unit_dirs[i], de->d_name, name);
+			hit = link && doctor_lstat(dr, link, &st) == 0;
 			free(link);
 			if (hit) {
 				*ret_by = strdup_printf("%s/%s", unit_dirs[i], de->d_name);
 				(void)closedir(dp);
-				free(dir);
 				return true;
 			}
 		}
 		if (dp)
 			(void)closedir(dp);
-		free(dir);
 	}
 	return false;
 }
 
 static enum unit_state unit_state(const struct doctor *dr, const char *name, char **ret_where)
 {
-	char *etc = strdup_printf("/etc/systemd/system/%s", name);
-	char *full = etc ? doctor_path(dr, etc) : NULL, target[64];
+	char *etc = strdup_printf("/etc/systemd/system/%s", name), target[64];
 	enum unit_state st = UNIT_MISSING;
-	ssize_t n = full ? readlink(full, target, sizeof(target) - 1) : -1;
 
 	*ret_where = NULL;
-	if (n > 0) {
-		target[n] = 0;
+	if (etc && doctor_readlink(dr, etc, target, sizeof(target)) == 0) {
 		if (streq(target, "/dev/null")) {
 			*ret_where = strdup(etc);
 			st = UNIT_MASKED;
@@ -292,15 +314,25 @@ static enum unit_state unit_state(const struct doctor *dr, const char *name, cha
 		}
 	}
 out:
-	free(full);
 	free(etc);
 	return st;
 }
 
 /* --- persistence --- */
 
-/* nvidia-persistenced's pid file names a live process of that name under <root>/proc. */
-static int persistenced_pid(const struct doctor *dr)
+/* Appends "<path>: cannot read: <why>\n" to @b for a file that is there but unreadable. */
+static void note_unreadable(struct buf *b, const char *path, int r)
+{
+	if (r < 0 && r != -ENOENT &&
+	    buf_printf(b, "%s: cannot read: %s\n", path, doctor_strerror(r)) < 0)
+		buf_release(b);
+}
+
+/*
+ * nvidia-persistenced's pid file names a live process of that name under <root>/proc. Files
+ * there but unreadable are noted in @why.
+ */
+static int persistenced_pid(const struct doctor *dr, struct buf *why)
 {
 	static const char *const pidfiles[] = {
 		"/run/nvidia-persistenced/nvidia-persistenced.pid",
@@ -311,14 +343,18 @@ static int persistenced_pid(const struct doctor *dr)
 	for (size_t i = 0; i < ELEMENTSOF(pidfiles) && !pid; i++) {
 		char *text = NULL, *comm = NULL, *path = NULL;
 		unsigned v;
+		int r = doctor_read(dr, pidfiles[i], HOST_FILE_MAX, &text, NULL);
 
-		if (doctor_read(dr, pidfiles[i], HOST_FILE_MAX, &text, NULL) == 0) {
+		note_unreadable(why, pidfiles[i], r);
+		if (r == 0) {
 			text[strcspn(text, " \n")] = 0;
 			if (safe_atou(text, &v) == 0 && v > 0 && v < INT_MAX &&
-			    (path = strdup_printf("/proc/%u/comm", v)) &&
-			    doctor_read(dr, path, HOST_FILE_MAX, &comm, NULL) == 0 &&
-			    startswith(comm, "nvidia-persiste"))
-				pid = (int)v;
+			    (path = strdup_printf("/proc/%u/comm", v))) {
+				r = doctor_read(dr, path, HOST_FILE_MAX, &comm, NULL);
+				note_unreadable(why, path, r);
+				if (r == 0 && startswith(comm, "nvidia-persiste"))
+					pid = (int)v;
+			}
 		}
 		free(path);
 		free(comm);
@@ -330,6 +366,7 @@ static int persistenced_pid(const struct doctor *dr)
 void doctor_check_persistence(struct doctor_driver *d)
 {
 	struct doctor_check *c;
+	struct buf why = { 0 };
 	char *where = NULL;
 	enum unit_state us;
 	int pid;
@@ -339,7 +376,7 @@ void doctor_check_persistence(struct doctor_driver *d)
 				 "a Jetson's integrated GPU has no persistence mode");
 		return;
 	}
-	pid = persistenced_pid(d->dr);
+	pid = persistenced_pid(d->dr, &why);
 	us = unit_state(d->dr, "nvidia-persistenced.service", &where);
 	if (pid > 0) {
 		c = doctor_add(d->dr, "driver.persistence", DOCTOR_PASS,
@@ -357,6 +394,13 @@ void doctor_check_persistence(struct doctor_driver *d)
 			      "enable --now nvidia-persistenced.service (it comes with the driver; "
 			      "nvidia-smi -pm 1 also works, until the next reboot).");
 	}
+	for (const char *p = (const char *)why.data; p && *p;) {
+		size_t n = strcspn(p, "\n");
+
+		doctor_evidence(c, "%.*s", (int)n, p);
+		p += n + (p[n] == '\n');
+	}
+	buf_release(&why);
 	doctor_evidence(c, "nvidia-persistenced.service: %s%s%s%s", unit_state_name[us],
 			where ? " (" : "", where ? where : "", where ? ")" : "");
 	free(where);
@@ -494,29 +538,65 @@ static void boot_units(struct boot *b)
 			     "edgecore): it may not start after a reboot");
 }
 
-static int find_module(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	const char *base = path + ftw->base;
+/* How far and how much of /lib/modules/<release> is looked through (a kernel has ~7,000 files). */
+#define MODULE_DEPTH   32
+#define MODULE_ENTRIES 200000
 
-	(void)st;
-	if (flag != FTW_F)
+/*
+ * 1 when a regular file nvidia.ko* or nvidia-current.ko* is below the directory @fd (O_PATH),
+ * else 0. No link is followed: each directory is opened O_NOFOLLOW relative to its parent's fd.
+ * *@budget bounds the entries looked at.
+ */
+static int find_module(int fd, unsigned depth, unsigned *budget)
+{
+	int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC), found = 0;
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	struct dirent *de;
+
+	if (!d) {
+		fd_close(dfd);
 		return 0;
-	return startswith(base, "nvidia.ko") || startswith(base, "nvidia-current.ko");
+	}
+	while (!found && *budget > 0 && (de = readdir(d))) {
+		const char *n = de->d_name;
+		struct stat st;
+		int sub;
+
+		(*budget)--;
+		if (streq(n, ".") || streq(n, "..") ||
+		    fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISREG(st.st_mode)) {
+			found = startswith(n, "nvidia.ko") || startswith(n, "nvidia-current.ko");
+		} else if (S_ISDIR(st.st_mode) && depth > 0) {
+			sub = openat(dirfd(d), n, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0)
+				found = find_module(sub, depth - 1, budget);
+			fd_close(sub);
+		}
+	}
+	(void)closedir(d);
+	return found;
 }
 
 /* The NVIDIA module for the running kernel, under <root>/lib/modules/<release>. */
 static void boot_module(struct boot *b)
 {
 	const struct doctor *dr = b->d->dr;
-	char *rel = NULL, *path = NULL, *full = NULL, *line = NULL;
+	char *rel = NULL, *path = NULL, *line = NULL;
+	unsigned budget = MODULE_ENTRIES;
 	bool found = false;
+	int fd, r;
 
 	if (b->d->tegra) {
 		boot_line(b, "kernel module: the Jetson's GPU driver comes with the L4T kernel");
 		return;
 	}
-	if (doctor_read(dr, "/proc/sys/kernel/osrelease", HOST_FILE_MAX, &rel, NULL) < 0) {
-		boot_line(b, "kernel release: unknown (no /proc/sys/kernel/osrelease)");
+	r = doctor_read(dr, "/proc/sys/kernel/osrelease", HOST_FILE_MAX, &rel, NULL);
+	if (r < 0) {
+		line = strdup_printf("kernel release: unknown (/proc/sys/kernel/osrelease: %s)",
+				     r == -ENOENT ? "missing" : doctor_strerror(r));
+		boot_line(b, line);
 		boot_finding(b, DOCTOR_WARN, NULL, "%s",
 			     "the running kernel is unknown: whether the NVIDIA module loads after "
 			     "a reboot was not checked");
@@ -524,9 +604,10 @@ static void boot_module(struct boot *b)
 	}
 	rel[strcspn(rel, "\n")] = 0;
 	path = strdup_printf("/lib/modules/%s", rel);
-	if (path && doctor_resolve(dr, path, &line) == 0 && (full = doctor_path(dr, line)))
-		found = nftw(full, find_module, 16, FTW_PHYS) == 1;
-	line = mfree(line);
+	fd = path ? doctor_open(dr, path, O_DIRECTORY, NULL) : -ENOMEM;
+	if (fd >= 0)
+		found = find_module(fd, MODULE_DEPTH, &budget) > 0;
+	fd_close(fd);
 	line = strdup_printf("kernel module: %s in %s", found ? "nvidia.ko found" : "no nvidia.ko",
 			     path ? path : "/lib/modules");
 	boot_line(b, line);
@@ -543,7 +624,6 @@ static void boot_module(struct boot *b)
 			rel);
 out:
 	free(line);
-	free(full);
 	free(path);
 	free(rel);
 }

@@ -20,14 +20,15 @@ struct doctor_resource {
 
 /*
  * Adds plugin.allocations: asks the kubelet's pod-resources socket (@host_path, as on the
- * host, shown in the evidence; @path, the same under the host root, dialled) for
+ * host, shown in the evidence; @dial, the path that reaches it inside the host root, from
+ * doctor_socket(), or NULL when it was not found there: @open_r is then why) for
  * GetAllocatableResources and List, and counts allocatable, allocated and free devices of
  * each of the @n resources in @res, with their holders. @missing_default (or NULL) is the
  * configured socket, when it was missing and MicroK8s's is used instead.
  */
-void doctor_plugin_allocations(struct doctor *dr, const char *host_path, const char *path,
-			       const char *missing_default, const struct doctor_resource *res,
-			       size_t n);
+void doctor_plugin_allocations(struct doctor *dr, const char *host_path, const char *dial,
+			       int open_r, const char *missing_default,
+			       const struct doctor_resource *res, size_t n);
 
 /* The fix shown when a socket refuses us for lack of permission. */
 extern const char doctor_plugin_fix_root[];

@@ -86,29 +86,22 @@ struct pctx {
 	size_t n_res;
 };
 
-/* stat() of a host path under the host root. Returns 0 or -errno. */
+/* stat() of a host path inside the host root. Returns 0 or -errno. */
 static int stat_host(const struct pctx *x, const char *host_path, struct stat *st)
 {
-	char *p = doctor_path(x->dr, host_path);
-	int r = 0;
-
-	if (!p)
-		return -ENOMEM;
-	if (stat(p, st) < 0)
-		r = -errno;
-	free(p);
-	return r;
+	return doctor_stat(x->dr, host_path, st, NULL);
 }
 
+/* doctor_net_unix_probe() of the socket found at @host_path inside the host root. */
 static int probe_host(const struct pctx *x, const char *host_path)
 {
-	char *p = doctor_path(x->dr, host_path);
-	int r;
+	char dial[FD_PATH_MAX];
+	int fd = doctor_socket(x->dr, host_path, dial), r;
 
-	if (!p)
-		return -ENOMEM;
-	r = doctor_net_unix_probe(p, x->timeout_ms);
-	free(p);
+	if (fd < 0)
+		return fd;
+	r = doctor_net_unix_probe(dial, x->timeout_ms);
+	fd_close(fd);
 	return r;
 }
 
@@ -123,14 +116,12 @@ static bool microk8s_likely(const struct pctx *x)
 /* The directory's entries (the first DIR_ENTRIES_SHOWN of them) as one evidence line. */
 static void dir_entries(struct pctx *x, struct doctor_check *ch)
 {
-	char *p = doctor_path(x->dr, x->dir_host);
 	struct buf b = { 0 };
 	unsigned n = 0, more = 0;
 	struct dirent *e;
-	DIR *d;
+	int r;
+	DIR *d = doctor_opendir(x->dr, x->dir_host, &r);
 
-	d = p ? opendir(p) : NULL;
-	free(p);
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
@@ -559,7 +550,8 @@ void doctor_plugin(struct doctor *dr)
 {
 	const struct doctor_opts *o = doctor_opts(dr);
 	struct pctx x = { .dr = dr, .c = o->cfg, .timeout_ms = o->timeout_ms };
-	char *podres = NULL, *podres_path = NULL;
+	char *podres = NULL, dial[FD_PATH_MAX];
+	int fd = -1;
 
 	if (!x.c) {
 		(void)doctor_add(dr, "plugin.dir", DOCTOR_SKIP, "no config");
@@ -576,19 +568,19 @@ void doctor_plugin(struct doctor *dr)
 	check_sockets(&x);
 	check_registered(&x);
 	podres = podres_host(&x);
-	podres_path = podres ? doctor_path(dr, podres) : NULL;
-	if (!podres_path) {
+	if (!podres) {
 		(void)doctor_add(dr, "plugin.allocations", DOCTOR_SKIP,
 				 "no pod-resources socket configured");
 		goto out;
 	}
+	fd = doctor_socket(dr, podres, dial);
 	doctor_plugin_allocations(
-		dr, podres, podres_path,
+		dr, podres, fd >= 0 ? dial : NULL, fd >= 0 ? 0 : fd,
 		streq(podres, x.c->pod_resources_socket) ? NULL : x.c->pod_resources_socket, x.res,
 		x.n_res);
 out:
+	fd_close(fd);
 	free(podres);
-	free(podres_path);
 	free(x.res);
 	free(x.dir_host);
 }

@@ -237,7 +237,7 @@ static int kubeedge_runtime(struct doctor *dr, struct doctor_runtime_notes *n, s
 			doctor_runtime_note(n, "%s:%u: %s", EDGECORE, line,
 					    err ? err : "invalid YAML");
 		else
-			doctor_runtime_note(n, "%s: %s", EDGECORE, strerror(-r));
+			doctor_runtime_note(n, "%s: %s", EDGECORE, doctor_strerror(r));
 		doctor_runtime_note(n, "assuming containerd at %s", rt->socket);
 		goto out;
 	}
@@ -481,7 +481,7 @@ int doctor_runtime_toml_load(const struct doctor *dr, struct doctor_runtime_note
 
 	r = doctor_read(dr, path, DOCTOR_RUNTIME_MAX_FILE, &data, &len);
 	if (r < 0) {
-		doctor_runtime_note(n, "%s: %s", path, strerror(-r));
+		doctor_runtime_note(n, "%s: %s", path, doctor_strerror(r));
 		return r;
 	}
 	if (strlen(path) > 5 && streq(path + strlen(path) - 5, ".tmpl")) {

@@ -6,7 +6,6 @@
 #include <yaml.h>
 
 #define MAX_DEPTH 64
-#define MAX_NODES 200000
 
 struct builder {
 	struct doctor_ynode *stack[MAX_DEPTH + 1];
@@ -32,7 +31,7 @@ struct doctor_ynode *doctor_ynode_free(struct doctor_ynode *n)
 static int attach(struct builder *b, struct doctor_ynode *n)
 {
 	struct doctor_ynode *p = b->depth ? b->stack[b->depth - 1] : NULL;
-	struct doctor_ynode **k;
+	int r;
 
 	if (!p) {
 		if (b->root)
@@ -40,13 +39,13 @@ static int attach(struct builder *b, struct doctor_ynode *n)
 		b->root = n;
 		return 0;
 	}
-	k = realloc(p->kids, (p->n_kids + 1) * sizeof(struct doctor_ynode *));
-	if (!k) {
+	/* Doubling: one realloc per child made building a 100,000-key map quadratic. */
+	r = array_grow((void **)&p->kids, &p->cap_kids, p->n_kids, sizeof(struct doctor_ynode *));
+	if (r < 0) {
 		doctor_ynode_free(n);
-		return -ENOMEM;
+		return r;
 	}
-	p->kids = k;
-	k[p->n_kids++] = n;
+	p->kids[p->n_kids++] = n;
 	return 0;
 }
 
@@ -69,8 +68,8 @@ static int on_event(struct builder *b, const yaml_event_t *e, char **reterr)
 	default:
 		return 0;
 	}
-	if (++b->n_nodes > MAX_NODES)
-		return set_error(reterr, -EINVAL, "more than %d nodes", MAX_NODES);
+	if (++b->n_nodes > DOCTOR_YAML_MAX_NODES)
+		return set_error(reterr, -EINVAL, "more than %u nodes", DOCTOR_YAML_MAX_NODES);
 	n = calloc(1, sizeof(*n));
 	if (!n)
 		return -ENOMEM;

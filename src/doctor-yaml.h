@@ -4,7 +4,9 @@
  * A small YAML/JSON tree for the doctor (CDI specs, Docker's daemon.json, KubeEdge's
  * edgecore.yaml), built from libyaml's events. JSON is read as YAML (flow style); leading
  * whitespace before the document is skipped, so a tab-indented JSON file parses. Aliases read
- * as empty scalars; only the first document is kept. Bounded: nesting depth and node count.
+ * as empty scalars; only the first document is kept. Bounded: nesting depth (64) and node count
+ * (DOCTOR_YAML_MAX_NODES: a map of 100,000 keys is 200,001 nodes); building takes time and
+ * memory linear in the nodes (each node's children grow by doubling).
  *
  * No globals, no logging: any thread. The tree owns all its strings.
  */
@@ -20,12 +22,15 @@ enum doctor_ynode_kind {
 	DOCTOR_YSEQ,
 };
 
+#define DOCTOR_YAML_MAX_NODES (1u << 18)
+
 struct doctor_ynode {
 	enum doctor_ynode_kind kind;
 	char *value; /* a scalar's text ("" for null/alias); NULL for maps and sequences */
 	struct doctor_ynode **kids;
 	size_t n_kids;
-	unsigned line; /* 1-based */
+	size_t cap_kids; /* @kids' room: grown by doubling, so building is linear in the nodes */
+	unsigned line;	 /* 1-based */
 };
 
 /*

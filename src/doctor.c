@@ -5,7 +5,9 @@
  */
 #include "doctor.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,7 +29,8 @@ struct doctor {
 	const struct doctor_opts *o;
 	struct doctor_facts facts;
 	struct doctor_check *first, **tail;
-	bool oom; /* a check could not be recorded: the report says so and the doctor fails */
+	int root_fd; /* the host root, O_PATH: every host path is opened under it; or -errno */
+	bool oom;    /* a check could not be recorded: the report says so and the doctor fails */
 };
 
 static const char *const status_name[] = {
@@ -99,142 +102,146 @@ char *doctor_path(const struct doctor *dr, const char *path)
 	return root_join(dr->o->host_root, path);
 }
 
-/* Appends component @c (@n bytes) to @out, a path without a trailing slash. */
-static int push(struct buf *out, const char *c, size_t n)
+int doctor_open(const struct doctor *dr, const char *path, int flags, char **ret_real)
 {
-	return buf_printf(out, "/%.*s", (int)n, c);
+	if (dr->root_fd < 0)
+		return dr->root_fd;
+	return root_open(dr->root_fd, path, flags, ret_real);
 }
 
 int doctor_resolve(const struct doctor *dr, const char *path, char **ret)
 {
-	struct buf out = { 0 }, todo = { 0 };
-	const char *p;
-	unsigned links = 0;
-	int r;
+	int fd = doctor_open(dr, path, 0, ret);
 
-	/* @todo holds what is left to walk; a symlink's target is put in front of it. */
-	r = buf_printf(&todo, "%s", path);
-	if (r < 0)
-		goto out;
-	p = (const char *)todo.data;
-	for (;;) {
-		char target[PATH_MAX], *full, *rest;
-		struct stat st;
-		size_t n;
-		ssize_t len;
+	if (fd < 0)
+		return fd;
+	fd_close(fd);
+	return 0;
+}
 
-		p += strspn(p, "/");
-		if (!*p)
-			break;
-		n = strcspn(p, "/");
-		if (n == 1 && p[0] == '.') {
-			p += n;
-			continue;
-		}
-		if (n == 2 && p[0] == '.' && p[1] == '.') {
-			/* Never above the host root. */
-			char *slash = out.len ? strrchr((char *)out.data, '/') : NULL;
+static int stat_flags(const struct doctor *dr, const char *path, int flags, struct stat *st,
+		      char **ret_real)
+{
+	int fd = doctor_open(dr, path, flags, ret_real), r = 0;
 
-			if (slash)
-				out.len = (size_t)(slash - (char *)out.data);
-			if (out.data)
-				((char *)out.data)[out.len] = 0;
-			p += n;
-			continue;
-		}
-		r = push(&out, p, n);
-		if (r < 0)
-			goto out;
-		p += n;
-		full = doctor_path(dr, (const char *)out.data);
-		if (!full) {
-			r = -ENOMEM;
-			goto out;
-		}
-		if (lstat(full, &st) < 0) {
-			r = -errno;
-			free(full);
-			/* The missing path, as far as it is known, for the caller's message. */
-			if (buf_printf(&out, "%s", p) < 0)
-				r = -ENOMEM;
-			goto out;
-		}
-		len = S_ISLNK(st.st_mode) ? readlink(full, target, sizeof(target) - 1) : 0;
-		free(full);
-		if (len < 0) {
-			r = -errno;
-			goto out;
-		}
-		if (!S_ISLNK(st.st_mode))
-			continue;
-		if (++links > 32) {
-			r = -ELOOP;
-			goto out;
-		}
-		target[len] = 0;
-		rest = strdup_printf("%s/%s", target, p);
-		if (!rest) {
-			r = -ENOMEM;
-			goto out;
-		}
-		/* The link itself goes; an absolute target starts again at the root. */
-		out.len = target[0] == '/' ?
-				  0 :
-				  (size_t)(strrchr((char *)out.data, '/') - (char *)out.data);
-		((char *)out.data)[out.len] = 0;
-		buf_release(&todo);
-		r = buf_printf(&todo, "%s", rest);
-		free(rest);
-		if (r < 0)
-			goto out;
-		p = (const char *)todo.data;
-	}
-	r = 0;
-out:
-	if (r == 0 || r == -ENOENT) {
-		char *s = out.len ? strdup((const char *)out.data) : strdup("/");
-
-		if (!s) {
-			r = -ENOMEM;
-		} else {
-			*ret = s;
-		}
-	}
-	buf_release(&out);
-	buf_release(&todo);
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, st) < 0)
+		r = -errno;
+	fd_close(fd);
+	if (r < 0 && ret_real)
+		*ret_real = mfree(*ret_real);
 	return r;
 }
 
 int doctor_stat(const struct doctor *dr, const char *path, struct stat *st, char **ret_real)
 {
-	char *real = NULL, *full;
-	int r = doctor_resolve(dr, path, &real);
+	return stat_flags(dr, path, 0, st, ret_real);
+}
 
-	if (r < 0)
-		goto out;
-	full = doctor_path(dr, real);
-	r = !full ? -ENOMEM : stat(full, st) < 0 ? -errno : 0;
-	free(full);
-out:
-	if (ret_real && real)
-		*ret_real = real;
-	else
-		free(real);
-	return r;
+int doctor_lstat(const struct doctor *dr, const char *path, struct stat *st)
+{
+	return stat_flags(dr, path, O_NOFOLLOW, st, NULL);
 }
 
 int doctor_read(const struct doctor *dr, const char *path, size_t max, char **ret, size_t *ret_len)
 {
-	char *real = NULL, *full = NULL;
-	int r = doctor_resolve(dr, path, &real);
+	int fd = doctor_open(dr, path, 0, NULL), r;
 
-	if (r >= 0) {
-		full = doctor_path(dr, real);
-		r = full ? read_file(full, max, ret, ret_len) : -ENOMEM;
-	}
-	free(full);
-	free(real);
+	if (fd < 0)
+		return fd;
+	r = fd_read_opath(fd, max, ret, ret_len);
+	fd_close(fd);
 	return r;
+}
+
+int doctor_readlink(const struct doctor *dr, const char *path, char *buf, size_t size)
+{
+	int fd = doctor_open(dr, path, O_NOFOLLOW, NULL), r;
+	ssize_t n;
+
+	if (fd < 0)
+		return fd;
+	n = readlinkat(fd, "", buf, size - 1);
+	r = n < 0 ? -errno : 0;
+	if (n >= 0)
+		buf[n] = 0;
+	fd_close(fd);
+	return r;
+}
+
+DIR *doctor_opendir(const struct doctor *dr, const char *path, int *reterr)
+{
+	int fd = doctor_open(dr, path, O_DIRECTORY, NULL), dfd = -1;
+	DIR *d = NULL;
+
+	if (fd >= 0) {
+		dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
+		if (dfd < 0)
+			dfd = -errno;
+		fd_close(fd);
+	}
+	if (fd < 0 || dfd < 0) {
+		*reterr = fd < 0 ? fd : dfd;
+		return NULL;
+	}
+	d = fdopendir(dfd);
+	if (!d) {
+		*reterr = -errno;
+		fd_close(dfd);
+	}
+	return d;
+}
+
+int doctor_socket(const struct doctor *dr, const char *path, char dial[FD_PATH_MAX])
+{
+	int fd = doctor_open(dr, path, 0, NULL), r = 0;
+	struct stat st;
+
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) < 0)
+		r = -errno;
+	else if (!S_ISSOCK(st.st_mode))
+		r = -ENOTSOCK;
+	if (r < 0) {
+		fd_close(fd);
+		return r;
+	}
+	(void)fd_path(fd, dial);
+	return fd;
+}
+
+void doctor_replace(char **s, const char *from, const char *to)
+{
+	struct buf b = { 0 };
+	size_t n = strlen(from);
+	const char *p = *s, *hit;
+
+	if (!p)
+		return;
+	while ((hit = strstr(p, from))) {
+		bool whole = hit[n] < '0' || hit[n] > '9';
+
+		if (buf_append(&b, p, (size_t)(hit - p)) < 0 ||
+		    buf_printf(&b, "%s", whole ? to : from) < 0)
+			goto oom;
+		p = hit + n;
+	}
+	if (buf_printf(&b, "%s", p) < 0)
+		goto oom;
+	free(*s);
+	*s = (char *)b.data;
+	return;
+oom:
+	buf_release(&b);
+}
+
+const char *doctor_strerror(int r)
+{
+	if (r == -EBADFD)
+		return "not a regular file (a FIFO, a socket or a device): not read";
+	return strerror(-r);
 }
 
 /* "driver.nvml" -> "driver" in @buf. */
@@ -375,6 +382,11 @@ int doctor_run(const struct doctor_opts *o)
 	int r, rc;
 
 	dr.tail = &dr.first;
+	/* The operator names the root: its own links are followed, nothing below it escapes. */
+	dr.root_fd = open(o->host_root && *o->host_root ? o->host_root : "/",
+			  O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dr.root_fd < 0)
+		dr.root_fd = -errno;
 	doctor_driver(&dr);
 	doctor_runtime(&dr);
 	doctor_plugin(&dr);
@@ -393,6 +405,7 @@ int doctor_run(const struct doctor_opts *o)
 		report_text(&dr, count);
 	}
 	(void)fflush(stdout);
+	fd_close(dr.root_fd);
 	while (dr.first) {
 		struct doctor_check *c = dr.first;
 

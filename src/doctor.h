@@ -1,5 +1,6 @@
 #pragma once
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/stat.h>
@@ -87,21 +88,56 @@ void doctor_fix(struct doctor_check *c, const char *fix);
 
 const struct doctor_opts *doctor_opts(const struct doctor *dr);
 struct doctor_facts *doctor_facts(struct doctor *dr);
-/* @path (absolute, as on the host) under the host root; NULL when out of memory. Caller frees. */
+/*
+ * Host paths. Every path the doctor opens, lists, reads, stats, dlopens or connects to is a path
+ * as on the host ("/var/lib/kubelet/device-plugins") resolved inside the host root as if the
+ * doctor were chroot(2)ed there (root_open(), util.h): an absolute link target is taken under
+ * the root too (/var/run -> /run, /var/lib/kubelet -> /data/kubelet), ".." never climbs above
+ * it, and nothing outside it is ever reached. Files are read only when they are regular files,
+ * and never opened otherwise (a FIFO would block the doctor; a device may act when opened).
+ */
+
+/* @path under the host root, for showing only (evidence, messages): never opened. Caller frees. */
 char *doctor_path(const struct doctor *dr, const char *path) WARN_UNUSED;
 /*
- * Resolves the symlinks of @path (absolute, as on the host) inside the host root: an absolute
- * target is taken as under the root too, and ".." never climbs above it. *@ret is the host
- * path reached, as on the host (heap; the caller frees; doctor_path() makes it a real path);
- * it is set also on -ENOENT, to the path that is missing. Returns 0, -ENOENT, -ELOOP (over 32
- * links), -ENOMEM or another -errno.
+ * Opens @path inside the host root: root_open() (O_PATH fd, @flags 0, O_NOFOLLOW, O_DIRECTORY;
+ * *@ret_real, may be NULL, the host path reached). The caller closes the fd. Returns it or -errno
+ * (-ENOENT, -ENOTDIR, -ELOOP, -EACCES, ...; the host root's own open error for every path when
+ * the root cannot be opened).
  */
+int doctor_open(const struct doctor *dr, const char *path, int flags, char **ret_real) WARN_UNUSED;
+/* The host path @path leads to inside the root (*@ret, heap, the caller frees). 0 or -errno. */
 int doctor_resolve(const struct doctor *dr, const char *path, char **ret);
-/* stat() of @path through doctor_resolve(); *@ret_real (may be NULL) as there. */
+/* stat() of @path inside the root; *@ret_real (may be NULL) as doctor_open()'s, on success. */
 int doctor_stat(const struct doctor *dr, const char *path, struct stat *st, char **ret_real);
-/* Reads @path through doctor_resolve(), at most @max bytes, as read_file(). */
+/* lstat(): the last component is not followed (a link is described itself). */
+int doctor_lstat(const struct doctor *dr, const char *path, struct stat *st);
+/*
+ * Reads @path inside the root, at most @max bytes, NUL-terminated (fd_read_opath()). Returns 0,
+ * -ENOENT, -EISDIR, -EBADFD (not a regular file: a FIFO, socket or device is not opened),
+ * -EFBIG (over @max), -ENOMEM or another -errno. doctor_strerror() words the error.
+ */
 int doctor_read(const struct doctor *dr, const char *path, size_t max, char **ret,
 		size_t *ret_len) WARN_UNUSED;
+/* The target of the link @path (the link itself inside the root) into @buf. 0, -EINVAL: no link. */
+int doctor_readlink(const struct doctor *dr, const char *path, char *buf, size_t size);
+/* Opens the directory @path inside the root for readdir(); NULL and *@reterr -errno on failure. */
+DIR *doctor_opendir(const struct doctor *dr, const char *path, int *reterr) WARN_UNUSED;
+/*
+ * Finds the unix socket @path inside the root for connect(): returns an O_PATH fd of the socket
+ * (the caller closes it after the connection is made) and writes to @dial the path to connect to,
+ * /proc/self/fd/N, which reaches that very socket (and is short, whatever the length of
+ * @path). Returns the fd, -ENOTSOCK (something else is there) or -errno as doctor_open().
+ */
+int doctor_socket(const struct doctor *dr, const char *path, char dial[FD_PATH_MAX]) WARN_UNUSED;
+/*
+ * In the heap string *@s (may be NULL), every @from not followed by a digit becomes @to: a
+ * message that names the /proc/self/fd/N a file was reached through names the file instead.
+ * Out of memory leaves *@s as it was.
+ */
+void doctor_replace(char **s, const char *from, const char *to);
+/* strerror() for the doctor's host-path errors: -EBADFD is "not a regular file ...". */
+const char *doctor_strerror(int r);
 
 /* The layers, in the order doctor_run() calls them; each adds its checks. */
 void doctor_driver(struct doctor *dr);	/* doctor-driver.c */

@@ -164,7 +164,7 @@ static int parse_bus_id(const char *s, unsigned v[4])
 /* -1 unless <sysfs>/bus/pci/devices/<domain:bus:dev.fn>/numa_node holds a node >= 0. */
 static int read_numa_node(const char *sysfs_root, const char *bus_id)
 {
-	char id[32], rel[96], *path = NULL, *text = NULL;
+	char id[32], rel[96], *text = NULL;
 	unsigned b[4];
 	int node = -1, v;
 
@@ -173,15 +173,14 @@ static int read_numa_node(const char *sysfs_root, const char *bus_id)
 		return -1;
 	(void)snprintf(id, sizeof(id), "%04x:%02x:%02x.%x", b[0], b[1], b[2], b[3]);
 	(void)snprintf(rel, sizeof(rel), "bus/pci/devices/%s/numa_node", id);
-	path = path_join(sysfs_root, rel);
-	if (!path || read_file(path, 64, &text, NULL) < 0)
+	/* Inside the sysfs root: its device links are relative ones within it. */
+	if (root_read_file(sysfs_root, rel, 64, &text, NULL) < 0)
 		goto out;
 	text[strcspn(text, " \t\r\n")] = 0;
 	if (safe_atoi(text, &v) == 0 && v >= 0)
 		node = v;
 out:
 	free(text);
-	free(path);
 	return node;
 }
 

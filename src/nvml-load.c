@@ -164,11 +164,11 @@ bool nvml_driver_gone(enum nvml_return r)
 /* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar ..." -> "550.54.15" */
 static void kernel_module_version(struct nvml_backend *n, char *out, size_t size)
 {
-	char *path = path_join(n->proc_root, "driver/nvidia/version"), *text = NULL;
-	char *save = NULL;
+	char *text = NULL, *save = NULL;
 
 	nvml_copy_str(out, size, "unknown");
-	if (!path || read_file(path, 4096, &text, NULL) < 0)
+	/* Resolved inside the proc root: no link there leads out of it (the doctor gives another). */
+	if (root_read_file(n->proc_root, "driver/nvidia/version", 4096, &text, NULL) < 0)
 		goto out;
 	text[strcspn(text, "\n")] = 0;
 	for (char *t = strtok_r(text, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
@@ -181,7 +181,6 @@ static void kernel_module_version(struct nvml_backend *n, char *out, size_t size
 	}
 out:
 	free(text);
-	free(path);
 }
 
 /* The driver version a library file is named after: libnvidia-ml.so.550.54.15. */

@@ -5,10 +5,13 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -160,19 +163,67 @@ int buf_printf(struct buf *b, const char *fmt, ...)
 	return 0;
 }
 
+/*
+ * The length (1-4) of the well-formed UTF-8 sequence at @s (NUL-terminated), or -k: the first k
+ * bytes are a maximal ill-formed subpart (Unicode 15, 3.9, table 3-7 gives the ranges).
+ */
+static int utf8_seq(const unsigned char *s)
+{
+	unsigned char lo = 0x80, hi = 0xBF;
+	int n;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] < 0xC2 || s[0] > 0xF4) /* continuation, overlong lead, past U+10FFFF */
+		return -1;
+	if (s[0] < 0xE0) {
+		n = 2;
+	} else if (s[0] < 0xF0) {
+		n = 3;
+		lo = s[0] == 0xE0 ? 0xA0 : lo; /* overlong */
+		hi = s[0] == 0xED ? 0x9F : hi; /* surrogates */
+	} else {
+		n = 4;
+		lo = s[0] == 0xF0 ? 0x90 : lo; /* overlong */
+		hi = s[0] == 0xF4 ? 0x8F : hi; /* past U+10FFFF */
+	}
+	if (s[1] < lo || s[1] > hi)
+		return -1;
+	for (int i = 2; i < n; i++)
+		if ((s[i] & 0xC0) != 0x80)
+			return -i;
+	return n;
+}
+
 int buf_json_string(struct buf *b, const char *s)
 {
 	const char *run = s;
 	int r = buf_append(b, "\"", 1);
 
-	for (; r == 0 && *s; s++) {
+	while (r == 0 && *s) {
 		unsigned char c = (unsigned char)*s;
 		char esc[8];
+		int n;
 
-		if (c >= 0x20 && c != '"' && c != '\\')
+		if (c >= 0x80) {
+			n = utf8_seq((const unsigned char *)s);
+			if (n > 0) {
+				s += n;
+				continue;
+			}
+			r = buf_append(b, run, (size_t)(s - run));
+			if (r == 0)
+				r = buf_append(b, "\xEF\xBF\xBD", 3); /* U+FFFD */
+			s += -n;
+			run = s;
 			continue;
+		}
+		if (c >= 0x20 && c != '"' && c != '\\') {
+			s++;
+			continue;
+		}
 		r = buf_append(b, run, (size_t)(s - run));
-		run = s + 1;
+		run = ++s;
 		if (r < 0)
 			break;
 		switch (c) {
@@ -202,6 +253,24 @@ int buf_json_string(struct buf *b, const char *s)
 	if (r == 0)
 		r = buf_append(b, "\"", 1);
 	return r;
+}
+
+int array_grow(void **arr, size_t *cap, size_t n, size_t size)
+{
+	size_t ncap;
+	void *p;
+
+	if (n < *cap)
+		return 0;
+	ncap = *cap ? *cap * 2 : 8;
+	if (ncap < *cap || ncap > SIZE_MAX / size)
+		return -ENOMEM;
+	p = realloc(*arr, ncap * size);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = ncap;
+	return 0;
 }
 
 void buf_consume(struct buf *b, size_t n)
@@ -257,14 +326,341 @@ out:
 	return r;
 }
 
+/* -EISDIR for a directory, -EBADFD for another type that is not a regular file, else 0. */
+static int regular_or_errno(mode_t m)
+{
+	if (S_ISREG(m))
+		return 0;
+	return S_ISDIR(m) ? -EISDIR : -EBADFD;
+}
+
+int fd_read_regular(int fd, size_t max, char **ret, size_t *ret_len)
+{
+	struct stat st;
+	int r;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	r = regular_or_errno(st.st_mode);
+	return r < 0 ? r : fd_read_all(fd, max, ret, ret_len);
+}
+
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len)
 {
 	int fd, r;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
 		return -errno;
-	r = fd_read_all(fd, max, ret, ret_len);
+	r = fd_read_regular(fd, max, ret, ret_len);
+	fd_close(fd);
+	return r;
+}
+
+/* --- paths inside a root --- */
+
+#define ROOT_MAX_LINKS	40 /* the kernel's own limit on links in one lookup */
+#define ROOT_MAX_RACES	8  /* openat2's -EAGAIN (a rename during the lookup) retried */
+#define ROOT_MAX_LENGTH ((size_t)16 * PATH_MAX) /* what is left to walk, links expanded */
+
+const char *fd_path(int fd, char buf[FD_PATH_MAX])
+{
+	(void)snprintf(buf, FD_PATH_MAX, "/proc/self/fd/%d", fd);
+	return buf;
+}
+
+int fd_reopen(int fd, int flags)
+{
+	char p[FD_PATH_MAX];
+	int r = open(fd_path(fd, p), flags | O_CLOEXEC);
+
+	return r < 0 ? -errno : r;
+}
+
+int fd_read_opath(int fd, size_t max, char **ret, size_t *ret_len)
+{
+	struct stat st;
+	int rfd, r;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	r = regular_or_errno(st.st_mode);
+	if (r < 0)
+		return r;
+	rfd = fd_reopen(fd, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+	if (rfd < 0)
+		return rfd;
+	r = fd_read_regular(rfd, max, ret, ret_len);
+	fd_close(rfd);
+	return r;
+}
+
+/* 1: openat2 works here; -1: it does not (ENOSYS: before 5.6; EPERM: a seccomp filter). */
+static atomic_int openat2_state;
+
+bool root_open_kernel(void)
+{
+	int s = atomic_load(&openat2_state);
+
+	if (s == 0) {
+		/* A kernel that has openat2 refuses a zero-sized open_how with EINVAL before
+		 * anything else; a missing or filtered syscall answers ENOSYS or EPERM. */
+		long r = syscall(SYS_openat2, AT_FDCWD, ".", NULL, (size_t)0);
+
+		s = r < 0 && errno == EINVAL ? 1 : -1;
+		atomic_store(&openat2_state, s);
+	}
+	return s > 0;
+}
+
+/* The walk's directories: each with the length @path had when it was entered. */
+struct walk {
+	struct walk_dir {
+		int fd;
+		size_t len;
+	} * dirs;
+	size_t n, cap;
+	struct buf path; /* as seen from the root: "" or "/a/b" */
+};
+
+static int walk_push(struct walk *w, int fd)
+{
+	int r = array_grow((void **)&w->dirs, &w->cap, w->n, sizeof(*w->dirs));
+
+	if (r < 0)
+		return r;
+	w->dirs[w->n++] = (struct walk_dir){ .fd = fd, .len = w->path.len };
+	return 0;
+}
+
+/* Leaves the top directory (".."); the root stays. */
+static void walk_pop(struct walk *w)
+{
+	if (w->n == 0)
+		return;
+	w->n--;
+	w->path.len = w->dirs[w->n].len;
+	fd_close(w->dirs[w->n].fd);
+	if (w->path.data)
+		w->path.data[w->path.len] = 0;
+}
+
+/*
+ * The manual walk (see util.h). @todo holds what is left; a link's target is put in front of
+ * the rest, and an absolute one empties the stack first. Returns the O_PATH fd or -errno.
+ */
+static int root_walk(int root_fd, const char *path, int flags, char **ret_path)
+{
+	struct walk w = { 0 };
+	struct buf todo = { 0 };
+	char *target = NULL;
+	unsigned links = 0;
+	size_t off = 0;
+	int fd = -1, r;
+
+	r = buf_printf(&todo, "%s", path);
+	if (r < 0)
+		goto out;
+	target = malloc(PATH_MAX);
+	if (!target) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		const char *p = (const char *)todo.data + off;
+		char name[NAME_MAX + 1], *rest;
+		size_t n, skip = strspn(p, "/");
+		struct stat st;
+		bool last;
+		ssize_t len;
+
+		p += skip;
+		if (!*p)
+			break;
+		n = strcspn(p, "/");
+		last = p[n + strspn(p + n, "/")] == 0;
+		off += skip + n;
+		if (n == 1 && p[0] == '.')
+			continue;
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			walk_pop(&w); /* at the root, ".." is the root */
+			continue;
+		}
+		if (n > NAME_MAX) {
+			r = -ENAMETOOLONG;
+			goto out;
+		}
+		memcpy(name, p, n);
+		name[n] = 0;
+		fd = openat(w.n ? w.dirs[w.n - 1].fd : root_fd, name,
+			    O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) < 0) {
+			r = -errno;
+			goto out;
+		}
+		if (!S_ISLNK(st.st_mode) || (last && (flags & O_NOFOLLOW))) {
+			if (!last && !S_ISDIR(st.st_mode)) {
+				r = -ENOTDIR;
+				goto out;
+			}
+			r = walk_push(&w, fd);
+			if (r < 0)
+				goto out;
+			fd = -1;
+			r = buf_printf(&w.path, "/%s", name);
+			if (r < 0)
+				goto out;
+			continue;
+		}
+		if (++links > ROOT_MAX_LINKS) {
+			r = -ELOOP;
+			goto out;
+		}
+		len = readlinkat(fd, "", target, PATH_MAX - 1);
+		fd = fd_close(fd);
+		if (len < 0) {
+			r = -errno;
+			goto out;
+		}
+		if (len == 0) { /* an empty target names nothing */
+			r = -ENOENT;
+			goto out;
+		}
+		target[len] = 0;
+		if (target[0] == '/')
+			while (w.n)
+				walk_pop(&w);
+		/* The target, then what was left after the link. */
+		if (todo.len - off + (size_t)len + 2 > ROOT_MAX_LENGTH) {
+			r = -ENAMETOOLONG;
+			goto out;
+		}
+		rest = strdup((const char *)todo.data + off);
+		if (!rest) {
+			r = -ENOMEM;
+			goto out;
+		}
+		todo.len = 0;
+		r = buf_printf(&todo, "%s/%s", target, rest);
+		free(rest);
+		if (r < 0)
+			goto out;
+		off = 0;
+	}
+	/* What was reached: the top of the stack, or the root itself. */
+	if (w.n) {
+		fd = w.dirs[--w.n].fd;
+	} else {
+		fd = openat(root_fd, ".", O_PATH | O_CLOEXEC);
+		if (fd < 0) {
+			r = -errno;
+			goto out;
+		}
+	}
+	if (flags & O_DIRECTORY) {
+		struct stat st;
+
+		if (fstat(fd, &st) < 0) {
+			r = -errno;
+			goto out;
+		}
+		if (!S_ISDIR(st.st_mode)) {
+			r = -ENOTDIR;
+			goto out;
+		}
+	}
+	if (ret_path) {
+		*ret_path = strdup(w.path.len ? (const char *)w.path.data : "/");
+		if (!*ret_path) {
+			r = -ENOMEM;
+			goto out;
+		}
+	}
+	r = fd;
+	fd = -1;
+out:
+	fd_close(fd);
+	while (w.n)
+		fd_close(w.dirs[--w.n].fd);
+	free(w.dirs);
+	buf_release(&w.path);
+	buf_release(&todo);
+	free(target);
+	return r;
+}
+
+/* What /proc/self/fd/@fd links to (heap), or NULL. */
+static char *fd_name(int fd)
+{
+	char p[FD_PATH_MAX], *s = malloc(PATH_MAX);
+	ssize_t n = s ? readlink(fd_path(fd, p), s, PATH_MAX - 1) : -1;
+
+	if (n <= 0)
+		return mfree(s);
+	s[n] = 0;
+	return s;
+}
+
+/* The path @fd reaches, as seen from @root_fd (see root_open()); NULL when out of memory. */
+static char *path_from_root(int root_fd, int fd, const char *asked)
+{
+	char *root = fd_name(root_fd), *full = fd_name(fd), *s;
+	const char *rel = NULL;
+	size_t n;
+
+	if (root && full && root[0] == '/' && full[0] == '/') {
+		n = streq(root, "/") ? 0 : strlen(root);
+		if (strncmp(full, root, n) == 0 && (full[n] == '/' || full[n] == 0))
+			rel = full[n] ? full + n : "/";
+	}
+	s = strdup(rel ? rel : asked);
+	free(full);
+	free(root);
+	return s;
+}
+
+int root_open(int root_fd, const char *path, int flags, char **ret_path)
+{
+	struct open_how how = {
+		.flags = (uint64_t)(O_PATH | O_CLOEXEC | (flags & (O_NOFOLLOW | O_DIRECTORY))),
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+	};
+	int fd = -EAGAIN;
+
+	if (!root_open_kernel())
+		return root_walk(root_fd, path, flags, ret_path);
+	for (unsigned i = 0; fd == -EAGAIN && i < ROOT_MAX_RACES; i++) {
+		long r = syscall(SYS_openat2, root_fd, path, &how, sizeof(how));
+
+		fd = r < 0 ? -errno : (int)r;
+	}
+	if (fd == -ENOSYS) {
+		/* Gone since the probe (a seccomp filter installed after it): the walk, from now on. */
+		atomic_store(&openat2_state, -1);
+		return root_walk(root_fd, path, flags, ret_path);
+	}
+	if (fd >= 0 && ret_path) {
+		*ret_path = path_from_root(root_fd, fd, path);
+		if (!*ret_path) {
+			fd_close(fd);
+			fd = -ENOMEM;
+		}
+	}
+	return fd;
+}
+
+int root_read_file(const char *root, const char *path, size_t max, char **ret, size_t *ret_len)
+{
+	int root_fd, fd, r;
+
+	root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root_fd < 0)
+		return -errno;
+	fd = root_open(root_fd, path, 0, NULL);
+	fd_close(root_fd);
+	if (fd < 0)
+		return fd;
+	r = fd_read_opath(fd, max, ret, ret_len);
 	fd_close(fd);
 	return r;
 }

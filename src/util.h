@@ -57,10 +57,19 @@ int buf_printf(struct buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3))) WARN_UNUSED;
 /*
  * Appends @s as a quoted JSON string: '"' and '\\' escaped, \n \t \r by name, other control
- * bytes as \u00XX; other bytes as they are (the caller checks UTF-8 where it matters).
+ * bytes as \u00XX, valid UTF-8 as it is. Invalid UTF-8 (a stray continuation byte, a truncated
+ * or overlong sequence, a surrogate, a code point past U+10FFFF) never reaches the output: each
+ * maximal ill-formed subpart becomes one U+FFFD, written as its UTF-8 bytes (EF BF BD), as
+ * Unicode's "substitution of maximal subparts" says. The result is always valid UTF-8 JSON.
  * Returns 0 or -ENOMEM.
  */
 int buf_json_string(struct buf *b, const char *s) WARN_UNUSED;
+/*
+ * Makes room in the array *@arr (of *@cap elements of @size bytes, @n in use) for one more,
+ * doubling its room (from 8) when full, so that n appends cost O(n) in all. Returns 0 or
+ * -ENOMEM (*@arr and *@cap unchanged).
+ */
+int array_grow(void **arr, size_t *cap, size_t n, size_t size) WARN_UNUSED;
 /* Drops the first @n bytes. */
 void buf_consume(struct buf *b, size_t n);
 void buf_release(struct buf *b);
@@ -73,8 +82,67 @@ void buf_release(struct buf *b);
 int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len) WARN_UNUSED;
 /* Writes all of @data (retrying EINTR and short writes). Returns 0 or -errno (-EIO: wrote 0). */
 int fd_write_all(int fd, const void *data, size_t len) WARN_UNUSED;
-/* The same for the file at @path: -errno from open() too. */
+/*
+ * fd_read_all() of @fd when it is a regular file: -EISDIR for a directory, -EBADFD for any
+ * other type (a FIFO, a socket, a device: systemd's code for "not a regular file"), read from
+ * nothing.
+ */
+int fd_read_regular(int fd, size_t max, char **ret, size_t *ret_len) WARN_UNUSED;
+/*
+ * The same for the file at @path, never blocking: opened O_NONBLOCK|O_NOCTTY and read only when
+ * fstat() says it is a regular file (a FIFO at @path would otherwise block the caller forever).
+ * Returns 0, -EISDIR, -EBADFD (not a regular file), -EFBIG, -ENOMEM or -errno of open()/read().
+ */
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len) WARN_UNUSED;
+
+/*
+ * Paths inside a root, resolved as if the process were chroot(2)ed there: an absolute symlink
+ * target starts again at the root, ".." never climbs above it, and nothing outside it is ever
+ * reached. The kernel's openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS) does it where it
+ * exists (Linux 5.6); elsewhere (older kernels: Jetson's L4T R32-R35 run 4.9 and 5.10; a
+ * seccomp profile that refuses openat2) a walk one component at a time, each one opened
+ * O_PATH|O_NOFOLLOW relative to the directory fd above it, symlinks read with readlinkat()
+ * and ".." taken from the walk's own stack of directory fds (never looked up), does the same.
+ * Magic links (/proc/<pid>/fd/N, /proc/<pid>/root) are refused by openat2 (-ELOOP); the walk
+ * reads them as plain links, resolved inside the root too. Any thread.
+ */
+
+/*
+ * Opens @path (absolute or not: both start at @root_fd) inside the directory @root_fd.
+ * @flags: 0, O_NOFOLLOW (the last component is not followed: a link is opened itself) and/or
+ * O_DIRECTORY (-ENOTDIR unless a directory). Returns an O_PATH|O_CLOEXEC fd (the caller
+ * closes it) or -errno: -ENOENT, -ENOTDIR, -ELOOP (more than 40 links, or a magic link),
+ * -ENAMETOOLONG, -EACCES, -ENOMEM, -EAGAIN (a rename raced the walk, 8 times over).
+ * *@ret_path (may be NULL; set on success only) is the path reached, as seen from the root
+ * ("/usr/lib/x.so"; heap, the caller frees): from the walk, or after openat2 from the fd's
+ * /proc/self/fd name with the root's own name taken off (@path itself when that name is not
+ * under the root's, which only a deleted file or a moved root gives).
+ */
+int root_open(int root_fd, const char *path, int flags, char **ret_path) WARN_UNUSED;
+/* Whether root_open() uses openat2 here (false: the walk). For tests and bench. */
+bool root_open_kernel(void);
+
+/* The largest "/proc/self/fd/N" + NUL. */
+#define FD_PATH_MAX 32
+/* "/proc/self/fd/@fd" into @buf: the path that reaches what @fd reaches (connect, dlopen). */
+const char *fd_path(int fd, char buf[FD_PATH_MAX]);
+/*
+ * Opens again, with @flags (O_CLOEXEC is added), what the O_PATH fd @fd reaches, through
+ * /proc/self/fd: the same inode, whatever happened to its path since. Returns the fd or -errno.
+ */
+int fd_reopen(int fd, int flags) WARN_UNUSED;
+/*
+ * Reads the file the O_PATH fd @fd reaches, as fd_read_regular(): the type is checked on @fd
+ * before anything is opened, so a FIFO or a device is never opened at all (opening a device
+ * can act: a watchdog starts), and the file is opened O_NONBLOCK|O_NOCTTY.
+ */
+int fd_read_opath(int fd, size_t max, char **ret, size_t *ret_len) WARN_UNUSED;
+/*
+ * fd_read_opath() of @path inside the directory @root (opened itself as the caller's path, links
+ * and all: the caller names it). Returns as fd_read_opath() and root_open().
+ */
+int root_read_file(const char *root, const char *path, size_t max, char **ret,
+		   size_t *ret_len) WARN_UNUSED;
 
 /*
  * Writes @len bytes to @path atomically (temporary file in the same directory, fsync,

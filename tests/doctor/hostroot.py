@@ -108,6 +108,23 @@ class HostRoot:
         os.symlink(target, full)
         return self
 
+    def link_tree(self, p, src):
+        """`p` in the tree as a copy of the directory `src` outside it: its directories made,
+        its files (unix sockets included) hard-linked. A socket reached through a hard link is
+        the same listening socket, so a daemon or kubelet running at `src` answers at `p`,
+        while the doctor never has to leave its host root (it refuses links out of it). `src`
+        must be on the tree's filesystem; what is created under `src` afterwards is not seen."""
+        dst = self.path(p)
+        for d, dirs, files in os.walk(src):
+            rel = os.path.relpath(d, src)
+            os.makedirs(os.path.normpath(os.path.join(dst, rel)), exist_ok=True)
+            for f in files:
+                target = os.path.normpath(os.path.join(dst, rel, f))
+                if os.path.lexists(target):
+                    os.unlink(target)
+                os.link(os.path.join(d, f), target, follow_symlinks=False)
+        return self
+
     def remove(self, p):
         full = self.path(p)
         if os.path.isdir(full) and not os.path.islink(full):

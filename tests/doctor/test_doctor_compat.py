@@ -125,12 +125,16 @@ def host_root(work, name, machine, docker_sock, containerd_sock):
     os.makedirs(os.path.join(root, "proc/sys/kernel"))
     with open(os.path.join(root, "proc/sys/kernel/arch"), "w") as f:
         f.write(machine + "\n")
+    # Hard links: the same listening sockets, inside the tree (the doctor follows no link out
+    # of its host root); /var/run -> /run as on a host, an absolute link taken inside the tree.
+    os.makedirs(os.path.join(root, "run"))
+    os.makedirs(os.path.join(root, "var"))
+    os.symlink("/run", os.path.join(root, "var/run"))
     if docker_sock:
-        os.makedirs(os.path.join(root, "var/run"))
-        os.symlink(docker_sock, os.path.join(root, "var/run/docker.sock"))
+        os.link(docker_sock, os.path.join(root, "run/docker.sock"))
     if containerd_sock:
         os.makedirs(os.path.join(root, "run/containerd"))
-        os.symlink(containerd_sock, os.path.join(root, "run/containerd/containerd.sock"))
+        os.link(containerd_sock, os.path.join(root, "run/containerd/containerd.sock"))
     return root
 
 

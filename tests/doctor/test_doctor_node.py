@@ -19,9 +19,13 @@ from hostroot import HostRoot  # noqa: E402
 
 
 def healthy_node(tmp, node):
-    """The host tree: driver and runtime healthy, /var/lib/kubelet -> the node's kubelet dir."""
+    """The host tree: driver and runtime healthy, /var/lib/kubelet -> /data/kubelet (an absolute
+    link, as hosts with the kubelet's data on another disk have it: followed inside the tree),
+    and there the node's kubelet dir (hard links to its sockets: the doctor never leaves the
+    tree)."""
     h = HostRoot(tmp).healthy(gpus=2).containerd_nvidia()
-    h.symlink("/var/lib/kubelet", node.root)
+    h.link_tree("/data/kubelet", node.root)
+    h.symlink("/var/lib/kubelet", "/data/kubelet")
     shutil.copyfile(node.fixture, h.nvml_fixture)  # the daemon's GPUs are the doctor's
     return h
 

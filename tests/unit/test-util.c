@@ -1,9 +1,13 @@
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "unit.h"
@@ -62,6 +66,42 @@ static void test_json_string(void **state)
 	assert_int_equal(buf_json_string(&b, ""), 0);
 	assert_string_equal((char *)b.data, "\"\"");
 	buf_release(&b);
+}
+
+/* Invalid UTF-8 comes out as U+FFFD (EF BF BD), one per maximal ill-formed subpart. */
+static void test_json_string_utf8(void **state)
+{
+#define FFFD "\xef\xbf\xbd"
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+		{ "\xf0\x9f\x98\x80 \xe2\x82\xac \xc3\xa9",
+		  "\xf0\x9f\x98\x80 \xe2\x82\xac \xc3\xa9" },
+		{ "a\x80"
+		  "b",
+		  "a" FFFD "b" },			     /* a stray continuation byte */
+		{ "\xff\xfe", FFFD FFFD },		     /* bytes UTF-8 never uses */
+		{ "\xc0\xaf", FFFD FFFD },		     /* an overlong '/' */
+		{ "\xe0\x80\xaf", FFFD FFFD FFFD },	     /* overlong, 3 bytes */
+		{ "\xed\xa0\x80x", FFFD FFFD FFFD "x" },     /* a surrogate, U+D800 */
+		{ "\xf4\x90\x80\x80", FFFD FFFD FFFD FFFD }, /* past U+10FFFF */
+		{ "\xe2\x82", FFFD },			     /* cut short at the end */
+		{ "\xf0\x9f\x98x", FFFD "x" },		     /* cut short before another */
+		{ "\xe2\x82\"", FFFD "\\\"" },		     /* cut short by a quote */
+		{ "\xc3\x01", FFFD "\\u0001" },		     /* cut short by a control byte */
+	};
+	struct buf b = { 0 };
+
+	(void)state;
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		b.len = 0;
+		assert_int_equal(buf_json_string(&b, cases[i].in), 0);
+		assert_int_equal(buf_append(&b, "", 1), 0);
+		assert_true(strlen((char *)b.data) == strlen(cases[i].out) + 2);
+		assert_memory_equal(b.data + 1, cases[i].out, strlen(cases[i].out));
+	}
+	buf_release(&b);
+#undef FFFD
 }
 
 /* Takes the writer's output as a C string (the buffer gets a NUL, not counted in len). */
@@ -221,13 +261,221 @@ static void test_files(void **state)
 	assert_int_equal(rmdir(dir), 0);
 }
 
+/* --- read_file() and paths inside a root --- */
+
+/* Test-only: openat2 made to fail with ENOSYS (-Wl,--wrap=syscall), as on Linux < 5.6. */
+static bool no_openat2;
+/* NOLINTBEGIN(bugprone-reserved-identifier): the names ld's --wrap gives */
+long __real_syscall(long n, ...);
+long __wrap_syscall(long n, ...);
+/* NOLINTEND(bugprone-reserved-identifier) */
+long __wrap_syscall(long n, ...) /* NOLINT(bugprone-reserved-identifier) */
+{
+	va_list ap;
+	long a[6];
+
+	va_start(ap, n);
+	for (size_t i = 0; i < ELEMENTSOF(a); i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	if (n == SYS_openat2 && no_openat2) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return __real_syscall(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+static void put(const char *dir, const char *rel, const char *text)
+{
+	char *p = path_join(dir, rel);
+
+	assert_non_null(p);
+	assert_int_equal(write_file_atomic(p, text, strlen(text), 0644), 0);
+	free(p);
+}
+
+static void link_at(const char *dir, const char *rel, const char *target)
+{
+	char *p = path_join(dir, rel);
+
+	assert_non_null(p);
+	assert_int_equal(symlink(target, p), 0);
+	free(p);
+}
+
+/* A root with links in, out and around; one outside it with what must never be read. */
+struct tree {
+	char base[64];
+	char root[96];
+	char out[96];
+};
+
+static void tree_make(struct tree *t)
+{
+	char p[256];
+
+	(void)snprintf(t->base, sizeof(t->base), "/tmp/test-util-root-XXXXXX");
+	assert_non_null(mkdtemp(t->base));
+	(void)snprintf(t->root, sizeof(t->root), "%s/root", t->base);
+	(void)snprintf(t->out, sizeof(t->out), "%s/outside", t->base);
+	assert_int_equal(mkdir(t->root, 0755), 0);
+	assert_int_equal(mkdir(t->out, 0755), 0);
+	put(t->out, "secret", "OUT");
+	(void)snprintf(p, sizeof(p), "%s/etc", t->root);
+	assert_int_equal(mkdir(p, 0755), 0);
+	(void)snprintf(p, sizeof(p), "%s/data", t->root);
+	assert_int_equal(mkdir(p, 0755), 0);
+	put(t->root, "etc/a", "A");
+	put(t->root, "data/k", "K");
+	link_at(t->root, "abs", "/etc/a"); /* absolute: taken under the root */
+	link_at(t->root, "rel", "../../../../../outside/secret"); /* climbs: stops at the root */
+	(void)snprintf(p, sizeof(p), "%s/secret", t->out);
+	link_at(t->root, "out", p);	    /* this machine's path: under the root, missing */
+	link_at(t->root, "outdir", t->out); /* the same, for a directory */
+	link_at(t->root, "dir", "/etc");
+	link_at(t->root, "l1", "l2");
+	link_at(t->root, "l2", "/abs"); /* a chain: l1 -> l2 -> /abs -> /etc/a */
+	link_at(t->root, "loop", "loop");
+	link_at(t->root, "top", "/");
+	link_at(t->root, "var", "/data"); /* as /var/lib/kubelet -> /data/kubelet */
+	(void)snprintf(p, sizeof(p), "%s/fifo", t->root);
+	assert_int_equal(mkfifo(p, 0644), 0);
+}
+
+static void tree_remove(struct tree *t)
+{
+	char cmd[160];
+
+	(void)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", t->base);
+	assert_int_equal(system(cmd), 0);
+}
+
+static void expect_read(const char *root, const char *path, int r, const char *text)
+{
+	char *got = NULL;
+	size_t len = 0;
+
+	assert_int_equal(root_read_file(root, path, 100, &got, &len), r);
+	if (text)
+		assert_string_equal(got, text);
+	free(got);
+}
+
+static void expect_path(int root_fd, const char *path, int flags, const char *want)
+{
+	char *got = NULL;
+	int fd = root_open(root_fd, path, flags, &got);
+
+	assert_true(fd >= 0);
+	assert_string_equal(got, want);
+	free(got);
+	(void)close(fd);
+}
+
+/* The same resolution, whichever of openat2 and the walk does it. */
+static void root_cases(void)
+{
+	struct tree t;
+	struct stat st;
+	char *s = (char *)1;
+	int root_fd, fd;
+
+	tree_make(&t);
+	root_fd = open(t.root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(root_fd >= 0);
+
+	expect_read(t.root, "/etc/a", 0, "A");
+	expect_read(t.root, "etc/a", 0, "A");
+	expect_read(t.root, "/abs", 0, "A");
+	expect_read(t.root, "/l1", 0, "A");
+	expect_read(t.root, "/dir/a", 0, "A");
+	expect_read(t.root, "/etc/../../../etc/a", 0, "A");
+	expect_read(t.root, "/top/../top/etc/a", 0, "A");
+	expect_read(t.root, "/var/k", 0, "K");
+	/* Never outside: neither by ".." nor by this machine's absolute path. */
+	expect_read(t.root, "/rel", -ENOENT, NULL);
+	expect_read(t.root, "/out", -ENOENT, NULL);
+	expect_read(t.root, "/outdir/secret", -ENOENT, NULL);
+	expect_read(t.root, "/../outside/secret", -ENOENT, NULL);
+	expect_read(t.root, "/loop", -ELOOP, NULL);
+	expect_read(t.root, "/etc/a/x", -ENOTDIR, NULL);
+	/* Neither a FIFO nor a directory is read: -EBADFD and -EISDIR, and nothing blocks. */
+	expect_read(t.root, "/fifo", -EBADFD, NULL);
+	expect_read(t.root, "/etc", -EISDIR, NULL);
+	expect_read(t.root, "/dev-null-is-not-here", -ENOENT, NULL);
+	expect_read("/dev/null", "x", -ENOTDIR, NULL);
+
+	expect_path(root_fd, "/abs", 0, "/etc/a");
+	expect_path(root_fd, "/dir", O_DIRECTORY, "/etc");
+	expect_path(root_fd, "/", 0, "/");
+	expect_path(root_fd, "/etc/..", 0, "/");
+	expect_path(root_fd, "/top", 0, "/");
+	expect_path(root_fd, "/var/k", 0, "/data/k");
+	/* O_NOFOLLOW: the link itself. */
+	fd = root_open(root_fd, "/dir/../abs", O_NOFOLLOW, NULL);
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	(void)close(fd);
+	assert_int_equal(root_open(root_fd, "/abs", O_DIRECTORY, &s), -ENOTDIR);
+	assert_ptr_equal(s, (char *)1); /* untouched on failure */
+
+	(void)close(root_fd);
+	tree_remove(&t);
+}
+
+static void test_root_open_openat2(void **state)
+{
+	(void)state;
+	/* Linux >= 5.6 has openat2; qemu-user before 9.0 (the arm64 unit tests) has not. */
+	if (!root_open_kernel())
+		skip();
+	root_cases();
+	assert_true(root_open_kernel());
+}
+
+/* Runs after test_root_open_openat2: openat2 gone makes root_open() walk, from then on. */
+static void test_root_open_walk(void **state)
+{
+	(void)state;
+	no_openat2 = true;
+	root_cases();
+	assert_false(root_open_kernel());
+	no_openat2 = false;
+}
+
+/* read_file() never blocks on a FIFO (nor reads a directory). */
+static void test_read_file_regular_only(void **state)
+{
+	char dir[] = "/tmp/test-util-XXXXXX", fifo[64];
+	char *content = NULL;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	(void)snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	assert_int_equal(mkfifo(fifo, 0644), 0);
+	assert_int_equal(read_file(fifo, 100, &content, NULL), -EBADFD);
+	assert_int_equal(read_file(dir, 100, &content, NULL), -EISDIR);
+	assert_null(content);
+	assert_int_equal(unlink(fifo), 0);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_safe_atou),	  cmocka_unit_test(test_buf),
-		cmocka_unit_test(test_json_string),	  cmocka_unit_test(test_files),
-		cmocka_unit_test(test_helpers),		  cmocka_unit_test(test_json_writer),
+		cmocka_unit_test(test_safe_atou),
+		cmocka_unit_test(test_buf),
+		cmocka_unit_test(test_json_string),
+		cmocka_unit_test(test_files),
+		cmocka_unit_test(test_helpers),
+		cmocka_unit_test(test_json_writer),
 		cmocka_unit_test(test_json_writer_error),
+		cmocka_unit_test(test_json_string_utf8),
+		cmocka_unit_test(test_read_file_regular_only),
+		/* In this order: the second one takes openat2 away for good. */
+		cmocka_unit_test(test_root_open_openat2),
+		cmocka_unit_test(test_root_open_walk),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
