@@ -160,7 +160,7 @@ static void replaced(struct cdi_writer *w, const char *reason)
 		return;
 	}
 	log_warn("cdi spec removed or changed, writing it again", "dir=%s reason=%s", spec_dir(w),
-		 reason);
+		 log_q(reason));
 	start_write(w);
 }
 
@@ -168,7 +168,7 @@ static void replaced(struct cdi_writer *w, const char *reason)
 static void missing(struct cdi_writer *w, const char *reason, const char *error)
 {
 	log_warn("cdi spec removed or changed, writing it again", "dir=%s reason=%s", spec_dir(w),
-		 reason);
+		 log_q(reason));
 	w->on_disk = false;
 	writer_set_error(w, error);
 	start_write(w);
@@ -227,7 +227,9 @@ static void on_done(struct file_writer *fw, const struct file_write_result *res,
 	watch_dir(w);
 	r = verify(w);
 	if (r < 0) {
+		/* Written: registration waits no longer, whatever happened to it since. */
 		check(w, "changed while it was written", "removed while it was written");
+		first_settled(w);
 		return;
 	}
 	if (res->unchanged)
