@@ -236,8 +236,8 @@ class ConfigWatchTest(NodeTest):
         ev, lg = n.emu.mark(), d.mark()
         os.symlink("cfg-v2", link + ".tmp")
         os.rename(link + ".tmp", link)
-        d.wait_log("config directory replaced, watching the new one", since=lg, timeout=10)
         self.assertReloadedTo(n, d, ev, lg, 6)
+        d.wait_log("config directory replaced, watching the new one", since=lg, timeout=10)
 
         # The old directory is none of its business any more; the new one is watched. The
         # new one's change is the sentinel: the only reload is to its content.

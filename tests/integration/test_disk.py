@@ -70,13 +70,15 @@ def cdi_names(resp):
 
 class Frozen:
     """A 16 MiB ext4 image loop-mounted at a fresh directory; freeze() makes every write,
-    fsync and rename on it block until thaw()."""
+    fsync and rename on it block until thaw(). Make it after the node: the cleanups run last
+    first, and a daemon with a thread stuck on a frozen disk cannot exit, so the disk must be
+    thawed before the node stops its daemons."""
 
     def __init__(self, test):
         self.dir = tempfile.mkdtemp(prefix="edgegpu-frozen-")
         self.image = self.dir + ".img"
         self.mounted = self.frozen = False
-        test.addCleanup(self.close)  # runs after the node's cleanup (LIFO) ...
+        test.addCleanup(self.close)
         with open(self.image, "wb") as f:
             f.truncate(16 << 20)
         sh("mkfs.ext4", "-q", "-F", self.image)
@@ -86,7 +88,7 @@ class Frozen:
     def freeze(self, test):
         sh("fsfreeze", "-f", self.dir)
         self.frozen = True
-        test.addCleanup(self.thaw)  # ... and this one before it: nothing stays stuck
+        test.addCleanup(self.thaw)
 
     def thaw(self):
         if self.frozen:
@@ -96,7 +98,7 @@ class Frozen:
     def close(self):
         self.thaw()
         if self.mounted:
-            sh("umount", self.dir)
+            sh("umount", "-l", self.dir)  # lazily: a daemon may still hold a file there
             self.mounted = False
         os.rmdir(self.dir)
         os.unlink(self.image)
@@ -121,10 +123,10 @@ class DiskTest(NodeTest):
         self.addCleanup(c.close)
         return c
 
-    def cdi_daemon(self, spec_dir=None, id_strategy="uuid", wait=True):
-        """A node whose daemon serves cdi-annotations with its spec in `spec_dir` (default:
-        the node's own)."""
-        n = self.node()
+    def cdi_daemon(self, spec_dir=None, id_strategy="uuid", wait=True, n=None):
+        """A node (`n`, or a new one) whose daemon serves cdi-annotations with its spec in
+        `spec_dir` (default: the node's own)."""
+        n = n or self.node()
         flags = self.driver_flags(n)
         if spec_dir:
             flags += ["--cdi-spec-dir", spec_dir]
@@ -247,11 +249,12 @@ class DiskTest(NodeTest):
         """The spec directory on a frozen filesystem: the first write never returns. After a
         few seconds the daemon says so and registers anyway; Allocate answers at once, refusing
         with the reason, until the disk thaws and the spec is written."""
+        n = self.node()
         fz = Frozen(self)
         spec_dir = os.path.join(fz.dir, "cdi")
         os.makedirs(spec_dir)
         fz.freeze(self)
-        n, d = self.cdi_daemon(spec_dir=spec_dir, wait=False)
+        n, d = self.cdi_daemon(spec_dir=spec_dir, wait=False, n=n)
         rec = d.wait_log("cdi spec write not finished, not waiting for it to register",
                          timeout=30)
         self.assertEqual(rec["level"], "warn")
@@ -272,10 +275,10 @@ class DiskTest(NodeTest):
         """The NFD labels file on a frozen filesystem: a reload (the config file changed)
         changes the labels, and their write blocks. The loop does not: the new device list goes out and Allocate answers;
         the write is reported, and lands when the disk thaws."""
+        n = self.node()
         fz = Frozen(self)
         labels = os.path.join(fz.dir, "features.d", "edgegpu")
         os.makedirs(os.path.dirname(labels))
-        n = self.node()
         cfg = n.write_config("version: v1\n")
         d = n.start_daemon(config=cfg, flags=["--labels-file", labels])
         n.wait_register(timeout=10)
