@@ -397,7 +397,7 @@ int file_equals(const char *path, const void *data, size_t len)
 		r = -ESTALE;
 	if (r < 0)
 		goto out;
-	r = got == len && memcmp(buf, data, len) == 0 ? 0 : -ESTALE;
+	r = buf && got == len && memcmp(buf, data, len) == 0 ? 0 : -ESTALE;
 out:
 	free(buf);
 	(void)close(fd);
