@@ -651,6 +651,7 @@ int loop_watch_new(struct loop *l, const char *path, uint32_t mask, loop_watch_f
 struct loop_watch *loop_watch_free(struct loop_watch *w)
 {
 	struct loop *l;
+	int fd;
 
 	if (!w)
 		return NULL;
@@ -664,9 +665,10 @@ struct loop_watch *loop_watch_free(struct loop_watch *w)
 		loop_timer_disarm(l->verify);
 	w->path = mfree(w->path);
 	w->name = mfree(w->name);
-	src_kill_fd(&w->src, w->fd);
+	fd = w->fd;
 	/* Its number may be a new watch's from now on: nothing reads it again. */
 	w->fd = -1;
+	src_kill_fd(&w->src, fd); /* frees @w now when no batch runs */
 	return NULL;
 }
 
