@@ -555,17 +555,21 @@ static bool watch_moved(struct loop_watch *w)
 
 /*
  * Checks every watch's path; a callback may free or create watches, so the scan starts over
- * after each one told (each is told once per change, which bounds it).
+ * after each one told. Each is told once per change; a path swapped again and again while we
+ * look is left to the next check after 64 tellings.
  */
 static void watches_verify(struct loop *l)
 {
+	unsigned budget = 64;
 	struct loop_watch *w;
 
 again:
 	for (w = l->watches; w && !l->exit; w = w->next_watch)
 		if (watch_moved(w)) {
 			w->fn(w, "", IN_MOVE_SELF, w->src.userdata);
-			goto again;
+			if (--budget > 0)
+				goto again;
+			return;
 		}
 }
 
