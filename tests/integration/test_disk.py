@@ -70,9 +70,10 @@ def cdi_names(resp):
 
 class Frozen:
     """A 16 MiB ext4 image loop-mounted at a fresh directory; freeze() makes every write,
-    fsync and rename on it block until thaw(). Make it after the node: the cleanups run last
-    first, and a daemon with a thread stuck on a frozen disk cannot exit, so the disk must be
-    thawed before the node stops its daemons."""
+    fsync and rename on it block until thaw(). Make it before the node and freeze it after:
+    the cleanups run last first, so the disk is thawed before the node stops its daemons (one
+    with a thread stuck on a frozen disk cannot exit), and unmounted after (a daemon still
+    running would write its spec again in the directory underneath)."""
 
     def __init__(self, test):
         self.dir = tempfile.mkdtemp(prefix="edgegpu-frozen-")
@@ -98,7 +99,7 @@ class Frozen:
     def close(self):
         self.thaw()
         if self.mounted:
-            sh("umount", "-l", self.dir)  # lazily: a daemon may still hold a file there
+            sh("umount", self.dir)
             self.mounted = False
         os.rmdir(self.dir)
         os.unlink(self.image)
@@ -249,8 +250,8 @@ class DiskTest(NodeTest):
         """The spec directory on a frozen filesystem: the first write never returns. After a
         few seconds the daemon says so and registers anyway; Allocate answers at once, refusing
         with the reason, until the disk thaws and the spec is written."""
-        n = self.node()
         fz = Frozen(self)
+        n = self.node()
         spec_dir = os.path.join(fz.dir, "cdi")
         os.makedirs(spec_dir)
         fz.freeze(self)
@@ -275,8 +276,8 @@ class DiskTest(NodeTest):
         """The NFD labels file on a frozen filesystem: a reload (the config file changed)
         changes the labels, and their write blocks. The loop does not: the new device list goes out and Allocate answers;
         the write is reported, and lands when the disk thaws."""
-        n = self.node()
         fz = Frozen(self)
+        n = self.node()
         labels = os.path.join(fz.dir, "features.d", "edgegpu")
         os.makedirs(os.path.dirname(labels))
         cfg = n.write_config("version: v1\n")
