@@ -1,7 +1,7 @@
 /*
- * The CDI spec kept on disk (cdi-writer.h). One write at a time runs on a one-shot thread;
- * a write job is shared between that thread and the loop side under its own mutex, and the
- * last of the two to let go frees it, so freeing the writer never waits for a stuck fsync.
+ * The CDI spec kept on disk (cdi-writer.h). The writes run off the loop through file-writer.h;
+ * this module decides when to write, watches the result, and says why Allocate cannot name
+ * CDI devices when it cannot.
  */
 
 #define LOG_MODULE "cdi"
@@ -9,49 +9,58 @@
 #include "cdi-writer.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
 
 #include "cdi.h"
+#include "file-writer.h"
 #include "log.h"
 #include "loop.h"
 
 #define BACKOFF_MIN (100 * USEC_PER_MSEC)
 #define BACKOFF_MAX (10 * USEC_PER_SEC)
+/* A write this slow is reported, and registration waits no longer for the first one. */
+#define STUCK_USEC (5 * USEC_PER_SEC)
+/*
+ * Another writer: our spec replaced by other bytes CONTEST_HITS times within CONTEST_WINDOW.
+ * We then write it again only after a back-off (1 s doubling to 5 min), and take the spec as
+ * ours again once it has stayed ours for CONTEST_QUIET.
+ */
+#define CONTEST_HITS	    3
+#define CONTEST_WINDOW	    (10 * USEC_PER_SEC)
+#define CONTEST_BACKOFF_MIN (1 * USEC_PER_SEC)
+#define CONTEST_BACKOFF_MAX (300 * USEC_PER_SEC)
+#define CONTEST_QUIET	    (2 * CONTEST_BACKOFF_MAX)
 
-struct write_job {
-	pthread_mutex_t mu;
-	unsigned refs;		/* the thread and the loop side */
-	struct loop_wake *wake; /* NULL once the loop side let go */
-	char *dir;
-	uint8_t *data;
-	size_t len;
-	bool done;
-	int r;
-	char *err;
-};
+#define WATCH_MASK                                                                               \
+	(IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE_SELF | \
+	 IN_MOVE_SELF | IN_ONLYDIR)
+#define GONE_MASK (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT)
 
 struct cdi_writer {
 	struct loop *loop;
-	struct loop_wake *wake;
-	struct loop_timer *retry;
+	struct file_writer *fw;
+	struct loop_timer *retry; /* a failed write's back-off; in a contest, the next write */
 	struct loop_watch *watch;
-	char *dir; /* spec_dir of the wanted spec ("" for the default) */
+	char *dir;  /* spec_dir of the wanted spec ("" for the default) */
+	char *path; /* the spec file in it */
 	struct buf spec;
 	bool wanted;
 	bool on_disk; /* the wanted bytes were written and not seen changed since */
-	bool dirty;   /* wanted bytes changed while a write ran */
-	struct write_job *job;
 	usec_t backoff;
 	char *error;
 	unsigned writes;
 	bool first_pending; /* the first write attempt has not finished yet */
 	void (*settled)(void *userdata);
 	void *settled_userdata;
+	/* Another writer of the same spec. */
+	usec_t hits[CONTEST_HITS]; /* when our spec was last replaced, a ring */
+	unsigned n_hits;
+	bool contested;
+	usec_t contest_backoff;
+	usec_t contest_written; /* when we last wrote it while contested */
 };
 
 /* The first attempt finished, one way or another: whoever waited for it may go on. */
@@ -62,39 +71,6 @@ static void first_settled(struct cdi_writer *w)
 	w->first_pending = false;
 	if (w->settled)
 		w->settled(w->settled_userdata);
-}
-
-static void job_unref(struct write_job *j)
-{
-	bool last;
-
-	(void)pthread_mutex_lock(&j->mu);
-	last = --j->refs == 0;
-	(void)pthread_mutex_unlock(&j->mu);
-	if (!last)
-		return;
-	(void)pthread_mutex_destroy(&j->mu);
-	free(j->dir);
-	free(j->data);
-	free(j->err);
-	free(j);
-}
-
-static void *write_thread(void *userdata)
-{
-	struct write_job *j = userdata;
-	char *err = NULL;
-	int r = cdi_spec_write_file(*j->dir ? j->dir : NULL, j->data, j->len, &err);
-
-	(void)pthread_mutex_lock(&j->mu);
-	j->r = r;
-	j->err = err;
-	j->done = true;
-	if (j->wake)
-		loop_wake_signal(j->wake);
-	(void)pthread_mutex_unlock(&j->mu);
-	job_unref(j);
-	return NULL;
 }
 
 static void writer_set_error(struct cdi_writer *w, const char *s)
@@ -110,6 +86,11 @@ static const char *spec_dir(const struct cdi_writer *w)
 	return *w->dir ? w->dir : CDI_SPEC_DIR;
 }
 
+static int verify(const struct cdi_writer *w)
+{
+	return cdi_spec_verify(spec_dir(w), w->spec.data, w->spec.len);
+}
+
 static void on_watch(struct loop_watch *lw, const char *name, uint32_t mask, void *userdata);
 
 /* Watches the spec's directory for it vanishing or changing; best effort (logged at debug). */
@@ -119,120 +100,170 @@ static void watch_dir(struct cdi_writer *w)
 
 	if (w->watch)
 		return;
-	r = loop_watch_new(w->loop, spec_dir(w),
-			   IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE |
-				   IN_DELETE_SELF | IN_MOVE_SELF,
-			   on_watch, w, &w->watch);
-	if (r < 0)
+	r = loop_watch_new(w->loop, spec_dir(w), WATCH_MASK, on_watch, w, &w->watch);
+	if (r < 0) {
+		w->watch = NULL;
 		(void)log_debug_errno(r, "cannot watch the cdi spec dir", "dir=%s", spec_dir(w));
+	}
 }
 
 static void start_write(struct cdi_writer *w)
 {
-	struct write_job *j;
-	pthread_t t;
-	sigset_t all, old;
 	int r;
 
-	if (w->job) {
-		w->dirty = true;
+	loop_timer_disarm(w->retry);
+	r = file_writer_write(w->fw, w->path, w->spec.data, w->spec.len);
+	if (r == 0)
 		return;
-	}
-	w->dirty = false;
-	j = calloc(1, sizeof(*j));
-	if (!j)
-		goto fail;
-	(void)pthread_mutex_init(&j->mu, NULL);
-	j->refs = 2;
-	j->wake = w->wake;
-	j->dir = strdup(w->dir);
-	j->data = malloc(w->spec.len + 1);
-	if (!j->dir || !j->data) {
-		j->refs = 1;
-		job_unref(j);
-		goto fail;
-	}
-	memcpy(j->data, w->spec.data, w->spec.len);
-	j->len = w->spec.len;
-	(void)sigfillset(&all);
-	(void)pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = pthread_create(&t, NULL, write_thread, j);
-	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r != 0) {
-		j->refs = 1;
-		job_unref(j);
-		goto fail;
-	}
-	(void)pthread_detach(t);
-	w->job = j;
-	return;
-fail:
+	(void)log_warn_errno(r, "cannot start the cdi spec write, retrying", "dir=%s", spec_dir(w));
 	writer_set_error(w, "cannot start the CDI spec write: out of memory or threads");
-	loop_timer_arm(w->retry, w->backoff ? w->backoff : BACKOFF_MIN);
+	w->backoff = w->backoff ? MIN(w->backoff * 2, BACKOFF_MAX) : BACKOFF_MIN;
+	loop_timer_arm(w->retry, w->backoff);
 	first_settled(w);
 }
 
-static void on_wake(struct loop_wake *lw, void *userdata)
+/*
+ * Someone else's bytes are where our spec should be. A spec is there, so Allocate goes on
+ * naming devices (a container whose names it lacks fails at creation and the kubelet retries
+ * it, where a refused Allocate fails the pod for good); ours is written again, at once, or
+ * after a growing back-off when another writer keeps replacing it.
+ */
+static void replaced(struct cdi_writer *w, const char *reason)
+{
+	usec_t now = now_usec(), oldest;
+
+	w->on_disk = false;
+	if (w->contested && now - w->contest_written >= CONTEST_QUIET) {
+		log_info("cdi spec no longer rewritten by another writer", "dir=%s", spec_dir(w));
+		w->contested = false;
+		w->n_hits = 0;
+	}
+	w->hits[w->n_hits++ % CONTEST_HITS] = now;
+	oldest = w->hits[w->n_hits % CONTEST_HITS];
+	if (!w->contested && w->n_hits >= CONTEST_HITS && now - oldest <= CONTEST_WINDOW) {
+		w->contested = true;
+		w->contest_backoff = CONTEST_BACKOFF_MIN;
+		log_warn("cdi spec rewritten by another writer, backing off",
+			 "dir=%s rewrites=%u window_ms=%llu retry_ms=%llu max_retry_ms=%llu",
+			 spec_dir(w), (unsigned)CONTEST_HITS,
+			 (unsigned long long)((now - oldest) / USEC_PER_MSEC),
+			 (unsigned long long)(CONTEST_BACKOFF_MIN / USEC_PER_MSEC),
+			 (unsigned long long)(CONTEST_BACKOFF_MAX / USEC_PER_MSEC));
+	}
+	if (w->contested) {
+		if (!loop_timer_armed(w->retry)) {
+			loop_timer_arm(w->retry, w->contest_backoff);
+			w->contest_backoff = MIN(w->contest_backoff * 2, CONTEST_BACKOFF_MAX);
+		}
+		log_debug("cdi spec rewritten by another writer, writing it again later", "dir=%s",
+			  spec_dir(w));
+		return;
+	}
+	log_warn("cdi spec removed or changed, writing it again", "dir=%s reason=%s", spec_dir(w),
+		 log_q(reason));
+	start_write(w);
+}
+
+/* Our spec is not where the runtime looks: Allocate refuses until it is written again. */
+static void missing(struct cdi_writer *w, const char *reason, const char *error)
+{
+	log_warn("cdi spec removed or changed, writing it again", "dir=%s reason=%s", spec_dir(w),
+		 log_q(reason));
+	w->on_disk = false;
+	writer_set_error(w, error);
+	start_write(w);
+}
+
+/* Whatever is at the path now, against what we want there; the reasons are the log's. */
+static void check(struct cdi_writer *w, const char *changed, const char *removed)
+{
+	int r = verify(w);
+
+	if (r == 0)
+		return;
+	if (r == -ESTALE)
+		replaced(w, changed);
+	else
+		missing(w, r == -ENOENT ? removed : "unreadable",
+			"the CDI spec was removed; writing it again");
+}
+
+static void on_done(struct file_writer *fw, const struct file_write_result *res, void *userdata)
 {
 	struct cdi_writer *w = userdata;
-	struct write_job *j = w->job;
-	bool done;
-	char q[512];
+	char q[512], eb[128], *path;
 	int r;
 
-	if (!j)
-		return;
-	(void)pthread_mutex_lock(&j->mu);
-	done = j->done;
-	(void)pthread_mutex_unlock(&j->mu);
-	if (!done)
-		return;
-	w->job = NULL;
 	if (!w->wanted) {
-		job_unref(j);
 		first_settled(w);
 		return;
 	}
-	if (w->dirty) {
-		job_unref(j);
-		start_write(w);
-		return;
-	}
-	if (j->r < 0) {
+	if (res->r < 0) {
 		char *msg = NULL;
 
-		(void)log_warn_errno(j->r, "cannot write the cdi spec, retrying",
-				     "reason=%s retry_ms=%llu", log_quote(q, sizeof(q), j->err),
+		if (asprintf(&msg, "failed to %s CDI spec %s: %s", res->step, w->path,
+			     strerror_r(-res->r, eb, sizeof(eb))) < 0)
+			msg = NULL;
+		(void)log_warn_errno(res->r, "cannot write the cdi spec, retrying",
+				     "reason=%s retry_ms=%llu", log_quote(q, sizeof(q), msg),
 				     (unsigned long long)((w->backoff ? w->backoff : BACKOFF_MIN) /
 							  USEC_PER_MSEC));
-		if (asprintf(&msg, "cannot write the CDI spec: %s", j->err ? j->err : "") < 0)
+		path = msg;
+		msg = NULL;
+		if (asprintf(&msg, "cannot write the CDI spec: %s", path ? path : "") < 0)
 			msg = NULL;
+		free(path);
 		writer_set_error(w, msg ? msg : "cannot write the CDI spec");
 		free(msg);
 		w->backoff = w->backoff ? MIN(w->backoff * 2, BACKOFF_MAX) : BACKOFF_MIN;
 		loop_timer_arm(w->retry, w->backoff);
-		job_unref(j);
 		first_settled(w);
 		return;
 	}
-	job_unref(j);
 	/*
 	 * Watch first, then look: a change from now on is an inotify event, and one made while
 	 * the write was finishing (before this wake-up) is seen by the check.
 	 */
 	watch_dir(w);
-	r = cdi_spec_verify(*w->dir ? w->dir : NULL, w->spec.data, w->spec.len);
-	if (r == -ENOENT || r == -ESTALE) {
-		log_warn("cdi spec removed or changed, writing it again", "dir=%s reason=%s",
-			 spec_dir(w), "changed while it was written");
-		start_write(w);
+	r = verify(w);
+	if (r < 0) {
+		/* Written: registration waits no longer, whatever happened to it since. */
+		check(w, "changed while it was written", "removed while it was written");
+		first_settled(w);
 		return;
 	}
-	log_info("cdi spec written", "dir=%s retried=%s", spec_dir(w), w->backoff ? "yes" : "no");
+	if (res->unchanged)
+		log_info("cdi spec already on disk", "dir=%s", spec_dir(w));
+	else
+		log_info("cdi spec written", "dir=%s retried=%s dur_ms=%llu", spec_dir(w),
+			 w->backoff ? "yes" : "no", (unsigned long long)(res->dur / USEC_PER_MSEC));
 	w->writes++;
 	w->backoff = 0;
 	w->on_disk = true;
+	if (w->contested)
+		w->contest_written = now_usec();
 	writer_set_error(w, NULL);
+	first_settled(w);
+}
+
+/*
+ * The write has not returned (a frozen or dying disk). Registration waits no longer: the node
+ * is registered, and while no spec of ours is on disk Allocate says why it refuses.
+ */
+static void on_stuck(struct file_writer *fw, usec_t waited, void *userdata)
+{
+	struct cdi_writer *w = userdata;
+	char msg[160];
+
+	log_warn("cdi spec write not finished, not waiting for it to register",
+		 "dir=%s dur_ms=%llu first=%s", spec_dir(w),
+		 (unsigned long long)(waited / USEC_PER_MSEC), w->first_pending ? "yes" : "no");
+	if (w->error) {
+		(void)snprintf(msg, sizeof(msg),
+			       "the CDI spec write has not finished after %llu s (a stuck disk?)",
+			       (unsigned long long)(waited / USEC_PER_SEC));
+		writer_set_error(w, msg);
+	}
 	first_settled(w);
 }
 
@@ -240,46 +271,61 @@ static void on_retry(struct loop_timer *t, void *userdata)
 {
 	struct cdi_writer *w = userdata;
 
-	if (w->wanted && !w->on_disk)
+	if (!w->wanted || file_writer_busy(w->fw))
+		return;
+	if (w->contested && verify(w) == 0) {
+		w->on_disk = true; /* the other writer put ours back, or stopped */
+		return;
+	}
+	if (!w->on_disk)
 		start_write(w);
 }
 
 static void on_watch(struct loop_watch *lw, const char *name, uint32_t mask, void *userdata)
 {
 	struct cdi_writer *w = userdata;
-	bool gone = mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED);
-	int r;
 
-	if (gone)
+	if (mask & GONE_MASK) {
+		/* Deleted, or the path leads elsewhere now (a symlink swapped, a mount over it). */
 		w->watch = loop_watch_free(w->watch);
-	if (!w->wanted || w->job || (!gone && (!name || !streq(name, CDI_SPEC_FILE_NAME))))
+		if (!w->wanted)
+			return;
+		watch_dir(w);
+		if (!file_writer_busy(w->fw) && verify(w) != 0)
+			missing(w, w->watch ? "directory replaced" : "directory removed",
+				"the CDI spec directory was replaced or removed; writing the spec "
+				"again");
 		return;
-	r = gone ? -ENOENT : cdi_spec_verify(*w->dir ? w->dir : NULL, w->spec.data, w->spec.len);
-	if (r == 0)
+	}
+	if (!w->wanted || file_writer_busy(w->fw) || !name || !streq(name, CDI_SPEC_FILE_NAME))
 		return;
-	log_warn("cdi spec removed or changed, writing it again", "dir=%s reason=%s", spec_dir(w),
-		 r == -ENOENT ? "removed" : "changed");
-	w->on_disk = false;
-	writer_set_error(w, r == -ENOENT ?
-				    "the CDI spec was removed; writing it again" :
-				    "the CDI spec was changed by someone else; writing it again");
-	start_write(w);
+	check(w, "changed", "removed");
 }
 
 int cdi_writer_new(struct loop *l, struct cdi_writer **ret)
 {
 	struct cdi_writer *w = calloc(1, sizeof(*w));
+	struct file_writer_opts fo = {
+		.mode = 0644,
+		.mkdir = true,
+		.skip_same = true,
+		.stuck_after = STUCK_USEC,
+		.done = on_done,
+		.stuck = on_stuck,
+	};
 	int r;
 
 	if (!w)
 		return -ENOMEM;
 	w->loop = l;
+	fo.userdata = w;
 	w->dir = strdup("");
-	if (!w->dir) {
-		free(w);
+	w->path = path_join(CDI_SPEC_DIR, CDI_SPEC_FILE_NAME);
+	if (!w->dir || !w->path) {
+		(void)cdi_writer_free(w);
 		return -ENOMEM;
 	}
-	if ((r = loop_wake_new(l, on_wake, w, &w->wake)) < 0 ||
+	if ((r = file_writer_new(l, &fo, &w->fw)) < 0 ||
 	    (r = loop_timer_new(l, on_retry, w, &w->retry)) < 0) {
 		(void)cdi_writer_free(w);
 		return r;
@@ -291,7 +337,7 @@ int cdi_writer_new(struct loop *l, struct cdi_writer **ret)
 int cdi_writer_set(struct cdi_writer *w, const struct cdi_opts *o, const struct gpu_info *info)
 {
 	struct buf nb = { 0 };
-	char *err = NULL, *dir = NULL;
+	char *err = NULL, *dir = NULL, *path = NULL;
 	bool same;
 	int r;
 
@@ -316,16 +362,24 @@ int cdi_writer_set(struct cdi_writer *w, const struct cdi_opts *o, const struct 
 	}
 	free(err);
 	dir = strdup(o->spec_dir ? o->spec_dir : "");
-	if (!dir) {
+	path = path_join(*dir ? dir : CDI_SPEC_DIR, CDI_SPEC_FILE_NAME);
+	if (!dir || !path) {
+		free(dir);
+		free(path);
 		buf_release(&nb);
 		return -ENOMEM;
 	}
 	same = w->on_disk && streq(dir, w->dir) && nb.len == w->spec.len &&
 	       memcmp(nb.data, w->spec.data, nb.len) == 0;
-	if (!streq(dir, w->dir))
+	if (!streq(dir, w->dir)) {
 		w->watch = loop_watch_free(w->watch);
+		w->contested = false;
+		w->n_hits = 0;
+	}
 	free(w->dir);
 	w->dir = dir;
+	free(w->path);
+	w->path = path;
 	buf_release(&w->spec);
 	w->spec = nb;
 	if (same)
@@ -337,7 +391,6 @@ int cdi_writer_set(struct cdi_writer *w, const struct cdi_opts *o, const struct 
 		w->first_pending = true;
 	}
 	w->backoff = 0;
-	loop_timer_disarm(w->retry);
 	watch_dir(w); /* before the write: nothing done to the spec after it goes unseen */
 	start_write(w);
 	return 0;
@@ -358,6 +411,8 @@ void cdi_writer_clear(struct cdi_writer *w)
 {
 	w->wanted = false;
 	w->on_disk = false;
+	w->contested = false;
+	w->n_hits = 0;
 	loop_timer_disarm(w->retry);
 	w->watch = loop_watch_free(w->watch);
 	writer_set_error(w, NULL);
@@ -373,17 +428,12 @@ struct cdi_writer *cdi_writer_free(struct cdi_writer *w)
 {
 	if (!w)
 		return NULL;
-	if (w->job) {
-		(void)pthread_mutex_lock(&w->job->mu);
-		w->job->wake = NULL;
-		(void)pthread_mutex_unlock(&w->job->mu);
-		job_unref(w->job);
-	}
+	(void)file_writer_free(w->fw);
 	(void)loop_watch_free(w->watch);
 	(void)loop_timer_free(w->retry);
-	(void)loop_wake_free(w->wake);
 	buf_release(&w->spec);
 	free(w->dir);
+	free(w->path);
 	free(w->error);
 	free(w);
 	return NULL;

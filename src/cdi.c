@@ -374,35 +374,6 @@ out:
 	return r;
 }
 
-/* mkdir -p with mode 0755 for the parts that are missing. */
-static int mkdir_p(const char *dir)
-{
-	char *p = NULL;
-	int r = 0;
-
-	if (!dir[0])
-		return -EINVAL;
-	p = strdup(dir);
-	if (!p)
-		return -ENOMEM;
-	for (char *s = p + 1;; s++) {
-		char c = *s;
-
-		if (c != '/' && c != '\0')
-			continue;
-		*s = '\0';
-		if (mkdir(p, 0755) < 0 && errno != EEXIST) {
-			r = -errno;
-			break;
-		}
-		*s = c;
-		if (c == '\0')
-			break;
-	}
-	free(p);
-	return r;
-}
-
 /* Thread-safe strerror: GNU strerror_r returns a pointer into @buf or a static string. */
 static const char *errstr(int e, char *buf, size_t size)
 {
@@ -411,110 +382,36 @@ static const char *errstr(int e, char *buf, size_t size)
 
 int cdi_spec_write_file(const char *dir, const void *data, size_t len, char **reterr)
 {
-	char *path = NULL, *tmp = NULL, eb[128];
 	const char *step = "write";
-	int fd = -1, dfd = -1, r;
+	char *path = NULL, eb[128];
+	int r;
 
 	if (!dir)
 		dir = CDI_SPEC_DIR;
-	r = mkdir_p(dir);
-	if (r < 0) {
+	r = mkdir_parents(dir, 0755);
+	if (r < 0)
 		return set_error(reterr, r, "failed to create CDI spec directory %s: %s", dir,
 				 errstr(-r, eb, sizeof(eb)));
-	}
 	path = path_join(dir, CDI_SPEC_FILE_NAME);
-	if (!path || asprintf(&tmp, "%s/.%s.XXXXXX", dir, CDI_SPEC_FILE_NAME) < 0) {
-		tmp = NULL;
-		r = -ENOMEM;
-		(void)set_error(reterr, r, "out of memory writing the CDI spec");
-		goto out;
-	}
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
-		r = -errno;
-		tmp = mfree(tmp); /* nothing to remove */
-		step = "create a temporary file for";
-		goto fail;
-	}
-	if (fchmod(fd, 0644) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	r = fd_write_all(fd, data, len);
+	if (!path)
+		return set_error(reterr, -ENOMEM, "out of memory writing the CDI spec");
+	r = write_file_atomic_step(path, data, len, 0644, &step);
 	if (r < 0)
-		goto fail;
-	/* The data must be on disk before the rename makes it the spec. */
-	if (fsync(fd) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	r = close(fd);
-	fd = -1;
-	if (r < 0) {
-		r = -errno;
-		goto fail;
-	}
-	if (rename(tmp, path) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	tmp = mfree(tmp);
-	/* And the rename itself, which lives in the directory. */
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0 || fsync(dfd) < 0) {
-		r = -errno;
-		step = "sync the directory of";
-		goto fail;
-	}
-	r = 0;
-	goto out;
-fail:
-	(void)set_error(reterr, r, "failed to %s CDI spec %s: %s", step, path,
-			errstr(-r, eb, sizeof(eb)));
-out:
-	if (fd >= 0)
-		(void)close(fd);
-	if (dfd >= 0)
-		(void)close(dfd);
-	if (tmp)
-		(void)unlink(tmp);
-	free(tmp);
+		(void)set_error(reterr, r, "failed to %s CDI spec %s: %s", step, path,
+				errstr(-r, eb, sizeof(eb)));
 	free(path);
 	return r;
 }
 
 int cdi_spec_verify(const char *dir, const void *expected, size_t len)
 {
-	char *path, *buf = NULL;
-	struct stat st;
-	size_t got = 0;
-	int fd, r;
+	char *path = path_join(dir ? dir : CDI_SPEC_DIR, CDI_SPEC_FILE_NAME);
+	int r;
 
-	path = path_join(dir ? dir : CDI_SPEC_DIR, CDI_SPEC_FILE_NAME);
 	if (!path)
 		return -ENOMEM;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
+	r = file_equals(path, expected, len);
 	free(path);
-	if (fd < 0)
-		return errno == ELOOP ? -ESTALE : -errno;
-	if (fstat(fd, &st) < 0) {
-		r = -errno;
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != (uint64_t)len) {
-		r = -ESTALE;
-		goto out;
-	}
-	/* A file that grew after the fstat is not ours either: -EFBIG past @len. */
-	r = fd_read_all(fd, len, &buf, &got);
-	if (r == -EFBIG)
-		r = -ESTALE;
-	if (r < 0)
-		goto out;
-	r = got == len && memcmp(buf, expected, len) == 0 ? 0 : -ESTALE;
-out:
-	free(buf);
-	(void)close(fd);
 	return r;
 }
 

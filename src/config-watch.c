@@ -142,6 +142,15 @@ static void on_dir(struct loop_watch *lw, const char *name, uint32_t mask, void 
 
 	if (mask & GONE_MASK) {
 		w->dw = loop_watch_free(w->dw);
+		/* A directory at the path at once: a symlink swapped, a mount over it. */
+		if (!w->dir_gone &&
+		    loop_watch_new(w->loop, w->dir, DIR_MASK, on_dir, w, &w->dw) == 0) {
+			log_info("config directory replaced, watching the new one", "path=%s",
+				 w->dir);
+			schedule(w, true);
+			return;
+		}
+		w->dw = NULL;
 		if (!w->dir_gone)
 			log_warn("config directory gone, keeping the running config", "path=%s",
 				 w->dir);
@@ -155,11 +164,14 @@ static void on_dir(struct loop_watch *lw, const char *name, uint32_t mask, void 
 	}
 	if (!streq(name, w->base) && !streq(name, "..data"))
 		return;
-	/* A file created in place is still being written: its IN_CLOSE_WRITE follows. */
+	/*
+	 * A file created in place is still being written: its IN_CLOSE_WRITE follows. Not one
+	 * that already has another name: link(2) makes a whole file appear, and no close follows.
+	 */
 	if (mask & IN_CREATE) {
 		char *p = path_join(w->dir, name);
 
-		if (p && lstat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+		if (p && lstat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink < 2) {
 			free(p);
 			return;
 		}
@@ -213,7 +225,11 @@ static void arm(struct config_watch *w)
 	if (!w->uw && w->up && loop_watch_new(w->loop, w->up, UP_MASK, on_up, w, &w->uw) < 0)
 		w->uw = NULL;
 	if (w->uw) {
-		loop_timer_disarm(w->retry);
+		/*
+		 * The parent names the directory's return, but not a dangling symlink's target
+		 * appearing elsewhere: looked at every RETRY_MAX_USEC too.
+		 */
+		loop_timer_arm(w->retry, RETRY_MAX_USEC);
 		/* It may have come back between the two watches. */
 		if (loop_watch_new(w->loop, w->dir, DIR_MASK, on_dir, w, &w->dw) == 0)
 			dir_watched(w);

@@ -9,9 +9,11 @@
  * files by swapping the `..data` symlink (config.yaml -> ..data/config.yaml), and editors
  * write a new file and rename it over the old one; both leave a watch on the file itself
  * pointing at a deleted inode. What counts as a change: the file's name or `..data` written
- * and closed (IN_CLOSE_WRITE), renamed in or out, created as a symlink, deleted; an inotify
+ * and closed (IN_CLOSE_WRITE), renamed in or out, created as a symlink or as a hard link to a
+ * file that has another name (link(2): whole at once, no close follows), deleted; an inotify
  * queue overflow. A plain IN_CREATE or IN_MODIFY does not: the writer has not finished, and
- * its IN_CLOSE_WRITE follows. Events are let settle for 100 ms (the atomic writer's burst is
+ * its IN_CLOSE_WRITE follows. (A link whose other name is removed before the watch looks at
+ * it counts as created in place: it is read at the next change or SIGHUP.) Events are let settle for 100 ms (the atomic writer's burst is
  * one check), then the file is read whole and compared with the content last seen, so
  * unrelated events and identical content never reload.
  *
@@ -19,7 +21,9 @@
  * that appears afterwards is compared as usual. An empty file is taken as a writer not done
  * yet (logged, nothing reloaded). The directory deleted: its parent is watched until a
  * directory of that name is back (polled with backoff, 100 ms doubling to 10 s, while the
- * parent is missing too), then the file is checked.
+ * parent is missing too), then the file is checked. The path leading to another directory (a
+ * symlink swapped to another directory, a filesystem mounted over it: the loop's watch says
+ * so, loop_watch_new()): the new directory is watched and the file checked at once.
  */
 
 #include <stdbool.h>

@@ -284,7 +284,6 @@ int grpc_server_listen(struct grpc_server *s, const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct stat st;
-	mode_t old_umask;
 	int fd = -1, r;
 
 	if (!s->loop || !path || !*path)
@@ -301,13 +300,16 @@ int grpc_server_listen(struct grpc_server *s, const char *path)
 		r = -errno;
 		goto fail;
 	}
-	old_umask = umask(0077);
-	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	if (r < 0)
+	/*
+	 * No umask: it is the process's, and changing it around bind() raced the other threads'
+	 * mkdir() and open() (the CDI writer's). The file comes with the process's umask, and
+	 * whatever that lets others do with it, nobody connects before listen() (a socket that
+	 * does not listen refuses), and by then chmod() has made it 0600.
+	 */
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		r = -errno;
-	umask(old_umask);
-	if (r < 0)
 		goto fail;
+	}
 	if (chmod(path, 0600) < 0 || listen(fd, SOMAXCONN) < 0 || stat(path, &st) < 0) {
 		r = -errno;
 		(void)unlink(path);

@@ -189,8 +189,10 @@ int grpc_server_set_limits(struct grpc_server *s, const struct grpc_limits *limi
 
 /*
  * Listens on the unix socket @path: an existing file there is removed first (stale socket),
- * the socket is created under umask 077 and chmod'ed 0600. A server listens on one path at a
- * time; listening again closes the old listener (open connections stay). Returns 0 or -errno.
+ * the socket is bound and chmod'ed 0600 before it listens (nobody can connect before that;
+ * the process's umask is never changed: other threads create files meanwhile). A server
+ * listens on one path at a time; listening again closes the old listener (open connections
+ * stay). Returns 0 or -errno.
  */
 int grpc_server_listen(struct grpc_server *s, const char *path) WARN_UNUSED;
 /* Closes the listener and unlinks its path if it is still ours (same inode). */

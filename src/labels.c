@@ -14,6 +14,7 @@
 
 #include "assign.h"
 #include "config.h"
+#include "file-writer.h"
 #include "gpu.h"
 #include "loop.h"
 #include "resource.h"
@@ -392,26 +393,94 @@ out:
 
 /* --- the features.d writer --- */
 
+/* A write this slow is reported (the labels lapse if it never returns). */
+#define STUCK_USEC (5 * USEC_PER_SEC)
+
 struct labels_writer {
-	struct loop_timer *timer;
+	struct loop_timer *timer; /* the refresh, or a failed write's retry */
+	struct file_writer *fw;
 	char *path;
-	char *tmp; /* <dir>/.<name>.tmp */
-	char *dir;
 	usec_t expiry;
-	struct buf want;    /* the lines asked for */
-	struct buf written; /* the lines in the file, once have_written */
-	bool have_written;
-	bool warned; /* a failure was logged at warn since the last success */
+	struct buf want;      /* the lines asked for */
+	struct buf submitted; /* the lines of the newest write handed to fw */
+	bool have_submitted;
+	bool submitted_ok; /* and it is in the file */
+	bool warned; /* a failure or a stuck write was logged at warn since the last success */
 	usec_t backoff;
 	uint64_t writes;
 };
 
-static void writer_timer(struct loop_timer *t, void *userdata);
+static void writer_write(struct labels_writer *w);
+
+static void writer_timer(struct loop_timer *t, void *userdata)
+{
+	writer_write(userdata);
+}
+
+static usec_t refresh_interval(const struct labels_writer *w)
+{
+	return MAX(w->expiry / 2, USEC_PER_MSEC);
+}
+
+static void writer_failed(struct labels_writer *w, int r, const char *step)
+{
+	usec_t cap;
+
+	if (!w->warned)
+		log_warn_errno(r, "cannot write the labels file, retrying", "path=%s step=%s",
+			       log_q(w->path), log_q(step ? step : ""));
+	else
+		log_debug_errno(r, "cannot write the labels file, retrying", "path=%s step=%s",
+				log_q(w->path), log_q(step ? step : ""));
+	w->warned = true;
+	cap = w->expiry > 0 ? MIN(BACKOFF_MAX, refresh_interval(w)) : BACKOFF_MAX;
+	w->backoff = w->backoff ? MIN(w->backoff * 2, cap) : MIN(BACKOFF_MIN, cap);
+	loop_timer_arm(w->timer, w->backoff);
+}
+
+static void writer_done(struct file_writer *fw, const struct file_write_result *res, void *userdata)
+{
+	struct labels_writer *w = userdata;
+
+	if (res->r < 0) {
+		writer_failed(w, res->r, res->step);
+		return;
+	}
+	w->submitted_ok = true;
+	w->writes++;
+	if (w->warned)
+		log_info("labels file written", "path=%s dur_ms=%llu", log_q(w->path),
+			 (unsigned long long)(res->dur / USEC_PER_MSEC));
+	else
+		log_debug("labels file written", "path=%s", log_q(w->path));
+	w->warned = false;
+	w->backoff = 0;
+	if (w->expiry > 0)
+		loop_timer_arm(w->timer, refresh_interval(w));
+	else
+		loop_timer_disarm(w->timer);
+}
+
+static void writer_stuck(struct file_writer *fw, usec_t waited, void *userdata)
+{
+	struct labels_writer *w = userdata;
+
+	log_warn("labels file write not finished, serving on, writing again when it returns",
+		 "path=%s dur_ms=%llu", log_q(w->path),
+		 (unsigned long long)(waited / USEC_PER_MSEC));
+	w->warned = true;
+}
 
 int labels_writer_new(struct loop *l, const char *path, usec_t expiry, struct labels_writer **ret)
 {
 	struct labels_writer *w = NULL;
 	const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+	struct file_writer_opts fo = {
+		.mode = 0644,
+		.stuck_after = STUCK_USEC,
+		.done = writer_done,
+		.stuck = writer_stuck,
+	};
 	int r;
 
 	if (!*name || streq(name, ".") || streq(name, ".."))
@@ -419,20 +488,15 @@ int labels_writer_new(struct loop *l, const char *path, usec_t expiry, struct la
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
+	fo.userdata = w;
 	w->expiry = expiry;
 	w->path = strdup(path);
-	w->dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-	if (!w->path || !w->dir) {
+	if (!w->path) {
 		r = -ENOMEM;
 		goto fail;
 	}
-	w->tmp = strdup_printf("%.*s.%s.tmp", (int)(name - path), path, name);
-	if (!w->tmp) {
-		r = -ENOMEM;
-		goto fail;
-	}
-	r = loop_timer_new(l, writer_timer, w, &w->timer);
-	if (r < 0)
+	if ((r = loop_timer_new(l, writer_timer, w, &w->timer)) < 0 ||
+	    (r = file_writer_new(l, &fo, &w->fw)) < 0)
 		goto fail;
 	*ret = w;
 	return 0;
@@ -445,12 +509,11 @@ struct labels_writer *labels_writer_free(struct labels_writer *w)
 {
 	if (!w)
 		return NULL;
+	file_writer_free(w->fw);
 	loop_timer_free(w->timer);
 	buf_release(&w->want);
-	buf_release(&w->written);
+	buf_release(&w->submitted);
 	free(w->path);
-	free(w->tmp);
-	free(w->dir);
 	free(w);
 	return NULL;
 }
@@ -482,85 +545,25 @@ static int compose(const struct labels_writer *w, const struct buf *lines, struc
 	return r;
 }
 
-/* Writes @data to the dotfile, syncs it and renames it over the file. Returns 0 or -errno. */
-static int write_atomic(const struct labels_writer *w, const void *data, size_t len)
-{
-	int fd, dfd, r;
-
-	/* Whatever a crash or someone else left there goes: we create the file ourselves. */
-	if (unlink(w->tmp) < 0 && errno != ENOENT)
-		return -errno;
-	fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (fd < 0)
-		return -errno;
-	r = fd_write_all(fd, data, len);
-	if (r < 0)
-		goto fail;
-	if (fchmod(fd, 0644) < 0 || fsync(fd) < 0 || rename(w->tmp, w->path) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	fd_close(fd);
-	/* The rename itself survives a crash once the directory is synced; best effort. */
-	dfd = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		(void)fsync(dfd);
-		fd_close(dfd);
-	}
-	return 0;
-fail:
-	fd_close(fd);
-	(void)unlink(w->tmp);
-	return r;
-}
-
-static usec_t refresh_interval(const struct labels_writer *w)
-{
-	return MAX(w->expiry / 2, USEC_PER_MSEC);
-}
-
+/* Hands the file for the wanted lines to the file writer (its thread does the disk part). */
 static void writer_write(struct labels_writer *w)
 {
 	struct buf file = { 0 };
-	usec_t cap;
 	int r;
 
+	loop_timer_disarm(w->timer);
 	r = compose(w, &w->want, &file);
 	if (r == 0)
-		r = write_atomic(w, file.data, file.len);
+		r = file_writer_write(w->fw, w->path, file.data, file.len);
 	buf_release(&file);
 	if (r == 0) {
-		w->written.len = 0;
-		r = buf_append(&w->written, w->want.data, w->want.len);
-		w->have_written = r == 0;
-		w->writes++;
-		if (w->warned)
-			log_info("labels file written", "path=%s", log_q(w->path));
-		else
-			log_debug("labels file written", "path=%s", log_q(w->path));
-		w->warned = false;
-		w->backoff = 0;
-		if (w->expiry > 0)
-			loop_timer_arm(w->timer, refresh_interval(w));
-		else
-			loop_timer_disarm(w->timer);
+		w->submitted.len = 0;
+		r = buf_append(&w->submitted, w->want.data, w->want.len);
+		w->have_submitted = r == 0;
+		w->submitted_ok = false;
 		return;
 	}
-	if (!w->warned)
-		log_warn_errno(r, "cannot write the labels file, retrying", "path=%s",
-			       log_q(w->path));
-	else
-		log_debug_errno(r, "cannot write the labels file, retrying", "path=%s",
-				log_q(w->path));
-	w->warned = true;
-	cap = w->expiry > 0 ? MIN(BACKOFF_MAX, refresh_interval(w)) : BACKOFF_MAX;
-	w->backoff = w->backoff ? MIN(w->backoff * 2, cap) : MIN(BACKOFF_MIN, cap);
-	loop_timer_arm(w->timer, w->backoff);
-}
-
-static void writer_timer(struct loop_timer *t, void *userdata)
-{
-	writer_write(userdata);
+	writer_failed(w, r, "start a thread for");
 }
 
 int labels_writer_set(struct labels_writer *w, const char *lines, size_t len)
@@ -582,20 +585,16 @@ int labels_writer_set(struct labels_writer *w, const char *lines, size_t len)
 		buf_release(&next);
 		return r;
 	}
-	if (w->have_written && next.len == w->written.len &&
-	    memcmp(next.data, w->written.data, next.len) == 0) {
-		/* What the file holds. A retry of other lines was pending: write these now, so
-		 * that the expiry moves on from here. */
-		buf_release(&w->want);
-		w->want = next;
-		if (w->backoff) {
-			w->backoff = 0;
-			writer_write(w);
-		}
-		return 0;
-	}
 	buf_release(&w->want);
 	w->want = next;
+	/*
+	 * The lines of the newest write, in the file or on their way there: nothing to do. (A
+	 * failed one waits for its retry, which writes these.)
+	 */
+	if (w->have_submitted && w->want.len == w->submitted.len &&
+	    memcmp(w->want.data, w->submitted.data, w->want.len) == 0 &&
+	    (w->submitted_ok || file_writer_busy(w->fw)))
+		return 0;
 	w->backoff = 0;
 	writer_write(w);
 	return 0;

@@ -57,8 +57,11 @@ void labels_product(const struct gpu_info *info, const struct config *cfg, char 
 /*
  * A writer on the loop that owns one NFD features.d file. The file holds a comment, the
  * "# +expiry-time=<RFC3339 UTC>" directive (now + @expiry; none when @expiry is 0) and the
- * label lines. It is written atomically: ".<name>.tmp" in the same directory (a dotfile, which
- * NFD ignores), fsync, rename, so a reader sees the old file or the new one, never part of one.
+ * label lines. It is written atomically (write_file_atomic(): ".<name>.XXXXXX" in the same
+ * directory, a dotfile, which NFD ignores; fsync, rename, directory fsync), so a reader sees
+ * the old file or the new one, never part of one; and off the loop, through file-writer.h: a
+ * slow or frozen disk never holds Allocate. A write still running after 5 s is logged once
+ * ("labels file write not finished, ..."); newer lines wait for it, only the newest.
  * Loop thread only; owned by its creator.
  */
 struct labels_writer;
@@ -71,17 +74,18 @@ int labels_writer_new(struct loop *l, const char *path, usec_t expiry,
 		      struct labels_writer **ret) WARN_UNUSED;
 
 /*
- * New label lines (@len bytes, copied; a missing final newline is added). Writes at once when
- * they differ from the lines last written (the first call always writes), and again every
- * @expiry/2 to move the expiry forward. A failed write (a missing directory, ...) is logged at
- * warn once, then at debug until a write succeeds, and retried with back-off (from 100 ms,
- * doubling, at most 30 s or @expiry/2). Returns 0 (written or pending a retry), -EFBIG (the file
- * would be over LABELS_FILE_MAX: refused, the old lines stay), -EINVAL (a NUL byte) or -ENOMEM.
+ * New label lines (@len bytes, copied; a missing final newline is added). Starts a write at
+ * once when they differ from the lines of the newest write (the first call always writes), and
+ * again every @expiry/2 to move the expiry forward; labels_writer_writes() counts them once on
+ * disk. A failed write (a missing directory, ...) is logged at warn once, then at debug until a
+ * write succeeds, and retried with back-off (from 100 ms, doubling, at most 30 s or
+ * @expiry/2). Returns 0 (writing, or pending a retry), -EFBIG (the file would be over
+ * LABELS_FILE_MAX: refused, the old lines stay), -EINVAL (a NUL byte) or -ENOMEM.
  */
 int labels_writer_set(struct labels_writer *w, const char *lines, size_t len) WARN_UNUSED;
 
-/* Stops the timers; leaves the file in place. NULL-safe; returns NULL. */
+/* Stops the timers; leaves the file in place (a write in progress finishes on its own). NULL-safe; returns NULL. */
 struct labels_writer *labels_writer_free(struct labels_writer *w);
 
-/* Files written (renamed into place) so far, for tests. */
+/* Files written (renamed into place, the result back on the loop) so far, for tests. */
 uint64_t labels_writer_writes(const struct labels_writer *w);

@@ -1,14 +1,21 @@
 #include "loop.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
+
+/* How often every watch's path is checked again, for the swaps no event announces. */
+#define WATCH_VERIFY_USEC (10 * USEC_PER_SEC)
+/* What the parent of a watched directory is watched for: its name swapped or removed. */
+#define PARENT_MASK (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ONLYDIR)
 
 enum loop_src_kind {
 	SRC_IO,
@@ -16,6 +23,7 @@ enum loop_src_kind {
 	SRC_SIGNALFD,
 	SRC_WAKE,
 	SRC_WATCH,
+	SRC_MOUNTS,
 };
 
 /* Every epoll registration starts with this header; epoll's data.ptr points at it. */
@@ -49,10 +57,25 @@ struct loop_wake {
 	loop_wake_fn *fn;
 };
 
+/*
+ * inotify watches an inode, found through the path once. The path is looked at again (stat) on
+ * an event for its name in the parent directory, on a mount table change and every
+ * WATCH_VERIFY_USEC; when it leads to another inode than the one watched (a symlink on it
+ * swapped, a filesystem mounted over it) or nowhere, the owner gets IN_MOVE_SELF, once.
+ */
 struct loop_watch {
 	struct loop_src src;
 	int fd;
+	int wd;	 /* the directory's */
+	int pwd; /* its parent's, for swaps of the name; -1: none */
+	uint32_t mask;
+	char *path;
+	char *name;   /* @path's last component, as the parent's events name it */
+	bool present; /* @path led to an inode when last looked at: @dev, @ino */
+	dev_t dev;
+	ino_t ino;
 	loop_watch_fn *fn;
+	struct loop_watch *next_watch; /* the loop's live watches */
 };
 
 struct loop_sig {
@@ -71,6 +94,10 @@ struct loop {
 	struct loop_sig sigs[65];
 	struct loop_timer *timers;
 	unsigned n_dead_timers;
+	struct loop_watch *watches; /* live ones */
+	struct loop_timer *verify;  /* checks the watches' paths; NULL until the first watch */
+	int mountfd;		    /* /proc/self/mountinfo, EPOLLPRI on a mount change; -1 */
+	struct loop_src mount_src;
 	struct loop_src *dead; /* freed after the current batch */
 	bool in_batch;
 	bool exit;
@@ -122,7 +149,7 @@ int loop_new(struct loop **ret)
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
-	l->timerfd = l->sigfd = -1;
+	l->timerfd = l->sigfd = l->mountfd = -1;
 	l->timerfd_when = USEC_INFINITY;
 	sigemptyset(&l->sigmask);
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -183,6 +210,7 @@ struct loop *loop_free(struct loop *l)
 		free(t);
 	}
 	fd_close(l->sigfd);
+	fd_close(l->mountfd);
 	if (!sigisemptyset(&l->sigmask))
 		(void)pthread_sigmask(SIG_UNBLOCK, &l->sigmask, NULL);
 	fd_close(l->timerfd);
@@ -438,48 +466,249 @@ static void signals_dispatch(struct loop *l)
 
 /* --- inotify --- */
 
+/* What @w's path leads to now (not through a last symlink with IN_DONT_FOLLOW). */
+static int watch_stat(const struct loop_watch *w, struct stat *st)
+{
+	return (w->mask & IN_DONT_FOLLOW ? lstat(w->path, st) : stat(w->path, st)) < 0 ? -errno : 0;
+}
+
+static bool same_inode(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/*
+ * Adds the directory's inotify watch and notes the inode it watches. The path is looked at
+ * before and after: equal, the watch is on that inode; else it was swapped meanwhile, and the
+ * watch is made again (three tries, then whatever the path leads to last is noted).
+ */
+static int watch_add(struct loop_watch *w)
+{
+	struct stat a, b;
+
+	for (int i = 0;; i++) {
+		bool have_a = watch_stat(w, &a) == 0, have_b;
+		int wd = inotify_add_watch(w->fd, w->path, w->mask);
+
+		if (wd < 0)
+			return -errno;
+		have_b = watch_stat(w, &b) == 0;
+		if ((have_a && have_b && same_inode(&a, &b)) || i == 2) {
+			w->wd = wd;
+			w->present = have_b;
+			w->dev = have_b ? b.st_dev : 0;
+			w->ino = have_b ? b.st_ino : 0;
+			return 0;
+		}
+		(void)inotify_rm_watch(w->fd, wd);
+	}
+}
+
+/*
+ * Watches @w's parent directory for its name, best effort (the timer and the mount table still
+ * catch a swap): not for "/", ".", "..", nor when the parent is the directory itself.
+ */
+static void watch_add_parent(struct loop_watch *w)
+{
+	const char *slash;
+	char *parent = NULL;
+	struct stat pst, st;
+	size_t len = strlen(w->path);
+
+	while (len > 1 && w->path[len - 1] == '/')
+		len--;
+	slash = memrchr(w->path, '/', len);
+	if (slash)
+		w->name = strndup(slash + 1, len - (size_t)(slash + 1 - w->path));
+	else
+		w->name = strndup(w->path, len);
+	if (slash == w->path)
+		parent = strdup("/");
+	else if (slash)
+		parent = strndup(w->path, (size_t)(slash - w->path));
+	else
+		parent = strdup(".");
+	if (!w->name || !parent || !*w->name || streq(w->name, ".") || streq(w->name, "..") ||
+	    streq(w->name, "/"))
+		goto out;
+	if (stat(parent, &pst) < 0 || !S_ISDIR(pst.st_mode) ||
+	    (watch_stat(w, &st) == 0 && same_inode(&pst, &st)))
+		goto out;
+	w->pwd = inotify_add_watch(w->fd, parent, PARENT_MASK);
+out:
+	free(parent);
+}
+
+/* True, once, when @w's path leads to another inode than the one watched, or to none. */
+static bool watch_moved(struct loop_watch *w)
+{
+	struct stat st;
+	bool have = watch_stat(w, &st) == 0;
+
+	if (have == w->present && (!have || (st.st_dev == w->dev && st.st_ino == w->ino)))
+		return false;
+	w->present = have;
+	w->dev = have ? st.st_dev : 0;
+	w->ino = have ? st.st_ino : 0;
+	return true;
+}
+
+/*
+ * Checks every watch's path; a callback may free or create watches, so the scan starts over
+ * after each one told. Each is told once per change; a path swapped again and again while we
+ * look is left to the next check after 64 tellings.
+ */
+static void watches_verify(struct loop *l)
+{
+	unsigned budget = 64;
+	struct loop_watch *w;
+
+again:
+	for (w = l->watches; w && !l->exit; w = w->next_watch)
+		if (watch_moved(w)) {
+			w->fn(w, "", IN_MOVE_SELF, w->src.userdata);
+			if (--budget > 0)
+				goto again;
+			return;
+		}
+}
+
+static void on_verify(struct loop_timer *t, void *userdata)
+{
+	struct loop *l = userdata;
+
+	watches_verify(l);
+	if (l->watches)
+		loop_timer_arm(t, WATCH_VERIFY_USEC);
+}
+
+/*
+ * What every watch shares, made with the first: the timer, and the mount table's fd (poll()
+ * on /proc/self/mountinfo says EPOLLPRI when a mount is added or removed; without /proc only
+ * the timer is left). Returns 0 or -ENOMEM.
+ */
+static int watches_setup(struct loop *l)
+{
+	int r;
+
+	if (!l->verify) {
+		r = loop_timer_new(l, on_verify, l, &l->verify);
+		if (r < 0) {
+			l->verify = NULL;
+			return r;
+		}
+	}
+	if (l->mountfd < 0) {
+		l->mountfd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		l->mount_src.kind = SRC_MOUNTS;
+		l->mount_src.loop = l;
+		if (l->mountfd >= 0 && epoll_add(l, l->mountfd, EPOLLPRI, &l->mount_src) < 0)
+			l->mountfd = fd_close(l->mountfd);
+	}
+	return 0;
+}
+
 int loop_watch_new(struct loop *l, const char *path, uint32_t mask, loop_watch_fn *fn,
 		   void *userdata, struct loop_watch **ret)
 {
-	struct loop_watch *w = src_new(l, sizeof(*w), SRC_WATCH, userdata);
+	struct loop_watch *w;
 	int r;
 
+	r = watches_setup(l);
+	if (r < 0)
+		return r;
+	w = src_new(l, sizeof(*w), SRC_WATCH, userdata);
 	if (!w)
 		return -ENOMEM;
 	w->fn = fn;
+	w->mask = mask;
+	w->wd = w->pwd = -1;
+	w->path = strdup(path);
+	if (!w->path) {
+		free(w);
+		return -ENOMEM;
+	}
 	w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (w->fd >= 0 && inotify_add_watch(w->fd, path, mask) < 0)
-		w->fd = fd_close(w->fd); /* errno kept */
-	r = src_add_fd(&w->src, w->fd);
-	if (r < 0)
+	r = w->fd < 0 ? -errno : 0;
+	/* The parent first: a swap after the directory's own watch is then an event. */
+	if (r == 0) {
+		watch_add_parent(w);
+		r = watch_add(w);
+	}
+	if (r == 0)
+		r = epoll_add(l, w->fd, EPOLLIN, &w->src);
+	if (r < 0) {
+		fd_close(w->fd);
+		free(w->path);
+		free(w->name);
+		free(w);
 		return r;
+	}
+	w->next_watch = l->watches;
+	l->watches = w;
+	if (!loop_timer_armed(l->verify))
+		loop_timer_arm(l->verify, WATCH_VERIFY_USEC);
 	*ret = w;
 	return 0;
 }
 
 struct loop_watch *loop_watch_free(struct loop_watch *w)
 {
-	if (w)
-		src_kill_fd(&w->src, w->fd);
+	struct loop *l;
+	int fd;
+
+	if (!w)
+		return NULL;
+	l = w->src.loop;
+	for (struct loop_watch **p = &l->watches; *p; p = &(*p)->next_watch)
+		if (*p == w) {
+			*p = w->next_watch;
+			break;
+		}
+	if (!l->watches)
+		loop_timer_disarm(l->verify);
+	w->path = mfree(w->path);
+	w->name = mfree(w->name);
+	fd = w->fd;
+	/* Its number may be a new watch's from now on: nothing reads it again. */
+	w->fd = -1;
+	src_kill_fd(&w->src, fd); /* frees @w now when no batch runs */
 	return NULL;
 }
 
+/* One event of @w's fd: the directory's go to the owner, the parent's only make us look. */
+static void watch_event(struct loop_watch *w, const struct inotify_event *ev)
+{
+	if (w->pwd >= 0 && ev->wd == w->pwd) {
+		if (ev->mask & IN_IGNORED)
+			w->pwd = -1; /* the parent went; the timer still looks */
+		else if (ev->len && w->name && streq(ev->name, w->name) && watch_moved(w))
+			w->fn(w, "", IN_MOVE_SELF, w->src.userdata);
+		return;
+	}
+	if (ev->wd != w->wd && !(ev->mask & IN_Q_OVERFLOW))
+		return; /* a watch replaced by watch_add() */
+	w->fn(w, ev->len ? ev->name : "", ev->mask, w->src.userdata);
+	/* Lost events may have been the parent's too. */
+	if ((ev->mask & IN_Q_OVERFLOW) && !w->src.dead && watch_moved(w))
+		w->fn(w, "", IN_MOVE_SELF, w->src.userdata);
+}
+
+/* A callback may free @w (and a new watch may reuse its fd number): stop reading then. */
 static void watch_dispatch(struct loop_watch *w)
 {
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
 
-	for (;;) {
+	while (!w->src.dead) {
 		ssize_t n = read(w->fd, buf, sizeof(buf));
 
 		if (n <= 0)
 			return;
-		for (char *p = buf; p < buf + n;) {
+		for (char *p = buf; p < buf + n && !w->src.dead;) {
 			const struct inotify_event *ev = (const struct inotify_event *)p;
 
 			p += sizeof(*ev) + ev->len;
-			if (w->src.dead)
-				return;
-			w->fn(w, ev->len ? ev->name : "", ev->mask, w->src.userdata);
+			watch_event(w, ev);
 		}
 	}
 }
@@ -529,6 +758,9 @@ int loop_run_once(struct loop *l, usec_t timeout_usec)
 		}
 		case SRC_WATCH:
 			watch_dispatch((struct loop_watch *)s);
+			break;
+		case SRC_MOUNTS:
+			watches_verify(l);
 			break;
 		}
 	}

@@ -2,7 +2,8 @@
 
 /*
  * The event loop: epoll for fds, one timerfd for every timer, signalfd for signals,
- * eventfd for wake-ups from other threads, inotify for directory watches. This is the only
+ * eventfd for wake-ups from other threads, inotify for directory watches (checked again on
+ * mount changes, see loop_watch_new()). This is the only
  * module that calls epoll_*. Single-threaded: every callback runs on the loop's thread;
  * only loop_wake_signal() may be called from another thread.
  *
@@ -80,7 +81,22 @@ struct loop_wake *loop_wake_free(struct loop_wake *w);
  */
 int loop_signal_add(struct loop *l, int signo, loop_signal_fn *fn, void *userdata) WARN_UNUSED;
 
-/* Watches the directory @path with inotify @mask (IN_CREATE, IN_DELETE, ...). Returns 0 or -errno. */
+/*
+ * Watches the directory @path with inotify @mask (IN_CREATE, IN_DELETE, ...). inotify follows
+ * the path once and then watches that inode; the loop looks at the path again (stat) when its
+ * name changes in the parent directory (a symlink renamed over it, removed), when a mount is
+ * added or removed anywhere (a filesystem mounted over it: poll on /proc/self/mountinfo), and
+ * every 10 s for the rest (a symlink higher up swapped). When the path then leads to another
+ * inode, or to none, @fn gets IN_MOVE_SELF with an empty name, once per change: what is
+ * watched is no longer what @path names, and the owner frees the watch and makes a new one
+ * (IN_MOVE_SELF is what an owner already does for a directory renamed away). Returns 0,
+ * -ENOMEM, or -errno of inotify_init1()/inotify_add_watch() (-ENOENT, -ENOTDIR with
+ * IN_ONLYDIR, -ENOSPC out of watches, -EMFILE out of instances, ...).
+ */
 int loop_watch_new(struct loop *l, const char *path, uint32_t mask, loop_watch_fn *fn,
 		   void *userdata, struct loop_watch **ret) WARN_UNUSED;
+/*
+ * Stops the watch; safe from any callback, its own included (an event already read for it is
+ * not delivered, and a watch made in its place loses none of its own). NULL-safe, returns NULL.
+ */
 struct loop_watch *loop_watch_free(struct loop_watch *w);

@@ -665,36 +665,138 @@ int root_read_file(const char *root, const char *path, size_t max, char **ret, s
 	return r;
 }
 
-int write_file_atomic(const char *path, const void *data, size_t len, unsigned mode)
+int write_file_atomic_step(const char *path, const void *data, size_t len, unsigned mode,
+			   const char **reterr_step)
 {
-	char *tmp = NULL;
-	int fd = -1, r;
+	const char *slash = strrchr(path, '/'), *step = "write";
+	char *tmp = NULL, *dir = NULL;
+	int fd = -1, dfd = -1, r;
 
-	if (asprintf(&tmp, "%s.tmp.%ld", path, (long)getpid()) < 0)
-		return -ENOMEM;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (!slash)
+		r = asprintf(&tmp, ".%s.XXXXXX", path);
+	else
+		r = asprintf(&tmp, "%.*s/.%s.XXXXXX", (int)(slash - path), path, slash + 1);
+	if (r < 0) {
+		tmp = NULL;
+		r = -ENOMEM;
+		goto out;
+	}
+	dir = !slash	    ? strdup(".") :
+	      slash == path ? strdup("/") :
+			      strndup(path, (size_t)(slash - path));
+	if (!dir) {
+		r = -ENOMEM;
+		goto out;
+	}
+	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0) {
 		r = -errno;
+		tmp = mfree(tmp); /* nothing to remove */
+		step = "create a temporary file for";
 		goto out;
 	}
 	r = fd_write_all(fd, data, len);
 	if (r < 0)
-		goto out_unlink;
+		goto out;
+	/* The data must be on disk before the rename makes it the file. */
 	if (fchmod(fd, mode) < 0 || fsync(fd) < 0) {
 		r = -errno;
-		goto out_unlink;
+		goto out;
 	}
-	if (rename(tmp, path) < 0) {
+	r = close(fd);
+	fd = -1;
+	if (r < 0 || rename(tmp, path) < 0) {
 		r = -errno;
-		goto out_unlink;
+		goto out;
+	}
+	tmp = mfree(tmp);
+	/* And the rename itself, which lives in the directory. */
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fsync(dfd) < 0) {
+		r = -errno;
+		step = "sync the directory of";
+		goto out;
 	}
 	r = 0;
-	goto out;
-out_unlink:
-	(void)unlink(tmp);
 out:
+	if (r < 0 && reterr_step)
+		*reterr_step = step;
 	fd_close(fd);
+	fd_close(dfd);
+	if (tmp)
+		(void)unlink(tmp);
 	free(tmp);
+	free(dir);
+	return r;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t len, unsigned mode)
+{
+	return write_file_atomic_step(path, data, len, mode, NULL);
+}
+
+int mkdir_parents(const char *dir, unsigned mode)
+{
+	char *p;
+	int r = 0;
+
+	if (!dir[0])
+		return -EINVAL;
+	p = strdup(dir);
+	if (!p)
+		return -ENOMEM;
+	for (char *s = p + 1;; s++) {
+		char c = *s;
+
+		if (c != '/' && c != '\0')
+			continue;
+		*s = '\0';
+		if (mkdir(p, (mode_t)mode) == 0) {
+			/* mkdir's mode passes through the umask; the one asked for is the one set. */
+			if (chmod(p, (mode_t)mode) < 0) {
+				r = -errno;
+				break;
+			}
+		} else if (errno != EEXIST) {
+			r = -errno;
+			break;
+		}
+		*s = c;
+		if (c == '\0')
+			break;
+	}
+	free(p);
+	return r;
+}
+
+int file_equals(const char *path, const void *data, size_t len)
+{
+	char *buf = NULL;
+	struct stat st;
+	size_t got = 0;
+	int fd, r;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
+	if (fd < 0)
+		return errno == ELOOP ? -ESTALE : -errno;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != (uint64_t)len) {
+		r = -ESTALE;
+		goto out;
+	}
+	/* A file that grew after the fstat is not the same either: -EFBIG past @len. */
+	r = fd_read_all(fd, len, &buf, &got);
+	if (r == -EFBIG)
+		r = -ESTALE;
+	if (r < 0)
+		goto out;
+	r = buf && got == len && memcmp(buf, data, len) == 0 ? 0 : -ESTALE;
+out:
+	free(buf);
+	(void)close(fd);
 	return r;
 }
 

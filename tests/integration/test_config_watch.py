@@ -2,7 +2,8 @@
 """The config file watch (issue 10): the daemon reloads as on SIGHUP, without a restart, when
 the content of its --config-file changes: a ConfigMap volume updated the way the kubelet's
 atomic writer does it, an editor's write-and-rename, a write in place (read only once it is
-complete), the file deleted and restored, the directory deleted and recreated. Identical
+complete), the file deleted and restored (written, or linked back with link(2)), the directory
+deleted and recreated, the directory a symlink swapped to another directory. Identical
 content and unrelated files reload nothing; invalid content is logged (file:line:col: key)
 and the running config stays. Observed through the kubelet emulator (the device lists) and
 the daemon's log."""
@@ -200,6 +201,52 @@ class ConfigWatchTest(NodeTest):
         n.write_config(ts_config(3), path)
         self.assertReloadedTo(n, d, ev, lg, 6)
         self.assertEqual(n.registrations(since=ev, ok=None), [])
+
+    def test_file_unlinked_and_linked_back(self):
+        """link(2) makes the file appear whole, with no IN_CLOSE_WRITE to wait for: the
+        restore is read at once, like a rename."""
+        n, d, cdir, path = self.watched_plain_file()
+        keep = os.path.join(n.root, "config-v3.yaml")
+        with open(keep, "w") as f:
+            f.write(ts_config(3))
+
+        ev, lg = n.emu.mark(), d.mark()
+        os.unlink(path)
+        d.wait_log("config file gone, keeping the running config", since=lg, timeout=10)
+        os.link(keep, path)
+        d.wait_log("config file back", since=lg, timeout=10)
+        self.assertReloadedTo(n, d, ev, lg, 6)
+
+    def test_directory_symlink_swapped(self):
+        """The directory is a symlink that a deploy tool points elsewhere by renaming a new
+        symlink over it: the daemon follows it to the new directory, reloads its file, and
+        from then on watches the new directory, not the old one."""
+        n = self.node("two-gpus.conf")
+        v1, v2 = os.path.join(n.root, "cfg-v1"), os.path.join(n.root, "cfg-v2")
+        link = os.path.join(n.root, "etc")
+        for v, replicas in ((v1, 2), (v2, 3)):
+            os.makedirs(v)
+            n.write_config(ts_config(replicas), os.path.join(v, "config.yaml"))
+        os.symlink("cfg-v1", link)
+        path = os.path.join(link, "config.yaml")
+        d = n.start_daemon(config=path)
+        n.wait_devices(healthy_count=4, timeout=10)
+        d.wait_log("watching the config file for changes", timeout=10)
+
+        ev, lg = n.emu.mark(), d.mark()
+        os.symlink("cfg-v2", link + ".tmp")
+        os.rename(link + ".tmp", link)
+        self.assertReloadedTo(n, d, ev, lg, 6)
+        d.wait_log("config directory replaced, watching the new one", since=lg, timeout=10)
+
+        # The old directory is none of its business any more; the new one is watched. The
+        # new one's change is the sentinel: the only reload is to its content.
+        ev, lg = n.emu.mark(), d.mark()
+        n.write_config(ts_config(1), os.path.join(v1, "config.yaml"))
+        n.write_config(ts_config(4), os.path.join(v2, "config.yaml"))
+        self.assertReloadedTo(n, d, ev, lg, 8)
+        self.assertEqual(len(d.find_logs("config file changed", since=lg)), 1)
+        self.assertEqual(d.find_logs("config directory gone, keeping the running config"), [])
 
 
 if __name__ == "__main__":

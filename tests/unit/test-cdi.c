@@ -496,6 +496,13 @@ static void test_write(void **state)
 	assert_int_equal(stat(path, &st), 0);
 	assert_true(S_ISREG(st.st_mode));
 	assert_int_equal(st.st_mode & 07777, 0644);
+	/* So are the directories it made: a runtime that is not root still reads the spec. */
+	assert_int_equal(stat(dir, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0755);
+	(void)snprintf(path, sizeof(path), "%s/run", tmp);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0755);
+	(void)snprintf(path, sizeof(path), "%s/k8s.device-plugin.nvidia.com-gpu.json", dir);
 	assert_int_equal(cdi_spec_render(&o, &info, &want, NULL), 0);
 	assert_int_equal(read_file(path, 1 << 20, &data, &len), 0);
 	assert_int_equal(len, want.len);

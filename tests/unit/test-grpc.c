@@ -27,6 +27,19 @@
 #include "oom.h"
 #include "unit.h"
 
+/*
+ * Every umask() call this process makes, grpc-server.c's included (it is linked in here): the
+ * mask is the process's, so one changed around bind() races every other thread's mkdir() and
+ * open() (the CDI writer thread's mkdir made /var/run/cdi 0700 that way).
+ */
+static unsigned umask_calls;
+
+mode_t umask(mode_t mask)
+{
+	umask_calls++;
+	return (mode_t)syscall(SYS_umask, mask);
+}
+
 /* --- server side of the tests: a method table and what the handlers saw --- */
 
 #define MAX_HELD 256
@@ -1654,6 +1667,7 @@ static void test_socket_listen(void **state)
 	struct grpc_server *s;
 	char *path, *path2;
 	struct stat st, stale;
+	unsigned calls;
 	mode_t um;
 	int fd;
 
@@ -1678,7 +1692,9 @@ static void test_socket_listen(void **state)
 	}
 	close(fd);
 	um = umask(0022);
+	calls = umask_calls;
 	assert_int_equal(grpc_server_listen(s, path), 0);
+	assert_int_equal(umask_calls, calls); /* the process's umask is never changed */
 	assert_int_equal(umask(um), 0022);
 	assert_int_equal(stat(path, &st), 0);
 	assert_true(S_ISSOCK(st.st_mode));
@@ -1687,8 +1703,12 @@ static void test_socket_listen(void **state)
 	fd = unix_connect(path);
 	close(fd);
 
-	/* Listening elsewhere closes the old listener and removes its file. */
+	/* Listening elsewhere closes the old listener and removes its file. 0600 under any umask. */
+	um = umask(0);
+	calls = umask_calls;
 	assert_int_equal(grpc_server_listen(s, path2), 0);
+	assert_int_equal(umask_calls, calls);
+	assert_int_equal(umask(um), 0);
 	assert_int_equal(access(path, F_OK), -1);
 	assert_int_equal(stat(path2, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0600);

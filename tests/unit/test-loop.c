@@ -1,11 +1,15 @@
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "loop.h"
@@ -263,6 +267,216 @@ static void test_inotify_create_and_delete(void **state)
 	rmdir(dir);
 }
 
+/*
+ * A watch freed and re-created from its own callback: the new inotify fd takes the number the
+ * old one had, and an event already queued on it when the callback returns must reach the new
+ * watch (the dispatcher used to read the freed watch's fd again and swallow it).
+ */
+struct recycle {
+	struct loop *l;
+	char dir2[64];
+	struct loop_watch *w1, *w2;
+	int fd1;
+	int first_calls, second_calls;
+	char second_name[64];
+	int r;
+};
+
+static void on_second(struct loop_watch *w, const char *name, uint32_t mask, void *userdata)
+{
+	struct recycle *rc = userdata;
+
+	rc->second_calls++;
+	(void)snprintf(rc->second_name, sizeof(rc->second_name), "%s", name);
+}
+
+static void on_first(struct loop_watch *w, const char *name, uint32_t mask, void *userdata)
+{
+	struct recycle *rc = userdata;
+	char file[128];
+	FILE *f;
+
+	rc->first_calls++;
+	rc->w1 = loop_watch_free(rc->w1);
+	rc->r = loop_watch_new(rc->l, rc->dir2, IN_CREATE, on_second, rc, &rc->w2);
+	if (rc->r < 0)
+		return;
+	/* Queued on the new watch's fd before this callback returns. */
+	(void)snprintf(file, sizeof(file), "%s/after", rc->dir2);
+	f = fopen(file, "w");
+	if (f)
+		(void)fclose(f);
+}
+
+static void test_watch_recreated_from_callback(void **state)
+{
+	char dir1[] = "/tmp/test-loop-XXXXXX", file[128];
+	struct recycle rc = { .r = 0 };
+	FILE *f;
+
+	assert_non_null(mkdtemp(dir1));
+	(void)snprintf(rc.dir2, sizeof(rc.dir2), "%s/two", dir1);
+	assert_int_equal(mkdir(rc.dir2, 0755), 0);
+	assert_int_equal(loop_new(&rc.l), 0);
+	assert_int_equal(loop_watch_new(rc.l, dir1, IN_CREATE, on_first, &rc, &rc.w1), 0);
+	(void)snprintf(file, sizeof(file), "%s/before", dir1);
+	f = fopen(file, "w");
+	assert_non_null(f);
+	(void)fclose(f);
+	/* Bounded only for the failure case: the event is there at once when it works. */
+	for (int i = 0; i < 20 && rc.second_calls == 0; i++)
+		assert_int_equal(loop_run_once(rc.l, 500 * USEC_PER_MSEC), 0);
+	assert_int_equal(rc.r, 0);
+	assert_int_equal(rc.first_calls, 1);
+	assert_int_equal(rc.second_calls, 1);
+	assert_string_equal(rc.second_name, "after");
+	loop_watch_free(rc.w2);
+	loop_free(rc.l);
+	(void)unlink(file);
+	(void)snprintf(file, sizeof(file), "%s/after", rc.dir2);
+	(void)unlink(file);
+	(void)rmdir(rc.dir2);
+	(void)rmdir(dir1);
+}
+
+/* The loop says IN_MOVE_SELF when the path of a watch leads to another directory. */
+struct swap {
+	uint32_t mask;
+	int calls;
+	char name[64];
+};
+
+static void on_swap(struct loop_watch *w, const char *name, uint32_t mask, void *userdata)
+{
+	struct swap *s = userdata;
+
+	s->calls++;
+	s->mask |= mask;
+	(void)snprintf(s->name, sizeof(s->name), "%s", name);
+}
+
+static void run_until_moved(struct loop *l, struct swap *s)
+{
+	for (int i = 0; i < 20 && !(s->mask & IN_MOVE_SELF); i++)
+		assert_int_equal(loop_run_once(l, 500 * USEC_PER_MSEC), 0);
+}
+
+static void test_watch_symlink_swapped(void **state)
+{
+	char base[] = "/tmp/test-loop-XXXXXX", a[96], b[96], cur[96], tmp[96], file[128];
+	struct loop *l = NULL;
+	struct loop_watch *w = NULL;
+	struct swap s = { 0 };
+	FILE *f;
+
+	assert_non_null(mkdtemp(base));
+	(void)snprintf(a, sizeof(a), "%s/a", base);
+	(void)snprintf(b, sizeof(b), "%s/b", base);
+	(void)snprintf(cur, sizeof(cur), "%s/cur", base);
+	(void)snprintf(tmp, sizeof(tmp), "%s/cur.tmp", base);
+	assert_int_equal(mkdir(a, 0755), 0);
+	assert_int_equal(mkdir(b, 0755), 0);
+	assert_int_equal(symlink("a", cur), 0);
+	assert_int_equal(loop_new(&l), 0);
+	assert_int_equal(loop_watch_new(l, cur, IN_CREATE | IN_ONLYDIR, on_swap, &s, &w), 0);
+
+	/* The deploy tools' swap: a new symlink renamed over the old one. */
+	assert_int_equal(symlink("b", tmp), 0);
+	assert_int_equal(rename(tmp, cur), 0);
+	run_until_moved(l, &s);
+	assert_true(s.mask & IN_MOVE_SELF);
+	assert_string_equal(s.name, "");
+	assert_int_equal(s.calls, 1);
+
+	/* Said once: the owner that keeps the stale watch is not told again and again. */
+	(void)snprintf(file, sizeof(file), "%s/x", a);
+	f = fopen(file, "w");
+	assert_non_null(f);
+	(void)fclose(f);
+	assert_int_equal(loop_run_once(l, 100 * USEC_PER_MSEC), 0);
+	assert_int_equal(s.calls, 2); /* the IN_CREATE in a, still watched */
+	assert_false(s.mask & IN_DELETE_SELF);
+	(void)unlink(file);
+
+	/* A watch made again follows the new target. */
+	w = loop_watch_free(w);
+	s = (struct swap){ 0 };
+	assert_int_equal(loop_watch_new(l, cur, IN_CREATE | IN_ONLYDIR, on_swap, &s, &w), 0);
+	(void)snprintf(file, sizeof(file), "%s/y", b);
+	f = fopen(file, "w");
+	assert_non_null(f);
+	(void)fclose(f);
+	for (int i = 0; i < 20 && s.calls == 0; i++)
+		assert_int_equal(loop_run_once(l, 500 * USEC_PER_MSEC), 0);
+	assert_string_equal(s.name, "y");
+	(void)unlink(file);
+
+	/* The symlink removed: the path leads nowhere, which is a move too. */
+	s = (struct swap){ 0 };
+	assert_int_equal(unlink(cur), 0);
+	run_until_moved(l, &s);
+	assert_true(s.mask & IN_MOVE_SELF);
+
+	loop_watch_free(w);
+	loop_free(l);
+	(void)rmdir(a);
+	(void)rmdir(b);
+	(void)rmdir(base);
+}
+
+/* In a child with its own mount namespace: 0 when the tmpfs mount was reported, 77 skipped. */
+static int mount_child(const char *dir)
+{
+	struct loop *l = NULL;
+	struct loop_watch *w = NULL;
+	struct swap s = { 0 };
+
+	if (unshare(CLONE_NEWNS) < 0 || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return 77;
+	if (loop_new(&l) < 0 || loop_watch_new(l, dir, IN_CREATE | IN_ONLYDIR, on_swap, &s, &w) < 0)
+		return 1;
+	if (mount("tmpfs", dir, "tmpfs", 0, "size=64k") < 0)
+		return 77;
+	for (int i = 0; i < 20 && !(s.mask & IN_MOVE_SELF); i++)
+		if (loop_run_once(l, 500 * USEC_PER_MSEC) < 0)
+			return 2;
+	if (!(s.mask & IN_MOVE_SELF))
+		return 3;
+	/* Unmounted: back to the directory underneath, the watch on the tmpfs is gone. */
+	w = loop_watch_free(w);
+	s = (struct swap){ 0 };
+	if (loop_watch_new(l, dir, IN_CREATE | IN_ONLYDIR, on_swap, &s, &w) < 0 || umount(dir) < 0)
+		return 4;
+	for (int i = 0; i < 20 && !(s.mask & (IN_MOVE_SELF | IN_UNMOUNT)); i++)
+		if (loop_run_once(l, 500 * USEC_PER_MSEC) < 0)
+			return 5;
+	if (!(s.mask & (IN_MOVE_SELF | IN_UNMOUNT)))
+		return 6;
+	loop_watch_free(w);
+	loop_free(l);
+	return 0;
+}
+
+static void test_watch_mounted_over(void **state)
+{
+	char dir[] = "/tmp/test-loop-XXXXXX";
+	int status;
+	pid_t pid;
+
+	assert_non_null(mkdtemp(dir));
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(mount_child(dir));
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 77)
+		print_message("skipped: cannot mount a tmpfs (needs CAP_SYS_ADMIN)\n");
+	else
+		assert_int_equal(WEXITSTATUS(status), 0);
+	(void)rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -274,6 +488,9 @@ int main(void)
 		cmocka_unit_test(test_wake_signals_collapse),
 		cmocka_unit_test(test_signal_through_signalfd),
 		cmocka_unit_test(test_inotify_create_and_delete),
+		cmocka_unit_test(test_watch_recreated_from_callback),
+		cmocka_unit_test(test_watch_symlink_swapped),
+		cmocka_unit_test(test_watch_mounted_over),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

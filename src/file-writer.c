@@ -1,0 +1,220 @@
+#include "file-writer.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loop.h"
+
+struct job {
+	pthread_mutex_t mu;
+	unsigned refs;		/* the thread and the loop side */
+	struct loop_wake *wake; /* NULL once the loop side let go */
+	char *path;
+	uint8_t *data;
+	size_t len;
+	unsigned mode;
+	bool mkdir;
+	bool skip_same;
+	bool done;
+	struct file_write_result res;
+};
+
+struct file_writer {
+	struct loop *loop;
+	struct file_writer_opts o;
+	struct loop_wake *wake;
+	struct loop_timer *stuck;
+	struct job *running;
+	struct job *waiting; /* not started yet: only the loop side holds it */
+	usec_t started;
+};
+
+static struct job *job_unref(struct job *j)
+{
+	bool last;
+
+	if (!j)
+		return NULL;
+	(void)pthread_mutex_lock(&j->mu);
+	last = --j->refs == 0;
+	(void)pthread_mutex_unlock(&j->mu);
+	if (!last)
+		return NULL;
+	(void)pthread_mutex_destroy(&j->mu);
+	free(j->path);
+	free(j->data);
+	free(j);
+	return NULL;
+}
+
+static void *write_thread(void *userdata)
+{
+	struct job *j = userdata;
+	struct file_write_result res = { 0 };
+	usec_t t0 = now_usec();
+
+	if (j->skip_same && file_equals(j->path, j->data, j->len) == 0) {
+		res.unchanged = true;
+	} else {
+		const char *slash = strrchr(j->path, '/');
+
+		if (j->mkdir && slash && slash != j->path) {
+			char *dir = strndup(j->path, (size_t)(slash - j->path));
+
+			res.r = dir ? mkdir_parents(dir, 0755) : -ENOMEM;
+			if (res.r < 0)
+				res.step = "create the directory of";
+			free(dir);
+		}
+		if (res.r == 0)
+			res.r = write_file_atomic_step(j->path, j->data, j->len, j->mode,
+						       &res.step);
+	}
+	res.dur = now_usec() - t0;
+	(void)pthread_mutex_lock(&j->mu);
+	j->res = res;
+	j->done = true;
+	if (j->wake)
+		loop_wake_signal(j->wake);
+	(void)pthread_mutex_unlock(&j->mu);
+	job_unref(j);
+	return NULL;
+}
+
+/* Starts @j on a thread, with every signal blocked there (the loop's signalfd gets them). */
+static int job_start(struct file_writer *fw, struct job *j)
+{
+	sigset_t all, old;
+	pthread_t t;
+	int r;
+
+	j->refs = 2;
+	j->wake = fw->wake;
+	(void)sigfillset(&all);
+	(void)pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = pthread_create(&t, NULL, write_thread, j);
+	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r != 0) {
+		j->refs = 1;
+		return -r;
+	}
+	(void)pthread_detach(t);
+	fw->running = j;
+	fw->started = now_usec();
+	if (fw->o.stuck && fw->o.stuck_after)
+		loop_timer_arm(fw->stuck, fw->o.stuck_after);
+	return 0;
+}
+
+static void on_wake(struct loop_wake *lw, void *userdata)
+{
+	struct file_writer *fw = userdata;
+	struct job *j = fw->running;
+	struct file_write_result res;
+	bool done;
+	int r;
+
+	if (!j)
+		return;
+	(void)pthread_mutex_lock(&j->mu);
+	done = j->done;
+	res = j->res;
+	(void)pthread_mutex_unlock(&j->mu);
+	if (!done)
+		return;
+	fw->running = job_unref(j);
+	loop_timer_disarm(fw->stuck);
+	if (fw->waiting) {
+		j = fw->waiting;
+		fw->waiting = NULL;
+		r = job_start(fw, j);
+		if (r == 0)
+			return; /* its result is the one reported */
+		job_unref(j);
+		res = (struct file_write_result){ .r = r, .step = "start a thread for" };
+	}
+	fw->o.done(fw, &res, fw->o.userdata);
+}
+
+static void on_stuck(struct loop_timer *t, void *userdata)
+{
+	struct file_writer *fw = userdata;
+
+	if (fw->running)
+		fw->o.stuck(fw, now_usec() - fw->started, fw->o.userdata);
+}
+
+int file_writer_new(struct loop *l, const struct file_writer_opts *o, struct file_writer **ret)
+{
+	struct file_writer *fw = calloc(1, sizeof(*fw));
+	int r;
+
+	if (!fw)
+		return -ENOMEM;
+	fw->loop = l;
+	fw->o = *o;
+	if ((r = loop_wake_new(l, on_wake, fw, &fw->wake)) < 0 ||
+	    (r = loop_timer_new(l, on_stuck, fw, &fw->stuck)) < 0) {
+		fw->wake = NULL; /* a failed _new() leaves its out-parameter as it was */
+		file_writer_free(fw);
+		return r;
+	}
+	*ret = fw;
+	return 0;
+}
+
+int file_writer_write(struct file_writer *fw, const char *path, const void *data, size_t len)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	int r;
+
+	if (!j)
+		return -ENOMEM;
+	(void)pthread_mutex_init(&j->mu, NULL);
+	j->refs = 1;
+	j->mode = fw->o.mode;
+	j->mkdir = fw->o.mkdir;
+	j->skip_same = fw->o.skip_same;
+	j->path = strdup(path);
+	j->data = malloc(len + 1);
+	if (!j->path || !j->data) {
+		job_unref(j);
+		return -ENOMEM;
+	}
+	memcpy(j->data, data, len);
+	j->len = len;
+	if (fw->running) {
+		job_unref(fw->waiting);
+		fw->waiting = j;
+		return 0;
+	}
+	r = job_start(fw, j);
+	if (r < 0)
+		job_unref(j);
+	return r;
+}
+
+bool file_writer_busy(const struct file_writer *fw)
+{
+	return fw->running || fw->waiting;
+}
+
+struct file_writer *file_writer_free(struct file_writer *fw)
+{
+	if (!fw)
+		return NULL;
+	if (fw->running) {
+		(void)pthread_mutex_lock(&fw->running->mu);
+		fw->running->wake = NULL;
+		(void)pthread_mutex_unlock(&fw->running->mu);
+		job_unref(fw->running);
+	}
+	job_unref(fw->waiting);
+	loop_timer_free(fw->stuck);
+	loop_wake_free(fw->wake);
+	free(fw);
+	return NULL;
+}
