@@ -422,6 +422,8 @@ def daemonset_checks(docs, overlay):
         kind, src, ro = MOUNTS[path]
         checks.append((f"mount {path} <- {kind} {src} {'ro' if ro else 'rw'}", mount_ok(path)))
     checks += [
+        ("/var/run/cdi mountPropagation HostToContainer (a tmpfs mounted over it later is seen)",
+         mounts.get("/var/run/cdi", {}).get("mountPropagation") == "HostToContainer"),
         ("no subPath mounts (a subPath never sees a ConfigMap update)",
          not any(m.get("subPath") or m.get("subPathExpr") for m in mounts.values())),
         ("every mount has a volume, every volume a mount",
