@@ -537,8 +537,11 @@ int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_event_fn
 	grpc_server_set_event_cb(p->server, on_server_event, p);
 	grpc_server_set_conn_closed_cb(p->server, plugin_conn_closed, p);
 	p->res = r;
-	/* A failure here (the directory is missing) is plugin_serve()'s to retry and log. */
-	if (ctx->loop && plugin_listen(p, true) == 0)
+	/*
+	 * Never over a live peer (every path taken: plugin_serve() stands down). A failure (the
+	 * directory is missing) is plugin_serve()'s to retry and log.
+	 */
+	if (ctx->loop && !plugin_path_taken(p) && plugin_listen(p, true) == 0)
 		p->served = true;
 	plugin_dir_unlock(lock);
 	plugin_peers_scan(p);

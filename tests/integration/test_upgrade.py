@@ -201,7 +201,9 @@ class UpgradeTest(NodeTest):
         tmp = n.socket("peer.tmp")
         peer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         peer.bind(tmp)
-        peer.listen(4)
+        # It never accepts: the daemon's probes of the path and its connection watching the
+        # peer wait in this backlog, and the test's own connect() after them must not block.
+        peer.listen(64)
         os.rename(tmp, path)
         d.wait_log("socket path taken by another running instance, standing down until it is free",
                    since=since, resource=RESOURCE, timeout=10)
@@ -219,9 +221,10 @@ class UpgradeTest(NodeTest):
         self.assertEqual(os.stat(path).st_ino, ino)
 
         # The path freed: served again, and with the kubelet still holding our stream, no
-        # Register is needed.
-        peer.close()
+        # Register is needed. (Removed before it closes, as a stopping server does: closed
+        # first, its file would be a stale socket, which the daemon replaces at once.)
         os.unlink(path)
+        peer.close()
         d.wait_log("socket path free again, serving it", since=lg, resource=RESOURCE,
                    timeout=10)
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -330,13 +333,26 @@ class UpgradeTest(NodeTest):
         elif at == "first_list":
             n.emu.wait_for(lambda e: e.get("event") == "devices" and mine(e), timeout=15,
                            since=ev, what="the new instance's first list")
+        if at != "spawn":
+            # Past its bind: the old instance has seen its socket live (it watches it). One
+            # that died before that was never used by the kubelet (its Register comes later).
+            old.wait_log("another instance serves the resource, watching it", since=lg,
+                         resource=RESOURCE, path=n.socket("nvidia-gpu-1.sock"), timeout=10)
         t_kill = mono_us()
         new.send_signal(signal.SIGKILL)
         rc, _ = wait_exit(new)
         self.assertEqual(rc, -signal.SIGKILL)
         bound = [f for f in os.listdir(n.dir) if f.startswith("nvidia-gpu-")]
+        if at == "spawn" and bound:
+            # It got as far as binding: did the old instance see it live? A request its loop
+            # answers comes after the directory events that were already waiting.
+            old.http("/healthz")
+            if not old.find_logs("another instance serves the resource, watching it",
+                                 since=lg, resource=RESOURCE):
+                bound = []
         if not bound:
-            # Killed before it bound: nothing changed for the kubelet or the old instance.
+            # Killed before it bound (or before it listened): nothing changed for the kubelet
+            # or the old instance.
             self.assertEqual(at, "spawn")
             self.assertEqual(healthy_events(n, ev), [])
             st = n.emu.state()["resources"][RESOURCE]
