@@ -241,6 +241,8 @@ static void on_reg(struct kubelet_reg *reg, bool ok, void *userdata)
 	/* The kubelet's backlog was full when we dialled: the pid comes only now. */
 	if (ok)
 		plugin_expect_kubelet(dp->plugin, kubelet_reg_peer_pid(reg));
+	/* Our peers learn that we may be newer than them (plugin.h, upgrades). */
+	plugin_register_done(dp->plugin, ok);
 }
 
 /*
@@ -291,6 +293,16 @@ static void on_plugin(struct plugin *p, enum plugin_event ev, void *userdata)
 		/* Registering again would take the resource back from the instance that took over. */
 		kubelet_reg_stop(dp->reg);
 		break;
+	case PLUGIN_EVENT_PEER_GONE:
+		/*
+		 * Our path back if the peer held it, then a Register, which waits for the end of
+		 * the streams the plugin ended. An accepted one still waiting for its stream is
+		 * left alone: the plugin ends that stream when it opens (older than the
+		 * takeover), and its end registers again (or the watchdog does).
+		 */
+		if (plugin_serve(p) && kubelet_reg_state(dp->reg) != KUBELET_REG_WAITING_STREAM)
+			dplugin_reg_start(dp);
+		break;
 	case PLUGIN_EVENT_SERVING:
 	default:
 		dplugin_reg_start(dp);
@@ -302,6 +314,8 @@ static struct dplugin *dplugin_free(struct dplugin *dp)
 {
 	if (!dp)
 		return NULL;
+	if (dp->plugin)
+		plugin_set_reg(dp->plugin, NULL);
 	kubelet_reg_free(dp->reg);
 	plugin_free(dp->plugin);
 	free(dp->name);
@@ -338,6 +352,7 @@ static int dplugin_add(struct daemon *d, struct resource *r)
 	if (e < 0)
 		goto fail;
 	kubelet_reg_set_dial_fn(dp->reg, on_dial);
+	plugin_set_reg(dp->plugin, dp->reg);
 	dp->next = d->plugins;
 	d->plugins = dp;
 	log_info("advertising resource", "resource=%s devices=%u socket=%s", dp->name,
@@ -627,6 +642,12 @@ static void on_kubelet(struct kubelet *k, enum kubelet_event ev, const char *nam
 				plugin_unserve(dp->plugin, false);
 				(void)plugin_serve(dp->plugin);
 			}
+		/* fallthrough */
+	case KUBELET_EVENT_FILE_CHANGED:
+		/* Another instance of ours appeared or registered (plugin.h, upgrades). */
+		for (struct dplugin *dp = d->plugins; dp; dp = dp->next)
+			if (!dp->stopping)
+				plugin_peer_event(dp->plugin, name);
 		return;
 	case KUBELET_EVENT_COUNT:
 	default:

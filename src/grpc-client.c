@@ -1,4 +1,7 @@
-/* The gRPC client: one asynchronous unary call per connection, on the loop. */
+/*
+ * The gRPC client: one asynchronous unary call per connection, on the loop; or a connection
+ * held open with no call (grpc_client_hold_start()), to learn when the server goes away.
+ */
 
 #include <errno.h>
 #include <inttypes.h>
@@ -34,6 +37,7 @@ struct grpc_client_call {
 	char *authority;
 	char *metadata[9]; /* name, value pairs, NULL-terminated */
 	bool streaming;
+	bool hold; /* no call: the connection itself (@path NULL) */
 	int fd;
 	struct loop_io *io;
 	uint32_t io_events;
@@ -464,6 +468,12 @@ static void cl_goaway(void *userdata, int32_t last_stream_id, uint32_t error_cod
 {
 	struct grpc_client_call *cc = userdata;
 
+	/* A held connection has nothing to finish: the server wants it gone, and so it is. */
+	if (cc->hold) {
+		cc_result(cc, -ECONNRESET, GRPC_STATUS_UNAVAILABLE, "server %s sent GOAWAY(%s)",
+			  cc->sock, h2_error_name(error_code));
+		return;
+	}
 	if (error_code != H2_NO_ERROR) {
 		cc->goaway_error = true;
 		cc->goaway_code = error_code;
@@ -517,7 +527,7 @@ static int cc_start_session(struct grpc_client_call *cc)
 	int r;
 
 	r = h2_session_new(false, &settings, &client_h2_callbacks, cc, &cc->h2);
-	if (r < 0)
+	if (r < 0 || cc->hold)
 		return r;
 	nva[n++] = (struct h2_nv){ ":method", "POST" };
 	nva[n++] = (struct h2_nv){ ":scheme", "http" };
@@ -700,6 +710,48 @@ int grpc_client_call_start(struct loop *l, const char *sock, const char *path, c
 		loop_timer_arm_at(cc->deadline_timer, cc->deadline);
 	}
 	/* Connect now; any outcome, even an immediate failure, is reported from the loop. */
+	cc->depth = 1;
+	cc_connect(cc);
+	if (cc->h2)
+		cc_flush(cc);
+	cc->depth = 0;
+	if (cc->result_ready)
+		loop_timer_arm(cc->kick, 0);
+	*ret = cc;
+	return 0;
+fail:
+	cc_free(cc);
+	return r;
+}
+
+int grpc_client_hold_start(struct loop *l, const char *sock, grpc_client_done_fn *done,
+			   void *userdata, struct grpc_client_call **ret)
+{
+	struct sockaddr_un sa;
+	struct grpc_client_call *cc;
+	int r = -ENOMEM;
+
+	if (!l || !sock || !done)
+		return -EINVAL;
+	if (strlen(sock) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	cc = calloc(1, sizeof(*cc));
+	if (!cc)
+		return -ENOMEM;
+	cc->loop = l;
+	cc->fd = -1;
+	cc->hold = true;
+	cc->done = done;
+	cc->userdata = userdata;
+	cc->deadline = USEC_INFINITY;
+	cc->max_recv = CLIENT_DEFAULT_MAX_RECV;
+	grpc_deframer_init(&cc->in, cc->max_recv);
+	cc->sock = strdup(sock);
+	if (!cc->sock)
+		goto fail;
+	r = loop_timer_new(l, on_cc_kick, cc, &cc->kick);
+	if (r < 0)
+		goto fail;
 	cc->depth = 1;
 	cc_connect(cc);
 	if (cc->h2)

@@ -225,6 +225,8 @@ void grpc_conn_kill(struct grpc_server_conn *c)
 		if (s->event_fn)
 			s->event_fn(s, ev, c->id, code, s->event_ud);
 	}
+	if (s->conn_closed_fn)
+		s->conn_closed_fn(s, c->id, s->conn_closed_ud);
 	if (!c->mem)
 		conn_bury(s, c);
 	grpc_server_check_done(s);

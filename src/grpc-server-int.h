@@ -160,6 +160,8 @@ struct grpc_server {
 	struct grpc_server_stats stats;
 	grpc_server_event_fn *event_fn;
 	void *event_ud;
+	grpc_server_conn_closed_fn *conn_closed_fn;
+	void *conn_closed_ud;
 };
 
 /* Still taking input: HANDSHAKE, OPEN, DRAINING. */

@@ -6,6 +6,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,6 +281,13 @@ void grpc_server_set_event_cb(struct grpc_server *s, grpc_server_event_fn *fn, v
 	s->event_ud = userdata;
 }
 
+void grpc_server_set_conn_closed_cb(struct grpc_server *s, grpc_server_conn_closed_fn *fn,
+				    void *userdata)
+{
+	s->conn_closed_fn = fn;
+	s->conn_closed_ud = userdata;
+}
+
 int grpc_server_listen(struct grpc_server *s, const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -337,10 +345,18 @@ fail:
 	return r;
 }
 
-void grpc_server_unlisten(struct grpc_server *s)
+/* True when the file at our path is still the socket we bound. */
+static bool path_is_ours(const struct grpc_server *s)
 {
 	struct stat st;
 
+	return s->path && lstat(s->path, &st) == 0 && st.st_dev == s->path_dev &&
+	       st.st_ino == s->path_ino && st.st_ctim.tv_sec == s->path_ctime.tv_sec &&
+	       st.st_ctim.tv_nsec == s->path_ctime.tv_nsec;
+}
+
+void grpc_server_unlisten(struct grpc_server *s)
+{
 	s->listen_io = loop_io_free(s->listen_io);
 	s->listen_fd = fd_close(s->listen_fd);
 	s->accept_io_lost = false;
@@ -349,11 +365,23 @@ void grpc_server_unlisten(struct grpc_server *s)
 	if (!s->path)
 		return;
 	/* Someone (a restarted kubelet) may have replaced the file: only remove our own. */
-	if (lstat(s->path, &st) == 0 && st.st_dev == s->path_dev && st.st_ino == s->path_ino &&
-	    st.st_ctim.tv_sec == s->path_ctime.tv_sec &&
-	    st.st_ctim.tv_nsec == s->path_ctime.tv_nsec)
+	if (path_is_ours(s))
 		(void)unlink(s->path);
 	s->path = mfree(s->path);
+}
+
+int grpc_server_touch(struct grpc_server *s)
+{
+	struct stat st;
+
+	if (!path_is_ours(s))
+		return -ENOENT;
+	if (utimensat(AT_FDCWD, s->path, NULL, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	/* The ctime moved with the touch: it is still ours. */
+	if (lstat(s->path, &st) == 0 && st.st_dev == s->path_dev && st.st_ino == s->path_ino)
+		s->path_ctime = st.st_ctim;
+	return 0;
 }
 
 const char *grpc_server_path(const struct grpc_server *s)

@@ -197,6 +197,13 @@ int grpc_server_set_limits(struct grpc_server *s, const struct grpc_limits *limi
 int grpc_server_listen(struct grpc_server *s, const char *path) WARN_UNUSED;
 /* Closes the listener and unlinks its path if it is still ours (same inode). */
 void grpc_server_unlisten(struct grpc_server *s);
+/*
+ * Sets the times of the socket file we listen on to now, if the file at the path is still
+ * ours (inotify reports IN_ATTRIB to whoever watches the directory), and keeps recognising
+ * it as ours afterwards (its ctime moved). Returns 0, -ENOENT (not listening, or the file is
+ * not ours) or -errno from utimensat().
+ */
+int grpc_server_touch(struct grpc_server *s);
 /* The path listened on, or NULL. */
 const char *grpc_server_path(const struct grpc_server *s);
 
@@ -237,6 +244,15 @@ enum grpc_server_event {
 typedef void grpc_server_event_fn(struct grpc_server *s, enum grpc_server_event ev,
 				  uint64_t conn_id, uint32_t h2_error, void *userdata);
 void grpc_server_set_event_cb(struct grpc_server *s, grpc_server_event_fn *fn, void *userdata);
+/*
+ * Runs when any connection of the server ends, however it ended (after its calls' close
+ * callbacks), with the id grpc_call_conn_id() gave its calls: for a caller that waits for a
+ * client to be done with a connection (the kubelet closes it once a ListAndWatch stream it
+ * was reading has ended). Same re-entrancy rules as a close callback.
+ */
+typedef void grpc_server_conn_closed_fn(struct grpc_server *s, uint64_t conn_id, void *userdata);
+void grpc_server_set_conn_closed_cb(struct grpc_server *s, grpc_server_conn_closed_fn *fn,
+				    void *userdata);
 
 /*
  * Feeds bytes to a server connection with no socket: for the fuzzer and byte-level tests.
@@ -372,7 +388,21 @@ int grpc_client_call_start(struct loop *l, const char *sock, const char *path, c
 			   size_t len, const struct grpc_client_opts *opts,
 			   grpc_client_done_fn *done, void *userdata,
 			   struct grpc_client_call **ret) WARN_UNUSED;
-/* Aborts the call: @done does not run. NULL-safe, returns NULL. */
+/*
+ * Holds a connection to the server at @sock open with no call on it: the HTTP/2 client
+ * preface and SETTINGS, then only what the protocol needs (SETTINGS and PING answered). Its
+ * use is the end: the kernel closes the server's side the moment that process dies, so
+ * @done says at once that the server went away. @done runs exactly once, from the loop,
+ * never inside this function, when the connection cannot be made (-ENOENT, -ECONNREFUSED)
+ * or ends: the server closed it (-ECONNRESET: EOF, a reset, or its GOAWAY, after which we
+ * close) or broke the protocol (-EPROTO); @resp is NULL. A server may close an idle
+ * connection (edgegpu's after idle_timeout): the caller decides whether to connect again.
+ * grpc_client_call_cancel() closes it without @done; grpc_client_call_peer_cred() works
+ * as for a call. Returns 0 or -errno (then @done never runs).
+ */
+int grpc_client_hold_start(struct loop *l, const char *sock, grpc_client_done_fn *done,
+			   void *userdata, struct grpc_client_call **ret) WARN_UNUSED;
+/* Aborts the call (or hold): @done does not run. NULL-safe, returns NULL. */
 struct grpc_client_call *grpc_client_call_cancel(struct grpc_client_call *cc);
 /*
  * The credentials of the server process on the far side of @cc's connection (SO_PEERCRED: the

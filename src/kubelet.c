@@ -24,9 +24,9 @@
 #define WATCH_MAX	 (10 * USEC_PER_SEC)
 
 /* IN_ONLYDIR: a file that takes the directory's name is not watched as if it were it. */
-#define DIR_MASK                                                                               \
-	(IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF | \
-	 IN_ONLYDIR)
+#define DIR_MASK                                                                            \
+	(IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_ATTRIB | IN_DELETE_SELF | \
+	 IN_MOVE_SELF | IN_ONLYDIR)
 #define UP_MASK (IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
 
 /*
@@ -77,6 +77,7 @@ struct kubelet_reg {
 	pid_t peer_pid;
 	unsigned streams;  /* the kubelet's open ListAndWatch streams (the owner reports them) */
 	unsigned count;	   /* registrations accepted (for metrics) */
+	unsigned attempts; /* Register calls started */
 	unsigned failures; /* consecutive, for log rate */
 };
 
@@ -170,6 +171,8 @@ static void on_dir(struct loop_watch *w, const char *name, uint32_t mask, void *
 
 		/* Events were lost: a kubelet.sock created meanwhile must not go unseen. */
 		log_warn("inotify queue overflowed, events lost", "path=%s", dw->path);
+		if (dw->plugin)
+			emit(k, KUBELET_EVENT_FILE_CHANGED, "");
 		if (dw->sock && lstat(k->sock, &st) == 0)
 			emit(k, KUBELET_EVENT_SOCKET_CREATED, k->sock_name);
 		return;
@@ -182,6 +185,8 @@ static void on_dir(struct loop_watch *w, const char *name, uint32_t mask, void *
 		emit(k, KUBELET_EVENT_FILE_DELETED, name);
 	else if (dw->plugin && (mask & (IN_CREATE | IN_MOVED_TO)))
 		emit(k, KUBELET_EVENT_FILE_CREATED, name);
+	else if (dw->plugin && (mask & IN_ATTRIB) && *name)
+		emit(k, KUBELET_EVENT_FILE_CHANGED, name);
 }
 
 static void on_up(struct loop_watch *w, const char *name, uint32_t mask, void *userdata)
@@ -656,6 +661,7 @@ static void reg_attempt(struct kubelet_reg *reg)
 		return;
 	}
 	v1beta1__register_request__pack(&req, buf);
+	reg->attempts++;
 	r = grpc_client_call_start(reg->k->loop, reg->k->sock, "/v1beta1.Registration/Register",
 				   buf, n, &co, reg_done, reg, &reg->call);
 	if (r < 0) {
@@ -783,6 +789,11 @@ bool kubelet_reg_registered(const struct kubelet_reg *reg)
 unsigned kubelet_reg_count(const struct kubelet_reg *reg)
 {
 	return reg->count;
+}
+
+unsigned kubelet_reg_attempts(const struct kubelet_reg *reg)
+{
+	return reg->attempts;
 }
 
 pid_t kubelet_reg_peer_pid(const struct kubelet_reg *reg)

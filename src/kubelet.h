@@ -43,6 +43,13 @@ enum kubelet_event {
 	 */
 	KUBELET_EVENT_FILE_CREATED,
 	/*
+	 * The attributes of a file in the device-plugin directory changed (chmod, utimensat):
+	 * @name. An instance touches its socket when the kubelet accepts its Register (plugin.h,
+	 * plugin_registered()), so its peers learn of it. @name "" (inotify's queue overflowed,
+	 * events were lost): any file may have been created or changed.
+	 */
+	KUBELET_EVENT_FILE_CHANGED,
+	/*
 	 * The device-plugin directory was deleted or renamed away (@name: its path). Our
 	 * sockets in it are gone; the owner cannot serve them until DIR_BACK.
 	 */
@@ -187,6 +194,11 @@ const char *kubelet_reg_state_name(enum kubelet_reg_state s);
 bool kubelet_reg_registered(const struct kubelet_reg *reg);
 /* Successful registrations so far (unused today; the metrics issue exports it). */
 unsigned kubelet_reg_count(const struct kubelet_reg *reg);
+/*
+ * Register calls started so far (the one in flight included): an instance's clock for "did
+ * this happen after our latest Register was sent" (plugin_peer_event()).
+ */
+unsigned kubelet_reg_attempts(const struct kubelet_reg *reg);
 /*
  * The pid of the kubelet that the current (or last) attempt connected to, see
  * kubelet_reg_dial_fn; 0 when unknown or before the first connection. Reset to 0 when an

@@ -18,9 +18,16 @@ struct watcher {
 	struct grpc_call *call;
 	struct plugin *plugin;
 	struct watcher *next;
-	bool kubelet; /* the kubelet's stream (plugin.h says how it is told) */
-	pid_t pid;    /* the peer's, 0 when unknown */
+	bool kubelet;  /* the kubelet's stream (plugin.h says how it is told) */
+	bool ending;   /* we ended it (a peer that superseded us is gone) */
+	pid_t pid;     /* the peer's, 0 when unknown */
+	uint64_t conn; /* grpc_call_conn_id() */
 };
+
+/* Kubelet streams we ended whose connection the kubelet may not have closed yet. */
+#define PLUGIN_ENDED_MAX 8
+
+struct plugin_peer;
 
 struct recent_alloc {
 	usec_t when;
@@ -37,8 +44,20 @@ struct plugin {
 	const char *endpoint; /* @path's file name: what Register sends */
 	dev_t sock_dev;
 	ino_t sock_ino;
-	bool served;			 /* our socket is listening */
-	bool ceded;			 /* a live peer holds our path: standing down */
+	bool served;		       /* our socket is listening */
+	bool ceded;		       /* a live peer holds our path: standing down */
+	char *stem;		       /* our socket name without ".sock": names our peers */
+	struct plugin_peer *peers;     /* plugin-peer.c */
+	const struct kubelet_reg *reg; /* plugin_set_reg(): its attempts are our clock */
+	/* A takeover: until a Register sent after attempt @takeover_attempts is accepted */
+	bool takeover;
+	unsigned takeover_attempts;
+	/* plugin-peer.c: kubelet streams we ended, STREAM_CLOSED held until the kubelet is done */
+	uint64_t ended_conn[PLUGIN_ENDED_MAX];
+	bool ended_closed[PLUGIN_ENDED_MAX];
+	unsigned n_ended;
+	usec_t ended_deadline;
+	struct loop_timer *ended_timer;
 	struct loop_timer *listen_retry; /* plugin_serve() failed: tries again */
 	usec_t listen_backoff;
 	struct watcher *watchers;
@@ -77,6 +96,39 @@ void plugin_reply(struct grpc_call *call, const ProtobufCMessage *m);
 /* Finishes the call with @st and the formatted message, and logs the refusal. */
 void plugin_fail(struct grpc_call *call, enum grpc_status st, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/*
+ * True when @path is a socket that something listens on and that is not the one we bound
+ * (@dev, @ino; 0: none). A stale socket (ECONNREFUSED), a missing path or any other file is
+ * free to take.
+ */
+bool plugin_path_live(const char *path, dev_t dev, ino_t ino);
+
+/*
+ * The advisory lock on the device-plugin directory every edgegpu instance holds while it
+ * chooses and binds a socket path. Returns the directory's fd, or -1 when it cannot be had
+ * (then the caller goes on without it; said once). Tried for at most ~100 ms.
+ */
+int plugin_dir_lock(const char *dir);
+void plugin_dir_unlock(int fd);
+
+/* plugin-peer.c: the peers found at plugin_new(); all of them freed (no event). */
+void plugin_peers_scan(struct plugin *p);
+void plugin_peers_free(struct plugin *p);
+/*
+ * A kubelet stream we ended (struct watcher.ending) closed on connection @conn. Returns true
+ * when its STREAM_CLOSED is held until the kubelet closes that connection (a registration at
+ * our path is refused until the kubelet is done with the old stream), or a second at most;
+ * false: report it now.
+ */
+bool plugin_ended_stream_closed(struct plugin *p, uint64_t conn);
+/*
+ * A kubelet stream opened: during a takeover, one from a registration sent before it is
+ * ended at once (its list was sent: the stream is whole, if short).
+ */
+void plugin_takeover_stream(struct plugin *p, struct watcher *w);
+/* grpc_server_conn_closed_fn for the plugin's server (@userdata: the plugin). */
+void plugin_conn_closed(struct grpc_server *s, uint64_t conn_id, void *userdata);
 
 /* The unary handlers (grpc_method_fn), in plugin-alloc.c; @userdata is the plugin. */
 void plugin_handle_options(struct grpc_call *call, const uint8_t *req, size_t len, void *userdata);

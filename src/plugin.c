@@ -262,9 +262,15 @@ static void watch_closed(struct grpc_call *call, enum grpc_status status, void *
 		free(w);
 		return;
 	}
+	/* One we ended ourselves was announced by the takeover (plugin-peer.c). */
+	if (w->ending && plugin_ended_stream_closed(p, w->conn)) {
+		free(w);
+		return;
+	}
+	if (!w->ending)
+		log_warn("ListAndWatch stream ended by the kubelet", "resource=%s grpc_status=%s",
+			 p->res->name, grpc_status_name((int)status));
 	free(w);
-	log_warn("ListAndWatch stream ended by the kubelet", "resource=%s grpc_status=%s",
-		 p->res->name, grpc_status_name((int)status));
 	if (p->on_event)
 		p->on_event(p, PLUGIN_EVENT_STREAM_CLOSED, p->userdata);
 }
@@ -300,6 +306,7 @@ static void handle_list_and_watch(struct grpc_call *call, const uint8_t *req, si
 	}
 	w->call = call;
 	w->plugin = p;
+	w->conn = grpc_call_conn_id(call);
 	if (grpc_call_peer_cred(call, &w->pid, NULL) < 0)
 		w->pid = 0;
 	w->kubelet = is_kubelet_stream(p, w->pid);
@@ -317,10 +324,11 @@ static void handle_list_and_watch(struct grpc_call *call, const uint8_t *req, si
 	if (!p->snap) {
 		/* Sends to every stream, this one included, once a list exists. */
 		plugin_refresh(p);
-		return;
+	} else {
+		update_mask(p);
+		(void)send_snapshot(w, p->snap);
 	}
-	update_mask(p);
-	(void)send_snapshot(w, p->snap);
+	plugin_takeover_stream(p, w);
 }
 
 /* The gRPC layer does not log: say here, once per connection, why one was cut. */
@@ -373,12 +381,8 @@ static const struct grpc_method methods[] = {
 	{ "/v1beta1.DevicePlugin/PreStartContainer", false, plugin_handle_prestart },
 };
 
-/*
- * True when @path is a socket that something listens on (a connection is accepted or would
- * be: a full backlog says EAGAIN) and that is not the one we bound (@ino, @dev; 0: none).
- * A stale socket (ECONNREFUSED), a missing path or any other file is free to take.
- */
-static bool path_has_peer(const char *path, dev_t dev, ino_t ino)
+/* A connection accepted or one that would be (a full backlog says EAGAIN) counts as live. */
+bool plugin_path_live(const char *path, dev_t dev, ino_t ino)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct stat st;
@@ -413,7 +417,7 @@ static char *pick_path(const char *dir, const struct resource *r)
 	size_t stem = dot && streq(dot, ".sock") ? (size_t)(dot - r->socket) : strlen(r->socket);
 	char *path = path_join(dir, r->socket);
 
-	if (!path || !path_has_peer(path, 0, 0))
+	if (!path || !plugin_path_live(path, 0, 0))
 		return path;
 	for (unsigned i = 1; i < PLUGIN_ALT_PATHS; i++) {
 		char *name = strdup_printf("%.*s-%u.sock", (int)stem, r->socket, i);
@@ -422,7 +426,7 @@ static char *pick_path(const char *dir, const struct resource *r)
 		free(name);
 		if (!alt)
 			break;
-		if (!path_has_peer(alt, 0, 0)) {
+		if (!plugin_path_live(alt, 0, 0)) {
 			log_info("socket path served by another instance, using another",
 				 "resource=%s taken=%s path=%s", r->name, path, alt);
 			free(path);
@@ -437,7 +441,7 @@ static char *pick_path(const char *dir, const struct resource *r)
 
 bool plugin_path_taken(const struct plugin *p)
 {
-	return path_has_peer(p->path, p->sock_dev, p->sock_ino);
+	return plugin_path_live(p->path, p->sock_dev, p->sock_ino);
 }
 
 bool plugin_ceded(const struct plugin *p)
@@ -475,11 +479,37 @@ static void on_listen_retry(struct loop_timer *t, void *userdata)
 		p->on_event(p, PLUGIN_EVENT_SERVING, p->userdata);
 }
 
+static int plugin_listen(struct plugin *p, bool quiet)
+{
+	struct stat st;
+	int r;
+
+	r = grpc_server_listen(p->server, p->path);
+	if (r < 0 && quiet)
+		return r;
+	if (r < 0)
+		return log_error_errno(r, "serving device plugin socket failed",
+				       "resource=%s path=%s", p->res->name, p->path);
+	if (stat(p->path, &st) == 0) {
+		p->sock_dev = st.st_dev;
+		p->sock_ino = st.st_ino;
+	}
+	/*
+	 * Its creation (IN_CREATE) came before listen(), when a connection was still refused:
+	 * a touch now tells the other instances that it is live (plugin_peer_event()).
+	 */
+	(void)grpc_server_touch(p->server);
+	p->stats.sockets_served++;
+	log_info("serving device plugin socket", "resource=%s path=%s", p->res->name, p->path);
+	return 0;
+}
+
 int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_event_fn *on_event,
 	       void *userdata, struct plugin **ret)
 {
+	const char *dot = strrchr(r->socket, '.');
 	struct plugin *p;
-	int e;
+	int e = -ENOMEM, lock = -1;
 
 	p = calloc(1, sizeof(*p));
 	if (!p)
@@ -488,43 +518,42 @@ int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_event_fn
 	p->mask_slot = -1;
 	p->on_event = on_event;
 	p->userdata = userdata;
+	p->stem = dot && streq(dot, ".sock") ? strndup(r->socket, (size_t)(dot - r->socket)) :
+					       strdup(r->socket);
+	if (!p->stem)
+		goto fail;
+	/* Chosen and bound under the lock: another instance starting now waits for our bind. */
+	if (ctx->loop)
+		lock = plugin_dir_lock(ctx->dir);
 	p->path = pick_path(ctx->dir, r);
-	if (!p->path) {
-		free(p);
-		return -ENOMEM;
-	}
+	if (!p->path)
+		goto fail;
 	p->endpoint = strrchr(p->path, '/') ? strrchr(p->path, '/') + 1 : p->path;
 	e = grpc_server_new(ctx->loop, methods, ELEMENTSOF(methods), &ctx->limits, p, &p->server);
 	if (e >= 0 && ctx->loop)
 		e = loop_timer_new(ctx->loop, on_listen_retry, p, &p->listen_retry);
-	if (e < 0) {
-		grpc_server_free(p->server);
-		free(p->path);
-		free(p);
-		return e;
-	}
+	if (e < 0)
+		goto fail;
 	grpc_server_set_event_cb(p->server, on_server_event, p);
+	grpc_server_set_conn_closed_cb(p->server, plugin_conn_closed, p);
 	p->res = r;
+	/*
+	 * Never over a live peer (every path taken: plugin_serve() stands down). A failure (the
+	 * directory is missing) is plugin_serve()'s to retry and log.
+	 */
+	if (ctx->loop && !plugin_path_taken(p) && plugin_listen(p, true) == 0)
+		p->served = true;
+	plugin_dir_unlock(lock);
+	plugin_peers_scan(p);
 	*ret = p;
 	return 0;
-}
-
-static int plugin_listen(struct plugin *p)
-{
-	struct stat st;
-	int r;
-
-	r = grpc_server_listen(p->server, p->path);
-	if (r < 0)
-		return log_error_errno(r, "serving device plugin socket failed",
-				       "resource=%s path=%s", p->res->name, p->path);
-	if (stat(p->path, &st) == 0) {
-		p->sock_dev = st.st_dev;
-		p->sock_ino = st.st_ino;
-	}
-	p->stats.sockets_served++;
-	log_info("serving device plugin socket", "resource=%s path=%s", p->res->name, p->path);
-	return 0;
+fail:
+	plugin_dir_unlock(lock);
+	grpc_server_free(p->server);
+	free(p->path);
+	free(p->stem);
+	free(p);
+	return e;
 }
 
 bool plugin_socket_ok(const struct plugin *p)
@@ -537,19 +566,22 @@ bool plugin_socket_ok(const struct plugin *p)
 bool plugin_serve(struct plugin *p)
 {
 	bool was_ceded;
-	int r;
+	int r, lock;
 
 	if (p->shutting_down)
 		return false;
 	if (p->served && plugin_socket_ok(p))
 		return true;
+	lock = plugin_dir_lock(p->ctx->dir);
 	if (plugin_path_taken(p)) {
+		plugin_dir_unlock(lock);
 		cede(p);
 		return false;
 	}
 	was_ceded = p->ceded;
 	p->ceded = false;
-	r = plugin_listen(p);
+	r = plugin_listen(p, false);
+	plugin_dir_unlock(lock);
 	if (r < 0) {
 		p->listen_backoff = p->listen_backoff ?
 					    MIN(p->listen_backoff * 2, LISTEN_BACKOFF_MAX) :
@@ -690,6 +722,9 @@ void plugin_shutdown(struct plugin *p, usec_t grace_usec, void (*done)(void *use
 		     void *userdata)
 {
 	p->shutting_down = true;
+	plugin_peers_free(p);
+	if (p->ended_timer)
+		loop_timer_disarm(p->ended_timer);
 	if (p->retry)
 		loop_timer_disarm(p->retry);
 	if (p->listen_retry)
@@ -704,15 +739,18 @@ struct plugin *plugin_free(struct plugin *p)
 	if (!p)
 		return NULL;
 	p->shutting_down = true;
+	plugin_peers_free(p);
 	p->server = grpc_server_free(p->server);
 	p->retry = loop_timer_free(p->retry);
 	p->listen_retry = loop_timer_free(p->listen_retry);
+	p->ended_timer = loop_timer_free(p->ended_timer);
 	expire_recent_older(p, 0);
 	free(p->live);
 	free(p->in_use);
 	grpc_shared_msg_unref(p->snap);
 	resource_free(p->res);
 	free(p->path);
+	free(p->stem);
 	free(p);
 	return NULL;
 }

@@ -16,6 +16,7 @@
 #include "util.h"
 
 struct loop;
+struct kubelet_reg;
 struct gpu_info;
 struct resource;
 struct plugin;
@@ -67,6 +68,16 @@ enum plugin_event {
 	 * ends when plugin_serve() finds the path free again (it then returns true).
 	 */
 	PLUGIN_EVENT_CEDED,
+	/*
+	 * A peer (see plugin_peer_event()) is gone, and we must serve again: it held our own
+	 * path (we stood down for it), or it may have registered after us, so that the kubelet
+	 * was using it. In the second case the plugin has already ended the kubelet's
+	 * ListAndWatch streams on our socket (STREAM_CLOSED follows for each): the kubelet
+	 * refuses a second registration at one path while our stream lives, and a superseded
+	 * stream is one it no longer reads. The owner serves and registers (plugin_serve(),
+	 * then a start of the registration, which waits for those streams to close).
+	 */
+	PLUGIN_EVENT_PEER_GONE,
 };
 
 /* The plugin's events for its owner. It may not free @p. */
@@ -77,7 +88,10 @@ typedef void plugin_event_fn(struct plugin *p, enum plugin_event ev, void *userd
 
 /*
  * Takes ownership of @r on success; on failure the caller still owns @r (and may read it to
- * log). Returns 0 or -errno.
+ * log). With a loop, the socket path is chosen and bound at once (see plugin_serve()), both
+ * under an advisory lock on the device-plugin directory that every edgegpu instance takes
+ * for that, so two instances started together never pick the same path; the other live
+ * instances' sockets found then are watched (plugin_peer_event()). Returns 0 or -errno.
  */
 int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_event_fn *on_event,
 	       void *userdata, struct plugin **ret) WARN_UNUSED;
@@ -107,6 +121,49 @@ bool plugin_path_taken(const struct plugin *p);
 bool plugin_ceded(const struct plugin *p);
 /* The socket's file name in the device-plugin directory: the endpoint Register sends. */
 const char *plugin_endpoint(const struct plugin *p);
+
+/*
+ * Upgrades (docs/upgrade.md). Other instances serving this resource (peers) sit at our
+ * socket path (one that took it: we stood down) or at one of its <stem>-N.sock alternatives.
+ * The plugin holds a connection to each live peer (grpc_client_hold_start(): the kernel
+ * closes it the moment that process dies) and notes which may have registered after us:
+ * one whose socket appeared, or was touched (an instance touches its socket whenever the
+ * kubelet accepts its Register, plugin_register_done()), after our latest Register was
+ * sent.
+ * The kubelet gives a plugin no sign that a newer registration superseded it: it just stops
+ * reading the old stream, so this is the only way to know.
+ *
+ * A peer is gone when its connection ended and its path then refuses connections or is
+ * missing (a stale socket, left by a killed process, is removed only once a connection to it
+ * is refused). If it held our path, or may have registered after us, the plugin reports
+ * PLUGIN_EVENT_PEER_GONE (logged once); a peer that registered before our latest
+ * registration going away changes nothing (logged). A peer that closes our connection but
+ * still listens is connected to again (after 3 quick closes in a row, with backoff from 1 s
+ * doubling to 30 s). At most PLUGIN_ALT_PATHS peers.
+ *
+ * plugin_peer_event(): a file named @name in the device-plugin directory was created,
+ * renamed in or touched ("" after lost inotify events: every path is looked at).
+ *
+ * The takeover, when a peer that may have registered after us is gone: every kubelet stream
+ * of ours from a registration sent before it is ended (the kubelet refuses a registration at
+ * our path while one lives, and may be using none of them), and PLUGIN_EVENT_PEER_GONE asks
+ * the owner to register. Until a Register sent after the takeover is accepted, a kubelet
+ * stream that opens for an older registration is ended too, and so are ours when that
+ * Register is refused (plugin_register_done()).
+ */
+void plugin_peer_event(struct plugin *p, const char *name);
+/*
+ * The registration whose attempts (kubelet_reg_attempts()) tell which events came after our
+ * latest Register was sent; NULL (the default): none was ever sent. It must outlive the
+ * plugin, or be set back to NULL first.
+ */
+void plugin_set_reg(struct plugin *p, const struct kubelet_reg *reg);
+/*
+ * A Register of ours finished (kubelet_reg_fn). Accepted: touches our socket (its peers learn
+ * of it), forgets which peers registered before that attempt was sent (ours is newer) and
+ * ends a takeover. Refused during a takeover: ends our kubelet streams (see above).
+ */
+void plugin_register_done(struct plugin *p, bool ok);
 
 /*
  * Recomputes the snapshot and pushes it to every open ListAndWatch stream if it changed.

@@ -2295,6 +2295,107 @@ static void test_socket_shutdown_drain(void **state)
 	rm_tmpdir();
 }
 
+static void count_conn_closed(struct grpc_server *s, uint64_t conn_id, void *ud)
+{
+	(*(int *)ud)++;
+}
+
+/* Runs the loop until the server has @n connections. */
+static void run_until_conns(struct loop *l, struct grpc_server *s, unsigned n)
+{
+	struct grpc_server_stats st;
+
+	for (int i = 0; i < 2000; i++) {
+		grpc_server_get_stats(s, &st);
+		if (st.conns == n)
+			return;
+		assert_int_equal(loop_run_once(l, USEC_PER_MSEC), 0);
+	}
+	fail_msg("the server never had %u connections", n);
+}
+
+/*
+ * A held connection (no call) reports the end of its server: at once when nobody listens,
+ * on GOAWAY at a graceful shutdown, and when the server's side is simply closed (a process
+ * killed); it stays open meanwhile. The server's conn-closed callback runs once per
+ * connection, and a touched socket is still the server's own (its unlisten removes it).
+ */
+static void test_client_hold(void **state)
+{
+	struct grpc_client_call *cc;
+	struct grpc_server *s;
+	struct cres res = { 0 };
+	struct stat st0, st1;
+	struct loop *l;
+	char *path;
+	int closed = 0, done = 0;
+
+	make_tmpdir();
+	path = tmp_path("hold.sock");
+	assert_int_equal(loop_new(&l), 0);
+
+	/* Nobody there: reported from the loop, never inside the start. */
+	assert_int_equal(grpc_client_hold_start(l, path, cres_done, &res, &cc), 0);
+	assert_int_equal(res.done, 0);
+	run_loop_until(l, &res.done, 1);
+	assert_int_equal(res.r, -ENOENT);
+
+	/* Held while the server lives; the server's closing of it ends it. */
+	s = server_new(l, NULL);
+	grpc_server_set_conn_closed_cb(s, count_conn_closed, &closed);
+	assert_int_equal(grpc_server_listen(s, path), 0);
+	memset(&res, 0, sizeof(res));
+	assert_int_equal(grpc_client_hold_start(l, path, cres_done, &res, &cc), 0);
+	run_until_conns(l, s, 1);
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(loop_run_once(l, USEC_PER_MSEC), 0);
+	assert_int_equal(res.done, 0);
+	assert_int_equal(grpc_client_call_peer_cred(cc, &res.pid, NULL), 0);
+	assert_int_equal(res.pid, getpid());
+
+	/* A touch moves the times, and the file is still ours. */
+	assert_int_equal(lstat(path, &st0), 0);
+	assert_int_equal(grpc_server_touch(s), 0);
+	assert_int_equal(lstat(path, &st1), 0);
+	assert_int_equal(st0.st_ino, st1.st_ino);
+	grpc_server_shutdown(s, USEC_PER_SEC, on_done, &done);
+	assert_int_equal(access(path, F_OK), -1); /* removed: still ours */
+	assert_int_equal(grpc_server_touch(s), -ENOENT);
+	run_loop_until(l, &res.done, 1);
+	assert_int_equal(res.r, -ECONNRESET);
+	run_loop_until(l, &done, 1);
+	assert_int_equal(closed, 1);
+	grpc_server_free(s);
+
+	/* The server's side closed without a word, as the kernel does for a killed process. */
+	s = server_new(l, NULL);
+	closed = 0;
+	grpc_server_set_conn_closed_cb(s, count_conn_closed, &closed);
+	assert_int_equal(grpc_server_listen(s, path), 0);
+	memset(&res, 0, sizeof(res));
+	assert_int_equal(grpc_client_hold_start(l, path, cres_done, &res, &cc), 0);
+	run_until_conns(l, s, 1);
+	grpc_server_free(s);
+	assert_int_equal(closed, 1);
+	run_loop_until(l, &res.done, 1);
+	assert_int_equal(res.r, -ECONNRESET);
+
+	/* Cancelled: no report. */
+	s = server_new(l, NULL);
+	assert_int_equal(grpc_server_listen(s, path), 0);
+	memset(&res, 0, sizeof(res));
+	assert_int_equal(grpc_client_hold_start(l, path, cres_done, &res, &cc), 0);
+	run_until_conns(l, s, 1);
+	assert_null(grpc_client_call_cancel(cc));
+	run_until_conns(l, s, 0);
+	assert_int_equal(res.done, 0);
+	grpc_server_free(s);
+	buf_release(&res.resp);
+	loop_free(l);
+	free(path);
+	rm_tmpdir();
+}
+
 static void test_socket_overflow_peer_not_reading(void **state)
 {
 	const struct grpc_limits lim = { .max_recv_msg = (size_t)64 * 1024,
@@ -3006,6 +3107,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_client_errors, teardown),
 		cmocka_unit_test_teardown(test_client_dial_back_same_loop, teardown),
 		cmocka_unit_test_teardown(test_client_sync, teardown),
+		cmocka_unit_test_teardown(test_client_hold, teardown),
 		cmocka_unit_test_teardown(test_oom_server_session, teardown),
 		cmocka_unit_test_teardown(test_oom_conn_states, teardown),
 		cmocka_unit_test_teardown(test_oom_client_call, teardown),

@@ -127,6 +127,36 @@ static char *join(const char *a, const char *b)
 /* --- the directory --- */
 
 /*
+ * A touch of a file in the device-plugin directory is reported (FILE_CHANGED): that is how
+ * an instance learns that another registered (plugin.h, upgrades). The directory's own
+ * attribute changes are not.
+ */
+static void test_file_changed(void **state)
+{
+	struct fixture f;
+	struct kubelet *k = NULL;
+	char *file;
+	int i;
+
+	fixture_init(&f, true);
+	file = join(f.dp, "gpu-1.sock");
+	touch(file);
+	assert_int_equal(kubelet_new(f.loop, f.dp, f.sock, on_event, &f.rec, &k), 0);
+	assert_int_equal(utimensat(AT_FDCWD, file, NULL, 0), 0);
+	i = wait_ev(f.loop, &f.rec, 0, KUBELET_EVENT_FILE_CHANGED, "gpu-1.sock", USEC_PER_SEC);
+	assert_true(i >= 0);
+	assert_int_equal(chmod(f.dp, 0750), 0);
+	assert_int_equal(chmod(file, 0644), 0);
+	i = wait_ev(f.loop, &f.rec, (unsigned)i + 1, KUBELET_EVENT_FILE_CHANGED, "gpu-1.sock",
+		    USEC_PER_SEC);
+	assert_true(i >= 0);
+	assert_int_equal(find_ev(&f.rec, 0, KUBELET_EVENT_FILE_CHANGED, ""), -1);
+	kubelet_free(k);
+	free(file);
+	fixture_release(&f);
+}
+
+/*
  * Today's bug: after rm -rf and mkdir of the device-plugin directory, the watch on the removed
  * directory is never re-armed, so a new kubelet.sock (a kubelet restart) goes unseen.
  */
@@ -540,6 +570,8 @@ static void test_backoff_and_again(void **state)
 	run_for(f.loop, 50 * USEC_PER_MSEC);
 	assert_int_equal(rr.ok, 2);
 	assert_int_equal(fk.calls, 2);
+	/* Every Register started counts, the refused ones too (upgrades' clock, plugin.h). */
+	assert_int_equal(kubelet_reg_attempts(reg), (unsigned)(rr.failed + rr.ok));
 	assert_string_equal(kubelet_reg_state_name(KUBELET_REG_BACKING_OFF), "backing-off");
 	assert_string_equal(kubelet_reg_state_name(KUBELET_REG_STATE_COUNT), "invalid");
 	kubelet_reg_free(reg);
@@ -775,6 +807,7 @@ static void test_kubelet_restart_registers_again(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_file_changed),
 		cmocka_unit_test(test_dir_deleted_and_recreated),
 		cmocka_unit_test(test_dir_renamed_away_and_back),
 		cmocka_unit_test(test_dir_missing_at_start),
