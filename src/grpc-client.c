@@ -650,6 +650,20 @@ static void on_cc_deadline(struct loop_timer *t, void *userdata)
 	(void)cc_leave(cc);
 }
 
+/* Connects now; any outcome, even an immediate failure, is reported from the loop. */
+static int cc_begin(struct grpc_client_call *cc, struct grpc_client_call **ret)
+{
+	cc->depth = 1;
+	cc_connect(cc);
+	if (cc->h2)
+		cc_flush(cc);
+	cc->depth = 0;
+	if (cc->result_ready)
+		loop_timer_arm(cc->kick, 0);
+	*ret = cc;
+	return 0;
+}
+
 int grpc_client_call_start(struct loop *l, const char *sock, const char *path, const uint8_t *req,
 			   size_t len, const struct grpc_client_opts *opts,
 			   grpc_client_done_fn *done, void *userdata, struct grpc_client_call **ret)
@@ -709,16 +723,7 @@ int grpc_client_call_start(struct loop *l, const char *sock, const char *path, c
 			goto fail;
 		loop_timer_arm_at(cc->deadline_timer, cc->deadline);
 	}
-	/* Connect now; any outcome, even an immediate failure, is reported from the loop. */
-	cc->depth = 1;
-	cc_connect(cc);
-	if (cc->h2)
-		cc_flush(cc);
-	cc->depth = 0;
-	if (cc->result_ready)
-		loop_timer_arm(cc->kick, 0);
-	*ret = cc;
-	return 0;
+	return cc_begin(cc, ret);
 fail:
 	cc_free(cc);
 	return r;
@@ -752,15 +757,7 @@ int grpc_client_hold_start(struct loop *l, const char *sock, grpc_client_done_fn
 	r = loop_timer_new(l, on_cc_kick, cc, &cc->kick);
 	if (r < 0)
 		goto fail;
-	cc->depth = 1;
-	cc_connect(cc);
-	if (cc->h2)
-		cc_flush(cc);
-	cc->depth = 0;
-	if (cc->result_ready)
-		loop_timer_arm(cc->kick, 0);
-	*ret = cc;
-	return 0;
+	return cc_begin(cc, ret);
 fail:
 	cc_free(cc);
 	return r;
