@@ -64,10 +64,9 @@ struct http_server {
 	struct conn_list active, deferred_conns, closing;
 	uint64_t runs; /* MHD_run() calls done */
 	bool warned_full;
-	struct loop_timer *deadline_timer;
 	struct loop_io *listen_io;
 	struct loop_io *mhd_io;
-	struct loop_timer *timer;	 /* MHD's timeout, and runs after a resume */
+	struct loop_timer *timer; /* MHD's timeout, our next deadline, and runs after a resume */
 	struct loop_timer *accept_timer; /* ends a pause of accepting */
 	http_handler_fn *fn;
 	void *userdata;
@@ -264,33 +263,34 @@ static bool make_room(struct http_server *s, const struct sockaddr_storage *from
 	return true;
 }
 
-/* Closes the connections past their deadline, and arms the timer for the next one. */
-static void expire(struct http_server *s)
+/* Closes the connections past their deadline; returns the next one (USEC_INFINITY: none). */
+static usec_t expire(struct http_server *s, usec_t now)
 {
-	usec_t now = now_usec();
 	struct http_conn *c;
 
 	while ((c = s->active.head) && now - c->since >= s->timeout)
 		conn_evict(c, c->phase == CONN_REQUEST ? HTTP_EVICT_REQUEST_DEADLINE :
 							 HTTP_EVICT_WRITE_DEADLINE);
-	if (c)
-		loop_timer_arm_at(s->deadline_timer, c->since + s->timeout);
-	else
-		loop_timer_disarm(s->deadline_timer);
+	return c ? c->since + s->timeout : USEC_INFINITY;
 }
 
 static void http_run(struct http_server *s)
 {
 	MHD_UNSIGNED_LONG_LONG ms;
+	usec_t now, next;
 
 	if (MHD_run(s->mhd) != MHD_YES)
 		log_debug("libmicrohttpd run failed", NULL);
 	s->runs++;
+	now = now_usec();
+	next = expire(s, now);
+	/* One timer for both: whichever of MHD's timeout and our next deadline comes first. */
 	if (MHD_get_timeout(s->mhd, &ms) == MHD_YES)
-		loop_timer_arm(s->timer, (usec_t)ms * USEC_PER_MSEC);
-	else
+		next = MIN(next, now + (usec_t)ms * USEC_PER_MSEC);
+	if (next == USEC_INFINITY)
 		loop_timer_disarm(s->timer);
-	expire(s);
+	else
+		loop_timer_arm_at(s->timer, next);
 }
 
 static void on_mhd_io(struct loop_io *io, int fd, uint32_t events, void *userdata)
@@ -827,8 +827,6 @@ int http_server_new(struct loop *l, const struct http_opts *o, http_handler_fn *
 	}
 	r = loop_timer_new(l, on_timer, s, &s->timer);
 	if (r >= 0)
-		r = loop_timer_new(l, on_timer, s, &s->deadline_timer);
-	if (r >= 0)
 		r = loop_timer_new(l, on_accept_timer, s, &s->accept_timer);
 	if (r >= 0)
 		r = loop_io_new(l, info->epoll_fd, EPOLLIN, on_mhd_io, s, &s->mhd_io);
@@ -868,7 +866,6 @@ struct http_server *http_server_free(struct http_server *s)
 	conns_free(&s->closing);
 	s->mhd_io = loop_io_free(s->mhd_io);
 	s->timer = loop_timer_free(s->timer);
-	s->deadline_timer = loop_timer_free(s->deadline_timer);
 	s->accept_timer = loop_timer_free(s->accept_timer);
 	s->listen_fd = fd_close(s->listen_fd);
 	free(s);
