@@ -169,10 +169,16 @@ static void maybe_flush(struct metrics *m)
 		flush_waiters(m);
 }
 
-void metrics_attributed(struct metrics *m)
+/* New data: the body is rendered again, and the waiting scrapes answered if nothing is pending. */
+static void body_stale(struct metrics *m)
 {
 	m->body_ready = false;
 	maybe_flush(m);
+}
+
+void metrics_attributed(struct metrics *m)
+{
+	body_stale(m);
 }
 
 static void on_sampled(struct gpu_monitor *mon, const struct gpu_sample *samples, const int *r,
@@ -183,8 +189,7 @@ static void on_sampled(struct gpu_monitor *mon, const struct gpu_sample *samples
 	m->sample_pending = false;
 	/* Its processes go to the attribution thread: deferred scrapes wait for that too. */
 	metrics_cache_store(m, samples, r, n);
-	m->body_ready = false;
-	maybe_flush(m);
+	body_stale(m);
 }
 
 static void on_podres_answer(struct podres *p, const uint8_t *resp, size_t len, void *userdata)
@@ -193,8 +198,7 @@ static void on_podres_answer(struct podres *p, const uint8_t *resp, size_t len, 
 
 	m->podres_pending = false;
 	metrics_pods_store(m, resp, len);
-	m->body_ready = false;
-	maybe_flush(m);
+	body_stale(m);
 }
 
 /* Starts the refreshes a scrape needs; true when it should wait for them. */
@@ -310,12 +314,9 @@ static void serve_ready(struct metrics *m, struct http_request *r)
 	head = buf_append(&m->why, ready, sizeof(ready) - 1) < 0 ? 0 : sizeof(ready) - 1;
 	ok = m->src.ready(&m->why, m->userdata);
 	if (ok) {
-		if (head)
-			(void)http_respond(r, 200, "text/plain; charset=utf-8", NULL, m->why.data,
-					   m->why.len);
-		else
-			(void)http_respond(r, 200, "text/plain; charset=utf-8", NULL, ready,
-					   sizeof(ready) - 1);
+		(void)http_respond(r, 200, "text/plain; charset=utf-8", NULL,
+				   head ? (const void *)m->why.data : ready,
+				   head ? m->why.len : sizeof(ready) - 1);
 		return;
 	}
 	buf_consume(&m->why, head);
