@@ -7,6 +7,7 @@
 #include "assign.h"
 #include "config.h"
 #include "gpu.h"
+#include "gpus.h"
 #include "log.h"
 #include "oom.h"
 #include "resource.h"
@@ -442,14 +443,9 @@ static void test_build_past_node_max(void **state)
 	size_t len;
 	int saved, n;
 
-	for (unsigned i = 0; i < N; i++) {
-		many[i].index = i;
-		(void)snprintf(many[i].uuid, sizeof(many[i].uuid),
-			       "GPU-%08u-1111-2222-3333-444444444444", i);
+	unit_gpus_fill(many, N);
+	for (unsigned i = 0; i < N; i++)
 		(void)snprintf(many[i].name, sizeof(many[i].name), "Tesla T4");
-		many[i].mem_total = 16384 * MIB;
-		many[i].numa_node = -1;
-	}
 	load_ok(&c, "version: v1\n");
 	assert_non_null(log);
 	saved = dup(STDERR_FILENO);

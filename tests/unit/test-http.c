@@ -507,31 +507,19 @@ static void test_per_ip_limit(void **state)
 	stop(&c);
 }
 
-static bool connections_1(const void *arg)
+/* The server has accepted at least @n connections in all. */
+struct accepted {
+	const struct ctx *c;
+	uint64_t n;
+};
+
+static bool accepted_reached(const void *arg)
 {
-	const struct ctx *c = arg;
+	const struct accepted *a = arg;
 	struct http_stats st;
 
-	http_server_get_stats(c->server, &st);
-	return st.connections >= 1;
-}
-
-static bool connections_4(const void *arg)
-{
-	const struct ctx *c = arg;
-	struct http_stats st;
-
-	http_server_get_stats(c->server, &st);
-	return st.connections >= 4;
-}
-
-static bool connections_6(const void *arg)
-{
-	const struct ctx *c = arg;
-	struct http_stats st;
-
-	http_server_get_stats(c->server, &st);
-	return st.connections >= 6;
+	http_server_get_stats(a->c->server, &st);
+	return st.connections >= a->n;
 }
 
 /*
@@ -549,7 +537,7 @@ static void test_full_server_evicts_the_oldest_idle(void **state)
 	start(&c, &o);
 	for (size_t i = 0; i < ELEMENTSOF(idle); i++)
 		client_open(&c, &idle[i], NULL, NULL);
-	assert_true(run_until(&c, connections_4, &c));
+	assert_true(run_until(&c, accepted_reached, &(struct accepted){ &c, 4 }));
 	client_open(&c, &probe, NULL,
 		    "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
 	assert_true(run_until(&c, client_answered, &probe));
@@ -563,7 +551,7 @@ static void test_full_server_evicts_the_oldest_idle(void **state)
 
 	/* Full again (the probe closed its connection). */
 	client_open(&c, &idle[0], NULL, NULL);
-	assert_true(run_until(&c, connections_6, &c));
+	assert_true(run_until(&c, accepted_reached, &(struct accepted){ &c, 6 }));
 	/*
 	 * A probe, then five more at once, all in the backlog before the server looks: the probe
 	 * and three of them take the four idle ones' places; the last two find only connections
@@ -673,15 +661,6 @@ static void on_sip(struct loop_timer *t, void *userdata)
 	loop_timer_arm(t, 100 * USEC_PER_MSEC);
 }
 
-static bool write_deadline_hit(const void *arg)
-{
-	const struct ctx *c = arg;
-	struct http_stats st;
-
-	http_server_get_stats(c->server, &st);
-	return st.open == 0;
-}
-
 /*
  * A client reading up to 512 KiB every 100 ms keeps the connection busy, never idle for MHD's
  * timeout (the server's socket drains and MHD writes again several times a second); the
@@ -705,11 +684,11 @@ static void test_slow_reader_cut_at_the_write_deadline(void **state)
 	assert_int_equal(inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr), 1);
 	assert_true(connect(sp.fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ||
 		    errno == EINPROGRESS);
-	assert_true(run_until(&c, connections_1, &c));
+	assert_true(run_until(&c, accepted_reached, &(struct accepted){ &c, 1 }));
 	assert_int_equal(write(sp.fd, req, sizeof(req) - 1), (ssize_t)sizeof(req) - 1);
 	assert_int_equal(loop_timer_new(c.loop, on_sip, &sp, &sp.timer), 0);
 	loop_timer_arm(sp.timer, 0);
-	assert_true(run_until(&c, write_deadline_hit, &c));
+	assert_true(run_until(&c, none_open, &c));
 	sp.timer = loop_timer_free(sp.timer);
 	/* What the kernel holds still comes, then the end: far from the whole answer. */
 	assert_int_equal(fcntl(sp.fd, F_SETFL, 0), 0);

@@ -16,6 +16,7 @@
 
 #include "deviceplugin.pb-c.h"
 #include "gpu.h"
+#include "gpus.h"
 #include "grpc.h"
 #include "loop.h"
 #include "oom.h"
@@ -528,13 +529,8 @@ static void test_allocate_node_max(void **state)
 	const char *visible = NULL;
 	size_t n;
 
+	unit_gpus_fill(many, GPU_NODE_MAX + 1);
 	for (unsigned i = 0; i <= GPU_NODE_MAX; i++) {
-		many[i].index = i;
-		(void)snprintf(many[i].uuid, sizeof(many[i].uuid),
-			       "GPU-%08u-1111-2222-3333-444444444444", i);
-		many[i].mem_total = (uint64_t)16 << 30;
-		many[i].numa_node = -1;
-		many[i].minor = i;
 		mnuma[i] = -1;
 		ids[i] = many[i].uuid;
 		if (i < GPU_NODE_MAX)

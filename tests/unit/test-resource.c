@@ -5,6 +5,7 @@
 
 #include "deviceplugin.pb-c.h"
 #include "gpu.h"
+#include "gpus.h"
 #include "resource.h"
 #include "unit.h"
 
@@ -404,15 +405,9 @@ static void test_node_max_gpus(void **state)
 	struct resource *r = NULL;
 	char *err = NULL, id[128];
 
-	for (unsigned i = 0; i <= GPU_NODE_MAX; i++) {
-		many[i].index = i;
-		(void)snprintf(many[i].uuid, sizeof(many[i].uuid),
-			       "GPU-%08u-1111-2222-3333-444444444444", i);
-		many[i].mem_total = (uint64_t)16 << 30;
-		many[i].numa_node = -1;
-		many[i].minor = i;
+	unit_gpus_fill(many, GPU_NODE_MAX + 1);
+	for (unsigned i = 0; i <= GPU_NODE_MAX; i++)
 		idx[i] = i;
-	}
 	spec.n_gpus = GPU_NODE_MAX;
 	assert_int_equal(resource_new(&spec, &mi, &r, &err), 0);
 	assert_int_equal(r->n_gpus, GPU_NODE_MAX);
