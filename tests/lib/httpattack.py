@@ -54,7 +54,7 @@ def probe(port, timeout):
         return f"{type(e).__name__}: {e}"
 
 
-def _read_answer(f):
+def read_answer(f):
     """Reads one HTTP answer off the buffered reader @f: its status, or None at EOF."""
     line = f.readline()
     if not line:
@@ -187,7 +187,7 @@ class Attack:
         # One request per connection; the caller connects again at once.
         s.settimeout(10)
         s.sendall(b"GET /metrics HTTP/1.1\r\nHost: attacker\r\nConnection: close\r\n\r\n")
-        status = _read_answer(s.makefile("rb"))
+        status = read_answer(s.makefile("rb"))
         if status is not None:
             self._answer(status)
             if status == 429:
@@ -198,7 +198,7 @@ class Attack:
         f = s.makefile("rb")
         while not self._stop.is_set():
             s.sendall(METRICS)
-            status = _read_answer(f)
+            status = read_answer(f)
             if status is None:
                 return
             self._answer(status)
