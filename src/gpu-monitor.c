@@ -457,23 +457,26 @@ static void feed(struct gpu_monitor *m, const char *why)
 	}
 }
 
-/* The job the worker was held by (m->inflight_hung) finished after all. */
-static void held_returned(struct gpu_monitor *m)
+/*
+ * The call the worker was held by (m->inflight_hung) returned at @back: its job finished, or
+ * went on to its next GPU.
+ */
+static void held_returned(struct gpu_monitor *m, usec_t back)
 {
+	unsigned long long after_ms = (back - m->inflight_since) / USEC_PER_MSEC;
 	int gpu = m->inflight_gpu;
 
 	m->inflight_hung = false;
 	m->inflight_gpu = -1;
 	if (gpu >= 0) {
 		log_info("nvml call returned", "call=%s device=%s after_ms=%llu", m->hung_call,
-			 gpu_uuid(m, (unsigned)gpu), ms_since(m->inflight_since));
+			 gpu_uuid(m, (unsigned)gpu), after_ms);
 		if ((unsigned)gpu < m->n_gpus && m->gpus[gpu].hung) {
 			m->gpus[gpu].hung = false;
 			update_health(m, (unsigned)gpu, "the hung nvml call returned");
 		}
 	} else {
-		log_info("nvml call returned", "call=%s after_ms=%llu", m->hung_call,
-			 ms_since(m->inflight_since));
+		log_info("nvml call returned", "call=%s after_ms=%llu", m->hung_call, after_ms);
 	}
 	feed(m, "the hung nvml call returned");
 }
@@ -567,7 +570,36 @@ static int hang(struct gpu_monitor *m, const struct gpu_worker_progress *p)
 		m->gpus[i].starved = true;
 		update_health(m, i, starve);
 	}
+	/* Its call may return and its job go on to another GPU: watch() looks again. */
+	loop_timer_arm(m->hang_timer, m->o.call_timeout);
 	return 0;
+}
+
+/*
+ * Judges the worker's step (the hang timer): one that runs past call_timeout hangs. The step
+ * that holds the worker is looked at again every call_timeout: when the worker is in another
+ * step, the held call returned and its job went on to its next GPU.
+ */
+static void watch(struct gpu_monitor *m)
+{
+	struct gpu_worker_progress p;
+
+	do {
+		if (!m->inflight || !gpu_worker_progress(m->w, &p))
+			return; /* nothing runs, or it is done: on_wake takes it */
+		if (m->inflight_hung) {
+			if (p.since == m->inflight_since && p.gpu == m->inflight_gpu) {
+				loop_timer_arm(m->hang_timer, m->o.call_timeout);
+				return;
+			}
+			held_returned(m, p.since);
+		}
+		/* A probe or sample steps from GPU to GPU: the timeout is one GPU's step's. */
+		if (now_usec() < p.since + m->o.call_timeout) {
+			loop_timer_arm_at(m->hang_timer, p.since + m->o.call_timeout);
+			return;
+		}
+	} while (hang(m, &p) == -ESTALE);
 }
 
 /*
@@ -578,7 +610,7 @@ static void finish_late(struct gpu_monitor *m, struct gpu_job *j, bool held_free
 {
 	struct mon_stuck st;
 	unsigned k;
-	int gpu;
+	int gpu, r;
 
 	for (k = 0; k < m->n_stuck && m->stuck[k].j != j; k++)
 		;
@@ -598,12 +630,17 @@ static void finish_late(struct gpu_monitor *m, struct gpu_job *j, bool held_free
 		m->gpus[gpu].hung = false;
 		update_health(m, (unsigned)gpu, "the hung nvml call returned");
 	}
-	/* A thread is free: a worker held at the bound can be left behind now. */
-	if (held_free && m->inflight_hung && m->inflight_gpu >= 0 &&
-	    leave_behind(m, (unsigned)m->inflight_gpu, m->hung_call, m->inflight_since) == 0) {
+	/* A thread is free: a worker held at the bound can be left behind now, unless its call
+	   returned meanwhile (-ESTALE: the worker went on). */
+	if (!held_free || !m->inflight_hung || m->inflight_gpu < 0)
+		return;
+	r = leave_behind(m, (unsigned)m->inflight_gpu, m->hung_call, m->inflight_since);
+	if (r == 0) {
 		m->inflight_hung = false;
 		m->inflight_gpu = -1;
 		feed(m, "an nvml worker is free again");
+	} else if (r == -ESTALE) {
+		watch(m);
 	}
 }
 
@@ -731,7 +768,7 @@ static void finish_job(struct gpu_monitor *m, struct gpu_job *j)
 	}
 	/* After its answers: a GPU whose probe failed stays Unhealthy without a flap. */
 	if (held)
-		held_returned(m);
+		held_returned(m, now_usec());
 	arm_recovery_next(m);
 }
 
@@ -875,18 +912,7 @@ static void on_reinit_timer(struct loop_timer *t, void *userdata)
 
 static void on_hang(struct loop_timer *t, void *userdata)
 {
-	struct gpu_monitor *m = userdata;
-	struct gpu_worker_progress p;
-
-	do {
-		if (!m->inflight || m->inflight_hung || !gpu_worker_progress(m->w, &p))
-			return; /* nothing runs, or it is done: on_wake takes it */
-		/* A probe or sample steps from GPU to GPU: the timeout is one GPU's step's. */
-		if (now_usec() < p.since + m->o.call_timeout) {
-			loop_timer_arm_at(t, p.since + m->o.call_timeout);
-			return;
-		}
-	} while (hang(m, &p) == -ESTALE);
+	watch(userdata);
 }
 
 /* --- lifecycle --- */

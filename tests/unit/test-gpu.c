@@ -868,6 +868,58 @@ static void test_hung_calls_bounded(void **state)
 }
 
 /*
+ * Every worker thread hangs, each on its own GPU; then the call that holds the worker returns
+ * and the same thread goes on to the next GPU and hangs there. The GPU that answered is no
+ * longer hung, the new hang is reported, and when a thread left behind comes back the held
+ * one is left behind in its turn and the others are probed again.
+ */
+static void test_held_call_moves_on(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_opts o = { .poll_interval = 100 * USEC_PER_MSEC,
+				      .event_poll_interval = 100 * USEC_PER_MSEC,
+				      .call_timeout = 200 * USEC_PER_MSEC };
+	struct gpu_monitor_stats want = { .hung_calls = 4, .worker_limit = 1 }, s;
+	const char *hung = "nvml call nvmlDeviceGetMemoryInfo hung";
+	unsigned threads0;
+
+	start(e, "eight-gpus.conf", &o);
+	threads0 = gpu_monitor_live_threads();
+	for (unsigned i = 0; i < 5; i++) {
+		char cmd[64];
+
+		(void)snprintf(cmd, sizeof(cmd), "block nvmlDeviceGetMemoryInfo %u", i);
+		ctl(cmd);
+	}
+	/* GPUs 0-2 left behind, the worker held in GPU 3's call. */
+	wait_stats(e, &want);
+	assert_string_equal(gpu_monitor_reason(e->m, 3), hung);
+	ctl("release nvmlDeviceGetMemoryInfo 3");
+	want.hung_calls = 5;
+	want.worker_limit = 2;
+	wait_stats(e, &want);
+	assert_int_equal(blocked_in("nvmlDeviceGetMemoryInfo"), GPU_WORKER_MAX_THREADS);
+	assert_int_equal(gpu_monitor_hung_calls(e->m), GPU_WORKER_MAX_THREADS);
+	assert_string_equal(gpu_monitor_reason(e->m, 4), hung);
+	assert_string_equal(gpu_monitor_reason(e->m, 3),
+			    "no nvml worker left: 4 threads are in hung calls");
+	/* A thread comes back: GPU 4's call is left behind, the rest are probed. */
+	ctl("release nvmlDeviceGetMemoryInfo 0");
+	for (unsigned i = 0; i < 8; i++)
+		expect(e, i, i == 1 || i == 2 || i == 4 ? GPU_UNHEALTHY : GPU_HEALTHY,
+		       5 * USEC_PER_SEC);
+	assert_string_equal(gpu_monitor_reason(e->m, 4), hung);
+	assert_false(gpu_monitor_hung(e->m));
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.hung_calls, 5);
+	ctl("release nvmlDeviceGetMemoryInfo");
+	if (!run_until(e, all_healthy, NULL, 5 * USEC_PER_SEC))
+		fail_msg("the GPUs did not recover when the hung calls returned");
+	if (!run_until(e, threads_are, &threads0, 5 * USEC_PER_SEC))
+		fail_msg("the threads left in hung calls did not exit");
+}
+
+/*
  * Issue 16 (gpu-worker.c:231-246 at 839d5ba): the monitor is freed while the worker waits for
  * the event thread to leave the event set (to re-initialise) and the event thread is held
  * inside nvmlEventSetWait_v2. The set must not be freed under it: the fake aborts if it is.
@@ -1010,6 +1062,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_free_with_stuck_worker, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hung_call_one_gpu, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hung_calls_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_held_call_moves_on, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_free_while_event_thread_waits, setup,
 						teardown),
 		cmocka_unit_test(test_parse_disable_healthchecks),
