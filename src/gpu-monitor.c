@@ -781,6 +781,10 @@ static void kick(struct gpu_monitor *m)
 
 	if (m->inflight)
 		return;
+	/* A re-initialisation shuts the library down, under a thread left in a hung call that
+	   may use its handles when the call returns: it waits for those (finish_late()). */
+	if ((m->want_reinit || m->want_fresh) && m->n_stuck)
+		return;
 	if (m->reinit_pending && !m->want_reinit && !m->want_discover)
 		return; /* waiting for the back-off: nothing else makes sense meanwhile */
 	/* GPUs whose call hangs are asked nothing (their requests wait for the return). */

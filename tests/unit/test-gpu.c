@@ -920,6 +920,36 @@ static void test_held_call_moves_on(void **state)
 }
 
 /*
+ * The driver changes while a thread is left in a hung call: the re-initialisation (which
+ * shuts the library down, under that thread's handles) waits until the call returns.
+ */
+static void test_reinit_waits_for_hung_call(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_opts o = { .call_timeout = 300 * USEC_PER_MSEC };
+	struct gpu_monitor_stats want = { .hung_calls = 2 }, s;
+
+	start(e, "two-gpus.conf", &o);
+	wait_for_waiter(e);
+	/* Both GPUs' samples hang (a whole-function block: a driver change does not end it). */
+	ctl("block nvmlDeviceGetPowerUsage");
+	assert_true(gpu_monitor_sample(e->m));
+	wait_stats(e, &want);
+	assert_int_equal(gpu_monitor_hung_calls(e->m), 2);
+	ctl("mismatch on");
+	wait_events(e, 1); /* the event wait reports it */
+	ctl("mismatch off");
+	run_for(e, 500 * USEC_PER_MSEC);
+	assert_int_equal(ctl_number("count nvmlShutdown"), 0);
+	ctl("release nvmlDeviceGetPowerUsage");
+	if (!run_until(e, all_healthy, NULL, 5 * USEC_PER_SEC))
+		fail_msg("no re-initialisation after the hung calls returned");
+	assert_int_equal(ctl_number("count nvmlShutdown"), 1);
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.reinits, 1);
+}
+
+/*
  * Issue 16 (gpu-worker.c:231-246 at 839d5ba): the monitor is freed while the worker waits for
  * the event thread to leave the event set (to re-initialise) and the event thread is held
  * inside nvmlEventSetWait_v2. The set must not be freed under it: the fake aborts if it is.
@@ -1063,6 +1093,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hung_call_one_gpu, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hung_calls_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_held_call_moves_on, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reinit_waits_for_hung_call, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_free_while_event_thread_waits, setup,
 						teardown),
 		cmocka_unit_test(test_parse_disable_healthchecks),
