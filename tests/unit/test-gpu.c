@@ -206,12 +206,16 @@ static bool health_is(struct env *e, void *arg)
 	return gpu_monitor_health(e->m, w->gpu) == w->health && e->seen[w->gpu] == w->health;
 }
 
-static bool events_reach(struct env *e, void *arg)
+/* Whether the monitor's counters the tests wait for reached those of @arg. */
+static bool stats_reach(struct env *e, void *arg)
 {
+	const struct gpu_monitor_stats *want = arg;
 	struct gpu_monitor_stats s;
 
 	gpu_monitor_get_stats(e->m, &s);
-	return s.events >= *(uint64_t *)arg;
+	return s.events >= want->events && s.hung_calls >= want->hung_calls &&
+	       s.worker_limit >= want->worker_limit && s.probes_deferred >= want->probes_deferred &&
+	       s.probes >= want->probes;
 }
 
 static bool all_unhealthy(struct env *e, void *arg)
@@ -240,15 +244,26 @@ static void expect(struct env *e, unsigned gpu, enum gpu_health h, usec_t timeou
 			 (unsigned long long)(timeout / USEC_PER_MSEC));
 }
 
-static void wait_events(struct env *e, uint64_t n)
+static void wait_stats(struct env *e, const struct gpu_monitor_stats *want)
 {
 	struct gpu_monitor_stats s;
 
-	if (!run_until(e, events_reach, &n, 10 * USEC_PER_SEC)) {
+	if (!run_until(e, stats_reach, (void *)want, 10 * USEC_PER_SEC)) {
 		gpu_monitor_get_stats(e->m, &s);
-		fail_msg("%llu events seen, waited for %llu", (unsigned long long)s.events,
-			 (unsigned long long)n);
+		fail_msg("counters seen/waited for: events %llu/%llu hung_calls %llu/%llu "
+			 "worker_limit %llu/%llu probes_deferred %llu/%llu probes %llu/%llu",
+			 (unsigned long long)s.events, (unsigned long long)want->events,
+			 (unsigned long long)s.hung_calls, (unsigned long long)want->hung_calls,
+			 (unsigned long long)s.worker_limit, (unsigned long long)want->worker_limit,
+			 (unsigned long long)s.probes_deferred,
+			 (unsigned long long)want->probes_deferred, (unsigned long long)s.probes,
+			 (unsigned long long)want->probes);
 	}
+}
+
+static void wait_events(struct env *e, uint64_t n)
+{
+	wait_stats(e, &(struct gpu_monitor_stats){ .events = n });
 }
 
 static void test_xid_unhealthy(void **state)
@@ -745,22 +760,6 @@ static void test_free_with_stuck_worker(void **state)
 	assert_true(gpu_monitor_live_threads() >= 1);
 	ctl("release nvmlDeviceGetMemoryInfo");
 	/* teardown waits for both to leave */
-}
-
-static bool stats_reach(struct env *e, void *arg)
-{
-	const struct gpu_monitor_stats *want = arg;
-	struct gpu_monitor_stats s;
-
-	gpu_monitor_get_stats(e->m, &s);
-	return s.hung_calls >= want->hung_calls && s.worker_limit >= want->worker_limit &&
-	       s.probes_deferred >= want->probes_deferred && s.probes >= want->probes;
-}
-
-static void wait_stats(struct env *e, const struct gpu_monitor_stats *want)
-{
-	if (!run_until(e, stats_reach, (void *)want, 10 * USEC_PER_SEC))
-		fail_msg("the monitor's counters did not reach what the test waits for");
 }
 
 static bool threads_are(struct env *e, void *arg)
