@@ -12,7 +12,8 @@
  * sample (gpu-worker.c) while a new worker makes the next calls. A probe or sample therefore
  * reads the backend's tables only before its first library call, and a backend never frees
  * what such a call uses before ops->close (NVML: device handles are values, the table is
- * replaced whole). Never from the loop.
+ * replaced whole). ops->reinit frees them (nvmlShutdown): the monitor does not call it, nor
+ * a fresh discovery, while such a thread is inside. Never from the loop.
  */
 
 #include <stdatomic.h>

@@ -84,7 +84,6 @@ struct gpu_monitor {
 		usec_t since;
 	} stuck[GPU_WORKER_MAX_THREADS];
 	unsigned n_stuck;
-	bool limit_logged;
 	bool want_discover, want_fresh, want_reinit, want_sample;
 	uint64_t want_probe;
 	gpu_sampled_fn *sampled_fn;
@@ -425,14 +424,14 @@ static uint64_t bit(unsigned gpu)
 	return (uint64_t)1 << gpu;
 }
 
-/* GPUs whose own call hangs: no job asks them anything until it returns. */
-static uint64_t hung_mask(const struct gpu_monitor *m)
+/* GPUs a job may ask: not those whose own call hangs, until it returns. */
+static uint64_t askable_mask(const struct gpu_monitor *m)
 {
-	uint64_t mask = 0;
+	uint64_t mask = all_mask(m);
 
 	for (unsigned i = 0; i < m->n_gpus; i++)
 		if (m->gpus[i].hung)
-			mask |= bit(i);
+			mask &= ~bit(i);
 	return mask;
 }
 
@@ -447,7 +446,6 @@ static unsigned long long ms_since(usec_t t)
  */
 static void feed(struct gpu_monitor *m, const char *why)
 {
-	m->limit_logged = false;
 	for (unsigned i = 0; i < m->n_gpus; i++) {
 		if (!m->gpus[i].starved)
 			continue;
@@ -457,23 +455,32 @@ static void feed(struct gpu_monitor *m, const char *why)
 	}
 }
 
-/* The job the worker was held by (m->inflight_hung) finished after all. */
-static void held_returned(struct gpu_monitor *m)
+/* @gpu's hung call returned: it is judged again. */
+static void unhang(struct gpu_monitor *m, unsigned gpu)
 {
+	if (gpu >= m->n_gpus || !m->gpus[gpu].hung)
+		return;
+	m->gpus[gpu].hung = false;
+	update_health(m, gpu, "the hung nvml call returned");
+}
+
+/*
+ * The call the worker was held by (m->inflight_hung) returned at @back: its job finished, or
+ * went on to its next GPU.
+ */
+static void held_returned(struct gpu_monitor *m, usec_t back)
+{
+	unsigned long long after_ms = (back - m->inflight_since) / USEC_PER_MSEC;
 	int gpu = m->inflight_gpu;
 
 	m->inflight_hung = false;
 	m->inflight_gpu = -1;
 	if (gpu >= 0) {
 		log_info("nvml call returned", "call=%s device=%s after_ms=%llu", m->hung_call,
-			 gpu_uuid(m, (unsigned)gpu), ms_since(m->inflight_since));
-		if ((unsigned)gpu < m->n_gpus && m->gpus[gpu].hung) {
-			m->gpus[gpu].hung = false;
-			update_health(m, (unsigned)gpu, "the hung nvml call returned");
-		}
+			 gpu_uuid(m, (unsigned)gpu), after_ms);
+		unhang(m, (unsigned)gpu);
 	} else {
-		log_info("nvml call returned", "call=%s after_ms=%llu", m->hung_call,
-			 ms_since(m->inflight_since));
+		log_info("nvml call returned", "call=%s after_ms=%llu", m->hung_call, after_ms);
 	}
 	feed(m, "the hung nvml call returned");
 }
@@ -520,17 +527,17 @@ static int hang(struct gpu_monitor *m, const struct gpu_worker_progress *p)
 	bool one = p->gpu >= 0 && (unsigned)p->gpu < m->n_gpus &&
 		   (m->inflight->kind == GPU_JOB_PROBE || m->inflight->kind == GPU_JOB_SAMPLE);
 	unsigned long long timeout_ms = m->o.call_timeout / USEC_PER_MSEC;
+	unsigned gpu = (unsigned)p->gpu;
 	char why[128], starve[128];
-	int r = -EINVAL;
+	int r = one ? leave_behind(m, gpu, call, p->since) : -EINVAL;
 
+	if (r == -ESTALE)
+		return r;
+	m->stats.hung_calls++;
 	(void)snprintf(why, sizeof(why), "nvml call %s hung", call);
-	if (one) {
-		unsigned gpu = (unsigned)p->gpu;
-
-		r = leave_behind(m, gpu, call, p->since);
-		if (r == -ESTALE)
-			return r;
-		m->stats.hung_calls++;
+	if (!one) {
+		log_error(HUNG_MSG, "call=%s timeout_ms=%llu", call, timeout_ms);
+	} else {
 		log_error(HUNG_MSG, "call=%s device=%s gpu=%u timeout_ms=%llu threads=%u", call,
 			  m->gpus[gpu].uuid, gpu, timeout_ms, m->n_stuck + (r < 0));
 		m->gpus[gpu].hung = true;
@@ -539,9 +546,6 @@ static int hang(struct gpu_monitor *m, const struct gpu_worker_progress *p)
 			kick(m);
 			return 0;
 		}
-	} else {
-		m->stats.hung_calls++;
-		log_error(HUNG_MSG, "call=%s timeout_ms=%llu", call, timeout_ms);
 	}
 	/* Nobody takes the worker's place: a call of the library as a whole, or the bound. */
 	m->inflight_hung = true;
@@ -550,14 +554,13 @@ static int hang(struct gpu_monitor *m, const struct gpu_worker_progress *p)
 	(void)snprintf(m->hung_call, sizeof(m->hung_call), "%s", call);
 	if (one) {
 		m->stats.worker_limit++;
-		if (r == -EBUSY && !m->limit_logged)
+		if (r == -EBUSY)
 			log_error(LIMIT_MSG, "threads=%u call=%s", m->n_stuck + 1, call);
-		else if (!m->limit_logged)
+		else
 			(void)log_error_errno(
 				r,
 				"cannot start an nvml worker thread, every gpu unhealthy until a hung call returns",
 				"threads=%u", m->n_stuck + 1);
-		m->limit_logged = true;
 		(void)snprintf(starve, sizeof(starve),
 			       "no nvml worker left: %u threads are in hung calls", m->n_stuck + 1);
 	} else {
@@ -567,7 +570,36 @@ static int hang(struct gpu_monitor *m, const struct gpu_worker_progress *p)
 		m->gpus[i].starved = true;
 		update_health(m, i, starve);
 	}
+	/* Its call may return and its job go on to another GPU: watch() looks again. */
+	loop_timer_arm(m->hang_timer, m->o.call_timeout);
 	return 0;
+}
+
+/*
+ * Judges the worker's step (the hang timer): one that runs past call_timeout hangs. The step
+ * that holds the worker is looked at again every call_timeout: when the worker is in another
+ * step, the held call returned and its job went on to its next GPU.
+ */
+static void watch(struct gpu_monitor *m)
+{
+	struct gpu_worker_progress p;
+
+	do {
+		if (!m->inflight || !gpu_worker_progress(m->w, &p))
+			return; /* nothing runs, or it is done: on_wake takes it */
+		if (m->inflight_hung) {
+			if (p.since == m->inflight_since && p.gpu == m->inflight_gpu) {
+				loop_timer_arm(m->hang_timer, m->o.call_timeout);
+				return;
+			}
+			held_returned(m, p.since);
+		}
+		/* A probe or sample steps from GPU to GPU: the timeout is one GPU's step's. */
+		if (now_usec() < p.since + m->o.call_timeout) {
+			loop_timer_arm_at(m->hang_timer, p.since + m->o.call_timeout);
+			return;
+		}
+	} while (hang(m, &p) == -ESTALE);
 }
 
 /*
@@ -578,7 +610,7 @@ static void finish_late(struct gpu_monitor *m, struct gpu_job *j, bool held_free
 {
 	struct mon_stuck st;
 	unsigned k;
-	int gpu;
+	int gpu, r;
 
 	for (k = 0; k < m->n_stuck && m->stuck[k].j != j; k++)
 		;
@@ -589,21 +621,25 @@ static void finish_late(struct gpu_monitor *m, struct gpu_job *j, bool held_free
 	log_info("nvml call returned", "call=%s device=%s after_ms=%llu", st.call, st.uuid,
 		 ms_since(st.since));
 	gpu = gpu_by_uuid(m, st.uuid);
-	if (gpu >= 0 && m->gpus[gpu].hung) {
-		/* Its answer, unless a discovery or re-initialisation came since. */
-		if (j->kind == GPU_JOB_PROBE && st.gen == m->gen && !m->reinit_pending) {
-			m->stats.probes++;
-			probe_result(m, (unsigned)gpu, j->probe_r[st.gpu]);
-		}
-		m->gpus[gpu].hung = false;
-		update_health(m, (unsigned)gpu, "the hung nvml call returned");
+	/* Its answer, unless a discovery or re-initialisation came since. */
+	if (gpu >= 0 && m->gpus[gpu].hung && j->kind == GPU_JOB_PROBE && st.gen == m->gen &&
+	    !m->reinit_pending) {
+		m->stats.probes++;
+		probe_result(m, (unsigned)gpu, j->probe_r[st.gpu]);
 	}
-	/* A thread is free: a worker held at the bound can be left behind now. */
-	if (held_free && m->inflight_hung && m->inflight_gpu >= 0 &&
-	    leave_behind(m, (unsigned)m->inflight_gpu, m->hung_call, m->inflight_since) == 0) {
+	if (gpu >= 0)
+		unhang(m, (unsigned)gpu);
+	/* A thread is free: a worker held at the bound can be left behind now, unless its call
+	   returned meanwhile (-ESTALE: the worker went on). */
+	if (!held_free || !m->inflight_hung || m->inflight_gpu < 0)
+		return;
+	r = leave_behind(m, (unsigned)m->inflight_gpu, m->hung_call, m->inflight_since);
+	if (r == 0) {
 		m->inflight_hung = false;
 		m->inflight_gpu = -1;
 		feed(m, "an nvml worker is free again");
+	} else if (r == -ESTALE) {
+		watch(m);
 	}
 }
 
@@ -694,7 +730,7 @@ static void finish_sample(struct gpu_monitor *m, struct gpu_job *j)
 	unsigned n = MIN(m->n_gpus, (unsigned)GPU_WORKER_MAX_GPUS);
 
 	/* A GPU left out because its call hung has answered since: ask again, all of them. */
-	if (j->kind == GPU_JOB_SAMPLE && (all_mask(m) & ~j->mask & ~hung_mask(m))) {
+	if (askable_mask(m) & ~j->mask) {
 		m->want_sample = true;
 		return;
 	}
@@ -731,7 +767,7 @@ static void finish_job(struct gpu_monitor *m, struct gpu_job *j)
 	}
 	/* After its answers: a GPU whose probe failed stays Unhealthy without a flap. */
 	if (held)
-		held_returned(m);
+		held_returned(m, now_usec());
 	arm_recovery_next(m);
 }
 
@@ -739,16 +775,21 @@ static void finish_job(struct gpu_monitor *m, struct gpu_job *j)
 static void kick(struct gpu_monitor *m)
 {
 	struct gpu_job *j;
-	uint64_t probe;
+	uint64_t ask, probe;
 	bool sample;
 
 	if (m->inflight)
 		return;
+	/* A re-initialisation shuts the library down, under a thread left in a hung call that
+	   may use its handles when the call returns: it waits for those (finish_late()). */
+	if ((m->want_reinit || m->want_fresh) && m->n_stuck)
+		return;
 	if (m->reinit_pending && !m->want_reinit && !m->want_discover)
 		return; /* waiting for the back-off: nothing else makes sense meanwhile */
 	/* GPUs whose call hangs are asked nothing (their requests wait for the return). */
-	probe = m->want_probe & ~hung_mask(m);
-	sample = m->want_sample && (all_mask(m) & ~hung_mask(m));
+	ask = askable_mask(m);
+	probe = m->want_probe & ask;
+	sample = m->want_sample && ask;
 	if (!m->want_reinit && !m->want_discover && !probe && !sample)
 		return;
 	j = calloc(1, sizeof(*j));
@@ -759,7 +800,7 @@ static void kick(struct gpu_monitor *m)
 	j->want_events = !m->o.disable_all;
 	if (m->want_reinit && !m->want_discover) {
 		j->kind = GPU_JOB_REINIT;
-		j->mask = all_mask(m) & ~hung_mask(m);
+		j->mask = ask;
 		m->want_reinit = false;
 		/* Our view of the GPUs (UUIDs, events) for the worker to open the event set with. */
 		j->info.devices = calloc(m->n_gpus + 1, sizeof(*j->info.devices));
@@ -781,7 +822,7 @@ static void kick(struct gpu_monitor *m)
 	} else {
 		m->want_sample = false;
 		j->kind = GPU_JOB_SAMPLE;
-		j->mask = all_mask(m) & ~hung_mask(m);
+		j->mask = ask;
 		j->samples = calloc(GPU_WORKER_MAX_GPUS, sizeof(*j->samples));
 		if (!j->samples) {
 			/* The sampled callback reads the samples: ask again soon instead. */
@@ -875,18 +916,7 @@ static void on_reinit_timer(struct loop_timer *t, void *userdata)
 
 static void on_hang(struct loop_timer *t, void *userdata)
 {
-	struct gpu_monitor *m = userdata;
-	struct gpu_worker_progress p;
-
-	do {
-		if (!m->inflight || m->inflight_hung || !gpu_worker_progress(m->w, &p))
-			return; /* nothing runs, or it is done: on_wake takes it */
-		/* A probe or sample steps from GPU to GPU: the timeout is one GPU's step's. */
-		if (now_usec() < p.since + m->o.call_timeout) {
-			loop_timer_arm_at(t, p.since + m->o.call_timeout);
-			return;
-		}
-	} while (hang(m, &p) == -ESTALE);
+	watch(userdata);
 }
 
 /* --- lifecycle --- */
@@ -978,7 +1008,7 @@ void gpu_monitor_on_sampled(struct gpu_monitor *m, gpu_sampled_fn *fn, void *use
 
 bool gpu_monitor_sample(struct gpu_monitor *m)
 {
-	if (!m->n_gpus || m->reinit_pending || !(all_mask(m) & ~hung_mask(m)))
+	if (!m->n_gpus || m->reinit_pending || !askable_mask(m))
 		return false;
 	m->want_sample = true;
 	kick(m);
@@ -987,7 +1017,7 @@ bool gpu_monitor_sample(struct gpu_monitor *m)
 
 bool gpu_monitor_hung(const struct gpu_monitor *m)
 {
-	return m->inflight_hung || (m->n_gpus && !(all_mask(m) & ~hung_mask(m)));
+	return m->inflight_hung || (m->n_gpus && !askable_mask(m));
 }
 
 unsigned gpu_monitor_hung_calls(const struct gpu_monitor *m)

@@ -43,6 +43,18 @@ struct gpu_job *gpu_job_free(struct gpu_job *j)
 	return NULL;
 }
 
+/* Frees the jobs of a list linked by next. Returns NULL. */
+static struct gpu_job *job_list_free(struct gpu_job *j)
+{
+	while (j) {
+		struct gpu_job *next = j->next;
+
+		gpu_job_free(j);
+		j = next;
+	}
+	return NULL;
+}
+
 struct gpu_worker;
 
 /* One worker thread: the current one, or one left behind in a hung call. */
@@ -119,12 +131,7 @@ static void shared_unref(struct gpu_worker *s)
 	gpu_backend_close(s->b);
 	gpu_job_free(s->job);
 	gpu_job_free(s->done);
-	while (s->late) {
-		struct gpu_job *j = s->late;
-
-		s->late = j->next;
-		gpu_job_free(j);
-	}
+	s->late = job_list_free(s->late);
 	free(s->ev_uuids);
 	gpu_backend_opts_release(&s->backend);
 	(void)pthread_cond_destroy(&s->cond);
@@ -483,10 +490,8 @@ static void run_sample(struct gpu_thread *t, struct gpu_job *j)
 		if (!((j->mask >> i) & 1))
 			continue;
 		gpu_sample_init(&j->samples[i]);
-		if (!step(t, (int)i)) {
-			j->sample_r[i] = -ECANCELED;
-			continue;
-		}
+		if (!step(t, (int)i))
+			return;
 		if (!s->b)
 			j->sample_r[i] = -ENODEV;
 		else if (!s->b->ops->sample)
@@ -743,12 +748,7 @@ void gpu_worker_stop(struct gpu_worker *s)
 	s->wake = NULL;
 	s->done = gpu_job_free(s->done);
 	s->job = gpu_job_free(s->job);
-	while (s->late) {
-		struct gpu_job *j = s->late;
-
-		s->late = j->next;
-		gpu_job_free(j);
-	}
+	s->late = job_list_free(s->late);
 	/*
 	 * A thread inside the backend is left behind: it may never come back (a hung driver).
 	 * Threads left behind before are detached already.

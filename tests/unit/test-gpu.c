@@ -206,12 +206,16 @@ static bool health_is(struct env *e, void *arg)
 	return gpu_monitor_health(e->m, w->gpu) == w->health && e->seen[w->gpu] == w->health;
 }
 
-static bool events_reach(struct env *e, void *arg)
+/* Whether the monitor's counters the tests wait for reached those of @arg. */
+static bool stats_reach(struct env *e, void *arg)
 {
+	const struct gpu_monitor_stats *want = arg;
 	struct gpu_monitor_stats s;
 
 	gpu_monitor_get_stats(e->m, &s);
-	return s.events >= *(uint64_t *)arg;
+	return s.events >= want->events && s.hung_calls >= want->hung_calls &&
+	       s.worker_limit >= want->worker_limit && s.probes_deferred >= want->probes_deferred &&
+	       s.probes >= want->probes;
 }
 
 static bool all_unhealthy(struct env *e, void *arg)
@@ -240,15 +244,26 @@ static void expect(struct env *e, unsigned gpu, enum gpu_health h, usec_t timeou
 			 (unsigned long long)(timeout / USEC_PER_MSEC));
 }
 
-static void wait_events(struct env *e, uint64_t n)
+static void wait_stats(struct env *e, const struct gpu_monitor_stats *want)
 {
 	struct gpu_monitor_stats s;
 
-	if (!run_until(e, events_reach, &n, 10 * USEC_PER_SEC)) {
+	if (!run_until(e, stats_reach, (void *)want, 10 * USEC_PER_SEC)) {
 		gpu_monitor_get_stats(e->m, &s);
-		fail_msg("%llu events seen, waited for %llu", (unsigned long long)s.events,
-			 (unsigned long long)n);
+		fail_msg("counters seen/waited for: events %llu/%llu hung_calls %llu/%llu "
+			 "worker_limit %llu/%llu probes_deferred %llu/%llu probes %llu/%llu",
+			 (unsigned long long)s.events, (unsigned long long)want->events,
+			 (unsigned long long)s.hung_calls, (unsigned long long)want->hung_calls,
+			 (unsigned long long)s.worker_limit, (unsigned long long)want->worker_limit,
+			 (unsigned long long)s.probes_deferred,
+			 (unsigned long long)want->probes_deferred, (unsigned long long)s.probes,
+			 (unsigned long long)want->probes);
 	}
+}
+
+static void wait_events(struct env *e, uint64_t n)
+{
+	wait_stats(e, &(struct gpu_monitor_stats){ .events = n });
 }
 
 static void test_xid_unhealthy(void **state)
@@ -747,22 +762,6 @@ static void test_free_with_stuck_worker(void **state)
 	/* teardown waits for both to leave */
 }
 
-static bool stats_reach(struct env *e, void *arg)
-{
-	const struct gpu_monitor_stats *want = arg;
-	struct gpu_monitor_stats s;
-
-	gpu_monitor_get_stats(e->m, &s);
-	return s.hung_calls >= want->hung_calls && s.worker_limit >= want->worker_limit &&
-	       s.probes_deferred >= want->probes_deferred && s.probes >= want->probes;
-}
-
-static void wait_stats(struct env *e, const struct gpu_monitor_stats *want)
-{
-	if (!run_until(e, stats_reach, (void *)want, 10 * USEC_PER_SEC))
-		fail_msg("the monitor's counters did not reach what the test waits for");
-}
-
 static bool threads_are(struct env *e, void *arg)
 {
 	return gpu_monitor_live_threads() == *(unsigned *)arg && gpu_monitor_hung_calls(e->m) == 0;
@@ -865,6 +864,88 @@ static void test_hung_calls_bounded(void **state)
 		fail_msg("the GPUs did not recover when the hung calls returned");
 	if (!run_until(e, threads_are, &threads0, 5 * USEC_PER_SEC))
 		fail_msg("the threads left in hung calls did not exit");
+}
+
+/*
+ * Every worker thread hangs, each on its own GPU; then the call that holds the worker returns
+ * and the same thread goes on to the next GPU and hangs there. The GPU that answered is no
+ * longer hung, the new hang is reported, and when a thread left behind comes back the held
+ * one is left behind in its turn and the others are probed again.
+ */
+static void test_held_call_moves_on(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_opts o = { .poll_interval = 100 * USEC_PER_MSEC,
+				      .event_poll_interval = 100 * USEC_PER_MSEC,
+				      .call_timeout = 200 * USEC_PER_MSEC };
+	struct gpu_monitor_stats want = { .hung_calls = 4, .worker_limit = 1 }, s;
+	const char *hung = "nvml call nvmlDeviceGetMemoryInfo hung";
+	unsigned threads0;
+
+	start(e, "eight-gpus.conf", &o);
+	threads0 = gpu_monitor_live_threads();
+	for (unsigned i = 0; i < 5; i++) {
+		char cmd[64];
+
+		(void)snprintf(cmd, sizeof(cmd), "block nvmlDeviceGetMemoryInfo %u", i);
+		ctl(cmd);
+	}
+	/* GPUs 0-2 left behind, the worker held in GPU 3's call. */
+	wait_stats(e, &want);
+	assert_string_equal(gpu_monitor_reason(e->m, 3), hung);
+	ctl("release nvmlDeviceGetMemoryInfo 3");
+	want.hung_calls = 5;
+	want.worker_limit = 2;
+	wait_stats(e, &want);
+	assert_int_equal(blocked_in("nvmlDeviceGetMemoryInfo"), GPU_WORKER_MAX_THREADS);
+	assert_int_equal(gpu_monitor_hung_calls(e->m), GPU_WORKER_MAX_THREADS);
+	assert_string_equal(gpu_monitor_reason(e->m, 4), hung);
+	assert_string_equal(gpu_monitor_reason(e->m, 3),
+			    "no nvml worker left: 4 threads are in hung calls");
+	/* A thread comes back: GPU 4's call is left behind, the rest are probed. */
+	ctl("release nvmlDeviceGetMemoryInfo 0");
+	for (unsigned i = 0; i < 8; i++)
+		expect(e, i, i == 1 || i == 2 || i == 4 ? GPU_UNHEALTHY : GPU_HEALTHY,
+		       5 * USEC_PER_SEC);
+	assert_string_equal(gpu_monitor_reason(e->m, 4), hung);
+	assert_false(gpu_monitor_hung(e->m));
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.hung_calls, 5);
+	ctl("release nvmlDeviceGetMemoryInfo");
+	if (!run_until(e, all_healthy, NULL, 5 * USEC_PER_SEC))
+		fail_msg("the GPUs did not recover when the hung calls returned");
+	if (!run_until(e, threads_are, &threads0, 5 * USEC_PER_SEC))
+		fail_msg("the threads left in hung calls did not exit");
+}
+
+/*
+ * The driver changes while a thread is left in a hung call: the re-initialisation (which
+ * shuts the library down, under that thread's handles) waits until the call returns.
+ */
+static void test_reinit_waits_for_hung_call(void **state)
+{
+	struct env *e = *state;
+	struct gpu_monitor_opts o = { .call_timeout = 300 * USEC_PER_MSEC };
+	struct gpu_monitor_stats want = { .hung_calls = 2 }, s;
+
+	start(e, "two-gpus.conf", &o);
+	wait_for_waiter(e);
+	/* Both GPUs' samples hang (a whole-function block: a driver change does not end it). */
+	ctl("block nvmlDeviceGetPowerUsage");
+	assert_true(gpu_monitor_sample(e->m));
+	wait_stats(e, &want);
+	assert_int_equal(gpu_monitor_hung_calls(e->m), 2);
+	ctl("mismatch on");
+	wait_events(e, 1); /* the event wait reports it */
+	ctl("mismatch off");
+	run_for(e, 500 * USEC_PER_MSEC);
+	assert_int_equal(ctl_number("count nvmlShutdown"), 0);
+	ctl("release nvmlDeviceGetPowerUsage");
+	if (!run_until(e, all_healthy, NULL, 5 * USEC_PER_SEC))
+		fail_msg("no re-initialisation after the hung calls returned");
+	assert_int_equal(ctl_number("count nvmlShutdown"), 1);
+	gpu_monitor_get_stats(e->m, &s);
+	assert_int_equal(s.reinits, 1);
 }
 
 /*
@@ -1010,6 +1091,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_free_with_stuck_worker, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hung_call_one_gpu, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hung_calls_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_held_call_moves_on, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reinit_waits_for_hung_call, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_free_while_event_thread_waits, setup,
 						teardown),
 		cmocka_unit_test(test_parse_disable_healthchecks),

@@ -46,6 +46,16 @@ static enum nvml_return init_state(void)
 	return NVML_RET_SUCCESS;
 }
 
+/* One wait of a call held by "block", counted in "blocked FUNC": until fake.cond is
+   broadcast. With fake.mu held (released meanwhile). */
+static void block_wait(enum fake_fn fn)
+{
+	fake.blocked_in[fn]++;
+	(void)pthread_cond_broadcast(&fake.cond);
+	(void)pthread_cond_wait(&fake.cond, &fake.mu);
+	fake.blocked_in[fn]--;
+}
+
 /* Counts the call and applies the global rules. With fake.mu held. */
 static enum nvml_return enter_locked(enum fake_fn fn, unsigned flags)
 {
@@ -53,12 +63,8 @@ static enum nvml_return enter_locked(enum fake_fn fn, unsigned flags)
 
 	fake.counts[fn]++;
 	/* A hung driver call: wait (the lock released) until the control socket releases it. */
-	while (fn_bit(fake.blocked, fn)) {
-		fake.blocked_in[fn]++;
-		(void)pthread_cond_broadcast(&fake.cond);
-		(void)pthread_cond_wait(&fake.cond, &fake.mu);
-		fake.blocked_in[fn]--;
-	}
+	while (fn_bit(fake.blocked, fn))
+		block_wait(fn);
 	if (f->active) {
 		if (f->nth == 0)
 			return f->code;
@@ -135,10 +141,7 @@ static enum nvml_return enter_dev(enum fake_fn fn, struct nvml_device *d, struct
 	r = gpu_of(d, fn, ret, &gpu);
 	/* "block FUNC GPU": a call hung on this GPU only; the world may change meanwhile. */
 	while (r == NVML_RET_SUCCESS && (fake.blocked_gpus[fn] >> gpu) & 1) {
-		fake.blocked_in[fn]++;
-		(void)pthread_cond_broadcast(&fake.cond);
-		(void)pthread_cond_wait(&fake.cond, &fake.mu);
-		fake.blocked_in[fn]--;
+		block_wait(fn);
 		r = init_state();
 		if (r == NVML_RET_SUCCESS)
 			r = gpu_of(d, fn, ret, &gpu);
