@@ -458,6 +458,8 @@ static int root_walk(int root_fd, const char *path, int flags, char **ret_path)
 	size_t off = 0;
 	int fd = -1, r;
 
+	if (!*path) /* as openat2: an empty path names nothing */
+		return -ENOENT;
 	r = buf_printf(&todo, "%s", path);
 	if (r < 0)
 		goto out;
@@ -471,14 +473,16 @@ static int root_walk(int root_fd, const char *path, int flags, char **ret_path)
 		char name[NAME_MAX + 1], *rest;
 		size_t n, skip = strspn(p, "/");
 		struct stat st;
-		bool last;
+		bool dir;
 		ssize_t len;
 
 		p += skip;
 		if (!*p)
 			break;
 		n = strcspn(p, "/");
-		last = p[n + strspn(p + n, "/")] == 0;
+		/* Followed by a slash (any but the last component, and the last one in "a/"): a
+		 * link is followed, O_NOFOLLOW or not, and what is reached must be a directory. */
+		dir = p[n] == '/';
 		off += skip + n;
 		if (n == 1 && p[0] == '.')
 			continue;
@@ -498,8 +502,8 @@ static int root_walk(int root_fd, const char *path, int flags, char **ret_path)
 			r = -errno;
 			goto out;
 		}
-		if (!S_ISLNK(st.st_mode) || (last && (flags & O_NOFOLLOW))) {
-			if (!last && !S_ISDIR(st.st_mode)) {
+		if (!S_ISLNK(st.st_mode) || (!dir && (flags & O_NOFOLLOW))) {
+			if (dir && !S_ISDIR(st.st_mode)) {
 				r = -ENOTDIR;
 				goto out;
 			}
@@ -530,7 +534,8 @@ static int root_walk(int root_fd, const char *path, int flags, char **ret_path)
 		if (target[0] == '/')
 			while (w.n)
 				walk_pop(&w);
-		/* The target, then what was left after the link. */
+		/* The target, then what was left after the link ("" or "/..."): a slash that
+		 * ends the target or follows the link stays, and none is added. */
 		if (todo.len - off + (size_t)len + 2 > ROOT_MAX_LENGTH) {
 			r = -ENAMETOOLONG;
 			goto out;
@@ -541,7 +546,7 @@ static int root_walk(int root_fd, const char *path, int flags, char **ret_path)
 			goto out;
 		}
 		todo.len = 0;
-		r = buf_printf(&todo, "%s/%s", target, rest);
+		r = buf_printf(&todo, "%s%s", target, rest);
 		free(rest);
 		if (r < 0)
 			goto out;

@@ -110,7 +110,9 @@ int read_file(const char *path, size_t max, char **ret, size_t *ret_len) WARN_UN
 /*
  * Opens @path (absolute or not: both start at @root_fd) inside the directory @root_fd.
  * @flags: 0, O_NOFOLLOW (the last component is not followed: a link is opened itself) and/or
- * O_DIRECTORY (-ENOTDIR unless a directory). Returns an O_PATH|O_CLOEXEC fd (the caller
+ * O_DIRECTORY (-ENOTDIR unless a directory). As in the kernel, a trailing slash ("a/") follows
+ * the last link whatever @flags say and wants a directory (-ENOTDIR), and an empty @path is
+ * -ENOENT. Returns an O_PATH|O_CLOEXEC fd (the caller
  * closes it) or -errno: -ENOENT, -ENOTDIR, -ELOOP (more than 40 links, or a magic link),
  * -ENAMETOOLONG, -EACCES, -ENOMEM, -EAGAIN (a rename raced the walk, 8 times over).
  * *@ret_path (may be NULL; set on success only) is the path reached, as seen from the root

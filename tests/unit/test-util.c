@@ -337,7 +337,8 @@ static void tree_make(struct tree *t)
 	link_at(t->root, "l2", "/abs"); /* a chain: l1 -> l2 -> /abs -> /etc/a */
 	link_at(t->root, "loop", "loop");
 	link_at(t->root, "top", "/");
-	link_at(t->root, "var", "/data"); /* as /var/lib/kubelet -> /data/kubelet */
+	link_at(t->root, "var", "/data");     /* as /var/lib/kubelet -> /data/kubelet */
+	link_at(t->root, "slash", "/etc/a/"); /* a trailing slash in the target */
 	(void)snprintf(p, sizeof(p), "%s/fifo", t->root);
 	assert_int_equal(mkfifo(p, 0644), 0);
 }
@@ -419,6 +420,23 @@ static void root_cases(void)
 	(void)close(fd);
 	assert_int_equal(root_open(root_fd, "/abs", O_DIRECTORY, &s), -ENOTDIR);
 	assert_ptr_equal(s, (char *)1); /* untouched on failure */
+	/* An empty path names nothing. */
+	assert_int_equal(root_open(root_fd, "", 0, NULL), -ENOENT);
+	assert_int_equal(root_open(root_fd, "", O_NOFOLLOW, NULL), -ENOENT);
+	/* A trailing slash follows the last link, O_NOFOLLOW or not, and wants a directory. */
+	expect_read(t.root, "/etc/a/", -ENOTDIR, NULL);
+	assert_int_equal(root_open(root_fd, "/etc/a/", 0, NULL), -ENOTDIR);
+	assert_int_equal(root_open(root_fd, "/etc/a/", O_NOFOLLOW, NULL), -ENOTDIR);
+	assert_int_equal(root_open(root_fd, "/abs/", 0, NULL), -ENOTDIR);
+	assert_int_equal(root_open(root_fd, "/abs/", O_NOFOLLOW, NULL), -ENOTDIR);
+	assert_int_equal(root_open(root_fd, "/slash", 0, NULL), -ENOTDIR);
+	expect_path(root_fd, "/dir/", O_NOFOLLOW, "/etc");
+	expect_path(root_fd, "/etc//", O_DIRECTORY, "/etc");
+	fd = root_open(root_fd, "/slash", O_NOFOLLOW, NULL);
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	(void)close(fd);
 
 	(void)close(root_fd);
 	tree_remove(&t);
