@@ -639,8 +639,9 @@ int root_open(int root_fd, const char *path, int flags, char **ret_path)
 
 		fd = r < 0 ? -errno : (int)r;
 	}
-	if (fd == -ENOSYS) {
-		/* Gone since the probe (a seccomp filter installed after it): the walk, from now on. */
+	if (fd == -ENOSYS || fd == -EPERM) {
+		/* Gone since the probe (a seccomp filter installed after it, answering either, as
+		 * the probe reads them): the walk, from now on. */
 		atomic_store(&openat2_state, -1);
 		return root_walk(root_fd, path, flags, ret_path);
 	}
