@@ -163,11 +163,7 @@ int buf_printf(struct buf *b, const char *fmt, ...)
 	return 0;
 }
 
-/*
- * The length (1-4) of the well-formed UTF-8 sequence at @s (NUL-terminated), or -k: the first k
- * bytes are a maximal ill-formed subpart (Unicode 15, 3.9, table 3-7 gives the ranges).
- */
-static int utf8_seq(const unsigned char *s)
+int utf8_seq(const unsigned char *s)
 {
 	unsigned char lo = 0x80, hi = 0xBF;
 	int n;

@@ -65,6 +65,13 @@ int buf_printf(struct buf *b, const char *fmt, ...)
  */
 int buf_json_string(struct buf *b, const char *s) WARN_UNUSED;
 /*
+ * The one UTF-8 decoder: the length (1-4) of the well-formed UTF-8 sequence at @s
+ * (NUL-terminated; a NUL is never read past), or -k: the first k bytes are a maximal ill-formed
+ * subpart (Unicode 15, 3.9, table 3-7 gives the ranges: no overlong form, no surrogate, nothing
+ * past U+10FFFF). A NUL is a sequence of 1.
+ */
+int utf8_seq(const unsigned char *s);
+/*
  * Makes room in the array *@arr (of *@cap elements of @size bytes, @n in use) for one more,
  * doubling its room (from 8) when full, so that n appends cost O(n) in all. Returns 0 or
  * -ENOMEM (*@arr and *@cap unchanged).
