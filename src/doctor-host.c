@@ -27,6 +27,26 @@ static bool host_exists(const struct doctor *dr, const char *path)
 	return doctor_stat(dr, path, &st, NULL) == 0;
 }
 
+/* Appends "<path>: cannot read: <why>\n" to @b for a file that is there but unreadable. */
+static void note_unreadable(struct buf *b, const char *path, int r)
+{
+	if (r < 0 && r != -ENOENT &&
+	    buf_printf(b, "%s: cannot read: %s\n", path, doctor_strerror(r)) < 0)
+		buf_release(b);
+}
+
+/* The lines note_unreadable() gathered in @b, each as evidence of @c; releases @b. */
+static void evidence_unreadable(struct doctor_check *c, struct buf *b)
+{
+	for (const char *p = (const char *)b->data; p && *p;) {
+		size_t n = strcspn(p, "\n");
+
+		doctor_evidence(c, "%.*s", (int)n, p);
+		p += n + (p[n] == '\n');
+	}
+	buf_release(b);
+}
+
 /* --- Tegra --- */
 
 /* doctor_read(), with a file that is there but cannot be read noted for driver.tegra. */
@@ -34,9 +54,7 @@ static int tegra_read(struct doctor_driver *d, const char *path, char **ret, siz
 {
 	int r = doctor_read(d->dr, path, HOST_FILE_MAX, ret, ret_len);
 
-	if (r < 0 && r != -ENOENT &&
-	    buf_printf(&d->unreadable, "%s: cannot read: %s\n", path, doctor_strerror(r)) < 0)
-		buf_release(&d->unreadable);
+	note_unreadable(&d->unreadable, path, r);
 	return r;
 }
 
@@ -78,18 +96,6 @@ void doctor_tegra_detect(struct doctor_driver *d)
 	d->f->tegra = d->tegra;
 }
 
-/* The Tegra files that are there but could not be read, as evidence. */
-static void tegra_unreadable(struct doctor_driver *d, struct doctor_check *c)
-{
-	for (const char *p = (const char *)d->unreadable.data; p && *p;) {
-		size_t n = strcspn(p, "\n");
-
-		doctor_evidence(c, "%.*s", (int)n, p);
-		p += n + (p[n] == '\n');
-	}
-	buf_release(&d->unreadable);
-}
-
 void doctor_check_tegra(struct doctor_driver *d)
 {
 	static const char *const nvgpu_any[] = { "/dev/nvhost-ctrl-gpu", "/dev/nvgpu/igpu0/ctrl" };
@@ -103,7 +109,7 @@ void doctor_check_tegra(struct doctor_driver *d)
 		c = doctor_add(d->dr, "driver.tegra", DOCTOR_SKIP, "not a Jetson/Tegra board");
 		doctor_evidence(c, "no /etc/nv_tegra_release, no nvidia,tegra* in "
 				   "/proc/device-tree/compatible");
-		tegra_unreadable(d, c);
+		evidence_unreadable(c, &d->unreadable);
 		return;
 	}
 	if (thor) {
@@ -160,7 +166,7 @@ void doctor_check_tegra(struct doctor_driver *d)
 	if (!thor)
 		doctor_evidence(c, "/dev/nvmap: %s",
 				host_exists(d->dr, "/dev/nvmap") ? "present" : "missing");
-	tegra_unreadable(d, c);
+	evidence_unreadable(c, &d->unreadable);
 	if (!missing && !d->f->nvml_ok)
 		d->f->n_gpus = 1;
 }
@@ -320,14 +326,6 @@ out:
 
 /* --- persistence --- */
 
-/* Appends "<path>: cannot read: <why>\n" to @b for a file that is there but unreadable. */
-static void note_unreadable(struct buf *b, const char *path, int r)
-{
-	if (r < 0 && r != -ENOENT &&
-	    buf_printf(b, "%s: cannot read: %s\n", path, doctor_strerror(r)) < 0)
-		buf_release(b);
-}
-
 /*
  * nvidia-persistenced's pid file names a live process of that name under <root>/proc. Files
  * there but unreadable are noted in @why.
@@ -394,13 +392,7 @@ void doctor_check_persistence(struct doctor_driver *d)
 			      "enable --now nvidia-persistenced.service (it comes with the driver; "
 			      "nvidia-smi -pm 1 also works, until the next reboot).");
 	}
-	for (const char *p = (const char *)why.data; p && *p;) {
-		size_t n = strcspn(p, "\n");
-
-		doctor_evidence(c, "%.*s", (int)n, p);
-		p += n + (p[n] == '\n');
-	}
-	buf_release(&why);
+	evidence_unreadable(c, &why);
 	doctor_evidence(c, "nvidia-persistenced.service: %s%s%s%s", unit_state_name[us],
 			where ? " (" : "", where ? where : "", where ? ")" : "");
 	free(where);
