@@ -483,8 +483,7 @@ static void check_image(struct doctor *dr, const char *arch)
 		if (s[i].fd < 0)
 			s[i].r = set_error(&s[i].err, s[i].fd, "cannot connect to %s: %s",
 					   s[i].where ? s[i].where : s[i].host,
-					   s[i].fd == -ENOTSOCK ? "not a socket" :
-								  strerror(-s[i].fd));
+					   doctor_strerror(s[i].fd));
 	}
 	if (s[0].where && s[0].fd >= 0)
 		s[0].r = image_docker_lookup(s[0].dial, o->image, o->timeout_ms, &s[0].info,

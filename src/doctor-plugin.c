@@ -283,7 +283,7 @@ static void check_kubelet_socket(struct pctx *x)
 	default:
 		ch = doctor_add(x->dr, "plugin.kubelet-socket", DOCTOR_FAIL,
 				"kubelet.sock cannot be used");
-		doctor_evidence(ch, "%s: %s", sock, r == -ENOTSOCK ? "not a socket" : strerror(-r));
+		doctor_evidence(ch, "%s: %s", sock, doctor_strerror(r));
 		doctor_fix(ch, fix_kubelet);
 		break;
 	}
@@ -407,7 +407,7 @@ static void check_sockets(struct pctx *x)
 			what = "no connection within the timeout (the plugin is hung)";
 		} else {
 			dead++;
-			what = r == -ENOTSOCK ? "not a socket" : strerror(-r);
+			what = doctor_strerror(r);
 		}
 		if (buf_printf(&ev, "%s: %s: %s\n", res->name, path, what) < 0)
 			ev.len = 0;

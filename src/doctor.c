@@ -241,6 +241,8 @@ const char *doctor_strerror(int r)
 {
 	if (r == -EBADFD)
 		return "not a regular file (a FIFO, a socket or a device): not read";
+	if (r == -ENOTSOCK)
+		return "not a socket";
 	return strerror(-r);
 }
 

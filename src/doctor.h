@@ -136,7 +136,10 @@ int doctor_socket(const struct doctor *dr, const char *path, char dial[FD_PATH_M
  * Out of memory leaves *@s as it was.
  */
 void doctor_replace(char **s, const char *from, const char *to);
-/* strerror() for the doctor's host-path errors: -EBADFD is "not a regular file ...". */
+/*
+ * strerror() for the doctor's host-path errors: -EBADFD is "not a regular file ...", -ENOTSOCK
+ * (doctor_socket()) "not a socket".
+ */
 const char *doctor_strerror(int r);
 
 /* The layers, in the order doctor_run() calls them; each adds its checks. */
