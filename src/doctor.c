@@ -109,16 +109,6 @@ int doctor_open(const struct doctor *dr, const char *path, int flags, char **ret
 	return root_open(dr->root_fd, path, flags, ret_real);
 }
 
-int doctor_resolve(const struct doctor *dr, const char *path, char **ret)
-{
-	int fd = doctor_open(dr, path, 0, ret);
-
-	if (fd < 0)
-		return fd;
-	fd_close(fd);
-	return 0;
-}
-
 static int stat_flags(const struct doctor *dr, const char *path, int flags, struct stat *st,
 		      char **ret_real)
 {

@@ -106,8 +106,6 @@ char *doctor_path(const struct doctor *dr, const char *path) WARN_UNUSED;
  * the root cannot be opened).
  */
 int doctor_open(const struct doctor *dr, const char *path, int flags, char **ret_real) WARN_UNUSED;
-/* The host path @path leads to inside the root (*@ret, heap, the caller frees). 0 or -errno. */
-int doctor_resolve(const struct doctor *dr, const char *path, char **ret);
 /* stat() of @path inside the root; *@ret_real (may be NULL) as doctor_open()'s, on success. */
 int doctor_stat(const struct doctor *dr, const char *path, struct stat *st, char **ret_real);
 /* lstat(): the last component is not followed (a link is described itself). */
