@@ -365,7 +365,6 @@ static void read_kmod_version(struct doctor_driver *d)
 	d->kmod_r =
 		doctor_read(d->dr, "/proc/driver/nvidia/version", (size_t)64 * 1024, &text, NULL);
 	if (d->kmod_r == 0) {
-		d->kmod_present = true;
 		if (!version_token(text, d->f->kmod_version, sizeof(d->f->kmod_version)))
 			d->f->kmod_version[0] = 0;
 		d->kmod_line = strndup(text, strcspn(text, "\n"));
@@ -471,16 +470,16 @@ static void check_versions(struct doctor_driver *d)
 			       nvml[0] ? nvml :
 					 "unknown");
 		doctor_fix(c, fix_mismatch);
-	} else if (!d->kmod_present && d->tegra) {
+	} else if (d->kmod_r < 0 && d->tegra) {
 		c = doctor_add(
 			d->dr, "driver.versions", DOCTOR_SKIP,
 			"no /proc/driver/nvidia/version: a Jetson before Thor runs the nvgpu "
 			"driver, whose version is the L4T release (driver.tegra)");
-	} else if (!d->kmod_present && d->kmod_r != -ENOENT) {
+	} else if (d->kmod_r < 0 && d->kmod_r != -ENOENT) {
 		c = doctor_add(d->dr, "driver.versions", DOCTOR_WARN,
 			       "the kernel module's version cannot be read: %s",
 			       doctor_strerror(d->kmod_r));
-	} else if (!d->kmod_present) {
+	} else if (d->kmod_r < 0) {
 		c = doctor_add(
 			d->dr, "driver.versions", DOCTOR_FAIL,
 			"the NVIDIA kernel module is not loaded (no /proc/driver/nvidia/version)");
