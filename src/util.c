@@ -383,10 +383,11 @@ int fd_read_opath(int fd, size_t max, char **ret, size_t *ret_len)
 	r = regular_or_errno(st.st_mode);
 	if (r < 0)
 		return r;
+	/* The same inode as @fd: its type is the one just checked. */
 	rfd = fd_reopen(fd, O_RDONLY | O_NONBLOCK | O_NOCTTY);
 	if (rfd < 0)
 		return rfd;
-	r = fd_read_regular(rfd, max, ret, ret_len);
+	r = fd_read_all(rfd, max, ret, ret_len);
 	fd_close(rfd);
 	return r;
 }
