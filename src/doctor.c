@@ -136,13 +136,9 @@ int doctor_lstat(const struct doctor *dr, const char *path, struct stat *st)
 
 int doctor_read(const struct doctor *dr, const char *path, size_t max, char **ret, size_t *ret_len)
 {
-	int fd = doctor_open(dr, path, 0, NULL), r;
-
-	if (fd < 0)
-		return fd;
-	r = fd_read_opath(fd, max, ret, ret_len);
-	fd_close(fd);
-	return r;
+	if (dr->root_fd < 0)
+		return dr->root_fd;
+	return root_read_file_at(dr->root_fd, path, max, ret, ret_len);
 }
 
 int doctor_readlink(const struct doctor *dr, const char *path, char *buf, size_t size)

@@ -652,19 +652,25 @@ int root_open(int root_fd, const char *path, int flags, char **ret_path)
 	return fd;
 }
 
-int root_read_file(const char *root, const char *path, size_t max, char **ret, size_t *ret_len)
+int root_read_file_at(int root_fd, const char *path, size_t max, char **ret, size_t *ret_len)
 {
-	int root_fd, fd, r;
+	int fd = root_open(root_fd, path, 0, NULL), r;
 
-	root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (root_fd < 0)
-		return -errno;
-	fd = root_open(root_fd, path, 0, NULL);
-	fd_close(root_fd);
 	if (fd < 0)
 		return fd;
 	r = fd_read_opath(fd, max, ret, ret_len);
 	fd_close(fd);
+	return r;
+}
+
+int root_read_file(const char *root, const char *path, size_t max, char **ret, size_t *ret_len)
+{
+	int root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC), r;
+
+	if (root_fd < 0)
+		return -errno;
+	r = root_read_file_at(root_fd, path, max, ret, ret_len);
+	fd_close(root_fd);
 	return r;
 }
 

@@ -147,7 +147,13 @@ int fd_reopen(int fd, int flags) WARN_UNUSED;
  */
 int fd_read_opath(int fd, size_t max, char **ret, size_t *ret_len) WARN_UNUSED;
 /*
- * fd_read_opath() of @path inside the directory @root (opened itself as the caller's path, links
+ * fd_read_opath() of @path inside the directory @root_fd (root_open(), @flags 0). Returns as
+ * fd_read_opath() and root_open().
+ */
+int root_read_file_at(int root_fd, const char *path, size_t max, char **ret,
+		      size_t *ret_len) WARN_UNUSED;
+/*
+ * root_read_file_at() inside the directory @root (opened itself as the caller's path, links
  * and all: the caller names it). Returns as fd_read_opath() and root_open().
  */
 int root_read_file(const char *root, const char *path, size_t max, char **ret,
