@@ -653,22 +653,19 @@ static int lib_in_root(struct doctor_driver *d, char **ret_host, char **reterr)
 	for (size_t i = 0; i < ELEMENTSOF(nvml_dirs) && r == -ENOENT; i++) {
 		char *p = lib_candidate(d, i), *shown = p ? doctor_path(d->dr, p) : NULL;
 		char *host = NULL;
-		struct stat st;
 		int fd = p ? doctor_open(d->dr, p, 0, &host) : -ENOMEM;
+		int e = fd >= 0 ? fd_check_regular(fd) : fd;
 
-		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+		if (e == 0) {
 			*ret_host = host;
 			r = fd;
 		} else {
-			if (fd >= 0) {
-				fd_close(fd);
-				fd = -EBADFD; /* not a regular file */
-			}
+			fd_close(fd);
 			free(host);
 			if (!shown || buf_printf(&tried, "%s%s%s%s%s", tried.len ? ", " : "", shown,
-						 fd == -ENOENT ? "" : " (",
-						 fd == -ENOENT ? "" : doctor_strerror(fd),
-						 fd == -ENOENT ? "" : ")") < 0)
+						 e == -ENOENT ? "" : " (",
+						 e == -ENOENT ? "" : doctor_strerror(e),
+						 e == -ENOENT ? "" : ")") < 0)
 				r = -ENOMEM;
 		}
 		free(shown);

@@ -322,22 +322,21 @@ out:
 	return r;
 }
 
-/* -EISDIR for a directory, -EBADFD for another type that is not a regular file, else 0. */
-static int regular_or_errno(mode_t m)
+int fd_check_regular(int fd)
 {
-	if (S_ISREG(m))
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (S_ISREG(st.st_mode))
 		return 0;
-	return S_ISDIR(m) ? -EISDIR : -EBADFD;
+	return S_ISDIR(st.st_mode) ? -EISDIR : -EBADFD;
 }
 
 int fd_read_regular(int fd, size_t max, char **ret, size_t *ret_len)
 {
-	struct stat st;
-	int r;
+	int r = fd_check_regular(fd);
 
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	r = regular_or_errno(st.st_mode);
 	return r < 0 ? r : fd_read_all(fd, max, ret, ret_len);
 }
 
@@ -375,12 +374,8 @@ int fd_reopen(int fd, int flags)
 
 int fd_read_opath(int fd, size_t max, char **ret, size_t *ret_len)
 {
-	struct stat st;
-	int rfd, r;
+	int rfd, r = fd_check_regular(fd);
 
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	r = regular_or_errno(st.st_mode);
 	if (r < 0)
 		return r;
 	/* The same inode as @fd: its type is the one just checked. */

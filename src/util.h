@@ -90,10 +90,12 @@ int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len) WARN_UNUSED;
 /* Writes all of @data (retrying EINTR and short writes). Returns 0 or -errno (-EIO: wrote 0). */
 int fd_write_all(int fd, const void *data, size_t len) WARN_UNUSED;
 /*
- * fd_read_all() of @fd when it is a regular file: -EISDIR for a directory, -EBADFD for any
- * other type (a FIFO, a socket, a device: systemd's code for "not a regular file"), read from
- * nothing.
+ * 0 when @fd (O_PATH or not) is a regular file; -EISDIR for a directory, -EBADFD for any other
+ * type (a FIFO, a socket, a device: systemd's code for "not a regular file"), or -errno of
+ * fstat().
  */
+int fd_check_regular(int fd) WARN_UNUSED;
+/* fd_read_all() of @fd when fd_check_regular() says it is a regular file, read from nothing. */
 int fd_read_regular(int fd, size_t max, char **ret, size_t *ret_len) WARN_UNUSED;
 /*
  * The same for the file at @path, never blocking: opened O_NONBLOCK|O_NOCTTY and read only when
