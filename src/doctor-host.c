@@ -535,24 +535,18 @@ static void boot_units(struct boot *b)
 #define MODULE_ENTRIES 200000
 
 /*
- * 1 when a regular file nvidia.ko* or nvidia-current.ko* is below the directory @fd (O_PATH),
- * else 0. No link is followed: each directory is opened O_NOFOLLOW relative to its parent's fd.
- * *@budget bounds the entries looked at.
+ * 1 when a regular file nvidia.ko* or nvidia-current.ko* is below the directory @d, else 0. No
+ * link is followed: each directory is opened O_NOFOLLOW relative to its parent's fd. *@budget
+ * bounds the entries looked at.
  */
-static int find_module(int fd, unsigned depth, unsigned *budget)
+static int find_module(DIR *d, unsigned depth, unsigned *budget)
 {
-	int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC), found = 0;
-	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
 	struct dirent *de;
+	int found = 0;
 
-	if (!d) {
-		fd_close(dfd);
-		return 0;
-	}
 	while (!found && *budget > 0 && (de = readdir(d))) {
 		const char *n = de->d_name;
 		struct stat st;
-		int sub;
 
 		(*budget)--;
 		if (streq(n, ".") || streq(n, "..") ||
@@ -561,13 +555,19 @@ static int find_module(int fd, unsigned depth, unsigned *budget)
 		if (S_ISREG(st.st_mode)) {
 			found = startswith(n, "nvidia.ko") || startswith(n, "nvidia-current.ko");
 		} else if (S_ISDIR(st.st_mode) && depth > 0) {
-			sub = openat(dirfd(d), n, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (sub >= 0)
-				found = find_module(sub, depth - 1, budget);
-			fd_close(sub);
+			int fd = openat(dirfd(d), n,
+					O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK |
+						O_CLOEXEC);
+			DIR *sub = fd >= 0 ? fdopendir(fd) : NULL;
+
+			if (!sub) {
+				fd_close(fd);
+				continue;
+			}
+			found = find_module(sub, depth - 1, budget);
+			(void)closedir(sub);
 		}
 	}
-	(void)closedir(d);
 	return found;
 }
 
@@ -578,7 +578,8 @@ static void boot_module(struct boot *b)
 	char *rel = NULL, *path = NULL, *line = NULL;
 	unsigned budget = MODULE_ENTRIES;
 	bool found = false;
-	int fd, r;
+	DIR *d = NULL;
+	int r;
 
 	if (b->d->tegra) {
 		boot_line(b, "kernel module: the Jetson's GPU driver comes with the L4T kernel");
@@ -596,10 +597,12 @@ static void boot_module(struct boot *b)
 	}
 	rel[strcspn(rel, "\n")] = 0;
 	path = strdup_printf("/lib/modules/%s", rel);
-	fd = path ? doctor_open(dr, path, O_DIRECTORY, NULL) : -ENOMEM;
-	if (fd >= 0)
-		found = find_module(fd, MODULE_DEPTH, &budget) > 0;
-	fd_close(fd);
+	if (path)
+		d = doctor_opendir(dr, path, &r);
+	if (d) {
+		found = find_module(d, MODULE_DEPTH, &budget) > 0;
+		(void)closedir(d);
+	}
 	line = strdup_printf("kernel module: %s in %s", found ? "nvidia.ko found" : "no nvidia.ko",
 			     path ? path : "/lib/modules");
 	boot_line(b, line);
