@@ -364,7 +364,11 @@ const char *fd_path(int fd, char buf[FD_PATH_MAX])
 	return buf;
 }
 
-int fd_reopen(int fd, int flags)
+/*
+ * Opens again, with @flags (O_CLOEXEC is added), what the O_PATH fd @fd reaches, through
+ * /proc/self/fd: the same inode, whatever happened to its path since. Returns the fd or -errno.
+ */
+static int fd_reopen(int fd, int flags)
 {
 	char p[FD_PATH_MAX];
 	int r = open(fd_path(fd, p), flags | O_CLOEXEC);

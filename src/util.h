@@ -138,11 +138,6 @@ bool root_open_kernel(void);
 /* "/proc/self/fd/@fd" into @buf: the path that reaches what @fd reaches (connect, dlopen). */
 const char *fd_path(int fd, char buf[FD_PATH_MAX]);
 /*
- * Opens again, with @flags (O_CLOEXEC is added), what the O_PATH fd @fd reaches, through
- * /proc/self/fd: the same inode, whatever happened to its path since. Returns the fd or -errno.
- */
-int fd_reopen(int fd, int flags) WARN_UNUSED;
-/*
  * Reads the file the O_PATH fd @fd reaches, as fd_read_regular(): the type is checked on @fd
  * before anything is opened, so a FIFO or a device is never opened at all (opening a device
  * can act: a watchdog starts), and the file is opened O_NONBLOCK|O_NOCTTY.
