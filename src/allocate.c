@@ -19,37 +19,11 @@ bool alloc_utf8_valid(const char *s)
 	const unsigned char *p = (const unsigned char *)s;
 
 	while (*p) {
-		uint32_t cp, min;
-		size_t n;
+		int n = utf8_seq(p);
 
-		if (*p < 0x80) {
-			p++;
-			continue;
-		}
-		if ((*p & 0xe0) == 0xc0) {
-			n = 1;
-			cp = *p & 0x1f;
-			min = 0x80;
-		} else if ((*p & 0xf0) == 0xe0) {
-			n = 2;
-			cp = *p & 0x0f;
-			min = 0x800;
-		} else if ((*p & 0xf8) == 0xf0) {
-			n = 3;
-			cp = *p & 0x07;
-			min = 0x10000;
-		} else {
+		if (n < 0)
 			return false;
-		}
-		/* A NUL fails the continuation test, so this never reads past the end. */
-		for (size_t i = 1; i <= n; i++) {
-			if ((p[i] & 0xc0) != 0x80)
-				return false;
-			cp = (cp << 6) | (p[i] & 0x3f);
-		}
-		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			return false;
-		p += n + 1;
+		p += n;
 	}
 	return true;
 }

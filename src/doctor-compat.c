@@ -480,27 +480,27 @@ static void check_image(struct doctor *dr, const char *arch)
 	for (size_t i = 0; i < ELEMENTSOF(s); i++) {
 		s[i].where = doctor_path(dr, s[i].host);
 		s[i].fd = doctor_socket(dr, s[i].host, s[i].dial);
-		if (s[i].fd < 0)
+		if (s[i].fd < 0) {
 			s[i].r = set_error(&s[i].err, s[i].fd, "cannot connect to %s: %s",
 					   s[i].where ? s[i].where : s[i].host,
-					   s[i].fd == -ENOTSOCK ? "not a socket" :
-								  strerror(-s[i].fd));
-	}
-	if (s[0].where && s[0].fd >= 0)
-		s[0].r = image_docker_lookup(s[0].dial, o->image, o->timeout_ms, &s[0].info,
-					     &s[0].err);
-	if (s[1].where && s[1].fd >= 0)
-		s[1].r = image_containerd_lookup(s[1].dial, "k8s.io", name, o->timeout_ms,
-						 &s[1].info, &s[1].err);
-	/* Messages name the socket under the root, not the fd it was reached through. */
-	for (size_t i = 0; i < ELEMENTSOF(s); i++)
-		if (s[i].where && s[i].fd >= 0)
-			doctor_replace(&s[i].err, s[i].dial, s[i].where);
-	for (size_t i = 0; i < ELEMENTSOF(s); i++)
-		if (s[i].where && s[i].r > 0) {
+					   doctor_strerror(s[i].fd));
+			continue;
+		}
+		if (!s[i].where)
+			continue;
+		if (i == 0)
+			s[i].r = image_docker_lookup(s[i].dial, o->image, o->timeout_ms, &s[i].info,
+						     &s[i].err);
+		else
+			s[i].r = image_containerd_lookup(s[i].dial, "k8s.io", name, o->timeout_ms,
+							 &s[i].info, &s[i].err);
+		/* Messages name the socket under the root, not the fd it was reached through. */
+		doctor_replace(&s[i].err, s[i].dial, s[i].where);
+		if (s[i].r > 0) {
 			found++;
 			matching += image_runs_on(&s[i].info, arch);
 		}
+	}
 	if (found == 0)
 		c = doctor_add(dr, "compat.image", DOCTOR_WARN,
 			       "%s is in none of the local image stores asked: cannot tell its "

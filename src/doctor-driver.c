@@ -365,7 +365,6 @@ static void read_kmod_version(struct doctor_driver *d)
 	d->kmod_r =
 		doctor_read(d->dr, "/proc/driver/nvidia/version", (size_t)64 * 1024, &text, NULL);
 	if (d->kmod_r == 0) {
-		d->kmod_present = true;
 		if (!version_token(text, d->f->kmod_version, sizeof(d->f->kmod_version)))
 			d->f->kmod_version[0] = 0;
 		d->kmod_line = strndup(text, strcspn(text, "\n"));
@@ -419,32 +418,6 @@ static char *lib_candidate(const struct doctor_driver *d, size_t i)
 			     nvml_dirs[i]);
 }
 
-/*
- * The library file NVML came from (or would have, when it did not load) and the driver
- * version in its name: libnvidia-ml.so.1 -> libnvidia-ml.so.550.54.15.
- */
-static void find_lib_file(struct doctor_driver *d, const char *loaded)
-{
-	bool given = d->cfg && d->cfg->nvml_lib && *d->cfg->nvml_lib;
-	char *host = NULL, *real = NULL;
-
-	if (loaded)
-		real = realpath(loaded, NULL);
-	else if (given)
-		real = realpath(d->cfg->nvml_lib, NULL);
-	/* Where NVML would have been found under the driver root, had it loaded. */
-	for (size_t i = 0; !loaded && !given && !host && i < ELEMENTSOF(nvml_dirs); i++) {
-		char *p = lib_candidate(d, i);
-		struct stat st;
-
-		if (p && (doctor_stat(d->dr, p, &st, &host) < 0 || !S_ISREG(st.st_mode)))
-			host = mfree(host);
-		free(p);
-	}
-	d->lib_shown = host ? host : real;
-	lib_version_of(d);
-}
-
 static void check_versions(struct doctor_driver *d)
 {
 	const char *nvml = d->nvml_r >= 0 && !d->nvml_hung ? d->f->driver_version : "";
@@ -471,16 +444,16 @@ static void check_versions(struct doctor_driver *d)
 			       nvml[0] ? nvml :
 					 "unknown");
 		doctor_fix(c, fix_mismatch);
-	} else if (!d->kmod_present && d->tegra) {
+	} else if (d->kmod_r < 0 && d->tegra) {
 		c = doctor_add(
 			d->dr, "driver.versions", DOCTOR_SKIP,
 			"no /proc/driver/nvidia/version: a Jetson before Thor runs the nvgpu "
 			"driver, whose version is the L4T release (driver.tegra)");
-	} else if (!d->kmod_present && d->kmod_r != -ENOENT) {
+	} else if (d->kmod_r < 0 && d->kmod_r != -ENOENT) {
 		c = doctor_add(d->dr, "driver.versions", DOCTOR_WARN,
 			       "the kernel module's version cannot be read: %s",
 			       doctor_strerror(d->kmod_r));
-	} else if (!d->kmod_present) {
+	} else if (d->kmod_r < 0) {
 		c = doctor_add(
 			d->dr, "driver.versions", DOCTOR_FAIL,
 			"the NVIDIA kernel module is not loaded (no /proc/driver/nvidia/version)");
@@ -641,10 +614,10 @@ static bool root_is_slash(const struct doctor_driver *d)
 }
 
 /*
- * Under another host root, the library is one of the driver root's (nvml-load.c's order) found
- * inside that root: never this machine's loader search path, never a link out of the root, never
- * a file that is not a regular one (dlopen of a FIFO blocks). Returns an O_PATH fd of it (its
- * host path in *@ret_host) or -ENOENT with *@reterr saying what was tried, or -ENOMEM.
+ * The library under the host root: one of the driver root's (nvml-load.c's order) found inside
+ * that root, never this machine's loader search path, never a link out of the root, never a
+ * file that is not a regular one (dlopen of a FIFO blocks). Returns an O_PATH fd of it (its host
+ * path in *@ret_host) or -ENOENT with *@reterr (may be NULL) saying what was tried, or -ENOMEM.
  */
 static int lib_in_root(struct doctor_driver *d, char **ret_host, char **reterr)
 {
@@ -654,22 +627,19 @@ static int lib_in_root(struct doctor_driver *d, char **ret_host, char **reterr)
 	for (size_t i = 0; i < ELEMENTSOF(nvml_dirs) && r == -ENOENT; i++) {
 		char *p = lib_candidate(d, i), *shown = p ? doctor_path(d->dr, p) : NULL;
 		char *host = NULL;
-		struct stat st;
 		int fd = p ? doctor_open(d->dr, p, 0, &host) : -ENOMEM;
+		int e = fd >= 0 ? fd_check_regular(fd) : fd;
 
-		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+		if (e == 0) {
 			*ret_host = host;
 			r = fd;
 		} else {
-			if (fd >= 0) {
-				fd_close(fd);
-				fd = -EBADFD; /* not a regular file */
-			}
+			fd_close(fd);
 			free(host);
 			if (!shown || buf_printf(&tried, "%s%s%s%s%s", tried.len ? ", " : "", shown,
-						 fd == -ENOENT ? "" : " (",
-						 fd == -ENOENT ? "" : doctor_strerror(fd),
-						 fd == -ENOENT ? "" : ")") < 0)
+						 e == -ENOENT ? "" : " (",
+						 e == -ENOENT ? "" : doctor_strerror(e),
+						 e == -ENOENT ? "" : ")") < 0)
 				r = -ENOMEM;
 		}
 		free(shown);
@@ -684,6 +654,24 @@ static int lib_in_root(struct doctor_driver *d, char **ret_host, char **reterr)
 	return r;
 }
 
+/*
+ * The library file NVML came from (@loaded, NULL when it did not load), or would have: the one
+ * given, else the driver root's found as lib_in_root() finds it. Then the driver version in its
+ * name: libnvidia-ml.so.1 -> libnvidia-ml.so.550.54.15.
+ */
+static void find_lib_file(struct doctor_driver *d, const char *loaded)
+{
+	bool given = d->cfg && d->cfg->nvml_lib && *d->cfg->nvml_lib;
+
+	if (loaded)
+		d->lib_shown = realpath(loaded, NULL);
+	if (!d->lib_shown && given)
+		d->lib_shown = realpath(d->cfg->nvml_lib, NULL);
+	else if (!d->lib_shown)
+		fd_close(lib_in_root(d, &d->lib_shown, NULL));
+	lib_version_of(d);
+}
+
 static void run_nvml(struct doctor_driver *d)
 {
 	const struct config *cfg = d->cfg;
@@ -693,7 +681,7 @@ static void run_nvml(struct doctor_driver *d)
 	char *driver_root = NULL;
 	int fds[NVML_JOB_FDS] = { -1, -1, -1 };
 	struct nvml_job *j = NULL;
-	const char *stage = NULL, *call = NULL;
+	const char *stage = NULL, *call = NULL, *loaded = NULL;
 	int r;
 
 	o.lib_path = given ? cfg->nvml_lib : NULL;
@@ -748,13 +736,13 @@ static void run_nvml(struct doctor_driver *d)
 	memset(&j->info, 0, sizeof(j->info));
 	if (d->lib_shown) /* messages name the host's file, not the fd it was opened through */
 		doctor_replace(&d->nvml_err, lib_dial, d->lib_shown);
-	else
-		find_lib_file(d, j->lib);
+	loaded = j->lib;
 out:
 	if (r < 0 && !d->nvml_hung && !d->nvml_err)
 		d->nvml_err = strdup_printf("NVML was not tried: %s", strerror(-r));
-	if (!d->lib_shown && !d->nvml_hung)
-		find_lib_file(d, NULL);
+	/* Not again where lib_in_root() above looked and found nothing. */
+	if (!d->lib_shown && !d->nvml_hung && (slash || given))
+		find_lib_file(d, loaded);
 	d->nvml_r = r;
 	nvml_job_free(j);
 	for (size_t i = 0; i < NVML_JOB_FDS; i++)

@@ -26,9 +26,9 @@ struct doctor_driver {
 	struct gpu_info info;
 	char *lib_shown;      /* the NVML library file (host path when under the host root) */
 	char lib_version[64]; /* the driver version in its name, "" unknown */
-	bool kmod_present;    /* /proc/driver/nvidia/version exists */
-	int kmod_r;	      /* reading it: 0, or -errno (-ENOENT: absent) */
-	char *kmod_line;      /* its first line */
+	/* /proc/driver/nvidia/version: read (0), or -errno (-ENOENT: absent); its first line */
+	int kmod_r;
+	char *kmod_line;
 	/* Tegra */
 	bool tegra;
 	int l4t_major; /* 36 for "R36 (release), REVISION: 4.3"; 0 unknown */

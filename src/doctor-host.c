@@ -27,6 +27,26 @@ static bool host_exists(const struct doctor *dr, const char *path)
 	return doctor_stat(dr, path, &st, NULL) == 0;
 }
 
+/* Appends "<path>: cannot read: <why>\n" to @b for a file that is there but unreadable. */
+static void note_unreadable(struct buf *b, const char *path, int r)
+{
+	if (r < 0 && r != -ENOENT &&
+	    buf_printf(b, "%s: cannot read: %s\n", path, doctor_strerror(r)) < 0)
+		buf_release(b);
+}
+
+/* The lines note_unreadable() gathered in @b, each as evidence of @c; releases @b. */
+static void evidence_unreadable(struct doctor_check *c, struct buf *b)
+{
+	for (const char *p = (const char *)b->data; p && *p;) {
+		size_t n = strcspn(p, "\n");
+
+		doctor_evidence(c, "%.*s", (int)n, p);
+		p += n + (p[n] == '\n');
+	}
+	buf_release(b);
+}
+
 /* --- Tegra --- */
 
 /* doctor_read(), with a file that is there but cannot be read noted for driver.tegra. */
@@ -34,9 +54,7 @@ static int tegra_read(struct doctor_driver *d, const char *path, char **ret, siz
 {
 	int r = doctor_read(d->dr, path, HOST_FILE_MAX, ret, ret_len);
 
-	if (r < 0 && r != -ENOENT &&
-	    buf_printf(&d->unreadable, "%s: cannot read: %s\n", path, doctor_strerror(r)) < 0)
-		buf_release(&d->unreadable);
+	note_unreadable(&d->unreadable, path, r);
 	return r;
 }
 
@@ -78,18 +96,6 @@ void doctor_tegra_detect(struct doctor_driver *d)
 	d->f->tegra = d->tegra;
 }
 
-/* The Tegra files that are there but could not be read, as evidence. */
-static void tegra_unreadable(struct doctor_driver *d, struct doctor_check *c)
-{
-	for (const char *p = (const char *)d->unreadable.data; p && *p;) {
-		size_t n = strcspn(p, "\n");
-
-		doctor_evidence(c, "%.*s", (int)n, p);
-		p += n + (p[n] == '\n');
-	}
-	buf_release(&d->unreadable);
-}
-
 void doctor_check_tegra(struct doctor_driver *d)
 {
 	static const char *const nvgpu_any[] = { "/dev/nvhost-ctrl-gpu", "/dev/nvgpu/igpu0/ctrl" };
@@ -103,7 +109,7 @@ void doctor_check_tegra(struct doctor_driver *d)
 		c = doctor_add(d->dr, "driver.tegra", DOCTOR_SKIP, "not a Jetson/Tegra board");
 		doctor_evidence(c, "no /etc/nv_tegra_release, no nvidia,tegra* in "
 				   "/proc/device-tree/compatible");
-		tegra_unreadable(d, c);
+		evidence_unreadable(c, &d->unreadable);
 		return;
 	}
 	if (thor) {
@@ -160,7 +166,7 @@ void doctor_check_tegra(struct doctor_driver *d)
 	if (!thor)
 		doctor_evidence(c, "/dev/nvmap: %s",
 				host_exists(d->dr, "/dev/nvmap") ? "present" : "missing");
-	tegra_unreadable(d, c);
+	evidence_unreadable(c, &d->unreadable);
 	if (!missing && !d->f->nvml_ok)
 		d->f->n_gpus = 1;
 }
@@ -320,14 +326,6 @@ out:
 
 /* --- persistence --- */
 
-/* Appends "<path>: cannot read: <why>\n" to @b for a file that is there but unreadable. */
-static void note_unreadable(struct buf *b, const char *path, int r)
-{
-	if (r < 0 && r != -ENOENT &&
-	    buf_printf(b, "%s: cannot read: %s\n", path, doctor_strerror(r)) < 0)
-		buf_release(b);
-}
-
 /*
  * nvidia-persistenced's pid file names a live process of that name under <root>/proc. Files
  * there but unreadable are noted in @why.
@@ -394,13 +392,7 @@ void doctor_check_persistence(struct doctor_driver *d)
 			      "enable --now nvidia-persistenced.service (it comes with the driver; "
 			      "nvidia-smi -pm 1 also works, until the next reboot).");
 	}
-	for (const char *p = (const char *)why.data; p && *p;) {
-		size_t n = strcspn(p, "\n");
-
-		doctor_evidence(c, "%.*s", (int)n, p);
-		p += n + (p[n] == '\n');
-	}
-	buf_release(&why);
+	evidence_unreadable(c, &why);
 	doctor_evidence(c, "nvidia-persistenced.service: %s%s%s%s", unit_state_name[us],
 			where ? " (" : "", where ? where : "", where ? ")" : "");
 	free(where);
@@ -543,24 +535,18 @@ static void boot_units(struct boot *b)
 #define MODULE_ENTRIES 200000
 
 /*
- * 1 when a regular file nvidia.ko* or nvidia-current.ko* is below the directory @fd (O_PATH),
- * else 0. No link is followed: each directory is opened O_NOFOLLOW relative to its parent's fd.
- * *@budget bounds the entries looked at.
+ * 1 when a regular file nvidia.ko* or nvidia-current.ko* is below the directory @d, else 0. No
+ * link is followed: each directory is opened O_NOFOLLOW relative to its parent's fd. *@budget
+ * bounds the entries looked at.
  */
-static int find_module(int fd, unsigned depth, unsigned *budget)
+static int find_module(DIR *d, unsigned depth, unsigned *budget)
 {
-	int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC), found = 0;
-	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
 	struct dirent *de;
+	int found = 0;
 
-	if (!d) {
-		fd_close(dfd);
-		return 0;
-	}
 	while (!found && *budget > 0 && (de = readdir(d))) {
 		const char *n = de->d_name;
 		struct stat st;
-		int sub;
 
 		(*budget)--;
 		if (streq(n, ".") || streq(n, "..") ||
@@ -569,13 +555,19 @@ static int find_module(int fd, unsigned depth, unsigned *budget)
 		if (S_ISREG(st.st_mode)) {
 			found = startswith(n, "nvidia.ko") || startswith(n, "nvidia-current.ko");
 		} else if (S_ISDIR(st.st_mode) && depth > 0) {
-			sub = openat(dirfd(d), n, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (sub >= 0)
-				found = find_module(sub, depth - 1, budget);
-			fd_close(sub);
+			int fd = openat(dirfd(d), n,
+					O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK |
+						O_CLOEXEC);
+			DIR *sub = fd >= 0 ? fdopendir(fd) : NULL;
+
+			if (!sub) {
+				fd_close(fd);
+				continue;
+			}
+			found = find_module(sub, depth - 1, budget);
+			(void)closedir(sub);
 		}
 	}
-	(void)closedir(d);
 	return found;
 }
 
@@ -586,7 +578,8 @@ static void boot_module(struct boot *b)
 	char *rel = NULL, *path = NULL, *line = NULL;
 	unsigned budget = MODULE_ENTRIES;
 	bool found = false;
-	int fd, r;
+	DIR *d = NULL;
+	int r;
 
 	if (b->d->tegra) {
 		boot_line(b, "kernel module: the Jetson's GPU driver comes with the L4T kernel");
@@ -604,10 +597,12 @@ static void boot_module(struct boot *b)
 	}
 	rel[strcspn(rel, "\n")] = 0;
 	path = strdup_printf("/lib/modules/%s", rel);
-	fd = path ? doctor_open(dr, path, O_DIRECTORY, NULL) : -ENOMEM;
-	if (fd >= 0)
-		found = find_module(fd, MODULE_DEPTH, &budget) > 0;
-	fd_close(fd);
+	if (path)
+		d = doctor_opendir(dr, path, &r);
+	if (d) {
+		found = find_module(d, MODULE_DEPTH, &budget) > 0;
+		(void)closedir(d);
+	}
 	line = strdup_printf("kernel module: %s in %s", found ? "nvidia.ko found" : "no nvidia.ko",
 			     path ? path : "/lib/modules");
 	boot_line(b, line);

@@ -86,12 +86,6 @@ struct pctx {
 	size_t n_res;
 };
 
-/* stat() of a host path inside the host root. Returns 0 or -errno. */
-static int stat_host(const struct pctx *x, const char *host_path, struct stat *st)
-{
-	return doctor_stat(x->dr, host_path, st, NULL);
-}
-
 /* doctor_net_unix_probe() of the socket found at @host_path inside the host root. */
 static int probe_host(const struct pctx *x, const char *host_path)
 {
@@ -110,7 +104,7 @@ static bool microk8s_likely(const struct pctx *x)
 	struct stat st;
 
 	return streq(doctor_facts(x->dr)->layout, "microk8s") ||
-	       stat_host(x, MICROK8S_KUBELET, &st) == 0;
+	       doctor_stat(x->dr, MICROK8S_KUBELET, &st, NULL) == 0;
 }
 
 /* The directory's entries (the first DIR_ENTRIES_SHOWN of them) as one evidence line. */
@@ -151,9 +145,9 @@ static void check_dir(struct pctx *x)
 	struct stat st;
 	int r;
 
-	r = stat_host(x, cfg, &st);
+	r = doctor_stat(x->dr, cfg, &st, NULL);
 	if (r == -ENOENT && streq(cfg, CONFIG_DEFAULT_DEVICE_PLUGIN) && microk8s_likely(x) &&
-	    stat_host(x, alt, &st) == 0) {
+	    doctor_stat(x->dr, alt, &st, NULL) == 0) {
 		x->microk8s = true;
 		r = 0;
 	}
@@ -283,7 +277,7 @@ static void check_kubelet_socket(struct pctx *x)
 	default:
 		ch = doctor_add(x->dr, "plugin.kubelet-socket", DOCTOR_FAIL,
 				"kubelet.sock cannot be used");
-		doctor_evidence(ch, "%s: %s", sock, r == -ENOTSOCK ? "not a socket" : strerror(-r));
+		doctor_evidence(ch, "%s: %s", sock, doctor_strerror(r));
 		doctor_fix(ch, fix_kubelet);
 		break;
 	}
@@ -407,7 +401,7 @@ static void check_sockets(struct pctx *x)
 			what = "no connection within the timeout (the plugin is hung)";
 		} else {
 			dead++;
-			what = r == -ENOTSOCK ? "not a socket" : strerror(-r);
+			what = doctor_strerror(r);
 		}
 		if (buf_printf(&ev, "%s: %s: %s\n", res->name, path, what) < 0)
 			ev.len = 0;
@@ -540,8 +534,9 @@ static char *podres_host(const struct pctx *x)
 
 	if (!cfg || !*cfg)
 		return NULL;
-	if (streq(cfg, CONFIG_DEFAULT_POD_RESOURCES) && stat_host(x, cfg, &st) == -ENOENT &&
-	    (x->microk8s || microk8s_likely(x)) && stat_host(x, MICROK8S_PODRES_PATH, &st) == 0)
+	if (streq(cfg, CONFIG_DEFAULT_POD_RESOURCES) &&
+	    doctor_stat(x->dr, cfg, &st, NULL) == -ENOENT && (x->microk8s || microk8s_likely(x)) &&
+	    doctor_stat(x->dr, MICROK8S_PODRES_PATH, &st, NULL) == 0)
 		return strdup(MICROK8S_PODRES_PATH);
 	return strdup(cfg);
 }

@@ -109,16 +109,6 @@ int doctor_open(const struct doctor *dr, const char *path, int flags, char **ret
 	return root_open(dr->root_fd, path, flags, ret_real);
 }
 
-int doctor_resolve(const struct doctor *dr, const char *path, char **ret)
-{
-	int fd = doctor_open(dr, path, 0, ret);
-
-	if (fd < 0)
-		return fd;
-	fd_close(fd);
-	return 0;
-}
-
 static int stat_flags(const struct doctor *dr, const char *path, int flags, struct stat *st,
 		      char **ret_real)
 {
@@ -146,13 +136,9 @@ int doctor_lstat(const struct doctor *dr, const char *path, struct stat *st)
 
 int doctor_read(const struct doctor *dr, const char *path, size_t max, char **ret, size_t *ret_len)
 {
-	int fd = doctor_open(dr, path, 0, NULL), r;
-
-	if (fd < 0)
-		return fd;
-	r = fd_read_opath(fd, max, ret, ret_len);
-	fd_close(fd);
-	return r;
+	if (dr->root_fd < 0)
+		return dr->root_fd;
+	return root_read_file_at(dr->root_fd, path, max, ret, ret_len);
 }
 
 int doctor_readlink(const struct doctor *dr, const char *path, char *buf, size_t size)
@@ -241,6 +227,8 @@ const char *doctor_strerror(int r)
 {
 	if (r == -EBADFD)
 		return "not a regular file (a FIFO, a socket or a device): not read";
+	if (r == -ENOTSOCK)
+		return "not a socket";
 	return strerror(-r);
 }
 

@@ -106,15 +106,13 @@ char *doctor_path(const struct doctor *dr, const char *path) WARN_UNUSED;
  * the root cannot be opened).
  */
 int doctor_open(const struct doctor *dr, const char *path, int flags, char **ret_real) WARN_UNUSED;
-/* The host path @path leads to inside the root (*@ret, heap, the caller frees). 0 or -errno. */
-int doctor_resolve(const struct doctor *dr, const char *path, char **ret);
 /* stat() of @path inside the root; *@ret_real (may be NULL) as doctor_open()'s, on success. */
 int doctor_stat(const struct doctor *dr, const char *path, struct stat *st, char **ret_real);
 /* lstat(): the last component is not followed (a link is described itself). */
 int doctor_lstat(const struct doctor *dr, const char *path, struct stat *st);
 /*
- * Reads @path inside the root, at most @max bytes, NUL-terminated (fd_read_opath()). Returns 0,
- * -ENOENT, -EISDIR, -EBADFD (not a regular file: a FIFO, socket or device is not opened),
+ * Reads @path inside the root, at most @max bytes, NUL-terminated (root_read_file_at()). Returns
+ * 0, -ENOENT, -EISDIR, -EBADFD (not a regular file: a FIFO, socket or device is not opened),
  * -EFBIG (over @max), -ENOMEM or another -errno. doctor_strerror() words the error.
  */
 int doctor_read(const struct doctor *dr, const char *path, size_t max, char **ret,
@@ -136,7 +134,10 @@ int doctor_socket(const struct doctor *dr, const char *path, char dial[FD_PATH_M
  * Out of memory leaves *@s as it was.
  */
 void doctor_replace(char **s, const char *from, const char *to);
-/* strerror() for the doctor's host-path errors: -EBADFD is "not a regular file ...". */
+/*
+ * strerror() for the doctor's host-path errors: -EBADFD is "not a regular file ...", -ENOTSOCK
+ * (doctor_socket()) "not a socket".
+ */
 const char *doctor_strerror(int r);
 
 /* The layers, in the order doctor_run() calls them; each adds its checks. */

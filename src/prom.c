@@ -104,35 +104,6 @@ static bool name_taken(const struct prom *p, const char *name, enum prom_type ty
 }
 
 /*
- * Length of the valid UTF-8 sequence at @s (1 to 4), or 0 when the bytes there are not one
- * (overlong forms, surrogates and code points above U+10FFFF included).
- */
-static size_t utf8_len(const unsigned char *s)
-{
-	unsigned char c = s[0];
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		return (s[1] & 0xc0) == 0x80 ? 2 : 0;
-	if (c >= 0xe0 && c <= 0xef) {
-		unsigned char lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
-
-		if (s[1] < lo || s[1] > hi || (s[2] & 0xc0) != 0x80)
-			return 0;
-		return 3;
-	}
-	if (c >= 0xf0 && c <= 0xf4) {
-		unsigned char lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
-
-		if (s[1] < lo || s[1] > hi || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80)
-			return 0;
-		return 4;
-	}
-	return 0;
-}
-
-/*
  * Appends @s escaped: backslash and line feed always, '"' when @quote. Bytes that are not
  * UTF-8 become U+FFFD. Each run of plain bytes goes in one append.
  */
@@ -143,7 +114,7 @@ static int append_escaped(struct buf *b, const char *s, bool quote)
 
 	for (;;) {
 		const char *esc = NULL;
-		size_t n = *c ? utf8_len(c) : 1;
+		int n = utf8_seq(c); /* < 0: one U+FFFD for its first byte, then on */
 
 		if (*c == '\\')
 			esc = "\\\\";
@@ -151,10 +122,10 @@ static int append_escaped(struct buf *b, const char *s, bool quote)
 			esc = "\\n";
 		else if (*c == '"' && quote)
 			esc = "\\\"";
-		else if (n == 0)
+		else if (n < 0)
 			esc = "\xef\xbf\xbd";
 		else if (*c) {
-			c += n;
+			c += (size_t)n;
 			continue;
 		}
 		r = buf_append(b, run, (size_t)(c - run));

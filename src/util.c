@@ -163,11 +163,7 @@ int buf_printf(struct buf *b, const char *fmt, ...)
 	return 0;
 }
 
-/*
- * The length (1-4) of the well-formed UTF-8 sequence at @s (NUL-terminated), or -k: the first k
- * bytes are a maximal ill-formed subpart (Unicode 15, 3.9, table 3-7 gives the ranges).
- */
-static int utf8_seq(const unsigned char *s)
+int utf8_seq(const unsigned char *s)
 {
 	unsigned char lo = 0x80, hi = 0xBF;
 	int n;
@@ -326,22 +322,21 @@ out:
 	return r;
 }
 
-/* -EISDIR for a directory, -EBADFD for another type that is not a regular file, else 0. */
-static int regular_or_errno(mode_t m)
+int fd_check_regular(int fd)
 {
-	if (S_ISREG(m))
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (S_ISREG(st.st_mode))
 		return 0;
-	return S_ISDIR(m) ? -EISDIR : -EBADFD;
+	return S_ISDIR(st.st_mode) ? -EISDIR : -EBADFD;
 }
 
 int fd_read_regular(int fd, size_t max, char **ret, size_t *ret_len)
 {
-	struct stat st;
-	int r;
+	int r = fd_check_regular(fd);
 
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	r = regular_or_errno(st.st_mode);
 	return r < 0 ? r : fd_read_all(fd, max, ret, ret_len);
 }
 
@@ -369,7 +364,11 @@ const char *fd_path(int fd, char buf[FD_PATH_MAX])
 	return buf;
 }
 
-int fd_reopen(int fd, int flags)
+/*
+ * Opens again, with @flags (O_CLOEXEC is added), what the O_PATH fd @fd reaches, through
+ * /proc/self/fd: the same inode, whatever happened to its path since. Returns the fd or -errno.
+ */
+static int fd_reopen(int fd, int flags)
 {
 	char p[FD_PATH_MAX];
 	int r = open(fd_path(fd, p), flags | O_CLOEXEC);
@@ -379,18 +378,15 @@ int fd_reopen(int fd, int flags)
 
 int fd_read_opath(int fd, size_t max, char **ret, size_t *ret_len)
 {
-	struct stat st;
-	int rfd, r;
+	int rfd, r = fd_check_regular(fd);
 
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	r = regular_or_errno(st.st_mode);
 	if (r < 0)
 		return r;
+	/* The same inode as @fd: its type is the one just checked. */
 	rfd = fd_reopen(fd, O_RDONLY | O_NONBLOCK | O_NOCTTY);
 	if (rfd < 0)
 		return rfd;
-	r = fd_read_regular(rfd, max, ret, ret_len);
+	r = fd_read_all(rfd, max, ret, ret_len);
 	fd_close(rfd);
 	return r;
 }
@@ -458,6 +454,8 @@ static int root_walk(int root_fd, const char *path, int flags, char **ret_path)
 	size_t off = 0;
 	int fd = -1, r;
 
+	if (!*path) /* as openat2: an empty path names nothing */
+		return -ENOENT;
 	r = buf_printf(&todo, "%s", path);
 	if (r < 0)
 		goto out;
@@ -471,14 +469,16 @@ static int root_walk(int root_fd, const char *path, int flags, char **ret_path)
 		char name[NAME_MAX + 1], *rest;
 		size_t n, skip = strspn(p, "/");
 		struct stat st;
-		bool last;
+		bool dir;
 		ssize_t len;
 
 		p += skip;
 		if (!*p)
 			break;
 		n = strcspn(p, "/");
-		last = p[n + strspn(p + n, "/")] == 0;
+		/* Followed by a slash (any but the last component, and the last one in "a/"): a
+		 * link is followed, O_NOFOLLOW or not, and what is reached must be a directory. */
+		dir = p[n] == '/';
 		off += skip + n;
 		if (n == 1 && p[0] == '.')
 			continue;
@@ -498,8 +498,8 @@ static int root_walk(int root_fd, const char *path, int flags, char **ret_path)
 			r = -errno;
 			goto out;
 		}
-		if (!S_ISLNK(st.st_mode) || (last && (flags & O_NOFOLLOW))) {
-			if (!last && !S_ISDIR(st.st_mode)) {
+		if (!S_ISLNK(st.st_mode) || (!dir && (flags & O_NOFOLLOW))) {
+			if (dir && !S_ISDIR(st.st_mode)) {
 				r = -ENOTDIR;
 				goto out;
 			}
@@ -530,7 +530,8 @@ static int root_walk(int root_fd, const char *path, int flags, char **ret_path)
 		if (target[0] == '/')
 			while (w.n)
 				walk_pop(&w);
-		/* The target, then what was left after the link. */
+		/* The target, then what was left after the link ("" or "/..."): a slash that
+		 * ends the target or follows the link stays, and none is added. */
 		if (todo.len - off + (size_t)len + 2 > ROOT_MAX_LENGTH) {
 			r = -ENAMETOOLONG;
 			goto out;
@@ -541,7 +542,7 @@ static int root_walk(int root_fd, const char *path, int flags, char **ret_path)
 			goto out;
 		}
 		todo.len = 0;
-		r = buf_printf(&todo, "%s/%s", target, rest);
+		r = buf_printf(&todo, "%s%s", target, rest);
 		free(rest);
 		if (r < 0)
 			goto out;
@@ -634,8 +635,9 @@ int root_open(int root_fd, const char *path, int flags, char **ret_path)
 
 		fd = r < 0 ? -errno : (int)r;
 	}
-	if (fd == -ENOSYS) {
-		/* Gone since the probe (a seccomp filter installed after it): the walk, from now on. */
+	if (fd == -ENOSYS || fd == -EPERM) {
+		/* Gone since the probe (a seccomp filter installed after it, answering either, as
+		 * the probe reads them): the walk, from now on. */
 		atomic_store(&openat2_state, -1);
 		return root_walk(root_fd, path, flags, ret_path);
 	}
@@ -649,19 +651,25 @@ int root_open(int root_fd, const char *path, int flags, char **ret_path)
 	return fd;
 }
 
-int root_read_file(const char *root, const char *path, size_t max, char **ret, size_t *ret_len)
+int root_read_file_at(int root_fd, const char *path, size_t max, char **ret, size_t *ret_len)
 {
-	int root_fd, fd, r;
+	int fd = root_open(root_fd, path, 0, NULL), r;
 
-	root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (root_fd < 0)
-		return -errno;
-	fd = root_open(root_fd, path, 0, NULL);
-	fd_close(root_fd);
 	if (fd < 0)
 		return fd;
 	r = fd_read_opath(fd, max, ret, ret_len);
 	fd_close(fd);
+	return r;
+}
+
+int root_read_file(const char *root, const char *path, size_t max, char **ret, size_t *ret_len)
+{
+	int root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC), r;
+
+	if (root_fd < 0)
+		return -errno;
+	r = root_read_file_at(root_fd, path, max, ret, ret_len);
+	fd_close(root_fd);
 	return r;
 }
 

@@ -65,6 +65,13 @@ int buf_printf(struct buf *b, const char *fmt, ...)
  */
 int buf_json_string(struct buf *b, const char *s) WARN_UNUSED;
 /*
+ * The one UTF-8 decoder: the length (1-4) of the well-formed UTF-8 sequence at @s
+ * (NUL-terminated; a NUL is never read past), or -k: the first k bytes are a maximal ill-formed
+ * subpart (Unicode 15, 3.9, table 3-7 gives the ranges: no overlong form, no surrogate, nothing
+ * past U+10FFFF). A NUL is a sequence of 1.
+ */
+int utf8_seq(const unsigned char *s);
+/*
  * Makes room in the array *@arr (of *@cap elements of @size bytes, @n in use) for one more,
  * doubling its room (from 8) when full, so that n appends cost O(n) in all. Returns 0 or
  * -ENOMEM (*@arr and *@cap unchanged).
@@ -83,10 +90,12 @@ int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len) WARN_UNUSED;
 /* Writes all of @data (retrying EINTR and short writes). Returns 0 or -errno (-EIO: wrote 0). */
 int fd_write_all(int fd, const void *data, size_t len) WARN_UNUSED;
 /*
- * fd_read_all() of @fd when it is a regular file: -EISDIR for a directory, -EBADFD for any
- * other type (a FIFO, a socket, a device: systemd's code for "not a regular file"), read from
- * nothing.
+ * 0 when @fd (O_PATH or not) is a regular file; -EISDIR for a directory, -EBADFD for any other
+ * type (a FIFO, a socket, a device: systemd's code for "not a regular file"), or -errno of
+ * fstat().
  */
+int fd_check_regular(int fd) WARN_UNUSED;
+/* fd_read_all() of @fd when fd_check_regular() says it is a regular file, read from nothing. */
 int fd_read_regular(int fd, size_t max, char **ret, size_t *ret_len) WARN_UNUSED;
 /*
  * The same for the file at @path, never blocking: opened O_NONBLOCK|O_NOCTTY and read only when
@@ -110,7 +119,9 @@ int read_file(const char *path, size_t max, char **ret, size_t *ret_len) WARN_UN
 /*
  * Opens @path (absolute or not: both start at @root_fd) inside the directory @root_fd.
  * @flags: 0, O_NOFOLLOW (the last component is not followed: a link is opened itself) and/or
- * O_DIRECTORY (-ENOTDIR unless a directory). Returns an O_PATH|O_CLOEXEC fd (the caller
+ * O_DIRECTORY (-ENOTDIR unless a directory). As in the kernel, a trailing slash ("a/") follows
+ * the last link whatever @flags say and wants a directory (-ENOTDIR), and an empty @path is
+ * -ENOENT. Returns an O_PATH|O_CLOEXEC fd (the caller
  * closes it) or -errno: -ENOENT, -ENOTDIR, -ELOOP (more than 40 links, or a magic link),
  * -ENAMETOOLONG, -EACCES, -ENOMEM, -EAGAIN (a rename raced the walk, 8 times over).
  * *@ret_path (may be NULL; set on success only) is the path reached, as seen from the root
@@ -127,18 +138,19 @@ bool root_open_kernel(void);
 /* "/proc/self/fd/@fd" into @buf: the path that reaches what @fd reaches (connect, dlopen). */
 const char *fd_path(int fd, char buf[FD_PATH_MAX]);
 /*
- * Opens again, with @flags (O_CLOEXEC is added), what the O_PATH fd @fd reaches, through
- * /proc/self/fd: the same inode, whatever happened to its path since. Returns the fd or -errno.
- */
-int fd_reopen(int fd, int flags) WARN_UNUSED;
-/*
  * Reads the file the O_PATH fd @fd reaches, as fd_read_regular(): the type is checked on @fd
  * before anything is opened, so a FIFO or a device is never opened at all (opening a device
  * can act: a watchdog starts), and the file is opened O_NONBLOCK|O_NOCTTY.
  */
 int fd_read_opath(int fd, size_t max, char **ret, size_t *ret_len) WARN_UNUSED;
 /*
- * fd_read_opath() of @path inside the directory @root (opened itself as the caller's path, links
+ * fd_read_opath() of @path inside the directory @root_fd (root_open(), @flags 0). Returns as
+ * fd_read_opath() and root_open().
+ */
+int root_read_file_at(int root_fd, const char *path, size_t max, char **ret,
+		      size_t *ret_len) WARN_UNUSED;
+/*
+ * root_read_file_at() inside the directory @root (opened itself as the caller's path, links
  * and all: the caller names it). Returns as fd_read_opath() and root_open().
  */
 int root_read_file(const char *root, const char *path, size_t max, char **ret,

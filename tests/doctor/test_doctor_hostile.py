@@ -344,7 +344,8 @@ class HostLinks(Hostile):
 
 class Fifos(Hostile):
     """A FIFO in place of each file the doctor reads: it finishes and says the file was not
-    read. (A FIFO's open blocks until a writer comes: it used to hang the doctor forever.)"""
+    read. (A FIFO's open blocks until a writer comes: it used to hang the doctor forever.) Other
+    things that are not regular files are named for what they are."""
 
     def fifo(self, h, p):
         h.remove(p)
@@ -384,6 +385,15 @@ class Fifos(Hostile):
                 r = run_doctor(h)
                 self.assertIsNotNone(r.doc, r)
                 self.assertLine(r, p, NOT_READ)
+
+    def test_library_is_a_directory(self):
+        """A directory in place of the NVML library is called one, not a FIFO or a device."""
+        h = self.host()
+        p = f"{LIB_DIR}/libnvidia-ml.so.1"
+        h.remove(p)
+        os.makedirs(h.path(p))
+        r = run_doctor(h)
+        self.assertLine(r, p, "Is a directory")
 
     def test_module_version_when_nvml_mismatches(self):
         """NVML's own read of the module version (for its mismatch message) does not block."""
