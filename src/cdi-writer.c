@@ -60,7 +60,7 @@ struct cdi_writer {
 	unsigned n_hits;
 	bool contested;
 	usec_t contest_backoff;
-	usec_t contest_written; /* when we last wrote it while contested */
+	usec_t contest_written; /* when the contest began, or we last wrote it while contested */
 };
 
 /* The first attempt finished, one way or another: whoever waited for it may go on. */
@@ -143,6 +143,7 @@ static void replaced(struct cdi_writer *w, const char *reason)
 	if (!w->contested && w->n_hits >= CONTEST_HITS && now - oldest <= CONTEST_WINDOW) {
 		w->contested = true;
 		w->contest_backoff = CONTEST_BACKOFF_MIN;
+		w->contest_written = now; /* the quiet is counted from here, not from long ago */
 		log_warn("cdi spec rewritten by another writer, backing off",
 			 "dir=%s rewrites=%u window_ms=%llu retry_ms=%llu max_retry_ms=%llu",
 			 spec_dir(w), (unsigned)CONTEST_HITS,
