@@ -227,7 +227,6 @@ int config_watch_new(struct loop *l, const char *path, config_watch_fn *fn, void
 		     struct config_watch **ret)
 {
 	struct config_watch *w;
-	const char *slash;
 	int r = -ENOMEM;
 
 	if (!path || !*path || path[strlen(path) - 1] == '/')
@@ -239,30 +238,11 @@ int config_watch_new(struct loop *l, const char *path, config_watch_fn *fn, void
 	w->fn = fn;
 	w->userdata = userdata;
 	w->backoff = RETRY_FIRST_USEC;
-	slash = strrchr(path, '/');
 	w->path = strdup(path);
-	w->base = strdup(slash ? slash + 1 : path);
-	if (!slash)
-		w->dir = strdup(".");
-	else if (slash == path)
-		w->dir = strdup("/");
-	else
-		w->dir = strndup(path, (size_t)(slash - path));
-	if (!w->path || !w->base || !w->dir)
+	/* "/" has no parent: w->up and w->dir_name stay NULL. */
+	if (!w->path || path_split(path, &w->dir, &w->base) < 0 ||
+	    path_split(w->dir, &w->up, &w->dir_name) < 0)
 		goto fail;
-	if (!streq(w->dir, "/")) {
-		const char *ds = strrchr(w->dir, '/');
-
-		w->dir_name = strdup(ds ? ds + 1 : w->dir);
-		if (!ds)
-			w->up = strdup(".");
-		else if (ds == w->dir)
-			w->up = strdup("/");
-		else
-			w->up = strndup(w->dir, (size_t)(ds - w->dir));
-		if (!w->dir_name || !w->up)
-			goto fail;
-	}
 	if ((r = loop_timer_new(l, on_settle, w, &w->settle)) < 0 ||
 	    (r = loop_timer_new(l, on_retry, w, &w->retry)) < 0)
 		goto fail;

@@ -512,26 +512,11 @@ static int watch_add(struct loop_watch *w)
  */
 static void watch_add_parent(struct loop_watch *w)
 {
-	const char *slash;
 	char *parent = NULL;
 	struct stat pst, st;
-	size_t len = strlen(w->path);
 
-	while (len > 1 && w->path[len - 1] == '/')
-		len--;
-	slash = memrchr(w->path, '/', len);
-	if (slash)
-		w->name = strndup(slash + 1, len - (size_t)(slash + 1 - w->path));
-	else
-		w->name = strndup(w->path, len);
-	if (slash == w->path)
-		parent = strdup("/");
-	else if (slash)
-		parent = strndup(w->path, (size_t)(slash - w->path));
-	else
-		parent = strdup(".");
-	if (!w->name || !parent || !*w->name || streq(w->name, ".") || streq(w->name, "..") ||
-	    streq(w->name, "/"))
+	if (path_split(w->path, &parent, &w->name) < 0 || !parent || !*w->name ||
+	    streq(w->name, ".") || streq(w->name, ".."))
 		goto out;
 	if (stat(parent, &pst) < 0 || !S_ISDIR(pst.st_mode) ||
 	    (watch_stat(w, &st) == 0 && same_inode(&pst, &st)))
