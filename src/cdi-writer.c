@@ -60,7 +60,7 @@ struct cdi_writer {
 	unsigned n_hits;
 	bool contested;
 	usec_t contest_backoff;
-	usec_t contest_written; /* when the contest began, or we last wrote it while contested */
+	usec_t contest_written; /* when the contest began, or our latest write in it landed */
 };
 
 /* The first attempt finished, one way or another: whoever waited for it may go on. */
@@ -224,6 +224,12 @@ static void on_done(struct file_writer *fw, const struct file_write_result *res,
 		return;
 	}
 	/*
+	 * The quiet that ends a contest counts from our latest write, whether or not the other
+	 * writer replaced it before the check below: one that always does keeps the contest on.
+	 */
+	if (w->contested)
+		w->contest_written = now_usec();
+	/*
 	 * Watch first, then look: a change from now on is an inotify event, and one made while
 	 * the write was finishing (before this wake-up) is seen by the check.
 	 */
@@ -243,8 +249,6 @@ static void on_done(struct file_writer *fw, const struct file_write_result *res,
 	w->writes++;
 	w->backoff = 0;
 	w->on_disk = true;
-	if (w->contested)
-		w->contest_written = now_usec();
 	writer_set_error(w, NULL);
 	first_settled(w);
 }
