@@ -60,7 +60,7 @@ struct cdi_writer {
 	unsigned n_hits;
 	bool contested;
 	usec_t contest_backoff;
-	usec_t contest_written; /* when we last wrote it while contested */
+	usec_t contest_written; /* when the contest began, or our latest write in it landed */
 };
 
 /* The first attempt finished, one way or another: whoever waited for it may go on. */
@@ -88,7 +88,14 @@ static const char *spec_dir(const struct cdi_writer *w)
 
 static int verify(const struct cdi_writer *w)
 {
-	return cdi_spec_verify(spec_dir(w), w->spec.data, w->spec.len);
+	return file_equals(w->path, w->spec.data, w->spec.len);
+}
+
+/* No other writer seen: a replacement is written again at once. */
+static void contest_reset(struct cdi_writer *w)
+{
+	w->contested = false;
+	w->n_hits = 0;
 }
 
 static void on_watch(struct loop_watch *lw, const char *name, uint32_t mask, void *userdata);
@@ -101,10 +108,8 @@ static void watch_dir(struct cdi_writer *w)
 	if (w->watch)
 		return;
 	r = loop_watch_new(w->loop, spec_dir(w), WATCH_MASK, on_watch, w, &w->watch);
-	if (r < 0) {
-		w->watch = NULL;
+	if (r < 0)
 		(void)log_debug_errno(r, "cannot watch the cdi spec dir", "dir=%s", spec_dir(w));
-	}
 }
 
 static void start_write(struct cdi_writer *w)
@@ -135,14 +140,14 @@ static void replaced(struct cdi_writer *w, const char *reason)
 	w->on_disk = false;
 	if (w->contested && now - w->contest_written >= CONTEST_QUIET) {
 		log_info("cdi spec no longer rewritten by another writer", "dir=%s", spec_dir(w));
-		w->contested = false;
-		w->n_hits = 0;
+		contest_reset(w);
 	}
 	w->hits[w->n_hits++ % CONTEST_HITS] = now;
 	oldest = w->hits[w->n_hits % CONTEST_HITS];
 	if (!w->contested && w->n_hits >= CONTEST_HITS && now - oldest <= CONTEST_WINDOW) {
 		w->contested = true;
 		w->contest_backoff = CONTEST_BACKOFF_MIN;
+		w->contest_written = now; /* the quiet is counted from here, not from long ago */
 		log_warn("cdi spec rewritten by another writer, backing off",
 			 "dir=%s rewrites=%u window_ms=%llu retry_ms=%llu max_retry_ms=%llu",
 			 spec_dir(w), (unsigned)CONTEST_HITS,
@@ -191,7 +196,7 @@ static void check(struct cdi_writer *w, const char *changed, const char *removed
 static void on_done(struct file_writer *fw, const struct file_write_result *res, void *userdata)
 {
 	struct cdi_writer *w = userdata;
-	char q[512], eb[128], *path;
+	char q[512], eb[128];
 	int r;
 
 	if (!w->wanted) {
@@ -199,20 +204,18 @@ static void on_done(struct file_writer *fw, const struct file_write_result *res,
 		return;
 	}
 	if (res->r < 0) {
+		static const char prefix[] = "cannot write the CDI spec: ";
 		char *msg = NULL;
 
-		if (asprintf(&msg, "failed to %s CDI spec %s: %s", res->step, w->path,
+		/* The error Allocate gives; the log's reason is the part after the prefix. */
+		if (asprintf(&msg, "%sfailed to %s CDI spec %s: %s", prefix, res->step, w->path,
 			     strerror_r(-res->r, eb, sizeof(eb))) < 0)
 			msg = NULL;
 		(void)log_warn_errno(res->r, "cannot write the cdi spec, retrying",
-				     "reason=%s retry_ms=%llu", log_quote(q, sizeof(q), msg),
+				     "reason=%s retry_ms=%llu",
+				     log_quote(q, sizeof(q), msg ? msg + strlen(prefix) : ""),
 				     (unsigned long long)((w->backoff ? w->backoff : BACKOFF_MIN) /
 							  USEC_PER_MSEC));
-		path = msg;
-		msg = NULL;
-		if (asprintf(&msg, "cannot write the CDI spec: %s", path ? path : "") < 0)
-			msg = NULL;
-		free(path);
 		writer_set_error(w, msg ? msg : "cannot write the CDI spec");
 		free(msg);
 		w->backoff = w->backoff ? MIN(w->backoff * 2, BACKOFF_MAX) : BACKOFF_MIN;
@@ -220,6 +223,12 @@ static void on_done(struct file_writer *fw, const struct file_write_result *res,
 		first_settled(w);
 		return;
 	}
+	/*
+	 * The quiet that ends a contest counts from our latest write, whether or not the other
+	 * writer replaced it before the check below: one that always does keeps the contest on.
+	 */
+	if (w->contested)
+		w->contest_written = now_usec();
 	/*
 	 * Watch first, then look: a change from now on is an inotify event, and one made while
 	 * the write was finishing (before this wake-up) is seen by the check.
@@ -240,8 +249,6 @@ static void on_done(struct file_writer *fw, const struct file_write_result *res,
 	w->writes++;
 	w->backoff = 0;
 	w->on_disk = true;
-	if (w->contested)
-		w->contest_written = now_usec();
 	writer_set_error(w, NULL);
 	first_settled(w);
 }
@@ -373,8 +380,7 @@ int cdi_writer_set(struct cdi_writer *w, const struct cdi_opts *o, const struct 
 	       memcmp(nb.data, w->spec.data, nb.len) == 0;
 	if (!streq(dir, w->dir)) {
 		w->watch = loop_watch_free(w->watch);
-		w->contested = false;
-		w->n_hits = 0;
+		contest_reset(w);
 	}
 	free(w->dir);
 	w->dir = dir;
@@ -411,8 +417,7 @@ void cdi_writer_clear(struct cdi_writer *w)
 {
 	w->wanted = false;
 	w->on_disk = false;
-	w->contested = false;
-	w->n_hits = 0;
+	contest_reset(w);
 	loop_timer_disarm(w->retry);
 	w->watch = loop_watch_free(w->watch);
 	writer_set_error(w, NULL);

@@ -1,12 +1,10 @@
 #include "config-watch.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "config.h"
 #include "loop.h"
@@ -51,22 +49,9 @@ struct config_watch {
 /* Reads the file whole without ever blocking (a FIFO at the path would stall the loop). */
 static int read_content(const char *path, char **ret, size_t *ret_len)
 {
-	struct stat st;
-	int fd, r;
+	int r = read_file(path, CONFIG_FILE_MAX, ret, ret_len);
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0)
-		r = -errno;
-	else if (S_ISDIR(st.st_mode))
-		r = -EISDIR;
-	else if (!S_ISREG(st.st_mode))
-		r = -EINVAL;
-	else
-		r = fd_read_all(fd, CONFIG_FILE_MAX, ret, ret_len);
-	(void)close(fd);
-	return r;
+	return r == -EBADFD ? -EINVAL : r;
 }
 
 static void check(struct config_watch *w)
@@ -141,21 +126,16 @@ static void on_dir(struct loop_watch *lw, const char *name, uint32_t mask, void 
 	struct stat st;
 
 	if (mask & GONE_MASK) {
+		/* Another directory at the path at once: a symlink swapped, a mount over it. */
 		w->dw = loop_watch_free(w->dw);
-		/* A directory at the path at once: a symlink swapped, a mount over it. */
-		if (!w->dir_gone &&
-		    loop_watch_new(w->loop, w->dir, DIR_MASK, on_dir, w, &w->dw) == 0) {
+		arm(w);
+		if (w->dw) {
 			log_info("config directory replaced, watching the new one", "path=%s",
 				 w->dir);
-			schedule(w, true);
 			return;
 		}
-		w->dw = NULL;
-		if (!w->dir_gone)
-			log_warn("config directory gone, keeping the running config", "path=%s",
-				 w->dir);
+		log_warn("config directory gone, keeping the running config", "path=%s", w->dir);
 		w->dir_gone = true;
-		arm(w);
 		return;
 	}
 	if (mask & IN_Q_OVERFLOW) {
@@ -221,7 +201,6 @@ static void arm(struct config_watch *w)
 		dir_watched(w);
 		return;
 	}
-	w->dw = NULL;
 	if (!w->uw && w->up && loop_watch_new(w->loop, w->up, UP_MASK, on_up, w, &w->uw) < 0)
 		w->uw = NULL;
 	if (w->uw) {
@@ -233,8 +212,6 @@ static void arm(struct config_watch *w)
 		/* It may have come back between the two watches. */
 		if (loop_watch_new(w->loop, w->dir, DIR_MASK, on_dir, w, &w->dw) == 0)
 			dir_watched(w);
-		else
-			w->dw = NULL;
 		return;
 	}
 	/* Out of inotify watches or instances, or no parent either: polled. */
@@ -250,7 +227,6 @@ int config_watch_new(struct loop *l, const char *path, config_watch_fn *fn, void
 		     struct config_watch **ret)
 {
 	struct config_watch *w;
-	const char *slash;
 	int r = -ENOMEM;
 
 	if (!path || !*path || path[strlen(path) - 1] == '/')
@@ -262,30 +238,11 @@ int config_watch_new(struct loop *l, const char *path, config_watch_fn *fn, void
 	w->fn = fn;
 	w->userdata = userdata;
 	w->backoff = RETRY_FIRST_USEC;
-	slash = strrchr(path, '/');
 	w->path = strdup(path);
-	w->base = strdup(slash ? slash + 1 : path);
-	if (!slash)
-		w->dir = strdup(".");
-	else if (slash == path)
-		w->dir = strdup("/");
-	else
-		w->dir = strndup(path, (size_t)(slash - path));
-	if (!w->path || !w->base || !w->dir)
+	/* "/" has no parent: w->up and w->dir_name stay NULL. */
+	if (!w->path || path_split(path, &w->dir, &w->base) < 0 ||
+	    path_split(w->dir, &w->up, &w->dir_name) < 0)
 		goto fail;
-	if (!streq(w->dir, "/")) {
-		const char *ds = strrchr(w->dir, '/');
-
-		w->dir_name = strdup(ds ? ds + 1 : w->dir);
-		if (!ds)
-			w->up = strdup(".");
-		else if (ds == w->dir)
-			w->up = strdup("/");
-		else
-			w->up = strndup(w->dir, (size_t)(ds - w->dir));
-		if (!w->dir_name || !w->up)
-			goto fail;
-	}
 	if ((r = loop_timer_new(l, on_settle, w, &w->settle)) < 0 ||
 	    (r = loop_timer_new(l, on_retry, w, &w->retry)) < 0)
 		goto fail;

@@ -59,12 +59,12 @@ static void *write_thread(void *userdata)
 	if (j->skip_same && file_equals(j->path, j->data, j->len) == 0) {
 		res.unchanged = true;
 	} else {
-		const char *slash = strrchr(j->path, '/');
+		if (j->mkdir) {
+			char *dir = NULL;
 
-		if (j->mkdir && slash && slash != j->path) {
-			char *dir = strndup(j->path, (size_t)(slash - j->path));
-
-			res.r = dir ? mkdir_parents(dir, 0755) : -ENOMEM;
+			res.r = path_split(j->path, &dir, NULL);
+			if (res.r == 0 && dir && !streq(dir, ".") && !streq(dir, "/"))
+				res.r = mkdir_parents(dir, 0755);
 			if (res.r < 0)
 				res.step = "create the directory of";
 			free(dir);

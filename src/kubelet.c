@@ -93,34 +93,6 @@ static char *path_trim(const char *path)
 	return strndup(path, n);
 }
 
-/* Splits a trimmed @path into its parent ("." for a bare name) and last component. */
-static int path_split(const char *path, char **ret_parent, char **ret_name)
-{
-	const char *slash = strrchr(path, '/');
-	char *parent, *name;
-
-	if (streq(path, "/")) {
-		*ret_parent = NULL;
-		*ret_name = NULL;
-		return 0;
-	}
-	if (!slash)
-		parent = strdup(".");
-	else if (slash == path)
-		parent = strdup("/");
-	else
-		parent = strndup(path, (size_t)(slash - path));
-	name = strdup(slash ? slash + 1 : path);
-	if (!parent || !name) {
-		free(parent);
-		free(name);
-		return -ENOMEM;
-	}
-	*ret_parent = parent;
-	*ret_name = name;
-	return 0;
-}
-
 /* --- directory watches --- */
 
 static void emit(struct kubelet *k, enum kubelet_event ev, const char *name)

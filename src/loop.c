@@ -480,24 +480,26 @@ static bool same_inode(const struct stat *a, const struct stat *b)
 /*
  * Adds the directory's inotify watch and notes the inode it watches. The path is looked at
  * before and after: equal, the watch is on that inode; else it was swapped meanwhile, and the
- * watch is made again (three tries, then whatever the path leads to last is noted).
+ * watch is made again. After three tries the watch is kept, on an inode not known: an
+ * impossible one (0) is noted, so the next look at the path says IN_MOVE_SELF and the owner
+ * makes it again.
  */
 static int watch_add(struct loop_watch *w)
 {
 	struct stat a, b;
 
 	for (int i = 0;; i++) {
-		bool have_a = watch_stat(w, &a) == 0, have_b;
+		bool have_a = watch_stat(w, &a) == 0, same;
 		int wd = inotify_add_watch(w->fd, w->path, w->mask);
 
 		if (wd < 0)
 			return -errno;
-		have_b = watch_stat(w, &b) == 0;
-		if ((have_a && have_b && same_inode(&a, &b)) || i == 2) {
+		same = have_a && watch_stat(w, &b) == 0 && same_inode(&a, &b);
+		if (same || i == 2) {
 			w->wd = wd;
-			w->present = have_b;
-			w->dev = have_b ? b.st_dev : 0;
-			w->ino = have_b ? b.st_ino : 0;
+			w->present = true;
+			w->dev = same ? b.st_dev : 0;
+			w->ino = same ? b.st_ino : 0;
 			return 0;
 		}
 		(void)inotify_rm_watch(w->fd, wd);
@@ -510,26 +512,11 @@ static int watch_add(struct loop_watch *w)
  */
 static void watch_add_parent(struct loop_watch *w)
 {
-	const char *slash;
 	char *parent = NULL;
 	struct stat pst, st;
-	size_t len = strlen(w->path);
 
-	while (len > 1 && w->path[len - 1] == '/')
-		len--;
-	slash = memrchr(w->path, '/', len);
-	if (slash)
-		w->name = strndup(slash + 1, len - (size_t)(slash + 1 - w->path));
-	else
-		w->name = strndup(w->path, len);
-	if (slash == w->path)
-		parent = strdup("/");
-	else if (slash)
-		parent = strndup(w->path, (size_t)(slash - w->path));
-	else
-		parent = strdup(".");
-	if (!w->name || !parent || !*w->name || streq(w->name, ".") || streq(w->name, "..") ||
-	    streq(w->name, "/"))
+	if (path_split(w->path, &parent, &w->name) < 0 || !parent || !*w->name ||
+	    streq(w->name, ".") || streq(w->name, ".."))
 		goto out;
 	if (stat(parent, &pst) < 0 || !S_ISDIR(pst.st_mode) ||
 	    (watch_stat(w, &st) == 0 && same_inode(&pst, &st)))

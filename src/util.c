@@ -822,6 +822,44 @@ char *path_join(const char *dir, const char *name)
 	return p;
 }
 
+int path_split(const char *path, char **ret_parent, char **ret_name)
+{
+	size_t n = strlen(path);
+	const char *slash;
+	char *parent = NULL, *name = NULL;
+
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	if (n == 1 && path[0] == '/') {
+		if (ret_parent)
+			*ret_parent = NULL;
+		if (ret_name)
+			*ret_name = NULL;
+		return 0;
+	}
+	slash = memrchr(path, '/', n);
+	if (ret_parent) {
+		parent = !slash	       ? strdup(".") :
+			 slash == path ? strdup("/") :
+					 strndup(path, (size_t)(slash - path));
+		if (!parent)
+			return -ENOMEM;
+	}
+	if (ret_name) {
+		name = slash ? strndup(slash + 1, n - (size_t)(slash + 1 - path)) :
+			       strndup(path, n);
+		if (!name) {
+			free(parent);
+			return -ENOMEM;
+		}
+	}
+	if (ret_parent)
+		*ret_parent = parent;
+	if (ret_name)
+		*ret_name = name;
+	return 0;
+}
+
 char *root_join(const char *root, const char *path)
 {
 	size_t n = root ? strlen(root) : 0;

@@ -188,6 +188,13 @@ int file_equals(const char *path, const void *data, size_t len) WARN_UNUSED;
 char *path_join(const char *dir, const char *name) WARN_UNUSED;
 
 /*
+ * Splits @path into its parent directory and last component, trailing slashes dropped: "a/b/"
+ * is "a" and "b", "b" is "." and "b", "/b" is "/" and "b"; "/" has neither (both NULL). Either
+ * ret may be NULL when not wanted. Returns 0 or -ENOMEM.
+ */
+int path_split(const char *path, char **ret_parent, char **ret_name) WARN_UNUSED;
+
+/*
  * <root><path> with @root's trailing slashes dropped, so "/" + "/dev/x" is "/dev/x" and a NULL
  * or empty @root gives @path. Returns a heap string or NULL.
  */

@@ -17,6 +17,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import unittest
 
 from common import NodeTest, load_fixture, main, uuids, wait_until
@@ -242,6 +244,52 @@ class DiskTest(NodeTest):
         with open(os.path.join(na.cdi_dir, CDI_FILE)) as f:
             spec = json.load(f)
         self.assertEqual(spec["kind"], CDI_KIND)
+
+    def test_fast_foreign_writer(self):
+        """Another writer replaces the spec every few milliseconds, faster than the first
+        back-off (1 s): the daemon backs off once and stays backed off (the quiet that ends a
+        contest is counted from its start), it does not fight at once again and say so each
+        time; stopped, the spec is ours again."""
+        n, d = self.cdi_daemon()
+        path = os.path.join(n.cdi_dir, CDI_FILE)
+        with open(path, "rb") as f:
+            want = f.read()
+        lg = d.mark()
+        stop = threading.Event()
+
+        def rewrite():
+            tmp = path + ".other"
+            i = 0
+            while not stop.is_set():
+                with open(tmp, "wb") as f:
+                    f.write(b'{"other": %d}\n' % i)
+                os.rename(tmp, path)
+                i += 1
+                time.sleep(0.005)
+
+        t = threading.Thread(target=rewrite, daemon=True)
+        t.start()
+        try:
+            d.wait_log("cdi spec rewritten by another writer, backing off", since=lg,
+                       timeout=10)
+            time.sleep(4)
+        finally:
+            stop.set()
+            t.join()
+        self.assertEqual(len(d.find_logs("cdi spec rewritten by another writer, backing off",
+                                         since=lg)), 1, d.tail())
+        self.assertEqual(d.find_logs("cdi spec no longer rewritten by another writer",
+                                     since=lg), [])
+        # Three replacements make a contest; then writes after 1, 2, 4 s: a handful.
+        self.assertLessEqual(len(d.find_logs("cdi spec removed or changed, writing it again",
+                                             since=lg)), 5, d.tail())
+        def ours():
+            with open(path, "rb") as f:
+                return f.read() == want
+
+        self.assertTrue(wait_until(ours, 15),
+                        "the spec is not ours again after the other writer stopped")
+        self.assertTrue(d.alive())
 
     # --- a write that never returns ---
 

@@ -9,6 +9,7 @@
 #include <sys/inotify.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -424,6 +425,66 @@ static void test_watch_symlink_swapped(void **state)
 	(void)rmdir(base);
 }
 
+/*
+ * Every inotify_add_watch() of loop.c lands here (this definition comes before libc's): on
+ * swap_path, the symlink is pointed at the other directory right after the watch is added, so
+ * the path leads elsewhere each time watch_add() looks again.
+ */
+static const char *swap_path;
+static char swap_targets[2][96];
+static int n_swaps;
+
+int inotify_add_watch(int fd, const char *path, uint32_t mask)
+{
+	int wd = (int)syscall(SYS_inotify_add_watch, fd, path, mask);
+	char tmp[128];
+
+	if (wd >= 0 && swap_path && streq(path, swap_path)) {
+		(void)snprintf(tmp, sizeof(tmp), "%s.tmp", swap_path);
+		assert_int_equal(symlink(swap_targets[++n_swaps % 2], tmp), 0);
+		assert_int_equal(rename(tmp, swap_path), 0);
+	}
+	return wd;
+}
+
+/*
+ * The path swapped between the looks of each of watch_add()'s three tries: the watch kept is on
+ * a directory the path no longer leads to, and the loop says IN_MOVE_SELF at once (a swap is
+ * an event in the parent) instead of taking the last look for the inode watched.
+ */
+static void test_watch_swapped_while_added(void **state)
+{
+	char base[] = "/tmp/test-loop-XXXXXX", cur[96];
+	struct loop *l = NULL;
+	struct loop_watch *w = NULL;
+	struct swap s = { 0 };
+
+	assert_non_null(mkdtemp(base));
+	(void)snprintf(swap_targets[0], sizeof(swap_targets[0]), "%s/a", base);
+	(void)snprintf(swap_targets[1], sizeof(swap_targets[1]), "%s/b", base);
+	(void)snprintf(cur, sizeof(cur), "%s/cur", base);
+	assert_int_equal(mkdir(swap_targets[0], 0755), 0);
+	assert_int_equal(mkdir(swap_targets[1], 0755), 0);
+	assert_int_equal(symlink(swap_targets[0], cur), 0);
+	assert_int_equal(loop_new(&l), 0);
+	swap_path = cur;
+	n_swaps = 0;
+	assert_int_equal(loop_watch_new(l, cur, IN_CREATE | IN_ONLYDIR, on_swap, &s, &w), 0);
+	swap_path = NULL;
+	assert_int_equal(n_swaps, 3);
+
+	run_until_moved(l, &s);
+	assert_true(s.mask & IN_MOVE_SELF);
+	assert_string_equal(s.name, "");
+
+	loop_watch_free(w);
+	loop_free(l);
+	(void)unlink(cur);
+	(void)rmdir(swap_targets[0]);
+	(void)rmdir(swap_targets[1]);
+	(void)rmdir(base);
+}
+
 /* In a child with its own mount namespace: 0 when the tmpfs mount was reported, 77 skipped. */
 static int mount_child(const char *dir)
 {
@@ -490,6 +551,7 @@ int main(void)
 		cmocka_unit_test(test_inotify_create_and_delete),
 		cmocka_unit_test(test_watch_recreated_from_callback),
 		cmocka_unit_test(test_watch_symlink_swapped),
+		cmocka_unit_test(test_watch_swapped_while_added),
 		cmocka_unit_test(test_watch_mounted_over),
 	};
 

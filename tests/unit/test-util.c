@@ -486,6 +486,42 @@ static void test_read_file_regular_only(void **state)
 	assert_int_equal(rmdir(dir), 0);
 }
 
+/* path_split(): the parent and last component; trailing slashes dropped, "/" has neither. */
+static void test_path_split(void **state)
+{
+	static const struct {
+		const char *path, *parent, *name;
+	} cases[] = {
+		{ "/a/b/c", "/a/b", "c" }, { "a/b/", "a", "b" }, { "a/b//", "a", "b" },
+		{ "b", ".", "b" },	   { "b/", ".", "b" },	 { "/b", "/", "b" },
+		{ "/b/", "/", "b" },	   { ".", ".", "." },	 { "a//b", "a/", "b" },
+		{ "/", NULL, NULL },	   { "//", NULL, NULL },
+	};
+	char *parent, *name;
+
+	(void)state;
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		parent = name = (char *)"unset";
+		assert_int_equal(path_split(cases[i].path, &parent, &name), 0);
+		if (cases[i].parent) {
+			assert_string_equal(parent, cases[i].parent);
+			assert_string_equal(name, cases[i].name);
+		} else {
+			assert_null(parent);
+			assert_null(name);
+		}
+		free(parent);
+		free(name);
+	}
+	/* Either half alone. */
+	assert_int_equal(path_split("/a/b", &parent, NULL), 0);
+	assert_string_equal(parent, "/a");
+	free(parent);
+	assert_int_equal(path_split("/a/b", NULL, &name), 0);
+	assert_string_equal(name, "b");
+	free(name);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -501,6 +537,7 @@ int main(void)
 		/* In this order: the second one takes openat2 away for good. */
 		cmocka_unit_test(test_root_open_openat2),
 		cmocka_unit_test(test_root_open_walk),
+		cmocka_unit_test(test_path_split),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
