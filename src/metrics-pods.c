@@ -201,12 +201,11 @@ static void on_attrib_wake(struct loop_wake *w, void *userdata)
 		run->procs = NULL;
 	}
 	run_unref(run);
-	if (m->attrib.has_next) {
-		m->attrib.has_next = false;
-		start_run(m, m->attrib.next, m->attrib.n_next, m->attrib.seq);
+	if (m->attrib.next) {
+		struct metrics_proc *next = m->attrib.next;
+
 		m->attrib.next = NULL;
-	} else {
-		m->attrib.pending = false;
+		start_run(m, next, m->attrib.n_next, m->attrib.seq);
 	}
 	metrics_attributed(m);
 }
@@ -258,7 +257,6 @@ static void start_run(struct metrics *m, struct metrics_proc *procs, unsigned n,
 	(void)pthread_detach(t);
 	m->podmap = NULL;
 	m->attrib.run = run;
-	m->attrib.pending = true;
 	return;
 fail:
 	if (run)
@@ -270,7 +268,6 @@ fail:
 			r, "cannot start pod attribution, serving processes as skipped", NULL);
 	}
 	install(m, procs, n, seq);
-	m->attrib.pending = false;
 	metrics_attributed(m);
 }
 
@@ -280,21 +277,14 @@ static void attrib_submit(struct metrics *m, struct metrics_proc *procs, unsigne
 	uint64_t seq = ++m->attrib.seq;
 
 	/* A list that replaces one waiting for the run. */
-	if (m->attrib.has_next) {
-		free(m->attrib.next);
-		m->attrib.next = NULL;
-		m->attrib.has_next = false;
-	}
+	m->attrib.next = mfree(m->attrib.next);
 	if (n == 0) {
 		install(m, procs, 0, seq);
-		m->attrib.pending = false;
 		return;
 	}
 	if (m->attrib.run) {
 		m->attrib.next = procs;
 		m->attrib.n_next = n;
-		m->attrib.has_next = true;
-		m->attrib.pending = true;
 		return;
 	}
 	start_run(m, procs, n, seq);
@@ -342,8 +332,6 @@ void metrics_procs_release(struct metrics *m)
 	m->procs = mfree(m->procs);
 	m->n_procs = 0;
 	m->attrib.next = mfree(m->attrib.next);
-	m->attrib.has_next = false;
-	m->attrib.pending = false;
 	/* A run in flight attributed processes of the GPUs before: its result is dropped. */
 	m->attrib.installed = m->attrib.seq;
 }
@@ -433,8 +421,7 @@ void metrics_pods_release(struct metrics *m)
 		m->attrib.run = NULL;
 	}
 	m->attrib.next = mfree(m->attrib.next);
-	m->attrib.has_next = false;
-	m->attrib.pending = false;
+	m->attrib.installed = m->attrib.seq;
 	m->attrib.wake = loop_wake_free(m->attrib.wake);
 	m->podmap = podmap_cache_free(m->podmap);
 }
