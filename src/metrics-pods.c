@@ -210,7 +210,10 @@ static void on_attrib_wake(struct loop_wake *w, void *userdata)
 	metrics_attributed(m);
 }
 
-/* A run for @procs (owned, @n > 0), submission @seq; served as skipped when none can start. */
+/*
+ * A run for @procs (owned, @n > 0), submission @seq; served as skipped when none can start.
+ * The caller refreshes the body (metrics_attributed(), or on_sampled()'s body_stale()).
+ */
 static void start_run(struct metrics *m, struct metrics_proc *procs, unsigned n, uint64_t seq)
 {
 	struct attrib_run *run = NULL;
@@ -268,7 +271,6 @@ fail:
 			r, "cannot start pod attribution, serving processes as skipped", NULL);
 	}
 	install(m, procs, n, seq);
-	metrics_attributed(m);
 }
 
 /* Hands @procs (owned) over for attribution. */
