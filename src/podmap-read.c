@@ -158,25 +158,25 @@ struct ctr_entry {
 	struct podmap_names names;
 };
 
+/*
+ * The last listing of a directory: what it found holds while the directory is unchanged (for
+ * containers/ and pods/, their misses; for a pod's directory, its container).
+ */
+struct dir_seen {
+	bool valid; /* final, and the directory had not changed for a second then */
+	dev_t dev;
+	ino_t ino;
+	struct timespec mtime;
+	usec_t at; /* containers/ and pods/ are listed again MISS_TTL after */
+};
+
 struct pod_entry {
 	char uid[40];
 	enum entry_state state;
 	struct podmap_names names; /* container: the directory's one container, or "" */
 	char dir[NAME_MAX + 1];
-	bool counted; /* names.container is what the directory below held */
-	bool stable;  /* and that directory had not changed for a second then */
-	dev_t dev;
-	ino_t ino;
-	struct timespec mtime;
-};
-
-/* The last listing of containers/ or pods/: its misses hold while the directory is unchanged. */
-struct dir_seen {
-	bool valid; /* complete, and the directory had not changed for a second then */
-	dev_t dev;
-	ino_t ino;
-	struct timespec mtime;
-	usec_t at;
+	bool counted;	      /* names.container is what the directory below held */
+	struct dir_seen seen; /* that directory, when it was counted */
 };
 
 struct podmap_cache {
@@ -268,15 +268,17 @@ static bool settled(const struct stat *st)
 	return st->st_mtim.tv_sec >= 0 && (usec_t)st->st_mtim.tv_sec < wall / USEC_PER_SEC - 1;
 }
 
-static bool seen_unchanged(const struct dir_seen *s, const struct stat *st)
+/* Whether the directory @st is the one @s saw, unchanged since, and that listing was final. */
+static bool seen_same(const struct dir_seen *s, const struct stat *st)
 {
 	return s->valid && s->dev == st->st_dev && s->ino == st->st_ino &&
-	       same_time(&s->mtime, &st->st_mtim) && now_usec() - s->at < MISS_TTL;
+	       same_time(&s->mtime, &st->st_mtim);
 }
 
-static void seen_set(struct dir_seen *s, const struct stat *st, bool complete)
+/* A listing of @st; @final: what it found holds while the directory does not change. */
+static void seen_set(struct dir_seen *s, const struct stat *st, bool final)
 {
-	s->valid = complete && settled(st);
+	s->valid = final && settled(st);
 	s->dev = st->st_dev;
 	s->ino = st->st_ino;
 	s->mtime = st->st_mtim;
@@ -452,7 +454,7 @@ static int lookup(struct batch *b, const char *sub, struct dir_seen *seen, bool 
 		goto out;
 	}
 	r = 0;
-	if (!unknown && seen_unchanged(seen, &st))
+	if (!unknown && seen_same(seen, &st) && now_usec() - seen->at < MISS_TTL)
 		goto out;
 	r = list_dir(b, fd, b->lim.dir_entries, pods ? on_pod_dir : on_container_link, w);
 	seen_set(seen, &st, r == 0);
@@ -506,8 +508,7 @@ static int count_containers(struct batch *b, int pods_fd, struct pod_entry *e)
 		goto out;
 	}
 	r = 0;
-	if (e->counted && e->stable && e->dev == st.st_dev && e->ino == st.st_ino &&
-	    same_time(&e->mtime, &st.st_mtim))
+	if (e->counted && seen_same(&e->seen, &st))
 		goto out;
 	if (past_deadline(b)) {
 		r = -ETIMEDOUT;
@@ -521,10 +522,7 @@ static int count_containers(struct batch *b, int pods_fd, struct pod_entry *e)
 	memcpy(e->names.container, x.name, sizeof(x.name));
 	e->counted = true;
 	/* A directory past the cap is not listed again until it changes. */
-	e->stable = (r == 0 || r == -E2BIG) && settled(&st);
-	e->dev = st.st_dev;
-	e->ino = st.st_ino;
-	e->mtime = st.st_mtim;
+	seen_set(&e->seen, &st, r == 0 || r == -E2BIG);
 	r = 0;
 out:
 	fd_close(fd);
