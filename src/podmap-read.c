@@ -73,6 +73,14 @@ static int read_prefix(int fd, char *buf, size_t max, size_t *ret_len, bool *ret
 	return 0;
 }
 
+/* A pid the proc root does not hold. */
+static void id_no_proc(struct podmap_id *id)
+{
+	memset(id, 0, sizeof(*id));
+	id->kind = PODMAP_NO_PROC;
+	id->runtime = "";
+}
+
 int podmap_read_pid_at(int proc_fd, int pid, size_t max, struct podmap_id *ret)
 {
 	char name[16], *text = NULL;
@@ -133,9 +141,7 @@ int podmap_read_pid_at(int proc_fd, int pid, size_t max, struct podmap_id *ret)
 		*ret = id;
 out:
 	if (r == -ENOENT || r == -ESRCH) {
-		memset(ret, 0, sizeof(*ret));
-		ret->kind = PODMAP_NO_PROC;
-		ret->runtime = "";
+		id_no_proc(ret);
 		r = 0;
 	}
 	free(text);
@@ -550,24 +556,20 @@ static int read_cgroups(struct batch *b, struct podmap_query *q, size_t n)
 			q[i].r = -EINVAL; /* not a pid: nothing to read */
 			continue;
 		}
-		if (proc_fd == -ENOENT)
-			q[i].r = -ENOENT; /* no proc root: no process is in it */
-		else if (proc_fd < 0)
+		if (proc_fd == -ENOENT) {
+			id_no_proc(&q[i].id); /* no proc root: no process is in it */
+			q[i].r = 0;
+		} else if (proc_fd < 0) {
 			q[i].r = proc_fd;
-		else if (past_deadline(b))
+		} else if (past_deadline(b)) {
 			q[i].r = -ETIMEDOUT;
-		else
+		} else {
 			q[i].r = podmap_read_pid_at(proc_fd, (int)q[i].pid, b->lim.cgroup_bytes,
 						    &q[i].id);
+		}
 		if (q[i].r == -ENOMEM) {
 			fd_close(proc_fd);
 			return -ENOMEM;
-		}
-		if (q[i].r == -ENOENT) {
-			memset(&q[i].id, 0, sizeof(q[i].id));
-			q[i].id.kind = PODMAP_NO_PROC;
-			q[i].id.runtime = "";
-			q[i].r = 0;
 		}
 		count_read(b->st, q[i].r);
 	}
