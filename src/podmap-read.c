@@ -295,8 +295,9 @@ struct batch {
 	struct podmap_cache *c;
 	struct podmap_limits lim;
 	struct podmap_stats *st;
-	int log_fd; /* or -errno when it cannot be opened; valid once log_opened */
-	bool log_opened;
+	int log_fd;  /* or -errno when it cannot be opened; valid once log_opened */
+	int pods_fd; /* <log_root>/pods, the same; valid once pods_opened */
+	bool log_opened, pods_opened;
 	bool timed_out;
 };
 
@@ -324,6 +325,16 @@ static int open_log_dir(struct batch *b, const char *sub)
 	if (r == -ELOOP)
 		b->st->cuts[PODMAP_CUT_LINK]++;
 	return r;
+}
+
+/* <log_root>/pods, opened once a batch: the batch's fd, or -errno. */
+static int pods_dir(struct batch *b)
+{
+	if (!b->pods_opened) {
+		b->pods_fd = open_log_dir(b, "pods");
+		b->pods_opened = true;
+	}
+	return b->pods_fd;
 }
 
 typedef void entry_fn(struct batch *b, DIR *d, const struct dirent *de, void *userdata);
@@ -433,9 +444,11 @@ static void on_pod_dir(struct batch *b, DIR *d, const struct dirent *de, void *u
 	(void)snprintf(e->dir, sizeof(e->dir), "%s", de->d_name);
 }
 
-/* Lists @sub for the entries of @w it is to find, unless its misses still hold. */
-static int lookup(struct batch *b, const char *sub, struct dir_seen *seen, bool pods,
-		  struct wanted *w)
+/*
+ * Lists containers/ (or pods/, @pods) for the entries of @w it is to find, unless its misses
+ * still hold.
+ */
+static int lookup(struct batch *b, struct dir_seen *seen, bool pods, struct wanted *w)
 {
 	size_t n = pods ? w->n_pods : w->n_ctrs;
 	bool unknown = false, missing = false;
@@ -452,7 +465,7 @@ static int lookup(struct batch *b, const char *sub, struct dir_seen *seen, bool 
 		return 0;
 	if (past_deadline(b))
 		return -ETIMEDOUT;
-	fd = open_log_dir(b, sub);
+	fd = pods ? pods_dir(b) : open_log_dir(b, "containers");
 	if (fd < 0)
 		return fd;
 	if (fstat(fd, &st) < 0) {
@@ -473,7 +486,8 @@ static int lookup(struct batch *b, const char *sub, struct dir_seen *seen, bool 
 			*s = ENTRY_MISSING;
 	}
 out:
-	fd_close(fd);
+	if (!pods)
+		fd_close(fd);
 	return r;
 }
 
@@ -647,21 +661,18 @@ static int want_pods(const struct podmap_cache *c, const struct podmap_query *q,
 /* Step 3: the container of each pod found, where no link named the process's. */
 static int count_pods(struct batch *b, struct wanted *w)
 {
-	int pods_fd = -1, r = 0;
+	int r = 0;
 
 	for (size_t i = 0; i < w->n_pods; i++) {
 		struct pod_entry *e = &w->pods[i];
+		int fd;
 
 		if (e->state != ENTRY_FOUND)
 			continue;
-		if (pods_fd < 0) {
-			pods_fd = open_log_dir(b, "pods");
-			if (pods_fd < 0) {
-				r = pods_fd;
-				break;
-			}
-		}
-		r = count_containers(b, pods_fd, e);
+		fd = pods_dir(b);
+		if (fd < 0)
+			return fd;
+		r = count_containers(b, fd, e);
 		if (r == -ETIMEDOUT)
 			break;
 		/* Gone, or a link now: the pod is named, its container is not. */
@@ -671,7 +682,6 @@ static int count_pods(struct batch *b, struct wanted *w)
 		}
 		r = 0;
 	}
-	fd_close(pods_fd);
 	return r;
 }
 
@@ -704,7 +714,7 @@ static void fill_names(struct batch *b, struct podmap_query *q, size_t n, const 
 int podmap_cache_map(struct podmap_cache *c, struct podmap_query *q, size_t n,
 		     const struct podmap_limits *lim, struct podmap_stats *st)
 {
-	struct batch b = { .c = c, .st = st, .log_fd = -EBADF };
+	struct batch b = { .c = c, .st = st, .log_fd = -EBADF, .pods_fd = -EBADF };
 	struct wanted w = { 0 };
 	int r;
 
@@ -723,11 +733,11 @@ int podmap_cache_map(struct podmap_cache *c, struct podmap_query *q, size_t n,
 	if (r < 0)
 		goto out;
 	/* Neither a listing that failed nor one cut short fails the batch: its misses say so. */
-	(void)lookup(&b, "containers", &c->seen_ctrs, false, &w);
+	(void)lookup(&b, &c->seen_ctrs, false, &w);
 	r = want_pods(c, q, n, &w);
 	if (r < 0)
 		goto out;
-	(void)lookup(&b, "pods", &c->seen_pods, true, &w);
+	(void)lookup(&b, &c->seen_pods, true, &w);
 	(void)count_pods(&b, &w);
 	fill_names(&b, q, n, &w);
 	/* What this batch asked for is what the cache keeps. */
@@ -742,6 +752,7 @@ int podmap_cache_map(struct podmap_cache *c, struct podmap_query *q, size_t n,
 out:
 	free(w.ctrs);
 	free(w.pods);
+	fd_close(b.pods_fd);
 	fd_close(b.log_fd);
 	return r;
 }
