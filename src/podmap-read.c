@@ -258,6 +258,25 @@ static size_t sort_unique(void *arr, size_t n, size_t size, int (*cmp)(const voi
 	return k + 1;
 }
 
+/*
+ * Sorts the @n entries a batch wants and drops the duplicates; each then takes what @known
+ * (@n_known, sorted: the cache) knew of it. Returns how many are left.
+ */
+static size_t want_from(void *arr, size_t n, size_t size, int (*cmp)(const void *, const void *),
+			const void *known, size_t n_known)
+{
+	char *a = arr;
+
+	n = sort_unique(arr, n, size, cmp);
+	for (size_t i = 0; i < n && n_known; i++) {
+		const void *old = bsearch(a + i * size, known, n_known, size, cmp);
+
+		if (old)
+			memcpy(a + i * size, old, size);
+	}
+	return n;
+}
+
 static bool same_time(const struct timespec *a, const struct timespec *b)
 {
 	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
@@ -607,14 +626,7 @@ static int want_containers(const struct podmap_cache *c, const struct podmap_que
 		if (names_pod(&q[i]) && q[i].id.container_id[0])
 			(void)snprintf(w->ctrs[w->n_ctrs++].cid, CID_LEN + 1, "%s",
 				       q[i].id.container_id);
-	w->n_ctrs = sort_unique(w->ctrs, w->n_ctrs, sizeof(*w->ctrs), cmp_ctr);
-	for (size_t i = 0; i < w->n_ctrs && c->n_ctrs; i++) {
-		const struct ctr_entry *old =
-			bsearch(&w->ctrs[i], c->ctrs, c->n_ctrs, sizeof(*old), cmp_ctr);
-
-		if (old)
-			w->ctrs[i] = *old;
-	}
+	w->n_ctrs = want_from(w->ctrs, w->n_ctrs, sizeof(*w->ctrs), cmp_ctr, c->ctrs, c->n_ctrs);
 	return 0;
 }
 
@@ -647,14 +659,7 @@ static int want_pods(const struct podmap_cache *c, const struct podmap_query *q,
 		if (names_pod(&q[i]) && !ctr_found(w, &q[i]))
 			(void)snprintf(w->pods[w->n_pods++].uid, sizeof(w->pods->uid), "%s",
 				       q[i].id.pod_uid);
-	w->n_pods = sort_unique(w->pods, w->n_pods, sizeof(*w->pods), cmp_pod);
-	for (size_t i = 0; i < w->n_pods && c->n_pods; i++) {
-		const struct pod_entry *old =
-			bsearch(&w->pods[i], c->pods, c->n_pods, sizeof(*old), cmp_pod);
-
-		if (old)
-			w->pods[i] = *old;
-	}
+	w->n_pods = want_from(w->pods, w->n_pods, sizeof(*w->pods), cmp_pod, c->pods, c->n_pods);
 	return 0;
 }
 
