@@ -118,8 +118,8 @@ static void *attrib_thread(void *userdata)
 	 * (Linux nices threads one by one). Raising one's nice needs no privilege. */
 	(void)setpriority(PRIO_PROCESS, (id_t)gettid(), ATTRIB_NICE);
 	run->r = podmap_cache_map(run->cache, run->q, run->n_mapped, &run->lim, &run->st);
-	for (unsigned i = 0; i < run->n_mapped; i++)
-		if (run->r == 0)
+	if (run->r == 0)
+		for (unsigned i = 0; i < run->n_mapped; i++)
 			proc_set(&run->procs[i], &run->q[i]);
 	run->took = now_usec() - run->started;
 	(void)pthread_mutex_lock(&run->mu);

@@ -123,7 +123,7 @@ int podmap_read_pid_at(int proc_fd, int pid, size_t max, struct podmap_id *ret)
 		r = -EINVAL;
 		goto out;
 	}
-	text = malloc(max + 1);
+	text = malloc(max);
 	if (!text) {
 		r = -ENOMEM;
 		goto out;
@@ -429,7 +429,7 @@ static void on_container_link(struct batch *b, DIR *d, const struct dirent *de, 
 	struct wanted *w = userdata;
 	struct ctr_entry key, *e;
 
-	if (de->d_name[0] == '.' || !podmap_parse_container_log(de->d_name, key.cid, &key.names))
+	if (!podmap_parse_container_log(de->d_name, key.cid, &key.names))
 		return;
 	e = bsearch(&key, w->ctrs, w->n_ctrs, sizeof(key), cmp_ctr);
 	if (!e || e->state == ENTRY_FOUND)
@@ -446,7 +446,7 @@ static void on_pod_dir(struct batch *b, DIR *d, const struct dirent *de, void *u
 	struct podmap_names names;
 	unsigned type;
 
-	if (de->d_name[0] == '.' || !podmap_parse_pod_dir(de->d_name, uid, &names))
+	if (!podmap_parse_pod_dir(de->d_name, uid, &names))
 		return;
 	e = bsearch(uid, w->pods, w->n_pods, sizeof(*e), cmp_pod);
 	if (!e || e->state == ENTRY_FOUND)
