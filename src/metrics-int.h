@@ -66,10 +66,8 @@ enum metrics_proc_kind {
 struct metrics_attrib {
 	struct loop_wake *wake;	   /* created with the first run */
 	struct attrib_run *run;	   /* in flight, or NULL */
-	struct metrics_proc *next; /* the processes of a newer sample, waiting for the run */
+	struct metrics_proc *next; /* a newer sample's processes waiting for the run, or NULL */
 	unsigned n_next;
-	bool has_next;
-	bool pending;		 /* the newest sample's processes are not attributed yet */
 	uint64_t seq, installed; /* lists handed over; the newest whose result is served */
 	uint64_t runs;
 	uint64_t cuts[METRICS_CUT_COUNT];
@@ -148,11 +146,17 @@ struct metrics {
 	usec_t started_wall;
 };
 
+/* The newest sample's processes are not attributed yet (nor dropped). */
+static inline bool metrics_attrib_pending(const struct metrics *m)
+{
+	return m->attrib.seq != m->attrib.installed;
+}
+
 /* metrics-pods.c */
 /*
  * Stores a sample as the telemetry cache and hands its processes to the attribution (a run on
- * its thread; m->attrib.pending until its result is in m->procs). Needs m->loop for the run;
- * without a loop, or when no thread can start, the processes are served as skipped.
+ * its thread; metrics_attrib_pending() until its result is in m->procs). Needs m->loop for the
+ * run; without a loop, or when no thread can start, the processes are served as skipped.
  */
 void metrics_cache_store(struct metrics *m, const struct gpu_sample *samples, const int *r,
 			 unsigned n);

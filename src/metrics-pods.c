@@ -118,8 +118,8 @@ static void *attrib_thread(void *userdata)
 	 * (Linux nices threads one by one). Raising one's nice needs no privilege. */
 	(void)setpriority(PRIO_PROCESS, (id_t)gettid(), ATTRIB_NICE);
 	run->r = podmap_cache_map(run->cache, run->q, run->n_mapped, &run->lim, &run->st);
-	for (unsigned i = 0; i < run->n_mapped; i++)
-		if (run->r == 0)
+	if (run->r == 0)
+		for (unsigned i = 0; i < run->n_mapped; i++)
 			proc_set(&run->procs[i], &run->q[i]);
 	run->took = now_usec() - run->started;
 	(void)pthread_mutex_lock(&run->mu);
@@ -201,17 +201,19 @@ static void on_attrib_wake(struct loop_wake *w, void *userdata)
 		run->procs = NULL;
 	}
 	run_unref(run);
-	if (m->attrib.has_next) {
-		m->attrib.has_next = false;
-		start_run(m, m->attrib.next, m->attrib.n_next, m->attrib.seq);
+	if (m->attrib.next) {
+		struct metrics_proc *next = m->attrib.next;
+
 		m->attrib.next = NULL;
-	} else {
-		m->attrib.pending = false;
+		start_run(m, next, m->attrib.n_next, m->attrib.seq);
 	}
 	metrics_attributed(m);
 }
 
-/* A run for @procs (owned, @n > 0), submission @seq; served as skipped when none can start. */
+/*
+ * A run for @procs (owned, @n > 0), submission @seq; served as skipped when none can start.
+ * The caller refreshes the body (metrics_attributed(), or on_sampled()'s body_stale()).
+ */
 static void start_run(struct metrics *m, struct metrics_proc *procs, unsigned n, uint64_t seq)
 {
 	struct attrib_run *run = NULL;
@@ -258,7 +260,6 @@ static void start_run(struct metrics *m, struct metrics_proc *procs, unsigned n,
 	(void)pthread_detach(t);
 	m->podmap = NULL;
 	m->attrib.run = run;
-	m->attrib.pending = true;
 	return;
 fail:
 	if (run)
@@ -270,8 +271,6 @@ fail:
 			r, "cannot start pod attribution, serving processes as skipped", NULL);
 	}
 	install(m, procs, n, seq);
-	m->attrib.pending = false;
-	metrics_attributed(m);
 }
 
 /* Hands @procs (owned) over for attribution. */
@@ -280,21 +279,14 @@ static void attrib_submit(struct metrics *m, struct metrics_proc *procs, unsigne
 	uint64_t seq = ++m->attrib.seq;
 
 	/* A list that replaces one waiting for the run. */
-	if (m->attrib.has_next) {
-		free(m->attrib.next);
-		m->attrib.next = NULL;
-		m->attrib.has_next = false;
-	}
+	m->attrib.next = mfree(m->attrib.next);
 	if (n == 0) {
 		install(m, procs, 0, seq);
-		m->attrib.pending = false;
 		return;
 	}
 	if (m->attrib.run) {
 		m->attrib.next = procs;
 		m->attrib.n_next = n;
-		m->attrib.has_next = true;
-		m->attrib.pending = true;
 		return;
 	}
 	start_run(m, procs, n, seq);
@@ -342,8 +334,6 @@ void metrics_procs_release(struct metrics *m)
 	m->procs = mfree(m->procs);
 	m->n_procs = 0;
 	m->attrib.next = mfree(m->attrib.next);
-	m->attrib.has_next = false;
-	m->attrib.pending = false;
 	/* A run in flight attributed processes of the GPUs before: its result is dropped. */
 	m->attrib.installed = m->attrib.seq;
 }
@@ -433,8 +423,7 @@ void metrics_pods_release(struct metrics *m)
 		m->attrib.run = NULL;
 	}
 	m->attrib.next = mfree(m->attrib.next);
-	m->attrib.has_next = false;
-	m->attrib.pending = false;
+	m->attrib.installed = m->attrib.seq;
 	m->attrib.wake = loop_wake_free(m->attrib.wake);
 	m->podmap = podmap_cache_free(m->podmap);
 }

@@ -165,7 +165,7 @@ static void on_wait_timeout(struct loop_timer *t, void *userdata)
 
 static void maybe_flush(struct metrics *m)
 {
-	if (!m->sample_pending && !m->podres_pending && !m->attrib.pending && m->n_waiters)
+	if (!m->sample_pending && !m->podres_pending && !metrics_attrib_pending(m) && m->n_waiters)
 		flush_waiters(m);
 }
 
@@ -221,7 +221,7 @@ static bool refresh(struct metrics *m)
 		podres_poll_now(m->podres);
 	}
 	/* An attribution stuck in a file read is waited for no more than a hung NVML call. */
-	attrib = m->attrib.pending && !metrics_attrib_stuck(m);
+	attrib = metrics_attrib_pending(m) && !metrics_attrib_stuck(m);
 	/* A hung call: answer from the cache now, and ask again once it returns. */
 	if (m->mon && gpu_monitor_hung(m->mon))
 		return m->podres_pending || attrib;

@@ -73,6 +73,14 @@ static int read_prefix(int fd, char *buf, size_t max, size_t *ret_len, bool *ret
 	return 0;
 }
 
+/* A pid the proc root does not hold. */
+static void id_no_proc(struct podmap_id *id)
+{
+	memset(id, 0, sizeof(*id));
+	id->kind = PODMAP_NO_PROC;
+	id->runtime = "";
+}
+
 int podmap_read_pid_at(int proc_fd, int pid, size_t max, struct podmap_id *ret)
 {
 	char name[16], *text = NULL;
@@ -115,7 +123,7 @@ int podmap_read_pid_at(int proc_fd, int pid, size_t max, struct podmap_id *ret)
 		r = -EINVAL;
 		goto out;
 	}
-	text = malloc(max + 1);
+	text = malloc(max);
 	if (!text) {
 		r = -ENOMEM;
 		goto out;
@@ -133,9 +141,7 @@ int podmap_read_pid_at(int proc_fd, int pid, size_t max, struct podmap_id *ret)
 		*ret = id;
 out:
 	if (r == -ENOENT || r == -ESRCH) {
-		memset(ret, 0, sizeof(*ret));
-		ret->kind = PODMAP_NO_PROC;
-		ret->runtime = "";
+		id_no_proc(ret);
 		r = 0;
 	}
 	free(text);
@@ -158,25 +164,25 @@ struct ctr_entry {
 	struct podmap_names names;
 };
 
+/*
+ * The last listing of a directory: what it found holds while the directory is unchanged (for
+ * containers/ and pods/, their misses; for a pod's directory, its container).
+ */
+struct dir_seen {
+	bool valid; /* final, and the directory had not changed for a second then */
+	dev_t dev;
+	ino_t ino;
+	struct timespec mtime;
+	usec_t at; /* containers/ and pods/ are listed again MISS_TTL after */
+};
+
 struct pod_entry {
 	char uid[40];
 	enum entry_state state;
 	struct podmap_names names; /* container: the directory's one container, or "" */
 	char dir[NAME_MAX + 1];
-	bool counted; /* names.container is what the directory below held */
-	bool stable;  /* and that directory had not changed for a second then */
-	dev_t dev;
-	ino_t ino;
-	struct timespec mtime;
-};
-
-/* The last listing of containers/ or pods/: its misses hold while the directory is unchanged. */
-struct dir_seen {
-	bool valid; /* complete, and the directory had not changed for a second then */
-	dev_t dev;
-	ino_t ino;
-	struct timespec mtime;
-	usec_t at;
+	bool counted;	      /* names.container is what the directory below held */
+	struct dir_seen seen; /* that directory, when it was counted */
 };
 
 struct podmap_cache {
@@ -252,6 +258,25 @@ static size_t sort_unique(void *arr, size_t n, size_t size, int (*cmp)(const voi
 	return k + 1;
 }
 
+/*
+ * Sorts the @n entries a batch wants and drops the duplicates; each then takes what @known
+ * (@n_known, sorted: the cache) knew of it. Returns how many are left.
+ */
+static size_t want_from(void *arr, size_t n, size_t size, int (*cmp)(const void *, const void *),
+			const void *known, size_t n_known)
+{
+	char *a = arr;
+
+	n = sort_unique(arr, n, size, cmp);
+	for (size_t i = 0; i < n && n_known; i++) {
+		const void *old = bsearch(a + i * size, known, n_known, size, cmp);
+
+		if (old)
+			memcpy(a + i * size, old, size);
+	}
+	return n;
+}
+
 static bool same_time(const struct timespec *a, const struct timespec *b)
 {
 	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
@@ -268,15 +293,17 @@ static bool settled(const struct stat *st)
 	return st->st_mtim.tv_sec >= 0 && (usec_t)st->st_mtim.tv_sec < wall / USEC_PER_SEC - 1;
 }
 
-static bool seen_unchanged(const struct dir_seen *s, const struct stat *st)
+/* Whether the directory @st is the one @s saw, unchanged since, and that listing was final. */
+static bool seen_same(const struct dir_seen *s, const struct stat *st)
 {
 	return s->valid && s->dev == st->st_dev && s->ino == st->st_ino &&
-	       same_time(&s->mtime, &st->st_mtim) && now_usec() - s->at < MISS_TTL;
+	       same_time(&s->mtime, &st->st_mtim);
 }
 
-static void seen_set(struct dir_seen *s, const struct stat *st, bool complete)
+/* A listing of @st; @final: what it found holds while the directory does not change. */
+static void seen_set(struct dir_seen *s, const struct stat *st, bool final)
 {
-	s->valid = complete && settled(st);
+	s->valid = final && settled(st);
 	s->dev = st->st_dev;
 	s->ino = st->st_ino;
 	s->mtime = st->st_mtim;
@@ -287,8 +314,9 @@ struct batch {
 	struct podmap_cache *c;
 	struct podmap_limits lim;
 	struct podmap_stats *st;
-	int log_fd; /* or -errno when it cannot be opened; valid once log_opened */
-	bool log_opened;
+	int log_fd;  /* or -errno when it cannot be opened; valid once log_opened */
+	int pods_fd; /* <log_root>/pods, the same; valid once pods_opened */
+	bool log_opened, pods_opened;
 	bool timed_out;
 };
 
@@ -316,6 +344,16 @@ static int open_log_dir(struct batch *b, const char *sub)
 	if (r == -ELOOP)
 		b->st->cuts[PODMAP_CUT_LINK]++;
 	return r;
+}
+
+/* <log_root>/pods, opened once a batch: the batch's fd, or -errno. */
+static int pods_dir(struct batch *b)
+{
+	if (!b->pods_opened) {
+		b->pods_fd = open_log_dir(b, "pods");
+		b->pods_opened = true;
+	}
+	return b->pods_fd;
 }
 
 typedef void entry_fn(struct batch *b, DIR *d, const struct dirent *de, void *userdata);
@@ -391,7 +429,7 @@ static void on_container_link(struct batch *b, DIR *d, const struct dirent *de, 
 	struct wanted *w = userdata;
 	struct ctr_entry key, *e;
 
-	if (de->d_name[0] == '.' || !podmap_parse_container_log(de->d_name, key.cid, &key.names))
+	if (!podmap_parse_container_log(de->d_name, key.cid, &key.names))
 		return;
 	e = bsearch(&key, w->ctrs, w->n_ctrs, sizeof(key), cmp_ctr);
 	if (!e || e->state == ENTRY_FOUND)
@@ -408,7 +446,7 @@ static void on_pod_dir(struct batch *b, DIR *d, const struct dirent *de, void *u
 	struct podmap_names names;
 	unsigned type;
 
-	if (de->d_name[0] == '.' || !podmap_parse_pod_dir(de->d_name, uid, &names))
+	if (!podmap_parse_pod_dir(de->d_name, uid, &names))
 		return;
 	e = bsearch(uid, w->pods, w->n_pods, sizeof(*e), cmp_pod);
 	if (!e || e->state == ENTRY_FOUND)
@@ -425,9 +463,11 @@ static void on_pod_dir(struct batch *b, DIR *d, const struct dirent *de, void *u
 	(void)snprintf(e->dir, sizeof(e->dir), "%s", de->d_name);
 }
 
-/* Lists @sub for the entries of @w it is to find, unless its misses still hold. */
-static int lookup(struct batch *b, const char *sub, struct dir_seen *seen, bool pods,
-		  struct wanted *w)
+/*
+ * Lists containers/ (or pods/, @pods) for the entries of @w it is to find, unless its misses
+ * still hold.
+ */
+static int lookup(struct batch *b, struct dir_seen *seen, bool pods, struct wanted *w)
 {
 	size_t n = pods ? w->n_pods : w->n_ctrs;
 	bool unknown = false, missing = false;
@@ -444,7 +484,7 @@ static int lookup(struct batch *b, const char *sub, struct dir_seen *seen, bool 
 		return 0;
 	if (past_deadline(b))
 		return -ETIMEDOUT;
-	fd = open_log_dir(b, sub);
+	fd = pods ? pods_dir(b) : open_log_dir(b, "containers");
 	if (fd < 0)
 		return fd;
 	if (fstat(fd, &st) < 0) {
@@ -452,7 +492,7 @@ static int lookup(struct batch *b, const char *sub, struct dir_seen *seen, bool 
 		goto out;
 	}
 	r = 0;
-	if (!unknown && seen_unchanged(seen, &st))
+	if (!unknown && seen_same(seen, &st) && now_usec() - seen->at < MISS_TTL)
 		goto out;
 	r = list_dir(b, fd, b->lim.dir_entries, pods ? on_pod_dir : on_container_link, w);
 	seen_set(seen, &st, r == 0);
@@ -465,7 +505,8 @@ static int lookup(struct batch *b, const char *sub, struct dir_seen *seen, bool 
 			*s = ENTRY_MISSING;
 	}
 out:
-	fd_close(fd);
+	if (!pods)
+		fd_close(fd);
 	return r;
 }
 
@@ -506,8 +547,7 @@ static int count_containers(struct batch *b, int pods_fd, struct pod_entry *e)
 		goto out;
 	}
 	r = 0;
-	if (e->counted && e->stable && e->dev == st.st_dev && e->ino == st.st_ino &&
-	    same_time(&e->mtime, &st.st_mtim))
+	if (e->counted && seen_same(&e->seen, &st))
 		goto out;
 	if (past_deadline(b)) {
 		r = -ETIMEDOUT;
@@ -521,10 +561,7 @@ static int count_containers(struct batch *b, int pods_fd, struct pod_entry *e)
 	memcpy(e->names.container, x.name, sizeof(x.name));
 	e->counted = true;
 	/* A directory past the cap is not listed again until it changes. */
-	e->stable = (r == 0 || r == -E2BIG) && settled(&st);
-	e->dev = st.st_dev;
-	e->ino = st.st_ino;
-	e->mtime = st.st_mtim;
+	seen_set(&e->seen, &st, r == 0 || r == -E2BIG);
 	r = 0;
 out:
 	fd_close(fd);
@@ -552,24 +589,20 @@ static int read_cgroups(struct batch *b, struct podmap_query *q, size_t n)
 			q[i].r = -EINVAL; /* not a pid: nothing to read */
 			continue;
 		}
-		if (proc_fd == -ENOENT)
-			q[i].r = -ENOENT; /* no proc root: no process is in it */
-		else if (proc_fd < 0)
+		if (proc_fd == -ENOENT) {
+			id_no_proc(&q[i].id); /* no proc root: no process is in it */
+			q[i].r = 0;
+		} else if (proc_fd < 0) {
 			q[i].r = proc_fd;
-		else if (past_deadline(b))
+		} else if (past_deadline(b)) {
 			q[i].r = -ETIMEDOUT;
-		else
+		} else {
 			q[i].r = podmap_read_pid_at(proc_fd, (int)q[i].pid, b->lim.cgroup_bytes,
 						    &q[i].id);
+		}
 		if (q[i].r == -ENOMEM) {
 			fd_close(proc_fd);
 			return -ENOMEM;
-		}
-		if (q[i].r == -ENOENT) {
-			memset(&q[i].id, 0, sizeof(q[i].id));
-			q[i].id.kind = PODMAP_NO_PROC;
-			q[i].id.runtime = "";
-			q[i].r = 0;
 		}
 		count_read(b->st, q[i].r);
 	}
@@ -593,14 +626,7 @@ static int want_containers(const struct podmap_cache *c, const struct podmap_que
 		if (names_pod(&q[i]) && q[i].id.container_id[0])
 			(void)snprintf(w->ctrs[w->n_ctrs++].cid, CID_LEN + 1, "%s",
 				       q[i].id.container_id);
-	w->n_ctrs = sort_unique(w->ctrs, w->n_ctrs, sizeof(*w->ctrs), cmp_ctr);
-	for (size_t i = 0; i < w->n_ctrs && c->n_ctrs; i++) {
-		const struct ctr_entry *old =
-			bsearch(&w->ctrs[i], c->ctrs, c->n_ctrs, sizeof(*old), cmp_ctr);
-
-		if (old)
-			w->ctrs[i] = *old;
-	}
+	w->n_ctrs = want_from(w->ctrs, w->n_ctrs, sizeof(*w->ctrs), cmp_ctr, c->ctrs, c->n_ctrs);
 	return 0;
 }
 
@@ -633,35 +659,25 @@ static int want_pods(const struct podmap_cache *c, const struct podmap_query *q,
 		if (names_pod(&q[i]) && !ctr_found(w, &q[i]))
 			(void)snprintf(w->pods[w->n_pods++].uid, sizeof(w->pods->uid), "%s",
 				       q[i].id.pod_uid);
-	w->n_pods = sort_unique(w->pods, w->n_pods, sizeof(*w->pods), cmp_pod);
-	for (size_t i = 0; i < w->n_pods && c->n_pods; i++) {
-		const struct pod_entry *old =
-			bsearch(&w->pods[i], c->pods, c->n_pods, sizeof(*old), cmp_pod);
-
-		if (old)
-			w->pods[i] = *old;
-	}
+	w->n_pods = want_from(w->pods, w->n_pods, sizeof(*w->pods), cmp_pod, c->pods, c->n_pods);
 	return 0;
 }
 
 /* Step 3: the container of each pod found, where no link named the process's. */
 static int count_pods(struct batch *b, struct wanted *w)
 {
-	int pods_fd = -1, r = 0;
+	int r = 0;
 
 	for (size_t i = 0; i < w->n_pods; i++) {
 		struct pod_entry *e = &w->pods[i];
+		int fd;
 
 		if (e->state != ENTRY_FOUND)
 			continue;
-		if (pods_fd < 0) {
-			pods_fd = open_log_dir(b, "pods");
-			if (pods_fd < 0) {
-				r = pods_fd;
-				break;
-			}
-		}
-		r = count_containers(b, pods_fd, e);
+		fd = pods_dir(b);
+		if (fd < 0)
+			return fd;
+		r = count_containers(b, fd, e);
 		if (r == -ETIMEDOUT)
 			break;
 		/* Gone, or a link now: the pod is named, its container is not. */
@@ -671,7 +687,6 @@ static int count_pods(struct batch *b, struct wanted *w)
 		}
 		r = 0;
 	}
-	fd_close(pods_fd);
 	return r;
 }
 
@@ -704,7 +719,7 @@ static void fill_names(struct batch *b, struct podmap_query *q, size_t n, const 
 int podmap_cache_map(struct podmap_cache *c, struct podmap_query *q, size_t n,
 		     const struct podmap_limits *lim, struct podmap_stats *st)
 {
-	struct batch b = { .c = c, .st = st, .log_fd = -EBADF };
+	struct batch b = { .c = c, .st = st, .log_fd = -EBADF, .pods_fd = -EBADF };
 	struct wanted w = { 0 };
 	int r;
 
@@ -723,11 +738,11 @@ int podmap_cache_map(struct podmap_cache *c, struct podmap_query *q, size_t n,
 	if (r < 0)
 		goto out;
 	/* Neither a listing that failed nor one cut short fails the batch: its misses say so. */
-	(void)lookup(&b, "containers", &c->seen_ctrs, false, &w);
+	(void)lookup(&b, &c->seen_ctrs, false, &w);
 	r = want_pods(c, q, n, &w);
 	if (r < 0)
 		goto out;
-	(void)lookup(&b, "pods", &c->seen_pods, true, &w);
+	(void)lookup(&b, &c->seen_pods, true, &w);
 	(void)count_pods(&b, &w);
 	fill_names(&b, q, n, &w);
 	/* What this batch asked for is what the cache keeps. */
@@ -742,6 +757,7 @@ int podmap_cache_map(struct podmap_cache *c, struct podmap_query *q, size_t n,
 out:
 	free(w.ctrs);
 	free(w.pods);
+	fd_close(b.pods_fd);
 	fd_close(b.log_fd);
 	return r;
 }

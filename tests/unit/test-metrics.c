@@ -299,8 +299,8 @@ static void test_pods_and_processes(void **state)
 	s[0].procs[3] = (struct gpu_process){ 4242, 8 * MIB };
 	metrics_cache_store(&e->m, s, r, 2);
 	/* Attributed on a thread of its own, never on the loop: the result comes back to it. */
-	assert_true(e->m.attrib.pending);
-	while (e->m.attrib.pending)
+	assert_true(metrics_attrib_pending(&e->m));
+	while (metrics_attrib_pending(&e->m))
 		assert_int_equal(loop_run_once(e->loop, USEC_INFINITY), 0);
 	assert_int_equal(e->m.n_procs, 4);
 	render(e);
@@ -412,8 +412,8 @@ static void test_attribution_handoff(void **state)
 	metrics_cache_store(&e->m, s, r, 2);
 	one_proc(s, 4243, 3 * MIB);
 	metrics_cache_store(&e->m, s, r, 2);
-	assert_true(e->m.attrib.has_next);
-	while (e->m.attrib.pending)
+	assert_non_null(e->m.attrib.next);
+	while (metrics_attrib_pending(&e->m))
 		assert_int_equal(loop_run_once(e->loop, USEC_INFINITY), 0);
 	assert_int_equal(e->m.n_procs, 1);
 	assert_int_equal(e->m.procs[0].pid, 4243);
@@ -426,7 +426,7 @@ static void test_attribution_handoff(void **state)
 	metrics_cache_store(&e->m, s, r, 2);
 	assert_non_null(e->m.attrib.run);
 	assert_int_equal(metrics_set_gpus(&e->m, &e->info), 0);
-	assert_false(e->m.attrib.pending);
+	assert_false(metrics_attrib_pending(&e->m));
 	while (e->m.attrib.run)
 		assert_int_equal(loop_run_once(e->loop, USEC_INFINITY), 0);
 	assert_int_equal(e->m.n_procs, 0);
@@ -437,7 +437,7 @@ static void test_attribution_handoff(void **state)
 	e->m.loop = NULL;
 	one_proc(s, 4245, 5 * MIB);
 	metrics_cache_store(&e->m, s, r, 2);
-	assert_false(e->m.attrib.pending);
+	assert_false(metrics_attrib_pending(&e->m));
 	assert_int_equal(e->m.n_procs, 1);
 	assert_int_equal(e->m.procs[0].kind, METRICS_PROC_SKIPPED);
 	render(e);

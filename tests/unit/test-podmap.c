@@ -468,6 +468,7 @@ static char *make_tree(void)
 	link_in(root, "p_ns_c-" CID_X ".txt", "x");   /* not .log */
 	link_in(root, "p_..._c-" CID_X ".log", "x");  /* dots */
 	link_in(root, "p_-ns_c-" CID_X ".log", "x");  /* dash first */
+	link_in(root, ".p_ns_c-" CID_X ".log", "x");  /* hidden */
 	(void)snprintf(name, sizeof(name), "p_ns_%s-%s.log", long_ctr, CID_X);
 	link_in(root, name, "x"); /* container name of 64 */
 	(void)snprintf(name, sizeof(name), "%s_ns_c-%s.log", long_pod, CID_X);
@@ -480,6 +481,8 @@ static char *make_tree(void)
 		     "Ns_pod_" UID_N); /* upper case */
 	mkdirf(root, "pods/"
 		     "ns_.._" UID_N); /* dots */
+	mkdirf(root, "pods/"
+		     ".ns_pod_" UID_N); /* hidden */
 	return root;
 }
 
