@@ -14,7 +14,6 @@
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,19 +158,15 @@ static int nvml_job_new(const struct gpu_backend_opts *o, struct nvml_job **ret)
 static int nvml_job_run(struct nvml_job *j, unsigned timeout_ms, const char **ret_stage,
 			const char **ret_call)
 {
-	sigset_t all, old;
 	struct timespec ts;
 	pthread_t t;
 	int r;
 
-	(void)sigfillset(&all);
-	(void)pthread_sigmask(SIG_SETMASK, &all, &old);
 	atomic_fetch_add(&live_threads, 1);
-	r = pthread_create(&t, NULL, nvml_worker, j);
-	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r != 0) {
+	r = thread_start(&t, nvml_worker, j);
+	if (r < 0) {
 		atomic_fetch_sub(&live_threads, 1);
-		return -r;
+		return r;
 	}
 	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
 	ts.tv_sec += timeout_ms / 1000;

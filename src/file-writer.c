@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,24 +83,18 @@ static void *write_thread(void *userdata)
 	return NULL;
 }
 
-/* Starts @j on a thread, with every signal blocked there (the loop's signalfd gets them). */
+/* Starts @j on a thread of its own (thread_start(), detached). */
 static int job_start(struct file_writer *fw, struct job *j)
 {
-	sigset_t all, old;
-	pthread_t t;
 	int r;
 
 	j->refs = 2;
 	j->wake = fw->wake;
-	(void)sigfillset(&all);
-	(void)pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = pthread_create(&t, NULL, write_thread, j);
-	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r != 0) {
+	r = thread_start(NULL, write_thread, j);
+	if (r < 0) {
 		j->refs = 1;
-		return -r;
+		return r;
 	}
-	(void)pthread_detach(t);
 	fw->running = j;
 	fw->started = now_usec();
 	if (fw->o.stuck && fw->o.stuck_after)

@@ -18,7 +18,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -232,25 +231,20 @@ static void *event_thread(void *userdata)
 	return NULL;
 }
 
-/* Starts @fn(@arg) with every signal blocked: signals belong to the loop's signalfd. With
-   s->mu held: the thread starts once the caller lets go of it. */
+/* Starts @fn(@arg) (thread_start()), counted. With s->mu held: the thread starts once the
+   caller lets go of it. */
 static int thread_start_locked(struct gpu_worker *s, pthread_t *t, void *(*fn)(void *), void *arg)
 {
-	sigset_t all, old;
 	int r;
 
-	(void)sigfillset(&all);
-	(void)pthread_sigmask(SIG_SETMASK, &all, &old);
 	s->refs++;
 	atomic_fetch_add(&live_threads, 1);
-	r = pthread_create(t, NULL, fn, arg);
-	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r != 0) {
+	r = thread_start(t, fn, arg);
+	if (r < 0) {
 		atomic_fetch_sub(&live_threads, 1);
 		s->refs--;
-		return -r;
 	}
-	return 0;
+	return r;
 }
 
 /* Starts the event thread, unless the monitor stops. Worker thread. */

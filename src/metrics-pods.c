@@ -12,7 +12,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,8 +216,6 @@ static void on_attrib_wake(struct loop_wake *w, void *userdata)
 static void start_run(struct metrics *m, struct metrics_proc *procs, unsigned n, uint64_t seq)
 {
 	struct attrib_run *run = NULL;
-	sigset_t all, old;
-	pthread_t t;
 	int r = -ENOMEM;
 
 	if (!m->attrib.wake) {
@@ -247,17 +244,13 @@ static void start_run(struct metrics *m, struct metrics_proc *procs, unsigned n,
 	run->lim.deadline = run->started + ATTRIB_BUDGET;
 	run->cache = m->podmap;
 	run->procs = procs;
-	(void)sigfillset(&all);
-	(void)pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = -pthread_create(&t, NULL, attrib_thread, run);
-	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+	r = thread_start(NULL, attrib_thread, run);
 	if (r < 0) {
 		(void)pthread_mutex_destroy(&run->mu);
 		run->procs = NULL;
 		run->cache = NULL;
 		goto fail;
 	}
-	(void)pthread_detach(t);
 	m->podmap = NULL;
 	m->attrib.run = run;
 	return;

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -21,6 +22,25 @@ usec_t now_usec(void)
 
 	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (usec_t)ts.tv_sec * USEC_PER_SEC + (usec_t)ts.tv_nsec / 1000;
+}
+
+int thread_start(pthread_t *ret, void *(*fn)(void *), void *arg)
+{
+	sigset_t all, old;
+	pthread_t t;
+	int r;
+
+	(void)sigfillset(&all);
+	(void)pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = pthread_create(&t, NULL, fn, arg);
+	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r != 0)
+		return -r;
+	if (ret)
+		*ret = t;
+	else
+		(void)pthread_detach(t);
+	return 0;
 }
 
 usec_t wall_usec(void)

@@ -2,6 +2,7 @@
 
 /* Small helpers shared by every module: time, fds, number parsing, growable buffers. */
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -22,6 +23,13 @@ typedef uint64_t usec_t;
 usec_t now_usec(void);
 /* CLOCK_REALTIME in µs (for timestamps others read: metrics, files). */
 usec_t wall_usec(void);
+
+/*
+ * Starts @fn(@arg) on a new thread with every signal blocked in it: signals are the loop's
+ * (its signalfd), and a thread that took one would run no handler while the loop missed it.
+ * The thread's id goes to *@ret, or with @ret NULL it is detached. Returns 0 or -errno.
+ */
+int thread_start(pthread_t *ret, void *(*fn)(void *), void *arg) WARN_UNUSED;
 
 /* Closes @fd if >= 0, preserving errno; returns -1 so callers can write fd = fd_close(fd). */
 int fd_close(int fd);

@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -486,6 +487,35 @@ static void test_read_file_regular_only(void **state)
 	assert_int_equal(rmdir(dir), 0);
 }
 
+/* The thread thread_start() made: every signal blocked in it (the loop's signalfd takes them). */
+static void *mask_of(void *arg)
+{
+	sigset_t *mask = arg;
+
+	(void)pthread_sigmask(SIG_SETMASK, NULL, mask);
+	return NULL;
+}
+
+static void test_thread_start(void **state)
+{
+	sigset_t mask, before, after;
+	pthread_t t;
+
+	(void)sigemptyset(&before);
+	(void)pthread_sigmask(SIG_SETMASK, &before, NULL);
+	assert_int_equal(thread_start(&t, mask_of, &mask), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	/* The standard signals, and the first real-time one (glibc keeps the two below it). */
+	assert_int_equal(sigismember(&mask, SIGRTMIN), 1);
+	for (int sig = 1; sig <= SIGSYS; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			assert_int_equal(sigismember(&mask, sig), 1);
+	/* The caller's own mask is left as it was. */
+	(void)pthread_sigmask(SIG_SETMASK, NULL, &after);
+	assert_int_equal(sigismember(&after, SIGTERM), 0);
+	assert_int_equal(sigismember(&after, SIGHUP), 0);
+}
+
 /* path_split(): the parent and last component; trailing slashes dropped, "/" has neither. */
 static void test_path_split(void **state)
 {
@@ -538,6 +568,7 @@ int main(void)
 		cmocka_unit_test(test_root_open_openat2),
 		cmocka_unit_test(test_root_open_walk),
 		cmocka_unit_test(test_path_split),
+		cmocka_unit_test(test_thread_start),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
