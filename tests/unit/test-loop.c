@@ -434,12 +434,12 @@ static const char *swap_path;
 static char swap_targets[2][96];
 static int n_swaps;
 
-int inotify_add_watch(int fd, const char *path, uint32_t mask)
+int inotify_add_watch(int fd, const char *name, uint32_t mask)
 {
-	int wd = (int)syscall(SYS_inotify_add_watch, fd, path, mask);
+	int wd = (int)syscall(SYS_inotify_add_watch, fd, name, mask);
 	char tmp[128];
 
-	if (wd >= 0 && swap_path && streq(path, swap_path)) {
+	if (wd >= 0 && swap_path && streq(name, swap_path)) {
 		(void)snprintf(tmp, sizeof(tmp), "%s.tmp", swap_path);
 		assert_int_equal(symlink(swap_targets[++n_swaps % 2], tmp), 0);
 		assert_int_equal(rename(tmp, swap_path), 0);
