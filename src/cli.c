@@ -12,7 +12,7 @@
 #include "doctor-compat.h"
 #include "doctor-image.h"
 #include "doctor.h"
-#include "gpu-backend.h"
+#include "gpu-open.h"
 #include "labels.h"
 #include "resource.h"
 #include "version.h"

@@ -1,5 +1,5 @@
 /*
- * Proves src/nvml-api.h ABI-identical to NVIDIA's nvml.h (fetched from Debian's
+ * Proves src/gpu/nvml/nvml-api.h ABI-identical to NVIDIA's nvml.h (fetched from Debian's
  * libnvidia-ml-dev by scripts/fetch-nvml-header). Everything is a _Static_assert: the file
  * compiles only when the two agree.
  *
@@ -320,6 +320,7 @@ _Static_assert(__builtin_types_compatible_p(typeof(&nvmlDeviceGetUUID),
 
 int main(void)
 {
-	(void)printf("ok: src/nvml-api.h matches nvml.h (NVML API %d)\n", NVML_API_VERSION);
+	(void)printf("ok: src/gpu/nvml/nvml-api.h matches nvml.h (NVML API %d)\n",
+		     NVML_API_VERSION);
 	return 0;
 }

@@ -28,7 +28,7 @@ from fixes import assert_documented  # noqa: E402
 GPUMEM = "nvidia.com/gpumem"
 MICROK8S = "var/snap/microk8s/common/var/lib/kubelet"
 
-# The fix texts the code gives (src/doctor-plugin.c, src/doctor-alloc.c): their first words.
+# The fix texts the code gives (src/doctor/doctor-plugin.c, src/doctor/doctor-alloc.c): their first words.
 FIX_DIR = "Start the kubelet, or point edgegpu at the directory the kubelet uses"
 FIX_KUBELET = "Start (or restart) the kubelet"
 FIX_SOCKETS = "edgegpu's device plugin is not serving on this node"

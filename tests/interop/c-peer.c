@@ -4,7 +4,7 @@
  *   c-peer server SOCK            serve edgegpu.interop.Test on the unix socket SOCK
  *   c-peer client SOCK CHECK      run one client check against the server on SOCK
  *
- * Only the public API of src/grpc.h and src/loop.h is used. A check prints one line, "ok: ..."
+ * Only the public API of src/grpc/grpc.h and src/base/loop.h is used. A check prints one line, "ok: ..."
  * or the reason it failed, and exits 0 or 2 (1 is left to valgrind's --error-exitcode).
  * The server exits 0 after SIGTERM once grpc_server_shutdown() has drained every connection.
  */

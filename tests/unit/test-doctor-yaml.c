@@ -1,5 +1,5 @@
 /*
- * The doctor's YAML/JSON tree (src/doctor-yaml.c): a 100,000-key map and a 100,000-item list
+ * The doctor's YAML/JSON tree (src/doctor/doctor-yaml.c): a 100,000-key map and a 100,000-item list
  * are built in linear time. Asserted on the work done, not on the clock: the number of
  * realloc() calls while loading (linked with -Wl,--wrap=realloc), which one call per child
  * made 200,000 and doubling makes a few dozen (libyaml's own buffers included).

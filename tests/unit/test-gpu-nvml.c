@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "fake-client.h"
-#include "gpu-backend.h"
+#include "gpu-open.h"
 #include "unit.h"
 #include "util.h"
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "deviceplugin.pb-c.h"
 #include "gpu.h"
 #include "gpus.h"
@@ -59,14 +60,14 @@ static struct resource *mk(enum resource_kind kind, unsigned n_gpus, unsigned re
 
 static void test_socket_names(void **state)
 {
-	char *s = resource_socket_name("nvidia.com/gpu");
+	char *s = config_socket_name("nvidia.com/gpu");
 
 	assert_string_equal(s, "nvidia-gpu.sock");
 	free(s);
-	s = resource_socket_name("nvidia.com/gpu.shared");
+	s = config_socket_name("nvidia.com/gpu.shared");
 	assert_string_equal(s, "nvidia-gpu.shared.sock");
 	free(s);
-	s = resource_socket_name("nvidia.com/gpumem");
+	s = config_socket_name("nvidia.com/gpumem");
 	assert_string_equal(s, "nvidia-gpumem.sock");
 	free(s);
 }

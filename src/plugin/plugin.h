@@ -83,9 +83,6 @@ enum plugin_event {
 /* The plugin's events for its owner. It may not free @p. */
 typedef void plugin_event_fn(struct plugin *p, enum plugin_event ev, void *userdata);
 
-/* Names tried when a live peer holds the socket path: <stem>-1.sock up to <stem>-7.sock. */
-#define PLUGIN_ALT_PATHS 8
-
 /*
  * Takes ownership of @r on success; on failure the caller still owns @r (and may read it to
  * log). With a loop, the socket path is chosen and bound at once (see plugin_serve()), both
@@ -139,7 +136,7 @@ const char *plugin_endpoint(const struct plugin *p);
  * PLUGIN_EVENT_PEER_GONE (logged once); a peer that registered before our latest
  * registration going away changes nothing (logged). A peer that closes our connection but
  * still listens is connected to again (after 3 quick closes in a row, with backoff from 1 s
- * doubling to 30 s). At most PLUGIN_ALT_PATHS peers.
+ * doubling to 30 s). At most CONFIG_SOCKET_ALT_PATHS peers.
  *
  * plugin_peer_event(): a file named @name in the device-plugin directory was created,
  * renamed in or touched ("" after lost inotify events: every path is looked at).

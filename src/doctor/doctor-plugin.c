@@ -13,7 +13,6 @@
 #include "doctor-net.h"
 #include "doctor-plugin-int.h"
 #include "doctor.h"
-#include "plugin.h"
 #include "resource.h"
 
 #define MICROK8S_KUBELET     "/var/snap/microk8s/common/var/lib/kubelet"
@@ -329,7 +328,7 @@ static int collect_resources(struct pctx *x)
 }
 
 /*
- * During an upgrade whose instances overlap, the new one serves at <stem>-N.sock (plugin.h):
+ * During an upgrade whose instances overlap, the new one serves at <stem>-N.sock (config.h):
  * the first alternate that accepts a connection stands for the resource and replaces *@path.
  * Returns 0 then, else @r (what the configured path gave).
  */
@@ -338,7 +337,7 @@ static int probe_alternate(struct pctx *x, char **path, int r)
 	const char *dot = strrchr(*path, '.');
 	size_t stem = dot && streq(dot, ".sock") ? (size_t)(dot - *path) : strlen(*path);
 
-	for (unsigned i = 1; i < PLUGIN_ALT_PATHS; i++) {
+	for (unsigned i = 1; i < CONFIG_SOCKET_ALT_PATHS; i++) {
 		char *alt = strdup_printf("%.*s-%u.sock", (int)stem, *path, i);
 
 		if (alt && probe_host(x, alt) == 0) {
@@ -366,7 +365,7 @@ static void check_sockets(struct pctx *x)
 	}
 	for (size_t i = 0; i < x->n_res; i++) {
 		struct doctor_resource *res = &x->res[i];
-		char *name = resource_socket_name(res->name);
+		char *name = config_socket_name(res->name);
 		char *path = name ? path_join(x->dir_host, name) : NULL;
 		const char *what;
 		int r;

@@ -63,14 +63,6 @@ struct http_opts {
 typedef void http_handler_fn(struct http_request *r, void *userdata);
 
 /*
- * Parses an address as http_opts.address takes it (config checks use it too). Fills @sa/@len;
- * *@all: ":port", every IPv4 and IPv6 address. Returns 0 or -EINVAL with *@reterr saying which
- * part is wrong.
- */
-int http_parse_address(const char *a, struct sockaddr_storage *sa, socklen_t *len, bool *all,
-		       char **reterr) WARN_UNUSED;
-
-/*
  * Binds and listens on o->address (SOCK_CLOEXEC, SO_REUSEADDR) and serves on @l. Returns 0,
  * -EINVAL (a bad address or option: *@reterr says which part), -EADDRINUSE, -EACCES,
  * -EADDRNOTAVAIL, -ENOMEM, ... and then *@reterr, when @reterr is not NULL, is a heap message

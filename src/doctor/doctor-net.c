@@ -13,7 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "http.h"
+#include "address.h"
 
 static usec_t deadline_in(unsigned timeout_ms)
 {
@@ -87,7 +87,7 @@ static int dial_address(const char *address, struct sockaddr_storage *sa, sockle
 	bool all;
 	int r;
 
-	r = http_parse_address(address, sa, len, &all, reterr);
+	r = address_parse(address, sa, len, &all, reterr);
 	if (r < 0)
 		return r;
 	if (sa->ss_family == AF_INET) {

@@ -1,12 +1,11 @@
-/* The backend chooser: one table of backends, tried in order for GPU_BACKEND_AUTO. */
+/* Choosing a GPU backend: each built-in one in turn (gpu-open.h). */
 
-#include "gpu-backend.h"
+#include "gpu-open.h"
 
 #include <errno.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "nvml-int.h"
+#include "gpu-nvml.h"
 
 static const struct {
 	enum gpu_backend_kind kind;
@@ -15,15 +14,6 @@ static const struct {
 	{ GPU_BACKEND_NVML, nvml_open },
 	/* The Tegra (sysfs/devfreq) backend goes here, after NVML: a Jetson with NVML uses it. */
 };
-
-_Thread_local _Atomic(const char *) *gpu_backend_call_slot;
-
-void gpu_backend_note_call(struct gpu_backend *b, const char *fn)
-{
-	atomic_store_explicit(&b->call, fn, memory_order_relaxed);
-	if (gpu_backend_call_slot)
-		atomic_store_explicit(gpu_backend_call_slot, fn, memory_order_relaxed);
-}
 
 int gpu_backend_open(const struct gpu_backend_opts *o, struct gpu_backend **ret, char **reterr)
 {
@@ -64,29 +54,4 @@ int gpu_backend_open(const struct gpu_backend_opts *o, struct gpu_backend **ret,
 		free(first_err);
 	}
 	return first;
-}
-
-int gpu_backend_opts_copy(struct gpu_backend_opts *dst, const struct gpu_backend_opts *src)
-{
-	struct gpu_backend_opts o = { .kind = src->kind };
-	const char *const from[] = { src->lib_path, src->driver_root, src->sysfs_root,
-				     src->proc_root };
-	const char **to[] = { &o.lib_path, &o.driver_root, &o.sysfs_root, &o.proc_root };
-
-	for (size_t i = 0; i < ELEMENTSOF(to); i++)
-		if (from[i] && !(*to[i] = strdup(from[i]))) {
-			gpu_backend_opts_release(&o);
-			return -ENOMEM;
-		}
-	*dst = o;
-	return 0;
-}
-
-void gpu_backend_opts_release(struct gpu_backend_opts *o)
-{
-	free((char *)o->lib_path);
-	free((char *)o->driver_root);
-	free((char *)o->sysfs_root);
-	free((char *)o->proc_root);
-	*o = (struct gpu_backend_opts){ 0 };
 }

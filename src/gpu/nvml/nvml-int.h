@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "gpu-backend.h"
+#include "gpu-nvml.h"
 #include "nvml-api.h"
 
 #define NVML_LIB "libnvidia-ml.so.1"
@@ -113,6 +114,3 @@ int nvml_sample(struct gpu_backend *b, unsigned gpu, struct gpu_sample *ret);
  * each gpu_device and the gpu_info at it.
  */
 extern const struct gpu_container nvml_container;
-
-/* The NVML backend's opener, for gpu_backend_open(). */
-int nvml_open(const struct gpu_backend_opts *o, struct gpu_backend **ret, char **reterr);

@@ -8,7 +8,7 @@
  * and constant, and every function type through __builtin_types_compatible_p.
  *
  * Function prototypes are written once, in the X-macro lists NVML_API_FUNCTIONS (what
- * src/nvml-load.c looks up with dlsym) and NVML_API_FAKE_FUNCTIONS (what the fake also
+ * src/gpu/nvml/nvml-load.c looks up with dlsym) and NVML_API_FAKE_FUNCTIONS (what the fake also
  * exports for NVIDIA's k8s-device-plugin v0.17). Each entry is FN(symbol, return type,
  * (parameter types)), with every NVML type spelled T(name). Expanded with NVML_OWN_TYPE the
  * lists give our types; the ABI test expands the same lists with NVIDIA's type names and
@@ -270,7 +270,7 @@ struct nvml_compute_instance_profile_info {
 #define NVML_OWN_TYPE_gpu_instance_profile_info	    struct nvml_gpu_instance_profile_info
 #define NVML_OWN_TYPE_compute_instance_profile_info struct nvml_compute_instance_profile_info
 
-/* What src/nvml-load.c resolves with dlsym (which of them are required is decided there). */
+/* What src/gpu/nvml/nvml-load.c resolves with dlsym (which of them are required is decided there). */
 #define NVML_API_FUNCTIONS(FN, T)                                                            \
 	FN(nvmlInit_v2, T(ret), (void))                                                      \
 	FN(nvmlShutdown, T(ret), (void))                                                     \

@@ -6,27 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "gpu.h"
 
 #define DEFAULT_MAX_LIST_BYTES ((size_t)3 << 20)
 #define GPU_LETTERS	       26
 
 static const char b36[] = "0123456789abcdefghijklmnopqrstuvwxyz";
-
-char *resource_socket_name(const char *name)
-{
-	const char *base = name;
-	char *s = NULL;
-
-	if (strncmp(name, "nvidia.com/", 11) == 0)
-		base = name + 11;
-	if (asprintf(&s, "nvidia-%s.sock", base) < 0)
-		return NULL;
-	for (char *p = s; *p; p++)
-		if (*p == '/')
-			*p = '-';
-	return s;
-}
 
 struct resource *resource_free(struct resource *r)
 {
@@ -201,7 +187,7 @@ int resource_new(const struct resource_spec *spec, const struct gpu_info *info,
 	r->unit_mib = r->unit_mib_asked = spec->unit_mib;
 	r->reserve_mib = spec->reserve_mib;
 	r->name = strdup(spec->name);
-	r->socket = resource_socket_name(spec->name);
+	r->socket = config_socket_name(spec->name);
 	r->gpus = calloc(spec->n_gpus, sizeof(*r->gpus));
 	r->uuids = calloc(spec->n_gpus, sizeof(*r->uuids));
 	if (!r->name || !r->socket || !r->gpus || !r->uuids)

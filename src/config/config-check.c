@@ -9,10 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "address.h"
 #include "config-int.h"
 #include "gpu.h"
-#include "http.h"
-#include "resource.h"
 
 static bool is_base_resource(const struct config *c, const char *name)
 {
@@ -281,7 +280,7 @@ static int check_plugin_sockets(struct ctx *x, const struct config *c)
 			name = c->gpumem.resource_name;
 		if (!name)
 			continue;
-		sock = resource_socket_name(name);
+		sock = config_socket_name(name);
 		path = sock ? path_join(c->device_plugin_path, sock) : NULL;
 		free(sock);
 		if (!path) {
@@ -320,7 +319,7 @@ static int check_metrics_address(struct ctx *x, const struct config *c)
 	int r;
 
 	if (!c->metrics.address || !*c->metrics.address ||
-	    http_parse_address(c->metrics.address, &sa, &len, &all, &err) == 0)
+	    address_parse(c->metrics.address, &sa, &len, &all, &err) == 0)
 		return 0;
 	r = config_pos_err(x, c->metrics.address_pos, "edgegpu.metrics.address", "%s",
 			   err ? err : "not an address");

@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "gpu-backend.h"
+#include "gpu-open.h"
 #include "labels.h"
 
 static atomic_uint live_threads;

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "gpu-backend.h"
+#include "gpu-open.h"
 #include "log.h"
 #include "loop.h"
 #include "util.h"

@@ -83,9 +83,6 @@ int resource_new(const struct resource_spec *spec, const struct gpu_info *info,
 		 struct resource **ret, char **reterr) WARN_UNUSED;
 struct resource *resource_free(struct resource *r);
 
-/* The socket file name for a resource name: nvidia.com/gpu -> nvidia-gpu.sock. Heap, or NULL. */
-char *resource_socket_name(const char *name) WARN_UNUSED;
-
 /* Writes device @i's ID into @buf (>= 128 bytes); returns its length. */
 size_t resource_device_id(const struct resource *r, unsigned i, char *buf);
 /* Parses an ID; returns the device index, or -ENOENT for an ID this resource does not have. */

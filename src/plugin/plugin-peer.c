@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "grpc.h"
 #include "kubelet.h"
 #include "loop.h"
@@ -95,9 +96,9 @@ void plugin_dir_unlock(int fd)
 
 /* --- peers --- */
 
-_Static_assert(PLUGIN_ALT_PATHS <= 10, "family_name() reads one digit");
+_Static_assert(CONFIG_SOCKET_ALT_PATHS <= 10, "family_name() reads one digit");
 
-/* True when @name is <stem>.sock or <stem>-N.sock (N from 1 to PLUGIN_ALT_PATHS - 1). */
+/* True when @name is <stem>.sock or <stem>-N.sock (N from 1 to CONFIG_SOCKET_ALT_PATHS - 1). */
 static bool family_name(const struct plugin *p, const char *name)
 {
 	size_t n = strlen(p->stem);
@@ -107,7 +108,7 @@ static bool family_name(const struct plugin *p, const char *name)
 	name += n;
 	if (streq(name, ".sock"))
 		return true;
-	return name[0] == '-' && name[1] >= '1' && name[1] < '0' + PLUGIN_ALT_PATHS &&
+	return name[0] == '-' && name[1] >= '1' && name[1] < '0' + CONFIG_SOCKET_ALT_PATHS &&
 	       streq(name + 2, ".sock");
 }
 
@@ -412,7 +413,7 @@ void plugin_peer_event(struct plugin *p, const char *name)
 	/* Events were lost: every path may have changed. */
 	(void)snprintf(alt, sizeof(alt), "%s.sock", p->stem);
 	peer_seen(p, alt, n);
-	for (unsigned i = 1; i < PLUGIN_ALT_PATHS; i++) {
+	for (unsigned i = 1; i < CONFIG_SOCKET_ALT_PATHS; i++) {
 		(void)snprintf(alt, sizeof(alt), "%s-%u.sock", p->stem, i);
 		peer_seen(p, alt, n);
 	}

@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "deviceplugin.pb-c.h"
 #include "gpu.h"
 #include "loop.h"
@@ -419,7 +420,7 @@ static char *pick_path(const char *dir, const struct resource *r)
 
 	if (!path || !plugin_path_live(path, 0, 0))
 		return path;
-	for (unsigned i = 1; i < PLUGIN_ALT_PATHS; i++) {
+	for (unsigned i = 1; i < CONFIG_SOCKET_ALT_PATHS; i++) {
 		char *name = strdup_printf("%.*s-%u.sock", (int)stem, r->socket, i);
 		char *alt = name ? path_join(dir, name) : NULL;
 

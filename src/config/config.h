@@ -334,7 +334,7 @@ bool config_flag_lookup(const char *name, bool *ret_is_bool);
  * defaults (dev root = driver root, kubelet socket under the device-plugin path). Refuses a
  * config that can never work: a socket path longer than CONFIG_SOCKET_PATH_MAX bytes, for the
  * plugin socket of any resource the config can advertise (<devicePluginPath>/<socket name as
- * resource_socket_name() builds it>, nvidia.com/gpu always counted), the kubelet socket, and the
+ * config_socket_name() builds it>, nvidia.com/gpu always counted), the kubelet socket, and the
  * pod-resources socket when gpumem placement: mask dials it. The error names the key, the path,
  * its length and the limit. Checks that need the discovered GPUs are assign_gpus() (assign.h).
  * Returns 0, -EINVAL (errors in @d) or -ENOMEM; on failure @c is unchanged.
@@ -384,3 +384,16 @@ static inline const char *config_ts_resource_name(const struct config_ts_resourc
 {
 	return r->rename ? r->rename : r->name;
 }
+
+/*
+ * The socket file name of a resource: nvidia.com/gpu -> nvidia-gpu.sock, any other "/" -> "-".
+ * The plugin serves it, the config check refuses two resources that share one, the doctor
+ * looks for it. Returns a heap string (caller frees), or NULL when out of memory.
+ */
+char *config_socket_name(const char *name) WARN_UNUSED;
+
+/*
+ * Names a plugin tries when a live peer holds its socket path (an upgrade whose instances
+ * overlap): <stem>-1.sock up to <stem>-7.sock. The doctor looks for them too.
+ */
+#define CONFIG_SOCKET_ALT_PATHS 8

@@ -517,3 +517,18 @@ int config_restart_needed(const struct config *old, const struct config *new, co
 	}
 	return (int)n;
 }
+
+char *config_socket_name(const char *name)
+{
+	const char *base = name;
+	char *s = NULL;
+
+	if (strncmp(name, "nvidia.com/", 11) == 0)
+		base = name + 11;
+	if (asprintf(&s, "nvidia-%s.sock", base) < 0)
+		return NULL;
+	for (char *p = s; *p; p++)
+		if (*p == '/')
+			*p = '-';
+	return s;
+}

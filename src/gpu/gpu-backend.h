@@ -1,8 +1,10 @@
 #pragma once
 
 /*
- * The GPU backend interface (NVML now, Tegra/sysfs next) and the one way to open a backend,
- * gpu_backend_open(). The device model it fills is in gpu.h; the health monitor that owns a
+ * The GPU backend interface (NVML now, Tegra/sysfs next): what a backend implements. The
+ * backends live below this directory (nvml/, tegra/) and call only down into it; the one way
+ * to open one, gpu_backend_open(), knows them all and so sits above them (monitor/
+ * gpu-open.h). The device model a backend fills is in gpu.h; the health monitor that owns a
  * backend is in gpu-monitor.h.
  *
  * Threads: a backend is called by the monitor's worker, one call at a time, and by its event
@@ -104,14 +106,6 @@ struct gpu_backend_opts {
 };
 
 /*
- * Opens the backend @o->kind names (@o NULL: defaults, AUTO). AUTO tries each backend in
- * turn and takes the first that opens; when none does, the first one's error is returned.
- * NVML: loads the library with dlopen and initialises it. Returns 0, -ENOENT (library not
- * found), -ENOSYS (a required symbol missing), -EXDEV (driver/library version mismatch),
- * -EINVAL (unknown kind) or another -errno; @reterr gets a heap message that names what is
- * missing and how to fix it. *@ret is set only on success; close it with gpu_backend_close().
- */
-/*
  * A deep copy of @src (its strings too) for an owner that may outlive the caller's strings:
  * the monitor's worker, which a hung driver call can keep alive after the daemon is gone.
  * Returns 0 or -ENOMEM (@dst untouched). Release with gpu_backend_opts_release().
@@ -119,9 +113,6 @@ struct gpu_backend_opts {
 int gpu_backend_opts_copy(struct gpu_backend_opts *dst,
 			  const struct gpu_backend_opts *src) WARN_UNUSED;
 void gpu_backend_opts_release(struct gpu_backend_opts *o);
-
-int gpu_backend_open(const struct gpu_backend_opts *o, struct gpu_backend **ret,
-		     char **reterr) WARN_UNUSED;
 
 static inline void gpu_backend_close(struct gpu_backend *b)
 {
