@@ -4,9 +4,20 @@
  * config-int.h: what the files of the config module share and nothing else sees. The schema
  * (struct field tables walked by every stage), the YAML tree built from libyaml's events, the
  * parse context that collects diagnostics, and the helpers each file lends the others: typed
- * Go scalars (config-value.c), diagnostics (config.c), setters (config-set.c), the tables and
- * the mapping walk (config-schema.c), the YAML tree (config-yaml.c), free/copy/compare/dump
- * walkers (config-walk.c), cross-checks (config-check.c), environment and flags (config-env.c).
+ * Go scalars (config-value.c), diagnostics (config-diag.c), the tables (config-schema.c),
+ * setters and the mapping walk (config-set.c), the YAML tree (config-yaml.c), free/copy/compare/
+ * dump walkers and the commit of a copy (config-walk.c), cross-checks (config-check.c),
+ * environment and flags (config-env.c).
+ *
+ * The files call one way, no circle (scripts/check-layers checks it), lowest first:
+ *   config-value.c, config-schema.c   call no other file of the module
+ *   config-diag.c                      value
+ *   config-walk.c                      schema, value
+ *   config-yaml.c                      diag, value
+ *   config-set.c                       diag, walk, schema, value
+ *   config-check.c                     diag, set, value
+ *   config-env.c                       diag, set, walk, schema
+ *   config.c                           the entry points: any of them
  */
 
 #include <stdarg.h>
@@ -222,7 +233,7 @@ static inline const struct ynode *kid(const struct ydoc *doc, const struct ynode
 int config_ydoc_load(struct ctx *x, struct ydoc *doc, const char *data, size_t len);
 void config_ydoc_release(struct ydoc *doc);
 
-/* --- config.c: diagnostics; each returns 0 or -ENOMEM --- */
+/* --- config-diag.c: diagnostics; each returns 0 or -ENOMEM --- */
 
 int config_diag_add(struct ctx *x, bool warning, const char *file, struct config_pos pos,
 		    const char *key, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
@@ -234,18 +245,12 @@ int config_add_warn(struct ctx *x, const struct src *s, const char *fmt, ...)
 /* An error at @pos of the file (no file when @pos has no line). */
 int config_pos_err(struct ctx *x, struct config_pos pos, const char *key, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-/*
- * Ends an atomic step on a copy: when @r >= 0 and @x recorded no error, *@tmp replaces *@c (the
- * old one released); otherwise *@tmp is released and *@c left as it was. Returns 0, -EINVAL
- * (errors recorded) or @r.
- */
-int config_commit(struct ctx *x, struct config *c, struct config *tmp, int r);
 /* How a value looks, for "expected X, got Y". */
 const char *config_describe(char *out, size_t size, const struct ynode *n);
 /* "expected @want, got ..." about @s. */
 int config_type_error(struct ctx *x, const struct src *s, const char *want);
 
-/* --- config-set.c and config-schema.c: values into the struct --- */
+/* --- config-set.c: values into the struct --- */
 
 /* Sets field @f of @base from @s; problems are recorded in @x. Returns 0 or -ENOMEM. */
 int config_set_field(struct ctx *x, const struct field *f, void *base, const struct src *s);
@@ -266,6 +271,13 @@ bool config_fields_equal(const struct field *fields, const void *a, const void *
 int config_dump_fields(const struct field *fields, const void *base, unsigned indent,
 		       struct buf *out);
 int config_dump_str(struct buf *out, const char *s);
+
+/*
+ * Ends an atomic step on a copy: when @r >= 0 and @x recorded no error, *@tmp replaces *@c (the
+ * old one released); otherwise *@tmp is released and *@c left as it was. Returns 0, -EINVAL
+ * (errors recorded) or @r.
+ */
+int config_commit(struct ctx *x, struct config *c, struct config *tmp, int r);
 
 /* --- config-check.c --- */
 

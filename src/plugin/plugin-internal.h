@@ -1,8 +1,18 @@
 #pragma once
 
 /*
- * Private to plugin.c (lifecycle, socket, ListAndWatch, masking) and plugin-alloc.c (the
- * unary calls). Everything runs on the loop's thread.
+ * Private to plugin.c (lifecycle, socket, ListAndWatch, masking), plugin-alloc.c (the unary
+ * calls) and plugin-peer.c (other instances' sockets on our path, takeover, the kubelet
+ * streams we ended). Everything runs on the loop's thread.
+ *
+ * plugin.c and plugin-alloc.c call each other, and may: they are one object, struct plugin
+ * (below), whose code is split by concern. plugin.c hands the unary calls to plugin-alloc.c;
+ * an Allocate asks plugin_gpu_up() whether each GPU is healthy and, under gpumem masking, calls
+ * plugin_refresh() to send the new device list. Cutting those calls would split the one
+ * struct both read and write. scripts/check-layers allows this circle, and no other, because
+ * of this line (plugin-peer.c is below plugin.c and calls neither):
+ *
+ * circle: plugin.c plugin-alloc.c (one struct plugin spans them)
  */
 
 #include <protobuf-c/protobuf-c.h>
@@ -98,7 +108,7 @@ void plugin_fail(struct grpc_call *call, enum grpc_status st, const char *fmt, .
 	__attribute__((format(printf, 3, 4)));
 
 /*
- * True when @path is a socket that something listens on and that is not the one we bound
+ * plugin-peer.c: true when @path is a socket that something listens on and that is not the one we bound
  * (@dev, @ino; 0: none). A stale socket (ECONNREFUSED), a missing path or any other file is
  * free to take.
  */

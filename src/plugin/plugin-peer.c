@@ -3,7 +3,7 @@
  * plugin_peer_event(); docs/upgrade.md): which of them may hold a registration newer than
  * ours, a connection to each that ends when its process dies, and the takeover when one the
  * kubelet may have been using is gone. Also the directory lock that keeps two instances
- * from choosing one socket path.
+ * from choosing one socket path, and the test of whether something listens on a path.
  */
 
 #include <errno.h>
@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +28,30 @@
 
 #define LOG_MODULE "plugin"
 #include "log.h"
+
+/* A connection accepted or one that would be (a full backlog says EAGAIN) counts as live. */
+bool plugin_path_live(const char *path, dev_t dev, ino_t ino)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	bool live;
+	int fd;
+
+	if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return false;
+	if (ino && st.st_ino == ino && st.st_dev == dev)
+		return false;
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return false;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	live = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EAGAIN ||
+	       errno == EINPROGRESS;
+	(void)close(fd);
+	return live;
+}
 
 /* A peer that closes our connection within this long of its making, 3 times in a row... */
 #define PEER_QUICK_USEC (1 * USEC_PER_SEC)

@@ -5,9 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -381,30 +379,6 @@ static const struct grpc_method methods[] = {
 	{ "/v1beta1.DevicePlugin/Allocate", false, plugin_handle_allocate },
 	{ "/v1beta1.DevicePlugin/PreStartContainer", false, plugin_handle_prestart },
 };
-
-/* A connection accepted or one that would be (a full backlog says EAGAIN) counts as live. */
-bool plugin_path_live(const char *path, dev_t dev, ino_t ino)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct stat st;
-	bool live;
-	int fd;
-
-	if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
-		return false;
-	if (ino && st.st_ino == ino && st.st_dev == dev)
-		return false;
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return false;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return false;
-	live = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EAGAIN ||
-	       errno == EINPROGRESS;
-	(void)close(fd);
-	return live;
-}
 
 /*
  * The socket path for @r: <dir>/<r->socket>, unless another running instance (an upgrade

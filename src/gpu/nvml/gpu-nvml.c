@@ -379,11 +379,6 @@ fail:
 
 /* --- health and topology --- */
 
-struct nvml_device *nvml_dev_handle(struct nvml_backend *n, unsigned gpu)
-{
-	return gpu < n->n_devs ? n->devs[gpu].handle : NULL;
-}
-
 static int nvml_distance(struct gpu_backend *b, unsigned gpu_a, unsigned gpu_b)
 {
 	struct nvml_backend *n = to_nvml(b);
