@@ -42,9 +42,8 @@
 	"Fix the JSON of /etc/docker/daemon.json at the line shown (dockerd refuses to start " \
 	"with it), then systemctl restart docker"
 
-#define DAEMON_JSON "/etc/docker/daemon.json"
-#define MAX_SPECS   256
-#define MAX_NAMES   4096
+#define MAX_SPECS 256
+#define MAX_NAMES 4096
 
 /* --- runtime.toolkit --- */
 
@@ -306,28 +305,6 @@ void doctor_runtime_cdi(struct doctor *dr)
 }
 
 /* --- runtime.docker --- */
-
-bool doctor_runtime_docker_present(const struct doctor *dr, char *why, size_t size)
-{
-	static const char *const signs[] = {
-		DAEMON_JSON,
-		"/var/run/docker.sock",
-		"/run/docker.sock",
-		"/etc/systemd/system/multi-user.target.wants/docker.service",
-	};
-	struct stat st;
-	bool enabled;
-
-	/* An enabled unit is a link (inside the root); what it points at may not be there. */
-	enabled = doctor_lstat(dr, signs[ELEMENTSOF(signs) - 1], &st) == 0;
-	for (size_t i = 0; i < ELEMENTSOF(signs); i++)
-		if ((i == ELEMENTSOF(signs) - 1 && enabled) ||
-		    doctor_stat(dr, signs[i], &st, NULL) == 0) {
-			(void)snprintf(why, size, "%s present", signs[i]);
-			return true;
-		}
-	return false;
-}
 
 void doctor_runtime_docker(struct doctor *dr)
 {
