@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "gpu-arch.h"
 #include "gpu-open.h"
 #include "labels.h"
 
@@ -248,8 +249,12 @@ static void check_nvml(struct doctor_driver *d)
 		for (unsigned i = 0; i < in->n_devices; i++) {
 			const struct gpu_device *g = &in->devices[i];
 
-			doctor_evidence(c, "GPU %u: %s %s, /dev/nvidia%u, PCI %s", g->index,
-					g->name, g->uuid, g->minor, g->pci_bus_id);
+			/* The architecture as nvidia-smi -q names it, to compare with. */
+			doctor_evidence(
+				c, "GPU %u: %s %s, %s (compute %d.%d), /dev/nvidia%u, PCI %s",
+				g->index, g->name, g->uuid,
+				gpu_arch_smi_name(gpu_arch_from_cc(g->cc_major, g->cc_minor)),
+				g->cc_major, g->cc_minor, g->minor, g->pci_bus_id);
 		}
 		for (unsigned i = 0; i < in->n_skipped; i++)
 			doctor_evidence(c, "left out: %s", in->skipped[i]);
