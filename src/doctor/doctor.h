@@ -150,9 +150,3 @@ void doctor_compat(struct doctor *dr);	/* doctor-compat.c */
 
 /* Runs every layer and prints the report on stdout. Returns the exit status (0 or 1). */
 int doctor_run(const struct doctor_opts *o);
-
-/*
- * Doctor threads still running: an NVML call that did not return in time is left behind, and
- * the driver library's destructors may wait for it forever, so main() must leave with _exit().
- */
-unsigned doctor_live_threads(void);

@@ -114,5 +114,5 @@ uint64_t gpu_worker_wait_errors(struct gpu_worker *s);
  * set and the backend are closed by the last thread out).
  */
 void gpu_worker_stop(struct gpu_worker *s);
-/* Threads still running, over every worker (those left in the backend included). */
+/* Threads still running, over every worker (those left in the backend included): runner_live(). */
 unsigned gpu_worker_live_threads(void);
