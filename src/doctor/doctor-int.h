@@ -22,6 +22,7 @@
 #include "doctor-hostfs.h"
 #include "doctor-report.h"
 #include "doctor.h"
+#include "gpu.h"
 #include "util.h"
 
 struct doctor_opts {
@@ -33,7 +34,8 @@ struct doctor_opts {
 	unsigned timeout_ms;	  /* bound on one NVML call or socket exchange (5000) */
 };
 
-#define DOCTOR_MAX_GPUS 64
+/* The GPUs the doctor lists: as many as one node is built for. */
+#define DOCTOR_MAX_GPUS GPU_NODE_MAX
 
 /*
  * What one layer learns and a later one uses. Filled by the layer that finds it; zero/empty

@@ -17,9 +17,3 @@
  * invalid), 2 for a usage error (said on stderr). The caller's thread.
  */
 int doctor_main(int argc, char **argv);
-
-/*
- * Doctor threads still running: an NVML call that did not return in time is left behind, and
- * the driver library's destructors may wait for it forever, so main() must leave with _exit().
- */
-unsigned doctor_live_threads(void);

@@ -15,6 +15,7 @@
 #include "assign.h"
 #include "config.h"
 #include "file-writer.h"
+#include "gpu-arch.h"
 #include "gpu.h"
 #include "loop.h"
 #include "resource.h"
@@ -127,37 +128,6 @@ static void gfd_sanitise(const char *in, char *out, size_t size)
 		out[o++] = *p;
 	}
 	out[o] = 0;
-}
-
-/* GFD's table (internal/lm/resource.go), with 10.x-12.x blackwell and 13.x rubin. */
-static const char *family_name(int major, int minor)
-{
-	switch (major) {
-	case 1:
-		return "tesla";
-	case 2:
-		return "fermi";
-	case 3:
-		return "kepler";
-	case 5:
-		return "maxwell";
-	case 6:
-		return "pascal";
-	case 7:
-		return minor < 5 ? "volta" : "turing";
-	case 8:
-		return minor < 9 ? "ampere" : "ada-lovelace";
-	case 9:
-		return "hopper";
-	case 10:
-	case 11:
-	case 12:
-		return "blackwell";
-	case 13:
-		return "rubin";
-	default:
-		return "undefined";
-	}
 }
 
 /* The DMI product name as GFD's machine-type labeler reads it, made a valid label value. */
@@ -355,7 +325,9 @@ int labels_build(const struct gpu_info *info, const struct config *cfg, const ch
 		set_addf(&s, "nvidia.com/gpu.memory", "%llu",
 			 (unsigned long long)(g->mem_total >> 20));
 	if (g->cc_major > 0) {
-		set_add(&s, "nvidia.com/gpu.family", family_name(g->cc_major, g->cc_minor));
+		/* GFD's values, but blackwell for 11.x (Thor) where GFD says undefined: gpu-arch.c. */
+		set_add(&s, "nvidia.com/gpu.family",
+			gpu_arch_gfd_family(gpu_arch_from_cc(g->cc_major, g->cc_minor)));
 		set_addf(&s, "nvidia.com/gpu.compute.major", "%d", g->cc_major);
 		set_addf(&s, "nvidia.com/gpu.compute.minor", "%d", g->cc_minor);
 	}
