@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "file-read.h"
 #include "gpu-open.h"
 #include "labels.h"
 

@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file-read.h"
+
 struct doctor_check {
 	struct doctor_check *next;
 	const char *id; /* a literal */
@@ -138,7 +140,7 @@ int doctor_read(const struct doctor *dr, const char *path, size_t max, char **re
 {
 	if (dr->root_fd < 0)
 		return dr->root_fd;
-	return root_read_file_at(dr->root_fd, path, max, ret, ret_len);
+	return read_file_at(dr->root_fd, path, READ_IN_ROOT, max, ret, ret_len, NULL);
 }
 
 int doctor_readlink(const struct doctor *dr, const char *path, char *buf, size_t size)

@@ -14,6 +14,7 @@
 
 #include "assign.h"
 #include "config.h"
+#include "file-read.h"
 #include "file-writer.h"
 #include "gpu.h"
 #include "loop.h"
