@@ -7,6 +7,7 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 
+#include "backoff.h"
 #include "config.h"
 #include "file-read.h"
 #include "loop.h"
@@ -35,7 +36,7 @@ struct config_watch {
 	struct loop_watch *uw;
 	struct loop_timer *settle;
 	struct loop_timer *retry;
-	usec_t backoff;
+	struct backoff backoff;
 	char *seen; /* the content last seen (NULL: none yet) */
 	size_t seen_len;
 	bool missing;  /* the file's absence was logged */
@@ -188,7 +189,7 @@ static void dir_watched(struct config_watch *w)
 {
 	w->uw = loop_watch_free(w->uw);
 	loop_timer_disarm(w->retry);
-	w->backoff = RETRY_FIRST_USEC;
+	backoff_reset(&w->backoff);
 	if (w->dir_gone)
 		log_info("config directory back, watching it again", "path=%s", w->dir);
 	w->dir_gone = false;
@@ -221,12 +222,11 @@ static void arm(struct config_watch *w)
 		return;
 	}
 	/* Out of inotify watches or instances, or no parent either: polled. */
-	if (w->backoff == RETRY_FIRST_USEC)
+	if (!backoff_started(&w->backoff))
 		(void)log_warn_errno(
 			r, "cannot watch the config directory, retrying, SIGHUP still reloads",
 			"path=%s", w->dir);
-	loop_timer_arm(w->retry, w->backoff);
-	w->backoff = MIN(w->backoff * 2, RETRY_MAX_USEC);
+	loop_timer_arm(w->retry, backoff_next(&w->backoff));
 }
 
 int config_watch_new(struct loop *l, const char *path, config_watch_fn *fn, void *userdata,
@@ -243,7 +243,7 @@ int config_watch_new(struct loop *l, const char *path, config_watch_fn *fn, void
 	w->loop = l;
 	w->fn = fn;
 	w->userdata = userdata;
-	w->backoff = RETRY_FIRST_USEC;
+	w->backoff = BACKOFF_INIT(RETRY_FIRST_USEC, 2, RETRY_MAX_USEC);
 	w->path = strdup(path);
 	/* "/" has no parent: w->up and w->dir_name stay NULL. */
 	if (!w->path || path_split(path, &w->dir, &w->base) < 0 ||

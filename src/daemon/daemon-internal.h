@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backoff.h"
 #include "config.h"
 #include "gpu.h"
 #include "plugin.h"
@@ -74,7 +75,7 @@ struct daemon {
 	struct cdi_writer *cdi;
 	struct metrics *metrics; /* NULL: off, or not started yet (metrics_retry) */
 	struct loop_timer *metrics_retry;
-	usec_t metrics_backoff;
+	struct backoff metrics_backoff;
 	bool metrics_retry_logged;
 	struct labels_writer *labels;
 	uint64_t kubelet_restarts;	   /* kubelet.sock (re)created */
