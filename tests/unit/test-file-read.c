@@ -284,8 +284,8 @@ static void test_cap(void **state)
 			continue;
 		}
 		assert_int_equal(len, cases[i].len);
-		assert_int_equal(strlen(got),
-				 len); /* NUL-terminated, and the bytes are the file's */
+		/* NUL-terminated, and the bytes are the file's. */
+		assert_int_equal(strlen(got), len);
 		assert_int_equal(strspn(got, "x"), len);
 		free(got);
 	}
