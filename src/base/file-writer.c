@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "file-read.h"
 #include "loop.h"
 
 struct job {

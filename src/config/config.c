@@ -9,11 +9,10 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "config-int.h"
+#include "file-read.h"
 
 extern char **environ;
 
@@ -113,49 +112,19 @@ int config_load_buffer(struct config *c, const char *name, const char *data, siz
 	return config_commit(&x, c, &tmp, r);
 }
 
-static const char *file_type(mode_t m)
-{
-	if (S_ISDIR(m))
-		return "a directory";
-	if (S_ISFIFO(m))
-		return "a FIFO";
-	if (S_ISSOCK(m))
-		return "a socket";
-	if (S_ISCHR(m))
-		return "a character device";
-	if (S_ISBLK(m))
-		return "a block device";
-	return "not a regular file";
-}
-
 /*
- * Reads the config file without ever blocking: opened O_NONBLOCK, and refused unless it is a
- * regular file (a FIFO at the path would otherwise stall the daemon's only thread at start and on
- * every SIGHUP). /dev/null is the one exception, because NVIDIA's config-manager points the file
- * there for "no config", and reading it never blocks. Returns 0, -ENOMEM, -EFBIG, -EINVAL (not
- * a regular file; *@ret_type says what it is; -EISDIR for a directory) or -errno of open/read.
+ * Reads the config file without ever blocking (file-read.h): refused unless it is a regular
+ * file (a FIFO at the path would otherwise stall the daemon's only thread at start and on every
+ * SIGHUP). /dev/null is the one exception, because NVIDIA's config-manager points the file there
+ * for "no config", and reading it never blocks. Returns 0, -ENOMEM, -EFBIG, -EINVAL (not a
+ * regular file; *@ret_type says what it is; -EISDIR for a directory) or -errno of open/read.
  */
 static int read_config_file(const char *path, char **ret, size_t *ret_len, const char **ret_type)
 {
-	struct stat st;
-	int fd, r;
+	int r = read_file_at(AT_FDCWD, path, READ_DEV_NULL, CONFIG_FILE_MAX, ret, ret_len,
+			     ret_type);
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		r = -errno;
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode) && !(S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3))) {
-		*ret_type = file_type(st.st_mode);
-		r = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
-		goto out;
-	}
-	r = fd_read_all(fd, CONFIG_FILE_MAX, ret, ret_len);
-out:
-	(void)close(fd);
-	return r;
+	return r == -EBADFD ? -EINVAL : r;
 }
 
 int config_load_file(struct config *c, const char *path, struct config_diag *d)

@@ -1,12 +1,15 @@
 #include "config-watch.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 
+#include "backoff.h"
 #include "config.h"
+#include "file-read.h"
 #include "loop.h"
 
 #define LOG_MODULE "config-watch"
@@ -33,7 +36,7 @@ struct config_watch {
 	struct loop_watch *uw;
 	struct loop_timer *settle;
 	struct loop_timer *retry;
-	usec_t backoff;
+	struct backoff backoff;
 	char *seen; /* the content last seen (NULL: none yet) */
 	size_t seen_len;
 	bool missing;  /* the file's absence was logged */
@@ -46,10 +49,13 @@ struct config_watch {
 	void *userdata;
 };
 
-/* Reads the file whole without ever blocking (a FIFO at the path would stall the loop). */
-static int read_content(const char *path, char **ret, size_t *ret_len)
+/*
+ * Reads the file whole without ever blocking (a FIFO at the path would stall the loop);
+ * *@reterr_what (may be NULL) names what a file refused for its type is.
+ */
+static int read_content(const char *path, char **ret, size_t *ret_len, const char **reterr_what)
 {
-	int r = read_file(path, CONFIG_FILE_MAX, ret, ret_len);
+	int r = read_file_at(AT_FDCWD, path, 0, CONFIG_FILE_MAX, ret, ret_len, reterr_what);
 
 	return r == -EBADFD ? -EINVAL : r;
 }
@@ -57,12 +63,13 @@ static int read_content(const char *path, char **ret, size_t *ret_len)
 static void check(struct config_watch *w)
 {
 	bool relevant = w->relevant;
+	const char *what = NULL;
 	char *data = NULL;
 	size_t len = 0;
 	int r;
 
 	w->relevant = false;
-	r = read_content(w->path, &data, &len);
+	r = read_content(w->path, &data, &len, &what);
 	if (r == -ENOENT || r == -ENOTDIR) {
 		if (!w->missing)
 			log_warn("config file gone, keeping the running config", "path=%s",
@@ -74,7 +81,7 @@ static void check(struct config_watch *w)
 		if (r != w->read_err)
 			(void)log_warn_errno(
 				r, "cannot read the config file, keeping the running config",
-				"path=%s", w->path);
+				"path=%s is=%s", w->path, log_q(what ? what : ""));
 		w->read_err = r;
 		return;
 	}
@@ -182,7 +189,7 @@ static void dir_watched(struct config_watch *w)
 {
 	w->uw = loop_watch_free(w->uw);
 	loop_timer_disarm(w->retry);
-	w->backoff = RETRY_FIRST_USEC;
+	backoff_reset(&w->backoff);
 	if (w->dir_gone)
 		log_info("config directory back, watching it again", "path=%s", w->dir);
 	w->dir_gone = false;
@@ -215,12 +222,11 @@ static void arm(struct config_watch *w)
 		return;
 	}
 	/* Out of inotify watches or instances, or no parent either: polled. */
-	if (w->backoff == RETRY_FIRST_USEC)
+	if (!backoff_started(&w->backoff))
 		(void)log_warn_errno(
 			r, "cannot watch the config directory, retrying, SIGHUP still reloads",
 			"path=%s", w->dir);
-	loop_timer_arm(w->retry, w->backoff);
-	w->backoff = MIN(w->backoff * 2, RETRY_MAX_USEC);
+	loop_timer_arm(w->retry, backoff_next(&w->backoff));
 }
 
 int config_watch_new(struct loop *l, const char *path, config_watch_fn *fn, void *userdata,
@@ -237,7 +243,7 @@ int config_watch_new(struct loop *l, const char *path, config_watch_fn *fn, void
 	w->loop = l;
 	w->fn = fn;
 	w->userdata = userdata;
-	w->backoff = RETRY_FIRST_USEC;
+	w->backoff = BACKOFF_INIT(RETRY_FIRST_USEC, 2, RETRY_MAX_USEC);
 	w->path = strdup(path);
 	/* "/" has no parent: w->up and w->dir_name stay NULL. */
 	if (!w->path || path_split(path, &w->dir, &w->base) < 0 ||
@@ -246,7 +252,7 @@ int config_watch_new(struct loop *l, const char *path, config_watch_fn *fn, void
 	if ((r = loop_timer_new(l, on_settle, w, &w->settle)) < 0 ||
 	    (r = loop_timer_new(l, on_retry, w, &w->retry)) < 0)
 		goto fail;
-	if (read_content(w->path, &w->seen, &w->seen_len) < 0) {
+	if (read_content(w->path, &w->seen, &w->seen_len, NULL) < 0) {
 		w->seen = NULL;
 		w->seen_len = 0;
 	}
@@ -266,7 +272,7 @@ void config_watch_loaded(struct config_watch *w)
 	char *data = NULL;
 	size_t len = 0;
 
-	if (read_content(w->path, &data, &len) < 0 || len == 0) {
+	if (read_content(w->path, &data, &len, NULL) < 0 || len == 0) {
 		free(data);
 		return;
 	}

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backoff.h"
 #include "config.h"
 #include "gpu.h"
 #include "plugin.h"
@@ -76,7 +77,7 @@ struct daemon {
 	struct cdi_writer *cdi;
 	struct metrics *metrics; /* NULL: off, or not started yet (metrics_retry) */
 	struct loop_timer *metrics_retry;
-	usec_t metrics_backoff;
+	struct backoff metrics_backoff;
 	bool metrics_retry_logged;
 	/*
 	 * Set by daemon.c before daemon_metrics_start(): the metrics server started, now or after

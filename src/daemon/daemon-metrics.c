@@ -370,15 +370,14 @@ static void start_server(struct daemon *d)
 		free(err);
 		d->metrics_retry_logged = true;
 		if (again && d->metrics_retry) {
-			loop_timer_arm(d->metrics_retry, d->metrics_backoff);
-			d->metrics_backoff = MIN(d->metrics_backoff * 2, RETRY_MAX);
+			loop_timer_arm(d->metrics_retry, backoff_next(&d->metrics_backoff));
 		}
 		return;
 	}
 	if (d->metrics_retry_logged)
 		log_info("metrics server started after retrying", NULL);
 	d->metrics_retry_logged = false;
-	d->metrics_backoff = RETRY_MIN;
+	backoff_reset(&d->metrics_backoff);
 	log_info("metrics server listening", "address=%s port=%u", d->cfg.metrics.address,
 		 metrics_port(d->metrics));
 	metrics_set_monitor(d->metrics, d->monitor);
@@ -392,7 +391,7 @@ static void start_server(struct daemon *d)
 
 void daemon_metrics_start(struct daemon *d)
 {
-	d->metrics_backoff = RETRY_MIN;
+	d->metrics_backoff = BACKOFF_INIT(RETRY_MIN, 2, RETRY_MAX);
 	if (!d->metrics_retry && loop_timer_new(d->loop, on_retry, d, &d->metrics_retry) < 0)
 		d->metrics_retry = NULL; /* no retries, the first attempt still runs */
 	start_server(d);
@@ -407,7 +406,7 @@ void daemon_metrics_reload(struct daemon *d, const struct config *old)
 	    old->metrics.connection_timeout != d->cfg.metrics.connection_timeout) {
 		d->metrics = metrics_free(d->metrics);
 		loop_timer_disarm(d->metrics_retry);
-		d->metrics_backoff = RETRY_MIN;
+		backoff_reset(&d->metrics_backoff);
 		start_server(d);
 	} else if (d->metrics) {
 		fill_opts(d, &o);

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "file-read.h"
 #include "gpu-arch.h"
 #include "gpu-open.h"
 #include "labels.h"

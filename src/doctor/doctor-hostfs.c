@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "doctor-int.h"
+#include "file-read.h"
 
 void doctor_hostfs_open(struct doctor_hostfs *fs, const char *root)
 {
@@ -69,7 +70,7 @@ int doctor_read(const struct doctor *dr, const char *path, size_t max, char **re
 {
 	if (dr->fs.fd < 0)
 		return dr->fs.fd;
-	return root_read_file_at(dr->fs.fd, path, max, ret, ret_len);
+	return read_file_at(dr->fs.fd, path, READ_IN_ROOT, max, ret, ret_len, NULL);
 }
 
 int doctor_readlink(const struct doctor *dr, const char *path, char *buf, size_t size)

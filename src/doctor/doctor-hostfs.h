@@ -49,7 +49,7 @@ int doctor_stat(const struct doctor *dr, const char *path, struct stat *st, char
 /* lstat(): the last component is not followed (a link is described itself). */
 int doctor_lstat(const struct doctor *dr, const char *path, struct stat *st);
 /*
- * Reads @path inside the root, at most @max bytes, NUL-terminated (root_read_file_at()). Returns
+ * Reads @path inside the root, at most @max bytes, NUL-terminated (read_file_at()). Returns
  * 0, -ENOENT, -EISDIR, -EBADFD (not a regular file: a FIFO, socket or device is not opened),
  * -EFBIG (over @max), -ENOMEM or another -errno. doctor_strerror() words the error.
  */

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include "backoff.h"
 #include "deviceplugin.pb-c.h"
 #include "grpc.h"
 #include "loop.h"
@@ -41,7 +42,7 @@ struct dirwatch {
 	struct loop_watch *dir;
 	struct loop_watch *up;
 	struct loop_timer *retry;
-	usec_t backoff;
+	struct backoff backoff;
 	unsigned failures; /* consecutive retries, for log rate */
 	bool present;	   /* @dir is armed */
 	bool quiet;	   /* arming at creation: nothing to report */
@@ -72,7 +73,7 @@ struct kubelet_reg {
 	enum kubelet_reg_state state;
 	struct grpc_client_call *call;
 	struct loop_timer *timer; /* BACKING_OFF: the retry; WAITING_STREAM: the stream watchdog */
-	usec_t backoff;
+	struct backoff backoff;
 	bool again; /* started again while a call was in flight */
 	pid_t peer_pid;
 	unsigned streams;  /* the kubelet's open ListAndWatch streams (the owner reports them) */
@@ -104,14 +105,15 @@ static void dir_arm(struct dirwatch *dw);
 
 static void dir_schedule_retry(struct dirwatch *dw, int r, const char *what)
 {
+	usec_t delay = backoff_next(&dw->backoff);
+
 	dw->failures++;
 	/* Once per backoff step while it grows, then about once a minute. */
 	if (dw->failures <= 8 || dw->failures % 6 == 0)
 		log_warn_errno(r, "cannot watch directory, retrying",
 			       "path=%s what=%s retry_ms=%llu", dw->path, what,
-			       (unsigned long long)(dw->backoff / USEC_PER_MSEC));
-	loop_timer_arm(dw->retry, dw->backoff);
-	dw->backoff = dw->backoff * 2 > WATCH_MAX ? WATCH_MAX : dw->backoff * 2;
+			       (unsigned long long)(delay / USEC_PER_MSEC));
+	loop_timer_arm(dw->retry, delay);
 }
 
 /* The directory went away (deleted, renamed, unmounted): watch for its return. */
@@ -195,7 +197,7 @@ static void dir_arm(struct dirwatch *dw)
 	if (r == 0) {
 		dw->up = loop_watch_free(dw->up);
 		loop_timer_disarm(dw->retry);
-		dw->backoff = WATCH_FIRST;
+		backoff_reset(&dw->backoff);
 		dw->failures = 0;
 		dw->present = true;
 		if (dw->quiet)
@@ -222,7 +224,7 @@ static void dir_arm(struct dirwatch *dw)
 	if (dw->failures == 0 && dw->quiet)
 		log_warn("directory missing, waiting for it", "path=%s", dw->path);
 	loop_timer_disarm(dw->retry);
-	dw->backoff = WATCH_FIRST;
+	backoff_reset(&dw->backoff);
 	dw->failures = 0;
 	/* It may have appeared between the two watches; the parent's watch now sees any later. */
 	dir_arm(dw);
@@ -253,7 +255,7 @@ static int dirwatch_new(struct kubelet *k, const char *path, bool plugin, bool s
 	dw->k = k;
 	dw->plugin = plugin;
 	dw->sock = sock;
-	dw->backoff = WATCH_FIRST;
+	dw->backoff = BACKOFF_INIT(WATCH_FIRST, 2, WATCH_MAX);
 	dw->path = path_trim(path);
 	if (!dw->path) {
 		r = -ENOMEM;
@@ -516,12 +518,11 @@ static void reg_backoff(struct kubelet_reg *reg, bool now)
 {
 	set_state(reg, KUBELET_REG_BACKING_OFF);
 	if (now) {
-		reg->backoff = BACKOFF_FIRST;
+		backoff_reset(&reg->backoff);
 		loop_timer_arm(reg->timer, 0);
 		return;
 	}
-	loop_timer_arm(reg->timer, reg->backoff);
-	reg->backoff = MIN(reg->backoff * 4, BACKOFF_MAX);
+	loop_timer_arm(reg->timer, backoff_next(&reg->backoff));
 }
 
 /* BACKING_OFF: the retry is due; WAITING_STREAM: no stream came after the accept. */
@@ -534,7 +535,7 @@ static void reg_timer(struct loop_timer *t, void *userdata)
 			"registered, but the kubelet opened no ListAndWatch stream, registering again",
 			"resource=%s wait_ms=%llu", reg->resource,
 			(unsigned long long)(STREAM_WATCHDOG / USEC_PER_MSEC));
-		reg->backoff = BACKOFF_FIRST;
+		backoff_reset(&reg->backoff);
 	}
 	reg_attempt(reg);
 }
@@ -574,7 +575,7 @@ static void reg_done(struct grpc_client_call *cc, int r, enum grpc_status status
 	if (ok) {
 		reg->count++;
 		reg->failures = 0;
-		reg->backoff = BACKOFF_FIRST;
+		backoff_reset(&reg->backoff);
 		log_info("registered with the kubelet",
 			 "resource=%s endpoint=%s registrations=%u kubelet_pid=%d", reg->resource,
 			 reg->endpoint, reg->count, (int)reg->peer_pid);
@@ -652,7 +653,7 @@ static void reg_reset(struct kubelet_reg *reg)
 	reg->call = grpc_client_call_cancel(reg->call);
 	reg->again = false;
 	reg->peer_pid = 0;
-	reg->backoff = BACKOFF_FIRST;
+	backoff_reset(&reg->backoff);
 	set_state(reg, KUBELET_REG_IDLE);
 }
 
@@ -667,7 +668,7 @@ int kubelet_reg_new(struct kubelet *k, const char *resource, const char *endpoin
 		return -ENOMEM;
 	reg->fn = fn;
 	reg->userdata = userdata;
-	reg->backoff = BACKOFF_FIRST;
+	reg->backoff = BACKOFF_INIT(BACKOFF_FIRST, 4, BACKOFF_MAX);
 	reg->state = KUBELET_REG_IDLE;
 	reg->resource = strdup(resource);
 	reg->endpoint = strdup(endpoint);
@@ -707,7 +708,7 @@ void kubelet_reg_start(struct kubelet_reg *reg)
 			set_state(reg, KUBELET_REG_REGISTERED);
 		return;
 	}
-	reg->backoff = BACKOFF_FIRST;
+	backoff_reset(&reg->backoff);
 	reg_attempt(reg);
 }
 

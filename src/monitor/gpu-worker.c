@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backoff.h"
 #include "gpu-open.h"
 #include "log.h"
 #include "loop.h"
@@ -155,7 +156,8 @@ static void timed_wait(struct gpu_worker *s, usec_t until)
 static void event_thread(void *userdata)
 {
 	struct gpu_worker *s = userdata;
-	usec_t backoff = 0, started, slice;
+	struct backoff backoff = BACKOFF_INIT(BACKOFF_MIN, 2, BACKOFF_MAX);
+	usec_t started, slice;
 
 	(void)pthread_mutex_lock(&s->mu);
 	while (!s->stop) {
@@ -190,7 +192,7 @@ static void event_thread(void *userdata)
 			break;
 		/* A wait that blocked a while is no spin: what it brings starts a fresh back-off. */
 		if (now_usec() - started >= BACKOFF_MIN)
-			backoff = 0;
+			backoff_reset(&backoff);
 		if (r > 0) {
 			s->q[(s->q_head + s->q_len) % GPU_WORKER_QUEUE] = ev;
 			s->q_len++;
@@ -198,7 +200,7 @@ static void event_thread(void *userdata)
 			if (ev.kind == GPU_EVENT_DRIVER_CHANGED) {
 				/* The worker re-initialises the backend: keep out of it meanwhile. */
 				s->ev_run = false;
-				backoff = 0;
+				backoff_reset(&backoff);
 				continue;
 			}
 		} else if (r < 0) {
@@ -213,13 +215,12 @@ static void event_thread(void *userdata)
 				s->wait_failing = true;
 				wake_loop(s);
 			}
-			backoff = backoff ? MIN(backoff * 2, BACKOFF_MAX) : BACKOFF_MIN;
-			deadline = now_usec() + backoff;
+			deadline = now_usec() + backoff_next(&backoff);
 			while (!s->stop && s->ev_run && now_usec() < deadline)
 				timed_wait(s, deadline);
 			continue;
 		}
-		backoff = 0;
+		backoff_reset(&backoff);
 		if (s->wait_failing) {
 			s->wait_failing = false;
 			wake_loop(s);

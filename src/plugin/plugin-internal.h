@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "backoff.h"
 #include "grpc.h"
 #include "plugin.h"
 
@@ -69,7 +70,7 @@ struct plugin {
 	usec_t ended_deadline;
 	struct loop_timer *ended_timer;
 	struct loop_timer *listen_retry; /* plugin_serve() failed: tries again */
-	usec_t listen_backoff;
+	struct backoff listen_backoff;
 	struct watcher *watchers;
 	unsigned n_watchers;
 	unsigned n_kubelet_watchers;
@@ -77,7 +78,7 @@ struct plugin {
 	bool expect_armed;  /* the next stream is the kubelet's, when pids cannot tell */
 	pid_t kubelet_pid;
 	struct loop_timer *retry; /* builds the device list again after a failure */
-	usec_t retry_usec;
+	struct backoff retry_backoff;
 	/* The last list sent (encoded ListAndWatchResponse), shared by every stream; or NULL. */
 	struct grpc_shared_msg *snap;
 	size_t snap_len;

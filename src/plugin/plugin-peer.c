@@ -73,7 +73,7 @@ struct plugin_peer {
 	struct grpc_client_call *hold;
 	struct loop_timer *retry; /* connecting again after quick closes */
 	usec_t since;		  /* when the current connection was started */
-	usec_t backoff;
+	struct backoff backoff;
 	unsigned quick; /* connections it closed quickly, in a row */
 	bool dying;	/* connection ended, nothing listens: the verdict is due from the loop */
 	/*
@@ -307,6 +307,7 @@ static void peer_hold_done(struct grpc_client_call *cc, int r, enum grpc_status 
 {
 	struct plugin_peer *pe = userdata;
 	struct plugin *p = pe->p;
+	usec_t delay;
 
 	pe->hold = NULL;
 	if (!plugin_path_live(pe->path, p->sock_dev, p->sock_ino)) {
@@ -331,11 +332,11 @@ static void peer_hold_done(struct grpc_client_call *cc, int r, enum grpc_status 
 		peer_connect(pe);
 		return;
 	}
-	pe->backoff = pe->backoff ? MIN(pe->backoff * 2, PEER_BACKOFF_MAX) : PEER_BACKOFF_MIN;
+	delay = backoff_next(&pe->backoff);
 	log_debug("another instance keeps closing our connection, connecting again later",
 		  "resource=%s path=%s retry_ms=%llu", p->res->name, pe->path,
-		  (unsigned long long)(pe->backoff / USEC_PER_MSEC));
-	loop_timer_arm(pe->retry, pe->backoff);
+		  (unsigned long long)(delay / USEC_PER_MSEC));
+	loop_timer_arm(pe->retry, delay);
 }
 
 static void peer_connect(struct plugin_peer *pe)
@@ -347,11 +348,9 @@ static void peer_connect(struct plugin_peer *pe)
 	if (r < 0) {
 		/* Out of memory: try again later rather than lose sight of it. */
 		pe->hold = NULL;
-		pe->backoff = pe->backoff ? MIN(pe->backoff * 2, PEER_BACKOFF_MAX) :
-					    PEER_BACKOFF_MIN;
-		loop_timer_arm(pe->retry, pe->backoff);
+		loop_timer_arm(pe->retry, backoff_next(&pe->backoff));
 	} else if (pe->quick == 0) {
-		pe->backoff = 0;
+		backoff_reset(&pe->backoff);
 	}
 }
 
@@ -416,6 +415,7 @@ static void peer_seen(struct plugin *p, const char *name, unsigned attempts)
 	}
 	pe->p = p;
 	pe->path = path;
+	pe->backoff = BACKOFF_INIT(PEER_BACKOFF_MIN, 2, PEER_BACKOFF_MAX);
 	pe->newer = attempts;
 	pe->next = p->peers;
 	p->peers = pe;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file-read.h"
 #include "gpu.h"
 
 #define CDI_VERSION "0.5.0"

@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include "assign.h"
+#include "backoff.h"
 #include "config.h"
+#include "file-read.h"
 #include "file-writer.h"
 #include "gpu-arch.h"
 #include "gpu.h"
@@ -378,7 +380,7 @@ struct labels_writer {
 	bool have_submitted;
 	bool submitted_ok; /* and it is in the file */
 	bool warned; /* a failure or a stuck write was logged at warn since the last success */
-	usec_t backoff;
+	struct backoff backoff; /* its max: at most the refresh interval */
 	uint64_t writes;
 };
 
@@ -396,8 +398,6 @@ static usec_t refresh_interval(const struct labels_writer *w)
 
 static void writer_failed(struct labels_writer *w, int r, const char *step)
 {
-	usec_t cap;
-
 	if (!w->warned)
 		log_warn_errno(r, "cannot write the labels file, retrying", "path=%s step=%s",
 			       log_q(w->path), log_q(step ? step : ""));
@@ -405,9 +405,8 @@ static void writer_failed(struct labels_writer *w, int r, const char *step)
 		log_debug_errno(r, "cannot write the labels file, retrying", "path=%s step=%s",
 				log_q(w->path), log_q(step ? step : ""));
 	w->warned = true;
-	cap = w->expiry > 0 ? MIN(BACKOFF_MAX, refresh_interval(w)) : BACKOFF_MAX;
-	w->backoff = w->backoff ? MIN(w->backoff * 2, cap) : MIN(BACKOFF_MIN, cap);
-	loop_timer_arm(w->timer, w->backoff);
+	w->backoff.max = w->expiry > 0 ? MIN(BACKOFF_MAX, refresh_interval(w)) : BACKOFF_MAX;
+	loop_timer_arm(w->timer, backoff_next(&w->backoff));
 }
 
 static void writer_done(struct file_writer *fw, const struct file_write_result *res, void *userdata)
@@ -426,7 +425,7 @@ static void writer_done(struct file_writer *fw, const struct file_write_result *
 	else
 		log_debug("labels file written", "path=%s", log_q(w->path));
 	w->warned = false;
-	w->backoff = 0;
+	backoff_reset(&w->backoff);
 	if (w->expiry > 0)
 		loop_timer_arm(w->timer, refresh_interval(w));
 	else
@@ -462,6 +461,7 @@ int labels_writer_new(struct loop *l, const char *path, usec_t expiry, struct la
 		return -ENOMEM;
 	fo.userdata = w;
 	w->expiry = expiry;
+	w->backoff = BACKOFF_INIT(BACKOFF_MIN, 2, BACKOFF_MAX);
 	w->path = strdup(path);
 	if (!w->path) {
 		r = -ENOMEM;
@@ -567,7 +567,7 @@ int labels_writer_set(struct labels_writer *w, const char *lines, size_t len)
 	    memcmp(w->want.data, w->submitted.data, w->want.len) == 0 &&
 	    (w->submitted_ok || file_writer_busy(w->fw)))
 		return 0;
-	w->backoff = 0;
+	backoff_reset(&w->backoff);
 	writer_write(w);
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "file-read.h"
 #include "unit.h"
 #include "util.h"
 #include "version.h"

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "file-read.h"
 #include "oom.h"
 #include "unit.h"
 #include "util.h"

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "file-read.h"
 #include "gpu-arch.h"
 #include "log.h"
 #include "nvml-int.h"
