@@ -320,19 +320,20 @@ static int unknown_key(struct ctx *x, const struct field *fields, const struct s
 }
 
 int config_parse_map(struct ctx *x, const struct field *fields, void *base, const char *path,
-		     const struct ynode *node)
+		     const struct ytree_node *node)
 {
 	uint64_t seen = 0;
 
 	if (is_null(node))
 		return 0;
-	if (node->kind != Y_MAP) {
-		struct src s = { ORIGIN_FILE, path[0] ? path : NULL, node, NULL, node->pos };
+	if (node->kind != YTREE_MAP) {
+		struct src s = { ORIGIN_FILE, path[0] ? path : NULL, node, NULL, node_pos(node) };
 
 		return config_type_error(x, &s, "a mapping");
 	}
 	for (size_t p = 0; p + 1 < node->n_kids && !x->stop; p += 2) {
-		const struct ynode *k = kid(x->doc, node, p), *v = kid(x->doc, node, p + 1);
+		const struct ytree_node *k = ytree_kid(x->doc, node, p),
+					*v = ytree_kid(x->doc, node, p + 1);
 		char key[KEY_MAX];
 		struct src s = { ORIGIN_FILE, key };
 		const struct field *f;
@@ -340,8 +341,8 @@ int config_parse_map(struct ctx *x, const struct field *fields, void *base, cons
 		int r;
 
 		s.node = k;
-		s.pos = k->pos;
-		if (k->kind != Y_SCALAR) {
+		s.pos = node_pos(k);
+		if (k->kind != YTREE_SCALAR) {
 			char q[96];
 
 			s.key = path[0] ? path : NULL;
@@ -364,7 +365,7 @@ int config_parse_map(struct ctx *x, const struct field *fields, void *base, cons
 			if (is_null(v))
 				continue; /* null is "not set", as for NVIDIA's pointer fields */
 			s.node = v;
-			s.pos = v->pos;
+			s.pos = node_pos(v);
 			r = config_set_field(x, f, base, &s);
 		}
 		if (r < 0)
