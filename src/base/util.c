@@ -213,6 +213,33 @@ int utf8_seq(const unsigned char *s)
 	return n;
 }
 
+int buf_put_utf8(struct buf *b, uint32_t c)
+{
+	char s[4];
+	size_t n;
+
+	if (c < 0x80) {
+		s[0] = (char)c;
+		n = 1;
+	} else if (c < 0x800) {
+		s[0] = (char)(0xc0 | c >> 6);
+		s[1] = (char)(0x80 | (c & 0x3f));
+		n = 2;
+	} else if (c < 0x10000) {
+		s[0] = (char)(0xe0 | c >> 12);
+		s[1] = (char)(0x80 | (c >> 6 & 0x3f));
+		s[2] = (char)(0x80 | (c & 0x3f));
+		n = 3;
+	} else {
+		s[0] = (char)(0xf0 | c >> 18);
+		s[1] = (char)(0x80 | (c >> 12 & 0x3f));
+		s[2] = (char)(0x80 | (c >> 6 & 0x3f));
+		s[3] = (char)(0x80 | (c & 0x3f));
+		n = 4;
+	}
+	return buf_append(b, s, n);
+}
+
 int buf_json_string(struct buf *b, const char *s)
 {
 	const char *run = s;

@@ -79,6 +79,8 @@ int buf_json_string(struct buf *b, const char *s) WARN_UNUSED;
  * past U+10FFFF). A NUL is a sequence of 1.
  */
 int utf8_seq(const unsigned char *s);
+/* The one UTF-8 encoder: appends code point @c (at most U+10FFFF) to @b. 0 or -ENOMEM. */
+int buf_put_utf8(struct buf *b, uint32_t c) WARN_UNUSED;
 /*
  * Makes room in the array *@arr (of *@cap elements of @size bytes, @n in use) for one more,
  * doubling its room (from 8) when full, so that n appends cost O(n) in all. Returns 0 or

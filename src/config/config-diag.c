@@ -166,11 +166,11 @@ int config_diag_add_error(struct config_diag *d, const char *file, struct config
 	return r;
 }
 
-const char *config_describe(char *out, size_t size, const struct ynode *n)
+const char *config_describe(char *out, size_t size, const struct ytree_node *n)
 {
-	if (n->kind == Y_SEQ)
+	if (n->kind == YTREE_SEQ)
 		return "a list";
-	if (n->kind == Y_MAP)
+	if (n->kind == YTREE_MAP)
 		return "a mapping";
 	if (is_null(n))
 		return "null";

@@ -29,7 +29,7 @@ static int get_text(struct ctx *x, const struct src *s, const char **ret)
 		*ret = s->text;
 		return 1;
 	}
-	if (s->node->kind != Y_SCALAR) {
+	if (s->node->kind != YTREE_SCALAR) {
 		r = config_type_error(x, s, "a string");
 		return r < 0 ? r : 0;
 	}
@@ -274,7 +274,7 @@ static int set_dls(struct ctx *x, const struct field *f, void *base, const struc
 	bool bad = false;
 	int r;
 
-	if (s->origin == ORIGIN_FILE && s->node->kind == Y_SEQ) {
+	if (s->origin == ORIGIN_FILE && s->node->kind == YTREE_SEQ) {
 		size_t n = seq_len(s->node);
 
 		if (n == 0)
@@ -285,10 +285,10 @@ static int set_dls(struct ctx *x, const struct field *f, void *base, const struc
 			char key[KEY_MAX];
 			struct src is = { ORIGIN_FILE, key };
 
-			is.node = kid(x->doc, s->node, i);
-			is.pos = is.node->pos;
+			is.node = ytree_kid(x->doc, s->node, i);
+			is.pos = node_pos(is.node);
 			(void)snprintf(key, sizeof(key), "%s[%zu]", s->key, i);
-			if (is.node->kind != Y_SCALAR) {
+			if (is.node->kind != YTREE_SCALAR) {
 				r = config_type_error(x, &is, "a strategy name");
 				if (r < 0)
 					return r;
@@ -349,7 +349,7 @@ static int set_xids(struct ctx *x, void *base, const struct src *s)
 	uint64_t *v;
 	size_t n;
 
-	if (s->origin != ORIGIN_FILE || s->node->kind != Y_SEQ)
+	if (s->origin != ORIGIN_FILE || s->node->kind != YTREE_SEQ)
 		return config_type_error(x, s, "a list of XIDs");
 	n = seq_len(s->node);
 	if (n > CONFIG_LIST_MAX)
@@ -361,8 +361,8 @@ static int set_xids(struct ctx *x, void *base, const struct src *s)
 		char key[KEY_MAX];
 		struct src is = { ORIGIN_FILE, key };
 
-		is.node = kid(x->doc, s->node, i);
-		is.pos = is.node->pos;
+		is.node = ytree_kid(x->doc, s->node, i);
+		is.pos = node_pos(is.node);
 		int r;
 
 		(void)snprintf(key, sizeof(key), "%s[%zu]", s->key, i);
@@ -388,7 +388,7 @@ static int parse_ref(struct ctx *x, const struct src *s, struct config_device_re
 	bool neg;
 
 	ref->pos = s->pos;
-	if (s->node->kind != Y_SCALAR || is_null(s->node))
+	if (s->node->kind != YTREE_SCALAR || is_null(s->node))
 		return config_type_error(x, s, "a GPU index or UUID");
 	if (strlen(t) != s->node->len)
 		return config_add_err(x, s, "must not contain a NUL character");
@@ -438,10 +438,10 @@ const char *config_device_ref_str(char *out, size_t size, const struct config_de
 static int set_devices(struct ctx *x, const struct field *f, void *base, const struct src *s)
 {
 	struct config_devices *d = AT(base, f->off);
-	const struct ynode *n = s->node;
+	const struct ytree_node *n = s->node;
 	size_t len;
 
-	if (n->kind == Y_SCALAR && f->kind == K_TS_DEVICES) {
+	if (n->kind == YTREE_SCALAR && f->kind == K_TS_DEVICES) {
 		uint64_t v;
 		bool neg;
 
@@ -467,7 +467,7 @@ static int set_devices(struct ctx *x, const struct field *f, void *base, const s
 		return config_type_error(x, s,
 					 "\"all\", a count or a list of GPU indices or UUIDs");
 	}
-	if (n->kind != Y_SEQ)
+	if (n->kind != YTREE_SEQ)
 		return config_type_error(
 			x, s,
 			f->kind == K_TS_DEVICES ?
@@ -488,8 +488,8 @@ static int set_devices(struct ctx *x, const struct field *f, void *base, const s
 		struct src is = { ORIGIN_FILE, key };
 		struct config_device_ref *ref = &d->refs[d->n_refs];
 
-		is.node = kid(x->doc, n, i);
-		is.pos = is.node->pos;
+		is.node = ytree_kid(x->doc, n, i);
+		is.pos = node_pos(is.node);
 		(void)snprintf(key, sizeof(key), "%s[%zu]", s->key, i);
 		unsigned before = x->n_errors;
 		int r;
@@ -513,12 +513,13 @@ static int set_devices(struct ctx *x, const struct field *f, void *base, const s
 	return 0;
 }
 
-static bool map_has(const struct ydoc *doc, const struct ynode *map, const char *key)
+static bool map_has(const struct ytree *doc, const struct ytree_node *map, const char *key)
 {
 	for (size_t i = 0; i + 1 < map->n_kids; i += 2) {
-		const struct ynode *k = kid(doc, map, i), *v = kid(doc, map, i + 1);
+		const struct ytree_node *k = ytree_kid(doc, map, i),
+					*v = ytree_kid(doc, map, i + 1);
 
-		if (k->kind == Y_SCALAR && streq(scalar(k), key) && !is_null(v))
+		if (k->kind == YTREE_SCALAR && streq(scalar(k), key) && !is_null(v))
 			return true;
 	}
 	return false;
@@ -536,7 +537,7 @@ static int set_items(struct ctx *x, const struct field *f, struct config *c, con
 	char *items;
 	int r;
 
-	if (s->node->kind != Y_SEQ)
+	if (s->node->kind != YTREE_SEQ)
 		return config_type_error(x, s, "a list");
 	n = seq_len(s->node);
 	if (n > CONFIG_LIST_MAX)
@@ -555,10 +556,10 @@ static int set_items(struct ctx *x, const struct field *f, struct config *c, con
 		void *item = items + i * isize;
 		struct config_pos *ipos;
 
-		is.node = kid(x->doc, s->node, i);
-		is.pos = is.node->pos;
+		is.node = ytree_kid(x->doc, s->node, i);
+		is.pos = node_pos(is.node);
 		(void)snprintf(key, sizeof(key), "%s[%zu]", s->key, i);
-		if (is.node->kind != Y_MAP) {
+		if (is.node->kind != YTREE_MAP) {
 			r = config_type_error(x, &is, "a mapping");
 			if (r < 0)
 				return r;
@@ -639,7 +640,7 @@ have_duration:
 		return config_add_warn(x, s, "%s", (const char *)f->arg);
 	case K_UNSUP_EMPTY_LIST:
 		if (s->origin == ORIGIN_FILE) {
-			if (s->node->kind != Y_SEQ)
+			if (s->node->kind != YTREE_SEQ)
 				return config_type_error(x, s, "a list");
 			if (seq_len(s->node) == 0)
 				return config_add_warn(x, s, UNSUP_WARN);
@@ -649,8 +650,8 @@ have_duration:
 		return config_add_err(
 			x, s, "is not supported by edgegpu; only the default, [], is accepted");
 	case K_REFUSE:
-		if ((s->node->kind == Y_SEQ && seq_len(s->node) == 0) ||
-		    (s->node->kind == Y_MAP && map_len(s->node) == 0))
+		if ((s->node->kind == YTREE_SEQ && seq_len(s->node) == 0) ||
+		    (s->node->kind == YTREE_MAP && map_len(s->node) == 0))
 			return config_add_warn(
 				x, s, "is not supported by edgegpu and is ignored (it is empty)");
 		return config_add_err(x, s, "%s", (const char *)f->arg);
@@ -689,7 +690,7 @@ int config_set_field(struct ctx *x, const struct field *f, void *base, const str
 		unsigned before = x->n_errors;
 
 		r = config_parse_map(x, f->arg, base, s->key, s->node);
-		if (r < 0 || s->node->kind != Y_MAP || x->n_errors != before)
+		if (r < 0 || s->node->kind != YTREE_MAP || x->n_errors != before)
 			return r;
 		if (((struct config *)base)->time_slicing.n_resources == 0) {
 			char key[KEY_MAX];
@@ -798,19 +799,20 @@ static int unknown_key(struct ctx *x, const struct field *fields, const struct s
 }
 
 int config_parse_map(struct ctx *x, const struct field *fields, void *base, const char *path,
-		     const struct ynode *node)
+		     const struct ytree_node *node)
 {
 	uint64_t seen = 0;
 
 	if (is_null(node))
 		return 0;
-	if (node->kind != Y_MAP) {
-		struct src s = { ORIGIN_FILE, path[0] ? path : NULL, node, NULL, node->pos };
+	if (node->kind != YTREE_MAP) {
+		struct src s = { ORIGIN_FILE, path[0] ? path : NULL, node, NULL, node_pos(node) };
 
 		return config_type_error(x, &s, "a mapping");
 	}
 	for (size_t p = 0; p + 1 < node->n_kids && !x->stop; p += 2) {
-		const struct ynode *k = kid(x->doc, node, p), *v = kid(x->doc, node, p + 1);
+		const struct ytree_node *k = ytree_kid(x->doc, node, p),
+					*v = ytree_kid(x->doc, node, p + 1);
 		char key[KEY_MAX];
 		struct src s = { ORIGIN_FILE, key };
 		const struct field *f;
@@ -818,8 +820,8 @@ int config_parse_map(struct ctx *x, const struct field *fields, void *base, cons
 		int r;
 
 		s.node = k;
-		s.pos = k->pos;
-		if (k->kind != Y_SCALAR) {
+		s.pos = node_pos(k);
+		if (k->kind != YTREE_SCALAR) {
 			char q[96];
 
 			s.key = path[0] ? path : NULL;
@@ -842,7 +844,7 @@ int config_parse_map(struct ctx *x, const struct field *fields, void *base, cons
 			if (is_null(v))
 				continue; /* null is "not set", as for NVIDIA's pointer fields */
 			s.node = v;
-			s.pos = v->pos;
+			s.pos = node_pos(v);
 			r = config_set_field(x, f, base, &s);
 		}
 		if (r < 0)

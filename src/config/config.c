@@ -66,18 +66,23 @@ int config_init(struct config *c)
 	return 0;
 }
 
+/* The file as a tree, then the tree into @c; problems are recorded in @x. 0 or -ENOMEM. */
 static int parse_yaml(struct ctx *x, struct config *c, const char *data, size_t len)
 {
-	struct ydoc doc = { 0 };
+	struct ytree doc = { 0 };
+	struct ytree_error err;
 	int r;
 
-	r = config_ydoc_load(x, &doc, data, len);
-	if (r >= 0 && x->n_errors == 0 && doc.has_root) {
+	r = ytree_load(&doc, data, len, 0, YAML_NODES_MAX, &err);
+	if (r == -EINVAL)
+		r = config_diag_add(x, false, x->file, (struct config_pos){ err.line, err.column },
+				    NULL, "%s%s", err.syntax ? "invalid YAML: " : "", err.message);
+	else if (r >= 0 && x->n_errors == 0 && doc.has_root) {
 		x->doc = &doc;
-		r = config_parse_map(x, config_root_fields, c, "", &doc.nodes[doc.root]);
+		r = config_parse_map(x, config_root_fields, c, "", ytree_root(&doc));
 		x->doc = NULL;
 	}
-	config_ydoc_release(&doc);
+	ytree_release(&doc);
 	return r;
 }
 

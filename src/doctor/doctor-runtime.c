@@ -16,7 +16,7 @@
 
 #include "doctor-int.h"
 #include "doctor-toml.h"
-#include "doctor-yaml.h"
+#include "ytree.h"
 
 #define FIX_LAYOUT_NONE                                                                            \
 	"Install a container runtime for Kubernetes (containerd, or the one your distribution "    \
@@ -128,15 +128,15 @@ struct rt {
 };
 
 /* A key anywhere under @n, at most @depth maps down (edgecore moved keys between releases). */
-static const struct doctor_ynode *find_key(const struct doctor_ynode *n, const char *key,
-					   unsigned depth)
+static const struct ytree_node *find_key(const struct ytree *t, const struct ytree_node *n,
+					 const char *key, unsigned depth)
 {
-	const struct doctor_ynode *v = doctor_ynode_get(n, key);
+	const struct ytree_node *v = ytree_get(t, n, key);
 
-	if (v || !n || n->kind != DOCTOR_YMAP || depth == 0)
+	if (v || !n || n->kind != YTREE_MAP || depth == 0)
 		return v;
 	for (size_t i = 1; i < n->n_kids; i += 2) {
-		v = find_key(n->kids[i], key, depth - 1);
+		v = find_key(t, ytree_kid(t, n, i), key, depth - 1);
 		if (v)
 			return v;
 	}
@@ -146,11 +146,11 @@ static const struct doctor_ynode *find_key(const struct doctor_ynode *n, const c
 /* Reads edgecore.yaml: which runtime endpoint KubeEdge's edged talks to. */
 static int kubeedge_runtime(struct doctor *dr, struct doctor_runtime_notes *n, struct rt *rt)
 {
-	const struct doctor_ynode *edged, *ep, *cr;
-	struct doctor_ynode *doc = NULL;
-	char *data = NULL, *err = NULL;
+	const struct ytree_node *edged, *ep, *cr;
+	struct ytree doc = { 0 };
+	struct ytree_error err = { 0 };
 	const char *endpoint, *kind;
-	unsigned line = 0;
+	char *data = NULL;
 	size_t len = 0;
 	int r;
 
@@ -158,21 +158,20 @@ static int kubeedge_runtime(struct doctor *dr, struct doctor_runtime_notes *n, s
 	set_fact(rt->socket, sizeof(rt->socket), layouts[L_KUBEEDGE].socket);
 	r = doctor_read(dr, EDGECORE, DOCTOR_RUNTIME_MAX_FILE, &data, &len);
 	if (r >= 0)
-		r = doctor_yaml_load(data, len, &doc, &line, &err);
+		r = ytree_load(&doc, data, len, YTREE_FIRST_DOCUMENT, YTREE_NODES_MAX, &err);
 	if (r < 0) {
-		if (r == -EINVAL)
-			doctor_runtime_note(n, "%s:%u: %s", EDGECORE, line,
-					    err ? err : "invalid YAML");
+		if (r == -EINVAL && err.message[0])
+			doctor_runtime_note(n, "%s:%u: %s", EDGECORE, err.line, err.message);
 		else
 			doctor_runtime_note(n, "%s: %s", EDGECORE, doctor_strerror(r));
 		doctor_runtime_note(n, "assuming containerd at %s", rt->socket);
 		goto out;
 	}
-	edged = doctor_ynode_get(doctor_ynode_get(doc, "modules"), "edged");
-	ep = find_key(edged, "remoteRuntimeEndpoint", 2);
-	cr = find_key(edged, "containerRuntime", 2);
-	endpoint = doctor_ynode_str(ep);
-	kind = doctor_ynode_str(cr);
+	edged = ytree_get(&doc, ytree_get(&doc, ytree_root(&doc), "modules"), "edged");
+	ep = find_key(&doc, edged, "remoteRuntimeEndpoint", 2);
+	cr = find_key(&doc, edged, "containerRuntime", 2);
+	endpoint = ytree_str(ep);
+	kind = ytree_str(cr);
 	if (kind)
 		doctor_runtime_note(n, "%s: containerRuntime %s (line %u)", EDGECORE, kind,
 				    cr->line);
@@ -196,9 +195,8 @@ static int kubeedge_runtime(struct doctor *dr, struct doctor_runtime_notes *n, s
 	if (kind && streq(kind, "docker"))
 		rt->runtime = "docker";
 out:
-	doctor_ynode_free(doc);
+	ytree_release(&doc);
 	free(data);
-	free(err);
 	return r;
 }
 
