@@ -84,11 +84,19 @@ static void reverse(void **v, size_t n)
 	}
 }
 
+static void pack(const V1__ListPodResourcesResponse *m, struct buf *out)
+{
+	size_t n = v1__list_pod_resources_response__get_packed_size(m);
+
+	out->len = 0;
+	if (buf_reserve(out, n + 1) < 0)
+		abort();
+	out->len = v1__list_pod_resources_response__pack(m, out->data);
+}
+
 /* The same answer in another order: every repeated field reversed, then packed again. */
 static void shuffled(V1__ListPodResourcesResponse *m, struct buf *out)
 {
-	size_t n;
-
 	reverse((void **)m->pod_resources, m->n_pod_resources);
 	for (size_t i = 0; i < m->n_pod_resources; i++) {
 		V1__PodResources *pr = m->pod_resources[i];
@@ -103,11 +111,7 @@ static void shuffled(V1__ListPodResourcesResponse *m, struct buf *out)
 					cr->devices[d]->n_device_ids);
 		}
 	}
-	n = v1__list_pod_resources_response__get_packed_size(m);
-	out->len = 0;
-	if (buf_reserve(out, n + 1) < 0)
-		abort();
-	out->len = v1__list_pod_resources_response__pack(m, out->data);
+	pack(m, out);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -155,11 +159,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(cv);
 	free(wv);
 
-	/* The same answer in another order has the same canonical form. */
-	shuffled(m, &packed);
-	if (podres_canonical(packed.data, packed.len, &again) != n || again.len != canon.len ||
-	    (canon.len && memcmp(again.data, canon.data, canon.len) != 0))
-		abort();
+	/*
+	 * The same answer in another order has the same canonical form. Only where protobuf-c
+	 * reads its own packing of the answer back: it takes some keys it packs in a form it then
+	 * refuses (field number 0 written in two bytes), which the kubelet never sends.
+	 */
+	pack(m, &packed);
+	if (podres_canonical(packed.data, packed.len, &again) >= 0) {
+		shuffled(m, &packed);
+		if (podres_canonical(packed.data, packed.len, &again) != n ||
+		    again.len != canon.len ||
+		    (canon.len && memcmp(again.data, canon.data, canon.len) != 0))
+			abort();
+	}
 out:
 	if (m)
 		v1__list_pod_resources_response__free_unpacked(m, NULL);
