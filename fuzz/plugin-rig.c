@@ -169,7 +169,7 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
 	struct cli *c = ud;
 
 	if (streq((const char *)name, "grpc-status"))
-		c->a->status = atoi((const char *)value);
+		c->a->status = (int)strtol((const char *)value, NULL, 10);
 	else if (streq((const char *)name, "grpc-message"))
 		(void)snprintf(c->a->message, sizeof(c->a->message), "%s", value);
 	return 0;
