@@ -351,10 +351,24 @@ static int oom_or_err(const struct parser *x)
 	return x->err ? -EINVAL : -ENOMEM;
 }
 
+/* The end of a run of @ok digits with '_' only between two of them, or NULL for none. */
+static const char *digits_end(const char *s, const char *ok)
+{
+	if (!*s || !strchr(ok, *s))
+		return NULL;
+	while (*s && (strchr(ok, *s) || (*s == '_' && s[1] && strchr(ok, s[1]))))
+		s++;
+	return s;
+}
+
+/*
+ * Whether @s is a TOML integer or float, as containerd's parser reads them: no leading zero,
+ * '_' only between digits, digits on both sides of '.' and after the exponent's 'e'.
+ */
 static bool valid_number(const char *s, bool *is_float)
 {
-	const char *d = s + (*s == '+' || *s == '-');
-	bool digit = false, prev_digit = false;
+	static const char dec[] = "0123456789";
+	const char *d = s + (*s == '+' || *s == '-'), *e;
 
 	*is_float = false;
 	if (streq(d, "inf") || streq(d, "nan")) {
@@ -362,35 +376,28 @@ static bool valid_number(const char *s, bool *is_float)
 		return true;
 	}
 	if (d == s && d[0] == '0' && (d[1] == 'x' || d[1] == 'o' || d[1] == 'b')) {
-		const char *ok = d[1] == 'x' ? "0123456789abcdefABCDEF" :
-				 d[1] == 'o' ? "01234567" :
-					       "01";
-
-		d += 2;
-		if (!*d)
-			return false;
-		for (; *d; d++)
-			if (!(strchr(ok, *d) || (*d == '_' && d[1] && strchr(ok, d[1]))))
-				return false;
-		return true;
+		e = digits_end(d + 2, d[1] == 'x' ? "0123456789abcdefABCDEF" :
+				      d[1] == 'o' ? "01234567" :
+						    "01");
+		return e && !*e;
 	}
-	for (; *d; d++) {
-		if (*d >= '0' && *d <= '9') {
-			digit = prev_digit = true;
-			continue;
-		}
-		if (*d == '_' && prev_digit && d[1] >= '0' && d[1] <= '9')
-			continue;
-		if (*d == '.' || *d == 'e' || *d == 'E') {
-			*is_float = true;
-			prev_digit = false;
-			if ((*d == 'e' || *d == 'E') && (d[1] == '+' || d[1] == '-'))
-				d++;
-			continue;
-		}
+	e = digits_end(d, dec);
+	if (!e || (d[0] == '0' && e - d > 1))
 		return false;
+	if (*e == '.') {
+		*is_float = true;
+		e = digits_end(e + 1, dec);
+		if (!e)
+			return false;
 	}
-	return digit;
+	if (*e == 'e' || *e == 'E') {
+		*is_float = true;
+		e++;
+		e = digits_end(e + (*e == '+' || *e == '-'), dec);
+		if (!e)
+			return false;
+	}
+	return !*e;
 }
 
 static int parse_value(struct parser *x, char **segs, size_t n, bool keep,
@@ -661,8 +668,13 @@ out:
 int doctor_toml_parse(const char *data, size_t len, struct doctor_toml **ret, unsigned *reterr_line,
 		      char **reterr)
 {
-	struct parser x = { .p = data, .end = data + len, .line = 1 };
+	struct parser x = { .line = 1 };
 	int r = 0;
+
+	if (!data)
+		data = ""; /* an empty struct buf: NULL + 0 and memchr(NULL) are undefined */
+	x.p = data;
+	x.end = data + len;
 
 	x.t = calloc(1, sizeof(*x.t));
 	if (!x.t)

@@ -46,8 +46,10 @@ struct doctor_toml {
 #define DOCTOR_TOML_MAX_DEPTH 32
 
 /*
- * Parses @len bytes of @data (NUL bytes are refused). On success *@ret is a new document the
- * caller frees with doctor_toml_free(). Returns 0, -ENOMEM, or -EINVAL for a syntax error: then
+ * Parses @len bytes of @data (NUL bytes are refused; @data may be NULL when @len is 0). On
+ * success *@ret is a new document the caller frees with doctor_toml_free(). Numbers are TOML's
+ * (no leading zero, '_' only between digits): another spelling is a syntax error, as it is
+ * for containerd. Returns 0, -ENOMEM, or -EINVAL for a syntax error: then
  * *@reterr_line (if not NULL) is its 1-based line and *@reterr (if not NULL) a heap message the
  * caller frees ("expected '=' after the key"). Nothing is returned on failure.
  */

@@ -66,9 +66,13 @@ const char *grpc_status_name(int status)
 	return status_names[status];
 }
 
-static bool percent_needed(unsigned char c)
+/*
+ * gRPC leaves a space unencoded, but HTTP/2 refuses a field value that starts or ends with
+ * one (RFC 9113 8.2.1: nghttp2 drops the header): a space at either end is encoded.
+ */
+static bool percent_needed(unsigned char c, bool edge)
 {
-	return c < 0x20 || c > 0x7e || c == '%';
+	return c < 0x20 || c > 0x7e || c == '%' || (edge && c == ' ');
 }
 
 char *grpc_percent_encode(const char *s)
@@ -78,7 +82,7 @@ char *grpc_percent_encode(const char *s)
 	char *out, *o;
 
 	for (const char *p = s; *p; p++)
-		n += percent_needed((unsigned char)*p) ? 3 : 1;
+		n += percent_needed((unsigned char)*p, p == s || !p[1]) ? 3 : 1;
 	out = malloc(n + 1);
 	if (!out)
 		return NULL;
@@ -86,7 +90,7 @@ char *grpc_percent_encode(const char *s)
 	for (const char *p = s; *p; p++) {
 		unsigned char c = (unsigned char)*p;
 
-		if (percent_needed(c)) {
+		if (percent_needed(c, p == s || !p[1])) {
 			*o++ = '%';
 			*o++ = hex[c >> 4];
 			*o++ = hex[c & 0xf];

@@ -81,7 +81,8 @@ enum grpc_status grpc_status_from_errno(int r);
 const char *grpc_status_name(int status);
 
 /*
- * Percent-encodes @s for grpc-message: bytes outside 0x20-0x7E and '%' become %XX.
+ * Percent-encodes @s for grpc-message: bytes outside 0x20-0x7E, '%', and a space at either end
+ * (HTTP/2 refuses a value that starts or ends with one) become %XX.
  * Returns a heap string or NULL on OOM.
  */
 char *grpc_percent_encode(const char *s) WARN_UNUSED;

@@ -151,6 +151,17 @@ static void test_errors(void **state)
 		{ "d = 1979-05-27\n", 1, "dates are not supported" },
 		{ "a = 0x\n", 1, "invalid value '0x'" },
 		{ "a = 1__0\n", 1, "invalid value" },
+		/* Not TOML numbers (containerd refuses them): found by fuzz/fuzz-toml.c. */
+		{ "a = 01\n", 1, "invalid value '01'" },
+		{ "a = -007\n", 1, "invalid value" },
+		{ "a = e5\n", 1, "invalid value 'e5'" },
+		{ "a = 1e\n", 1, "invalid value" },
+		{ "a = 1.\n", 1, "invalid value" },
+		{ "a = .5\n", 1, "invalid value" },
+		{ "a = 1..2\n", 1, "invalid value" },
+		{ "a = 1.5e_3\n", 1, "invalid value" },
+		{ "a = 0x_ff\n", 1, "invalid value" },
+		{ "a = 0b12\n", 1, "invalid value" },
 		{ "a.\"\"\"b\"\"\" = 1\n", 1, "multi-line" },
 		{ "x = 1\ny = \"\x01\"\n", 2, "control character 0x01" },
 		{ "a = [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]\n",
@@ -182,6 +193,31 @@ static void test_errors(void **state)
 		assert_int_equal(doctor_toml_parse(nul, sizeof(nul) - 1, &t, &line, NULL), -EINVAL);
 		assert_int_equal(line, 2);
 	}
+}
+
+/* TOML's numbers, each with its type; an empty buffer (NULL data) is an empty document. */
+static void test_numbers(void **state)
+{
+	static const char in[] = "a = 0\nb = -0\nc = +1_000\nd = 0xdead_BEEF\ne = 0o17\n"
+				 "f = 0b1_0\ng = 1.5\nh = -1e10\ni = 6.02E+23\nj = 1_0.0_1e-0_1\n"
+				 "k = -inf\nl = nan\nm = 0.0\nn = 0e0\n";
+	static const enum doctor_toml_type want[] = {
+		DOCTOR_TOML_INT,   DOCTOR_TOML_INT,   DOCTOR_TOML_INT,	 DOCTOR_TOML_INT,
+		DOCTOR_TOML_INT,   DOCTOR_TOML_INT,   DOCTOR_TOML_FLOAT, DOCTOR_TOML_FLOAT,
+		DOCTOR_TOML_FLOAT, DOCTOR_TOML_FLOAT, DOCTOR_TOML_FLOAT, DOCTOR_TOML_FLOAT,
+		DOCTOR_TOML_FLOAT, DOCTOR_TOML_FLOAT,
+	};
+	struct doctor_toml *t = NULL;
+
+	(void)state;
+	assert_int_equal(doctor_toml_parse(in, sizeof(in) - 1, &t, NULL, NULL), 0);
+	assert_int_equal(t->n, ELEMENTSOF(want));
+	for (size_t i = 0; i < ELEMENTSOF(want); i++)
+		assert_int_equal(t->e[i].type, want[i]);
+	t = doctor_toml_free(t);
+	assert_int_equal(doctor_toml_parse(NULL, 0, &t, NULL, NULL), 0);
+	assert_int_equal(t->n, 0);
+	doctor_toml_free(t);
 }
 
 /* Every prefix of a valid config parses or fails with a line and message, never crashes. */
@@ -275,7 +311,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_containerd_config), cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_truncations),	  cmocka_unit_test(test_oom),
-		cmocka_unit_test(test_yaml_tree),
+		cmocka_unit_test(test_yaml_tree),	  cmocka_unit_test(test_numbers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
