@@ -9,8 +9,6 @@
 #include "assign.h"
 #include "config.h"
 #include "daemon.h"
-#include "doctor-compat.h"
-#include "doctor-image.h"
 #include "doctor.h"
 #include "gpu-open.h"
 #include "labels.h"
@@ -22,13 +20,9 @@
 
 extern char **environ;
 
-#define MAX_FLAGS 64
-
+/* A verb's command line: its config flags and positional arguments, and --json. */
 struct cli_args {
-	struct config_flag flags[MAX_FLAGS];
-	size_t n_flags;
-	const char *positional[4];
-	size_t n_positional;
+	struct config_args c;
 	bool json;
 };
 
@@ -69,9 +63,8 @@ static void usage(FILE *f)
 static int parse_args(int argc, char **argv, bool allow_json, struct cli_args *a)
 {
 	for (int i = 1; i < argc; i++) {
-		const char *arg = argv[i], *name, *eq, *value = NULL;
-		bool is_bool = false;
-		char nbuf[128];
+		const char *arg = argv[i];
+		char *err = NULL;
 
 		if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
 			usage(stdout);
@@ -81,89 +74,23 @@ static int parse_args(int argc, char **argv, bool allow_json, struct cli_args *a
 			a->json = true;
 			continue;
 		}
-		if (strncmp(arg, "--", 2) != 0) {
-			if (a->n_positional == ELEMENTSOF(a->positional)) {
-				(void)fprintf(stderr, "edgegpu: unexpected argument '%s'\n", arg);
-				return 2;
-			}
-			a->positional[a->n_positional++] = arg;
-			continue;
-		}
-		name = arg + 2;
-		eq = strchr(name, '=');
-		if (eq) {
-			if ((size_t)(eq - name) >= sizeof(nbuf)) {
-				(void)fprintf(stderr, "edgegpu: unknown flag '%s'\n", arg);
-				return 2;
-			}
-			memcpy(nbuf, name, (size_t)(eq - name));
-			nbuf[eq - name] = 0;
-			name = nbuf;
-			value = eq + 1;
-		}
-		if (!config_flag_lookup(name, &is_bool)) {
-			(void)fprintf(
-				stderr,
-				"edgegpu: unknown flag '--%s' (see 'edgegpu --help' and docs/config.md)\n",
-				name);
+		if (config_args_take(&a->c, argc, argv, &i, &err) < 0) {
+			(void)fprintf(stderr, "edgegpu: %s\n", err ? err : "out of memory");
+			free(err);
 			return 2;
 		}
-		if (!value && !is_bool) {
-			if (i + 1 >= argc) {
-				(void)fprintf(stderr, "edgegpu: flag '--%s' needs a value\n", name);
-				return 2;
-			}
-			value = argv[++i];
-		}
-		if (a->n_flags == MAX_FLAGS) {
-			(void)fprintf(stderr, "edgegpu: too many flags\n");
-			return 2;
-		}
-		a->flags[a->n_flags].name = strdup(name); /* name may point into nbuf */
-		a->flags[a->n_flags].value = value;
-		if (!a->flags[a->n_flags].name) {
-			(void)fprintf(stderr, "edgegpu: out of memory\n");
-			return 2;
-		}
-		a->n_flags++;
 	}
 	return 0;
 }
 
 static void free_args(struct cli_args *a)
 {
-	for (size_t i = 0; i < a->n_flags; i++)
-		free((char *)a->flags[i].name);
-	a->n_flags = 0;
-}
-
-static void print_diag(const struct config_diag *d)
-{
-	for (size_t i = 0; i < d->n_warnings; i++) {
-		char *s = config_error_to_string(&d->warnings[i]);
-
-		(void)fprintf(stderr, "warning: %s\n", s ? s : "?");
-		free(s);
-	}
-	for (size_t i = 0; i < d->n_errors; i++) {
-		char *s = config_error_to_string(&d->errors[i]);
-
-		(void)fprintf(stderr, "error: %s\n", s ? s : "?");
-		free(s);
-	}
+	config_args_release(&a->c);
 }
 
 static int build_config(const struct cli_args *a, struct config *c)
 {
-	struct config_diag d = { 0 };
-	int r;
-
-	r = config_init(c);
-	if (r >= 0)
-		r = config_build(c, environ, a->flags, a->n_flags, &d);
-	print_diag(&d);
-	config_diag_release(&d);
-	return r;
+	return config_args_build(&a->c, environ, c, stderr);
 }
 
 static int verb_version(int argc, char **argv)
@@ -178,12 +105,12 @@ static int verb_serve(int argc, char **argv)
 	int r;
 
 	r = parse_args(argc, argv, false, &a);
-	if (r == 0 && a.n_positional) {
-		(void)fprintf(stderr, "edgegpu: unexpected argument '%s'\n", a.positional[0]);
+	if (r == 0 && a.c.n_positional) {
+		(void)fprintf(stderr, "edgegpu: unexpected argument '%s'\n", a.c.positional[0]);
 		r = 2;
 	}
 	if (r == 0)
-		r = daemon_run(environ, a.flags, a.n_flags);
+		r = daemon_run(environ, a.c.flags, a.c.n_flags);
 	free_args(&a);
 	return r;
 }
@@ -198,24 +125,24 @@ static int verb_check_config(int argc, char **argv)
 	r = parse_args(argc, argv, false, &a);
 	if (r != 0)
 		goto out;
-	if (a.n_positional != 1) {
+	if (a.c.n_positional != 1) {
 		(void)fprintf(stderr, "usage: edgegpu check-config FILE\n");
 		r = 2;
 		goto out;
 	}
-	if (a.n_flags == MAX_FLAGS) {
+	if (a.c.n_flags == ELEMENTSOF(a.c.flags)) {
 		r = 2;
 		goto out;
 	}
-	a.flags[a.n_flags].name = strdup("config-file");
-	a.flags[a.n_flags].value = a.positional[0];
-	if (!a.flags[a.n_flags].name) {
+	a.c.flags[a.c.n_flags].name = strdup("config-file");
+	a.c.flags[a.c.n_flags].value = a.c.positional[0];
+	if (!a.c.flags[a.c.n_flags].name) {
 		r = 1;
 		goto out;
 	}
-	a.n_flags++;
+	a.c.n_flags++;
 	if (build_config(&a, &c) < 0) {
-		(void)fprintf(stderr, "%s: invalid config\n", a.positional[0]);
+		(void)fprintf(stderr, "%s: invalid config\n", a.c.positional[0]);
 		r = 1;
 		goto out;
 	}
@@ -430,8 +357,8 @@ static int verb_labels(int argc, char **argv)
 		rc = r;
 		goto out;
 	}
-	if (a.n_positional) {
-		(void)fprintf(stderr, "edgegpu: unexpected argument '%s'\n", a.positional[0]);
+	if (a.c.n_positional) {
+		(void)fprintf(stderr, "edgegpu: unexpected argument '%s'\n", a.c.positional[0]);
 		rc = 2;
 		goto out;
 	}
@@ -456,106 +383,10 @@ out:
 	return rc;
 }
 
-/*
- * `doctor`: its own options (--cuda-version, --image, --host-root, --timeout-ms) are taken out
- * first; the rest are config flags, so the doctor sees the config the daemon would.
- */
+/* `doctor`: the doctor parses its own command line (src/doctor/doctor.c). */
 static int verb_doctor(int argc, char **argv)
 {
-	static const char *const own[] = { "cuda-version", "image", "host-root", "timeout-ms" };
-	const char *val[ELEMENTSOF(own)] = { NULL };
-	char **rest = calloc((size_t)argc + 1, sizeof(*rest));
-	struct cli_args a = { 0 };
-	struct config c = { 0 };
-	struct doctor_opts o = { .host_root = "/", .timeout_ms = 5000 };
-	unsigned major, minor;
-	int n_rest = 0, r = 2;
-
-	if (!rest) {
-		(void)fprintf(stderr, "edgegpu: out of memory\n");
-		return 1;
-	}
-	rest[n_rest++] = argv[0];
-	for (int i = 1; i < argc; i++) {
-		size_t k = ELEMENTSOF(own);
-
-		for (size_t j = 0; j < ELEMENTSOF(own) && k == ELEMENTSOF(own); j++) {
-			size_t len = strlen(own[j]);
-
-			if (strncmp(argv[i], "--", 2) == 0 &&
-			    strncmp(argv[i] + 2, own[j], len) == 0 &&
-			    (argv[i][2 + len] == 0 || argv[i][2 + len] == '='))
-				k = j;
-		}
-		if (k == ELEMENTSOF(own)) {
-			rest[n_rest++] = argv[i];
-			continue;
-		}
-		if (argv[i][2 + strlen(own[k])] == '=') {
-			val[k] = argv[i] + 3 + strlen(own[k]);
-		} else if (i + 1 < argc) {
-			val[k] = argv[++i];
-		} else {
-			(void)fprintf(stderr, "edgegpu: flag '--%s' needs a value\n", own[k]);
-			goto out;
-		}
-		if (!*val[k]) {
-			(void)fprintf(stderr, "edgegpu: flag '--%s' needs a value\n", own[k]);
-			goto out;
-		}
-	}
-	o.cuda_version = val[0];
-	o.image = val[1];
-	if (o.cuda_version && doctor_cuda_parse(o.cuda_version, &major, &minor) < 0) {
-		(void)fprintf(stderr,
-			      "edgegpu: --cuda-version wants MAJOR.MINOR (e.g. 12.4), not '%s'\n",
-			      o.cuda_version);
-		goto out;
-	}
-	if (o.image) {
-		char *norm = NULL;
-
-		if (image_ref_normalize(o.image, &norm) < 0) {
-			(void)fprintf(
-				stderr,
-				"edgegpu: --image wants an image reference "
-				"(e.g. nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04), not '%s'\n",
-				o.image);
-			goto out;
-		}
-		free(norm);
-	}
-	if (val[2])
-		o.host_root = val[2];
-	if (val[3] && (safe_atou(val[3], &o.timeout_ms) < 0 || o.timeout_ms == 0)) {
-		(void)fprintf(stderr,
-			      "edgegpu: --timeout-ms wants a positive number of ms, not '%s'\n",
-			      val[3]);
-		goto out;
-	}
-	r = parse_args(n_rest, rest, true, &a);
-	if (r != 0)
-		goto out;
-	if (a.n_positional) {
-		(void)fprintf(stderr, "edgegpu: unexpected argument '%s'\n", a.positional[0]);
-		r = 2;
-		goto out;
-	}
-	o.json = a.json;
-	log_max_level = LOG_LEVEL_ERROR;
-	if (build_config(&a, &c) < 0) {
-		(void)fprintf(stderr,
-			      "edgegpu: doctor: the config is invalid (above); fix it first\n");
-		r = 1;
-		goto out;
-	}
-	o.cfg = &c;
-	r = doctor_run(&o);
-out:
-	config_release(&c);
-	free_args(&a);
-	free(rest);
-	return r;
+	return doctor_main(argc, argv);
 }
 
 static const struct {

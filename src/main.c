@@ -2,8 +2,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "doctor.h"
-#include "gpu-monitor.h"
+#include "runner.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -14,10 +13,11 @@ int main(int argc, char **argv)
 	int rc = cli_main(argc, argv);
 
 	/*
-	 * A thread still inside the GPU driver (a hung NVML call) cannot be joined, and the
-	 * driver library's destructors may wait for it forever: leave without running them.
+	 * A thread still inside the GPU driver (a hung NVML call: the monitor's or the doctor's,
+	 * both run through runner.h) cannot be joined, and the driver library's destructors may
+	 * wait for it forever: leave without running them.
 	 */
-	if (gpu_monitor_live_threads() > 0 || doctor_live_threads() > 0) {
+	if (runner_live() > 0) {
 #if defined(__SANITIZE_ADDRESS__)
 		/* _exit() skips LeakSanitizer's check at exit; what the stuck thread holds is reachable. */
 		if (__lsan_do_recoverable_leak_check() != 0 && rc == 0)

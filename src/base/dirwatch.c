@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/inotify.h>
 
+#include "backoff.h"
 #include "loop.h"
 
 #define RETRY_FIRST (100 * USEC_PER_MSEC)
@@ -24,7 +25,7 @@ struct dirwatch {
 	struct loop_watch *dir; /* the directory: it is there */
 	struct loop_watch *up;	/* its parent, while it is not */
 	struct loop_timer *retry;
-	usec_t backoff;
+	struct backoff backoff;	      /* the polls: RETRY_FIRST doubling to RETRY_MAX */
 	struct dirwatch_event polled; /* the last DIRWATCH_RETRY; .error 0: not polled */
 	unsigned depth;		      /* callbacks of @dw running */
 	bool dead;		      /* freed by one of them: released when the last returns */
@@ -63,7 +64,7 @@ static void armed(struct dirwatch *dw)
 {
 	dw->up = loop_watch_free(dw->up);
 	loop_timer_disarm(dw->retry);
-	dw->backoff = RETRY_FIRST;
+	backoff_reset(&dw->backoff);
 	dw->polled = (struct dirwatch_event){ .kind = DIRWATCH_RETRY };
 }
 
@@ -71,10 +72,9 @@ static enum arm_state polled(struct dirwatch *dw, int r, const char *what)
 {
 	dw->polled.error = r;
 	dw->polled.what = what;
-	dw->polled.retry_usec = dw->backoff;
+	dw->polled.retry_usec = backoff_next(&dw->backoff);
 	dw->polled.failures++;
-	loop_timer_arm(dw->retry, dw->backoff);
-	dw->backoff = MIN(dw->backoff * 2, RETRY_MAX);
+	loop_timer_arm(dw->retry, dw->polled.retry_usec);
 	return POLLED;
 }
 
@@ -105,7 +105,7 @@ static enum arm_state arm(struct dirwatch *dw)
 			return ARMED;
 		}
 	}
-	dw->backoff = RETRY_FIRST;
+	backoff_reset(&dw->backoff);
 	dw->polled = (struct dirwatch_event){ .kind = DIRWATCH_RETRY };
 	/* The parent names the directory's return, not a dangling symlink's target appearing. */
 	loop_timer_arm(dw->retry, RETRY_MAX);
@@ -182,7 +182,7 @@ int dirwatch_new(struct loop *l, const char *path, uint32_t mask, dirwatch_fn *f
 	dw->mask = mask;
 	dw->fn = fn;
 	dw->userdata = userdata;
-	dw->backoff = RETRY_FIRST;
+	dw->backoff = BACKOFF_INIT(RETRY_FIRST, 2, RETRY_MAX);
 	dw->polled.kind = DIRWATCH_RETRY;
 	dw->path = strndup(path, n);
 	if (!dw->path || path_split(dw->path, &dw->parent, &dw->name) < 0)

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file-read.h"
 #include "loop.h"
 
 int file_write_atomic(const char *path, const void *data, size_t len, unsigned mode,

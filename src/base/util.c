@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "file-read.h"
+
 usec_t now_usec(void)
 {
 	struct timespec ts;
@@ -211,6 +213,33 @@ int utf8_seq(const unsigned char *s)
 	return n;
 }
 
+int buf_put_utf8(struct buf *b, uint32_t c)
+{
+	char s[4];
+	size_t n;
+
+	if (c < 0x80) {
+		s[0] = (char)c;
+		n = 1;
+	} else if (c < 0x800) {
+		s[0] = (char)(0xc0 | c >> 6);
+		s[1] = (char)(0x80 | (c & 0x3f));
+		n = 2;
+	} else if (c < 0x10000) {
+		s[0] = (char)(0xe0 | c >> 12);
+		s[1] = (char)(0x80 | (c >> 6 & 0x3f));
+		s[2] = (char)(0x80 | (c & 0x3f));
+		n = 3;
+	} else {
+		s[0] = (char)(0xf0 | c >> 18);
+		s[1] = (char)(0x80 | (c >> 12 & 0x3f));
+		s[2] = (char)(0x80 | (c >> 6 & 0x3f));
+		s[3] = (char)(0x80 | (c & 0x3f));
+		n = 4;
+	}
+	return buf_append(b, s, n);
+}
+
 int buf_json_string(struct buf *b, const char *s)
 {
 	const char *run = s;
@@ -305,73 +334,6 @@ void buf_release(struct buf *b)
 	b->len = b->cap = 0;
 }
 
-int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len)
-{
-	struct buf b = { 0 };
-	int r;
-
-	for (;;) {
-		ssize_t n;
-
-		r = buf_reserve(&b, 4096);
-		if (r < 0)
-			goto out;
-		n = read(fd, b.data + b.len, b.cap - b.len - 1);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			r = -errno;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		b.len += (size_t)n;
-		if (b.len > max) {
-			r = -EFBIG;
-			goto out;
-		}
-	}
-	b.data[b.len] = 0;
-	*ret = (char *)b.data;
-	if (ret_len)
-		*ret_len = b.len;
-	b.data = NULL;
-	r = 0;
-out:
-	buf_release(&b);
-	return r;
-}
-
-int fd_check_regular(int fd)
-{
-	struct stat st;
-
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (S_ISREG(st.st_mode))
-		return 0;
-	return S_ISDIR(st.st_mode) ? -EISDIR : -EBADFD;
-}
-
-int fd_read_regular(int fd, size_t max, char **ret, size_t *ret_len)
-{
-	int r = fd_check_regular(fd);
-
-	return r < 0 ? r : fd_read_all(fd, max, ret, ret_len);
-}
-
-int read_file(const char *path, size_t max, char **ret, size_t *ret_len)
-{
-	int fd, r;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
-	r = fd_read_regular(fd, max, ret, ret_len);
-	fd_close(fd);
-	return r;
-}
-
 /* --- paths inside a root --- */
 
 #define ROOT_MAX_LINKS	40 /* the kernel's own limit on links in one lookup */
@@ -384,31 +346,12 @@ const char *fd_path(int fd, char buf[FD_PATH_MAX])
 	return buf;
 }
 
-/*
- * Opens again, with @flags (O_CLOEXEC is added), what the O_PATH fd @fd reaches, through
- * /proc/self/fd: the same inode, whatever happened to its path since. Returns the fd or -errno.
- */
-static int fd_reopen(int fd, int flags)
+int fd_reopen(int fd, int flags)
 {
 	char p[FD_PATH_MAX];
 	int r = open(fd_path(fd, p), flags | O_CLOEXEC);
 
 	return r < 0 ? -errno : r;
-}
-
-int fd_read_opath(int fd, size_t max, char **ret, size_t *ret_len)
-{
-	int rfd, r = fd_check_regular(fd);
-
-	if (r < 0)
-		return r;
-	/* The same inode as @fd: its type is the one just checked. */
-	rfd = fd_reopen(fd, O_RDONLY | O_NONBLOCK | O_NOCTTY);
-	if (rfd < 0)
-		return rfd;
-	r = fd_read_all(rfd, max, ret, ret_len);
-	fd_close(rfd);
-	return r;
 }
 
 /* 1: openat2 works here; -1: it does not (ENOSYS: before 5.6; EPERM: a seccomp filter). */
@@ -671,28 +614,6 @@ int root_open(int root_fd, const char *path, int flags, char **ret_path)
 	return fd;
 }
 
-int root_read_file_at(int root_fd, const char *path, size_t max, char **ret, size_t *ret_len)
-{
-	int fd = root_open(root_fd, path, 0, NULL), r;
-
-	if (fd < 0)
-		return fd;
-	r = fd_read_opath(fd, max, ret, ret_len);
-	fd_close(fd);
-	return r;
-}
-
-int root_read_file(const char *root, const char *path, size_t max, char **ret, size_t *ret_len)
-{
-	int root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC), r;
-
-	if (root_fd < 0)
-		return -errno;
-	r = root_read_file_at(root_fd, path, max, ret, ret_len);
-	fd_close(root_fd);
-	return r;
-}
-
 int mkdir_parents(const char *dir, unsigned mode)
 {
 	char *p;
@@ -724,37 +645,6 @@ int mkdir_parents(const char *dir, unsigned mode)
 			break;
 	}
 	free(p);
-	return r;
-}
-
-int file_equals(const char *path, const void *data, size_t len)
-{
-	char *buf = NULL;
-	struct stat st;
-	size_t got = 0;
-	int fd, r;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
-	if (fd < 0)
-		return errno == ELOOP ? -ESTALE : -errno;
-	if (fstat(fd, &st) < 0) {
-		r = -errno;
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != (uint64_t)len) {
-		r = -ESTALE;
-		goto out;
-	}
-	/* A file that grew after the fstat is not the same either: -EFBIG past @len. */
-	r = fd_read_all(fd, len, &buf, &got);
-	if (r == -EFBIG)
-		r = -ESTALE;
-	if (r < 0)
-		goto out;
-	r = buf && got == len && memcmp(buf, data, len) == 0 ? 0 : -ESTALE;
-out:
-	free(buf);
-	(void)close(fd);
 	return r;
 }
 

@@ -79,6 +79,8 @@ int buf_json_string(struct buf *b, const char *s) WARN_UNUSED;
  * past U+10FFFF). A NUL is a sequence of 1.
  */
 int utf8_seq(const unsigned char *s);
+/* The one UTF-8 encoder: appends code point @c (at most U+10FFFF) to @b. 0 or -ENOMEM. */
+int buf_put_utf8(struct buf *b, uint32_t c) WARN_UNUSED;
 /*
  * Makes room in the array *@arr (of *@cap elements of @size bytes, @n in use) for one more,
  * doubling its room (from 8) when full, so that n appends cost O(n) in all. Returns 0 or
@@ -89,29 +91,8 @@ int array_grow(void **arr, size_t *cap, size_t n, size_t size) WARN_UNUSED;
 void buf_consume(struct buf *b, size_t n);
 void buf_release(struct buf *b);
 
-/*
- * Reads @fd to its end into a NUL-terminated heap buffer (*@ret, the caller frees; the length
- * without the NUL in *@ret_len, which may be NULL). Returns 0, -EFBIG past @max bytes, -ENOMEM
- * or -errno of read(); nothing is returned on failure.
- */
-int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len) WARN_UNUSED;
 /* Writes all of @data (retrying EINTR and short writes). Returns 0 or -errno (-EIO: wrote 0). */
 int fd_write_all(int fd, const void *data, size_t len) WARN_UNUSED;
-/*
- * 0 when @fd (O_PATH or not) is a regular file; -EISDIR for a directory, -EBADFD for any other
- * type (a FIFO, a socket, a device: systemd's code for "not a regular file"), or -errno of
- * fstat().
- */
-int fd_check_regular(int fd) WARN_UNUSED;
-/* fd_read_all() of @fd when fd_check_regular() says it is a regular file, read from nothing. */
-int fd_read_regular(int fd, size_t max, char **ret, size_t *ret_len) WARN_UNUSED;
-/*
- * The same for the file at @path, never blocking: opened O_NONBLOCK|O_NOCTTY and read only when
- * fstat() says it is a regular file (a FIFO at @path would otherwise block the caller forever).
- * Returns 0, -EISDIR, -EBADFD (not a regular file), -EFBIG, -ENOMEM or -errno of open()/read().
- */
-int read_file(const char *path, size_t max, char **ret, size_t *ret_len) WARN_UNUSED;
-
 /*
  * Paths inside a root, resolved as if the process were chroot(2)ed there: an absolute symlink
  * target starts again at the root, ".." never climbs above it, and nothing outside it is ever
@@ -146,36 +127,16 @@ bool root_open_kernel(void);
 /* "/proc/self/fd/@fd" into @buf: the path that reaches what @fd reaches (connect, dlopen). */
 const char *fd_path(int fd, char buf[FD_PATH_MAX]);
 /*
- * Reads the file the O_PATH fd @fd reaches, as fd_read_regular(): the type is checked on @fd
- * before anything is opened, so a FIFO or a device is never opened at all (opening a device
- * can act: a watchdog starts), and the file is opened O_NONBLOCK|O_NOCTTY.
+ * Opens again, with @flags (O_CLOEXEC is added), what the O_PATH fd @fd reaches, through
+ * /proc/self/fd: the same inode, whatever happened to its path since (file-read.h reads a
+ * file this way once its type is checked). Returns the fd or -errno.
  */
-int fd_read_opath(int fd, size_t max, char **ret, size_t *ret_len) WARN_UNUSED;
-/*
- * fd_read_opath() of @path inside the directory @root_fd (root_open(), @flags 0). Returns as
- * fd_read_opath() and root_open().
- */
-int root_read_file_at(int root_fd, const char *path, size_t max, char **ret,
-		      size_t *ret_len) WARN_UNUSED;
-/*
- * root_read_file_at() inside the directory @root (opened itself as the caller's path, links
- * and all: the caller names it). Returns as fd_read_opath() and root_open().
- */
-int root_read_file(const char *root, const char *path, size_t max, char **ret,
-		   size_t *ret_len) WARN_UNUSED;
-
+int fd_reopen(int fd, int flags) WARN_UNUSED;
 /*
  * mkdir -p: creates @dir and each missing parent with @mode, whatever the umask (each one made
  * is chmod'ed). Thread-safe. Returns 0, or -errno (-ENOTDIR: a file in the way, -EACCES, ...).
  */
 int mkdir_parents(const char *dir, unsigned mode) WARN_UNUSED;
-/*
- * 0 when @path is a regular file (not reached through a final symlink) holding exactly the @len
- * bytes of @data; -ESTALE when something else is there (other bytes, a symlink, a FIFO, a
- * directory); -ENOENT when nothing is (or a parent is missing); another -errno when it cannot
- * be read. Never blocks on a FIFO; reads at most @len bytes. Thread-safe.
- */
-int file_equals(const char *path, const void *data, size_t len) WARN_UNUSED;
 
 /* Joins a directory and a file name with exactly one '/'; returns a heap string or NULL. */
 char *path_join(const char *dir, const char *name) WARN_UNUSED;

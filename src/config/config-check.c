@@ -387,3 +387,18 @@ int config_validate(struct config *c, struct config_diag *d)
 		c->kubelet_socket = kubelet_socket;
 	return 0;
 }
+
+char *config_socket_name(const char *name)
+{
+	const char *base = name;
+	char *s = NULL;
+
+	if (strncmp(name, "nvidia.com/", 11) == 0)
+		base = name + 11;
+	if (asprintf(&s, "nvidia-%s.sock", base) < 0)
+		return NULL;
+	for (char *p = s; *p; p++)
+		if (*p == '/')
+			*p = '-';
+	return s;
+}

@@ -2,11 +2,21 @@
 
 /*
  * config-int.h: what the files of the config module share and nothing else sees. The schema
- * (struct field tables walked by every stage), the YAML tree built from libyaml's events, the
- * parse context that collects diagnostics, and the helpers each file lends the others: typed
- * Go scalars (config-value.c), diagnostics (config.c), setters (config-set.c), the tables and
- * the mapping walk (config-schema.c), the YAML tree (config-yaml.c), free/copy/compare/dump
- * walkers (config-walk.c), cross-checks (config-check.c), environment and flags (config-env.c).
+ * (struct field tables walked by every stage), the parse context that collects diagnostics
+ * about the YAML tree (base's ytree.h), and the helpers each file lends the others: typed Go
+ * scalars (config-value.c), diagnostics (config-diag.c), the tables (config-schema.c), setters
+ * and the mapping walk (config-set.c), free/copy/compare/dump walkers and the commit of a copy
+ * (config-walk.c), cross-checks (config-check.c), environment and flags (config-env.c).
+ *
+ * The files call one way, no circle (scripts/check-layers checks it), lowest first:
+ *   config-value.c, config-schema.c   call no other file of the module
+ *   config-diag.c                      value
+ *   config-walk.c                      schema, value
+ *   config-set.c                       diag, walk, schema, value
+ *   config-check.c                     diag, set, value
+ *   config-env.c                       diag, set, walk, schema
+ *   config-args.c                      the command line's config flags (config.h)
+ *   config.c                           the entry points: any of them
  */
 
 #include <stdarg.h>
@@ -16,6 +26,7 @@
 
 #include "config.h"
 #include "util.h"
+#include "ytree.h"
 
 #define NOOFF	       SIZE_MAX
 #define POS(T, m)      (offsetof(T, m) + 1)
@@ -96,7 +107,7 @@ extern const struct field config_gpu_item_fields[];
 extern const struct field config_ts_item_fields[];
 extern const struct enum_value config_dls_values[];
 
-/* --- the YAML tree and the parse context --- */
+/* --- the parse context --- */
 
 enum origin {
 	ORIGIN_FILE,
@@ -104,48 +115,13 @@ enum origin {
 	ORIGIN_FLAG,
 };
 
-/*
- * The YAML document as a tree of our own: nodes by index, aliases resolved to the index of
- * their anchor's node.
- */
-#define YAML_DEPTH_MAX 64
+/* The config file's bound on its YAML tree (ytree.h), in nodes. */
 #define YAML_NODES_MAX 65536
-
-enum ykind {
-	Y_SCALAR,
-	Y_SEQ,
-	Y_MAP,
-};
-
-struct ynode {
-	enum ykind kind;
-	bool plain; /* a plain scalar, typed by its text */
-	struct config_pos pos;
-	char *value; /* scalar: NUL-terminated, may also hold NULs */
-	size_t len;
-	size_t *kids; /* sequence: items; mapping: key, value, key, value, ... */
-	size_t n_kids, cap_kids;
-	char *anchor; /* a collection's anchor, until its end */
-};
-
-struct yanchor {
-	char *name;
-	size_t node;
-};
-
-struct ydoc {
-	struct ynode *nodes;
-	size_t n_nodes, cap_nodes;
-	struct yanchor *anchors;
-	size_t n_anchors, cap_anchors;
-	size_t root;
-	bool has_root;
-};
 
 struct ctx {
 	struct config_diag *d;
 	const char *file; /* for positions from the file */
-	const struct ydoc *doc;
+	const struct ytree *doc;
 	unsigned n_errors;
 	bool stop; /* too many errors */
 };
@@ -154,8 +130,8 @@ struct ctx {
 struct src {
 	enum origin origin;
 	const char *key;
-	const struct ynode *node; /* ORIGIN_FILE */
-	const char *text;	  /* ORIGIN_ENV, ORIGIN_FLAG (NULL: a bare flag) */
+	const struct ytree_node *node; /* ORIGIN_FILE */
+	const char *text;	       /* ORIGIN_ENV, ORIGIN_FLAG (NULL: a bare flag) */
 	struct config_pos pos;
 };
 
@@ -185,44 +161,39 @@ const char *config_format_duration(char *out, size_t size, usec_t u);
 /* NVIDIA's NewResourceName into a new string: 0, -EINVAL or -ENOMEM. */
 int config_resname_normalize(const char *in, char **ret);
 
-/* --- YAML nodes --- */
+/* --- YAML nodes (ytree.h), as the config reads them --- */
 
-static inline const char *scalar(const struct ynode *n)
+static inline const char *scalar(const struct ytree_node *n)
 {
 	return n->value;
 }
 
-static inline bool is_plain(const struct ynode *n)
+static inline bool is_plain(const struct ytree_node *n)
 {
-	return n->kind == Y_SCALAR && n->plain;
+	return n->kind == YTREE_SCALAR && n->plain;
 }
 
-static inline bool is_null(const struct ynode *n)
+static inline bool is_null(const struct ytree_node *n)
 {
 	return is_plain(n) && config_is_yaml_null(scalar(n));
 }
 
-static inline size_t seq_len(const struct ynode *n)
+static inline size_t seq_len(const struct ytree_node *n)
 {
 	return n->n_kids;
 }
 
-static inline size_t map_len(const struct ynode *n)
+static inline size_t map_len(const struct ytree_node *n)
 {
 	return n->n_kids / 2;
 }
 
-/* The @i-th item of a sequence, or the @i-th key (even) / value (odd) of a mapping. */
-static inline const struct ynode *kid(const struct ydoc *doc, const struct ynode *n, size_t i)
+static inline struct config_pos node_pos(const struct ytree_node *n)
 {
-	return &doc->nodes[n->kids[i]];
+	return (struct config_pos){ n->line, n->column };
 }
 
-/* config-yaml.c: builds @doc from @data; errors are recorded in @x. Returns 0 or -ENOMEM. */
-int config_ydoc_load(struct ctx *x, struct ydoc *doc, const char *data, size_t len);
-void config_ydoc_release(struct ydoc *doc);
-
-/* --- config.c: diagnostics; each returns 0 or -ENOMEM --- */
+/* --- config-diag.c: diagnostics; each returns 0 or -ENOMEM --- */
 
 int config_diag_add(struct ctx *x, bool warning, const char *file, struct config_pos pos,
 		    const char *key, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
@@ -234,24 +205,18 @@ int config_add_warn(struct ctx *x, const struct src *s, const char *fmt, ...)
 /* An error at @pos of the file (no file when @pos has no line). */
 int config_pos_err(struct ctx *x, struct config_pos pos, const char *key, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-/*
- * Ends an atomic step on a copy: when @r >= 0 and @x recorded no error, *@tmp replaces *@c (the
- * old one released); otherwise *@tmp is released and *@c left as it was. Returns 0, -EINVAL
- * (errors recorded) or @r.
- */
-int config_commit(struct ctx *x, struct config *c, struct config *tmp, int r);
 /* How a value looks, for "expected X, got Y". */
-const char *config_describe(char *out, size_t size, const struct ynode *n);
+const char *config_describe(char *out, size_t size, const struct ytree_node *n);
 /* "expected @want, got ..." about @s. */
 int config_type_error(struct ctx *x, const struct src *s, const char *want);
 
-/* --- config-set.c and config-schema.c: values into the struct --- */
+/* --- config-set.c: values into the struct --- */
 
 /* Sets field @f of @base from @s; problems are recorded in @x. Returns 0 or -ENOMEM. */
 int config_set_field(struct ctx *x, const struct field *f, void *base, const struct src *s);
 /* Sets @base from the mapping @node, whose dotted key is @path ("" at the root). */
 int config_parse_map(struct ctx *x, const struct field *fields, void *base, const char *path,
-		     const struct ynode *node);
+		     const struct ytree_node *node);
 bool config_ref_same(const struct config_device_ref *a, const struct config_device_ref *b);
 
 /* --- config-walk.c: the tables walked --- */
@@ -266,6 +231,13 @@ bool config_fields_equal(const struct field *fields, const void *a, const void *
 int config_dump_fields(const struct field *fields, const void *base, unsigned indent,
 		       struct buf *out);
 int config_dump_str(struct buf *out, const char *s);
+
+/*
+ * Ends an atomic step on a copy: when @r >= 0 and @x recorded no error, *@tmp replaces *@c (the
+ * old one released); otherwise *@tmp is released and *@c left as it was. Returns 0, -EINVAL
+ * (errors recorded) or @r.
+ */
+int config_commit(struct ctx *x, struct config *c, struct config *tmp, int r);
 
 /* --- config-check.c --- */
 

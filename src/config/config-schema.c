@@ -1,8 +1,7 @@
 /*
  * config-schema.c: the schema, NVIDIA's config file plus our edgegpu section, as tables of
  * struct field (key, kind, where the value lives in struct config, flag and environment names,
- * limits) that every stage walks; and the walk of a YAML mapping against a table, with its
- * unknown- and duplicate-key errors and "did you mean" suggestions.
+ * limits) that every stage walks. Data only: it calls no other file of the module.
  */
 #include <stdio.h>
 #include <string.h>
@@ -275,100 +274,3 @@ const struct field config_root_fields[] = {
 	  .env = { "CONFIG_FILE" }, .flags = F_NOCMP },
 	{ NULL },
 };
-
-/* Levenshtein distance, case-insensitive, for "did you mean"; large for long strings. */
-static size_t edit_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b), prev[65], cur[65];
-
-	if (la > 64 || lb > 64)
-		return SIZE_MAX;
-	for (size_t j = 0; j <= lb; j++)
-		prev[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		cur[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t sub = prev[j - 1] + ((a[i - 1] | 0x20) != (b[j - 1] | 0x20));
-
-			cur[j] = MIN(MIN(prev[j] + 1, cur[j - 1] + 1), sub);
-		}
-		memcpy(prev, cur, sizeof(prev));
-	}
-	return prev[lb];
-}
-
-static int unknown_key(struct ctx *x, const struct field *fields, const struct src *s,
-		       const char *key)
-{
-	const char *best = NULL;
-	size_t bd = 3;
-
-	for (const struct field *f = fields; f->kind != K_END; f++) {
-		size_t dist;
-
-		if (!f->key)
-			continue;
-		dist = edit_distance(key, f->key);
-		if (dist < bd) {
-			bd = dist;
-			best = f->key;
-		}
-	}
-	if (best)
-		return config_add_err(x, s, "unknown key, did you mean \"%s\"?", best);
-	return config_add_err(x, s, "unknown key");
-}
-
-int config_parse_map(struct ctx *x, const struct field *fields, void *base, const char *path,
-		     const struct ynode *node)
-{
-	uint64_t seen = 0;
-
-	if (is_null(node))
-		return 0;
-	if (node->kind != Y_MAP) {
-		struct src s = { ORIGIN_FILE, path[0] ? path : NULL, node, NULL, node->pos };
-
-		return config_type_error(x, &s, "a mapping");
-	}
-	for (size_t p = 0; p + 1 < node->n_kids && !x->stop; p += 2) {
-		const struct ynode *k = kid(x->doc, node, p), *v = kid(x->doc, node, p + 1);
-		char key[KEY_MAX];
-		struct src s = { ORIGIN_FILE, key };
-		const struct field *f;
-		unsigned i = 0;
-		int r;
-
-		s.node = k;
-		s.pos = k->pos;
-		if (k->kind != Y_SCALAR) {
-			char q[96];
-
-			s.key = path[0] ? path : NULL;
-			r = config_add_err(x, &s, "keys must be strings, got %s",
-					   config_describe(q, sizeof(q), k));
-			if (r < 0)
-				return r;
-			continue;
-		}
-		(void)snprintf(key, sizeof(key), "%s%s%s", path, path[0] ? "." : "", scalar(k));
-		for (f = fields; f->kind != K_END; f++, i++)
-			if (f->key && streq(f->key, scalar(k)))
-				break;
-		if (f->kind == K_END || strlen(scalar(k)) != k->len)
-			r = unknown_key(x, fields, &s, scalar(k));
-		else if (seen & (UINT64_C(1) << i))
-			r = config_add_err(x, &s, "duplicate key");
-		else {
-			seen |= UINT64_C(1) << i;
-			if (is_null(v))
-				continue; /* null is "not set", as for NVIDIA's pointer fields */
-			s.node = v;
-			s.pos = v->pos;
-			r = config_set_field(x, f, base, &s);
-		}
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}

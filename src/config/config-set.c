@@ -3,7 +3,9 @@
  * one field of the struct: the typed getters with their "expected X, got Y" errors, a setter
  * per field kind (strings, resource names, bounded integers and durations, enums, device-list
  * strategies, XID and device lists, the resources.gpus and time-slicing entries), and the NVIDIA
- * keys we accept only at their defaults.
+ * keys we accept only at their defaults; and the walk of a YAML mapping against a table, with its
+ * unknown- and duplicate-key errors and "did you mean" suggestions. The walk and the setters
+ * recurse into each other (a section is a mapping), which is why they share this file.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -27,7 +29,7 @@ static int get_text(struct ctx *x, const struct src *s, const char **ret)
 		*ret = s->text;
 		return 1;
 	}
-	if (s->node->kind != Y_SCALAR) {
+	if (s->node->kind != YTREE_SCALAR) {
 		r = config_type_error(x, s, "a string");
 		return r < 0 ? r : 0;
 	}
@@ -272,7 +274,7 @@ static int set_dls(struct ctx *x, const struct field *f, void *base, const struc
 	bool bad = false;
 	int r;
 
-	if (s->origin == ORIGIN_FILE && s->node->kind == Y_SEQ) {
+	if (s->origin == ORIGIN_FILE && s->node->kind == YTREE_SEQ) {
 		size_t n = seq_len(s->node);
 
 		if (n == 0)
@@ -283,10 +285,10 @@ static int set_dls(struct ctx *x, const struct field *f, void *base, const struc
 			char key[KEY_MAX];
 			struct src is = { ORIGIN_FILE, key };
 
-			is.node = kid(x->doc, s->node, i);
-			is.pos = is.node->pos;
+			is.node = ytree_kid(x->doc, s->node, i);
+			is.pos = node_pos(is.node);
 			(void)snprintf(key, sizeof(key), "%s[%zu]", s->key, i);
-			if (is.node->kind != Y_SCALAR) {
+			if (is.node->kind != YTREE_SCALAR) {
 				r = config_type_error(x, &is, "a strategy name");
 				if (r < 0)
 					return r;
@@ -347,7 +349,7 @@ static int set_xids(struct ctx *x, void *base, const struct src *s)
 	uint64_t *v;
 	size_t n;
 
-	if (s->origin != ORIGIN_FILE || s->node->kind != Y_SEQ)
+	if (s->origin != ORIGIN_FILE || s->node->kind != YTREE_SEQ)
 		return config_type_error(x, s, "a list of XIDs");
 	n = seq_len(s->node);
 	if (n > CONFIG_LIST_MAX)
@@ -359,8 +361,8 @@ static int set_xids(struct ctx *x, void *base, const struct src *s)
 		char key[KEY_MAX];
 		struct src is = { ORIGIN_FILE, key };
 
-		is.node = kid(x->doc, s->node, i);
-		is.pos = is.node->pos;
+		is.node = ytree_kid(x->doc, s->node, i);
+		is.pos = node_pos(is.node);
 		int r;
 
 		(void)snprintf(key, sizeof(key), "%s[%zu]", s->key, i);
@@ -386,7 +388,7 @@ static int parse_ref(struct ctx *x, const struct src *s, struct config_device_re
 	bool neg;
 
 	ref->pos = s->pos;
-	if (s->node->kind != Y_SCALAR || is_null(s->node))
+	if (s->node->kind != YTREE_SCALAR || is_null(s->node))
 		return config_type_error(x, s, "a GPU index or UUID");
 	if (strlen(t) != s->node->len)
 		return config_add_err(x, s, "must not contain a NUL character");
@@ -436,10 +438,10 @@ const char *config_device_ref_str(char *out, size_t size, const struct config_de
 static int set_devices(struct ctx *x, const struct field *f, void *base, const struct src *s)
 {
 	struct config_devices *d = AT(base, f->off);
-	const struct ynode *n = s->node;
+	const struct ytree_node *n = s->node;
 	size_t len;
 
-	if (n->kind == Y_SCALAR && f->kind == K_TS_DEVICES) {
+	if (n->kind == YTREE_SCALAR && f->kind == K_TS_DEVICES) {
 		uint64_t v;
 		bool neg;
 
@@ -465,7 +467,7 @@ static int set_devices(struct ctx *x, const struct field *f, void *base, const s
 		return config_type_error(x, s,
 					 "\"all\", a count or a list of GPU indices or UUIDs");
 	}
-	if (n->kind != Y_SEQ)
+	if (n->kind != YTREE_SEQ)
 		return config_type_error(
 			x, s,
 			f->kind == K_TS_DEVICES ?
@@ -486,8 +488,8 @@ static int set_devices(struct ctx *x, const struct field *f, void *base, const s
 		struct src is = { ORIGIN_FILE, key };
 		struct config_device_ref *ref = &d->refs[d->n_refs];
 
-		is.node = kid(x->doc, n, i);
-		is.pos = is.node->pos;
+		is.node = ytree_kid(x->doc, n, i);
+		is.pos = node_pos(is.node);
 		(void)snprintf(key, sizeof(key), "%s[%zu]", s->key, i);
 		unsigned before = x->n_errors;
 		int r;
@@ -511,12 +513,13 @@ static int set_devices(struct ctx *x, const struct field *f, void *base, const s
 	return 0;
 }
 
-static bool map_has(const struct ydoc *doc, const struct ynode *map, const char *key)
+static bool map_has(const struct ytree *doc, const struct ytree_node *map, const char *key)
 {
 	for (size_t i = 0; i + 1 < map->n_kids; i += 2) {
-		const struct ynode *k = kid(doc, map, i), *v = kid(doc, map, i + 1);
+		const struct ytree_node *k = ytree_kid(doc, map, i),
+					*v = ytree_kid(doc, map, i + 1);
 
-		if (k->kind == Y_SCALAR && streq(scalar(k), key) && !is_null(v))
+		if (k->kind == YTREE_SCALAR && streq(scalar(k), key) && !is_null(v))
 			return true;
 	}
 	return false;
@@ -534,7 +537,7 @@ static int set_items(struct ctx *x, const struct field *f, struct config *c, con
 	char *items;
 	int r;
 
-	if (s->node->kind != Y_SEQ)
+	if (s->node->kind != YTREE_SEQ)
 		return config_type_error(x, s, "a list");
 	n = seq_len(s->node);
 	if (n > CONFIG_LIST_MAX)
@@ -553,10 +556,10 @@ static int set_items(struct ctx *x, const struct field *f, struct config *c, con
 		void *item = items + i * isize;
 		struct config_pos *ipos;
 
-		is.node = kid(x->doc, s->node, i);
-		is.pos = is.node->pos;
+		is.node = ytree_kid(x->doc, s->node, i);
+		is.pos = node_pos(is.node);
 		(void)snprintf(key, sizeof(key), "%s[%zu]", s->key, i);
-		if (is.node->kind != Y_MAP) {
+		if (is.node->kind != YTREE_MAP) {
 			r = config_type_error(x, &is, "a mapping");
 			if (r < 0)
 				return r;
@@ -637,7 +640,7 @@ have_duration:
 		return config_add_warn(x, s, "%s", (const char *)f->arg);
 	case K_UNSUP_EMPTY_LIST:
 		if (s->origin == ORIGIN_FILE) {
-			if (s->node->kind != Y_SEQ)
+			if (s->node->kind != YTREE_SEQ)
 				return config_type_error(x, s, "a list");
 			if (seq_len(s->node) == 0)
 				return config_add_warn(x, s, UNSUP_WARN);
@@ -647,8 +650,8 @@ have_duration:
 		return config_add_err(
 			x, s, "is not supported by edgegpu; only the default, [], is accepted");
 	case K_REFUSE:
-		if ((s->node->kind == Y_SEQ && seq_len(s->node) == 0) ||
-		    (s->node->kind == Y_MAP && map_len(s->node) == 0))
+		if ((s->node->kind == YTREE_SEQ && seq_len(s->node) == 0) ||
+		    (s->node->kind == YTREE_MAP && map_len(s->node) == 0))
 			return config_add_warn(
 				x, s, "is not supported by edgegpu and is ignored (it is empty)");
 		return config_add_err(x, s, "%s", (const char *)f->arg);
@@ -687,7 +690,7 @@ int config_set_field(struct ctx *x, const struct field *f, void *base, const str
 		unsigned before = x->n_errors;
 
 		r = config_parse_map(x, f->arg, base, s->key, s->node);
-		if (r < 0 || s->node->kind != Y_MAP || x->n_errors != before)
+		if (r < 0 || s->node->kind != YTREE_MAP || x->n_errors != before)
 			return r;
 		if (((struct config *)base)->time_slicing.n_resources == 0) {
 			char key[KEY_MAX];
@@ -748,6 +751,104 @@ int config_set_field(struct ctx *x, const struct field *f, void *base, const str
 		return set_unsupported(x, f, s);
 	case K_END:
 		break;
+	}
+	return 0;
+}
+
+/* Levenshtein distance, case-insensitive, for "did you mean"; large for long strings. */
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), prev[65], cur[65];
+
+	if (la > 64 || lb > 64)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		prev[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		cur[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t sub = prev[j - 1] + ((a[i - 1] | 0x20) != (b[j - 1] | 0x20));
+
+			cur[j] = MIN(MIN(prev[j] + 1, cur[j - 1] + 1), sub);
+		}
+		memcpy(prev, cur, sizeof(prev));
+	}
+	return prev[lb];
+}
+
+static int unknown_key(struct ctx *x, const struct field *fields, const struct src *s,
+		       const char *key)
+{
+	const char *best = NULL;
+	size_t bd = 3;
+
+	for (const struct field *f = fields; f->kind != K_END; f++) {
+		size_t dist;
+
+		if (!f->key)
+			continue;
+		dist = edit_distance(key, f->key);
+		if (dist < bd) {
+			bd = dist;
+			best = f->key;
+		}
+	}
+	if (best)
+		return config_add_err(x, s, "unknown key, did you mean \"%s\"?", best);
+	return config_add_err(x, s, "unknown key");
+}
+
+int config_parse_map(struct ctx *x, const struct field *fields, void *base, const char *path,
+		     const struct ytree_node *node)
+{
+	uint64_t seen = 0;
+
+	if (is_null(node))
+		return 0;
+	if (node->kind != YTREE_MAP) {
+		struct src s = { ORIGIN_FILE, path[0] ? path : NULL, node, NULL, node_pos(node) };
+
+		return config_type_error(x, &s, "a mapping");
+	}
+	for (size_t p = 0; p + 1 < node->n_kids && !x->stop; p += 2) {
+		const struct ytree_node *k = ytree_kid(x->doc, node, p),
+					*v = ytree_kid(x->doc, node, p + 1);
+		char key[KEY_MAX];
+		struct src s = { ORIGIN_FILE, key };
+		const struct field *f;
+		unsigned i = 0;
+		int r;
+
+		s.node = k;
+		s.pos = node_pos(k);
+		if (k->kind != YTREE_SCALAR) {
+			char q[96];
+
+			s.key = path[0] ? path : NULL;
+			r = config_add_err(x, &s, "keys must be strings, got %s",
+					   config_describe(q, sizeof(q), k));
+			if (r < 0)
+				return r;
+			continue;
+		}
+		(void)snprintf(key, sizeof(key), "%s%s%s", path, path[0] ? "." : "", scalar(k));
+		for (f = fields; f->kind != K_END; f++, i++)
+			if (f->key && streq(f->key, scalar(k)))
+				break;
+		if (f->kind == K_END || strlen(scalar(k)) != k->len)
+			r = unknown_key(x, fields, &s, scalar(k));
+		else if (seen & (UINT64_C(1) << i))
+			r = config_add_err(x, &s, "duplicate key");
+		else {
+			seen |= UINT64_C(1) << i;
+			if (is_null(v))
+				continue; /* null is "not set", as for NVIDIA's pointer fields */
+			s.node = v;
+			s.pos = node_pos(v);
+			r = config_set_field(x, f, base, &s);
+		}
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }

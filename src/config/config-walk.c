@@ -1,6 +1,7 @@
 /*
  * config-walk.c: the walkers that follow the schema tables over a struct config: free, detach
- * (clear the pointers of a shallow copy), deep copy, compare, and dump as YAML.
+ * (clear the pointers of a shallow copy), deep copy, compare, and dump as YAML; and on them the
+ * struct's release, copy and compare (config.h) and the commit of an atomic step on a copy.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -470,4 +471,43 @@ int config_dump_fields(const struct field *fields, const void *base, unsigned in
 		}
 	}
 	return r;
+}
+
+void config_release(struct config *c)
+{
+	if (!c)
+		return;
+	config_free_fields(config_root_fields, c);
+	/* The analyser does not follow config_free_fields() through the field offsets. */
+	*c = (struct config){ 0 };
+} /* NOLINT(clang-analyzer-unix.Malloc) */
+
+int config_copy(struct config *ret, const struct config *src)
+{
+	int r;
+
+	*ret = *src;
+	config_detach_fields(config_root_fields, ret);
+	r = config_copy_fields(config_root_fields, ret, src);
+	if (r < 0)
+		config_release(ret);
+	return r;
+}
+
+bool config_equal(const struct config *a, const struct config *b)
+{
+	return config_fields_equal(config_root_fields, a, b);
+}
+
+int config_commit(struct ctx *x, struct config *c, struct config *tmp, int r)
+{
+	if (r >= 0 && x->n_errors > 0)
+		r = -EINVAL;
+	if (r < 0) {
+		config_release(tmp);
+		return r;
+	}
+	config_release(c);
+	*c = *tmp;
+	return 0;
 }

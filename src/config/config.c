@@ -1,205 +1,20 @@
 /*
- * config.c: the public entry points of the config module (config.h): init, release, copy and
- * compare; loading a buffer or a file (read without blocking, parsed into a copy that replaces
- * the config only when clean); the whole build sequence; the dump; what a reload cannot apply;
- * and the diagnostics every stage records problems with. The rest of the module is spread over
- * config-*.c by concern; config-int.h is what they share.
+ * config.c: the public entry points of the config module (config.h): init; loading a buffer or
+ * a file (read without blocking, parsed into a copy that replaces the config only when clean);
+ * the whole build sequence; the dump; what a reload cannot apply. The rest of the module is
+ * spread over config-*.c by concern, each lower than this file; config-int.h is what they share
+ * and draws their order.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "config-int.h"
+#include "file-read.h"
 
 extern char **environ;
-
-static void error_release(struct config_error *e)
-{
-	free(e->file);
-	free(e->key);
-	free(e->message);
-}
-
-void config_diag_release(struct config_diag *d)
-{
-	if (!d)
-		return;
-	for (size_t i = 0; i < d->n_errors; i++)
-		error_release(&d->errors[i]);
-	for (size_t i = 0; i < d->n_warnings; i++)
-		error_release(&d->warnings[i]);
-	free(d->errors);
-	free(d->warnings);
-	*d = (struct config_diag){ 0 };
-}
-
-int config_error_format(const struct config_error *e, struct buf *out)
-{
-	int r = 0;
-
-	if (e->file && e->line)
-		r = buf_printf(out, "%s:%u:%u: ", e->file, e->line, e->column);
-	else if (e->file)
-		r = buf_printf(out, "%s: ", e->file);
-	if (r >= 0 && e->key)
-		r = buf_printf(out, "%s: ", e->key);
-	if (r >= 0)
-		r = buf_printf(out, "%s", e->message ? e->message : "");
-	return r;
-}
-
-char *config_error_to_string(const struct config_error *e)
-{
-	struct buf b = { 0 };
-
-	if (config_error_format(e, &b) < 0) {
-		buf_release(&b);
-		return NULL;
-	}
-	return (char *)b.data;
-}
-
-static int vdiag_add(struct ctx *x, bool warning, const char *file, struct config_pos pos,
-		     const char *key, const char *fmt, va_list ap)
-	__attribute__((format(printf, 6, 0)));
-static int vdiag_add(struct ctx *x, bool warning, const char *file, struct config_pos pos,
-		     const char *key, const char *fmt, va_list ap)
-{
-	struct config_error e = { 0 }, **arr;
-	size_t *n;
-	void *p;
-
-	if (!warning) {
-		if (x->n_errors >= CONFIG_ERRORS_MAX) {
-			x->stop = true;
-			return 0;
-		}
-		x->n_errors++;
-		if (x->n_errors == CONFIG_ERRORS_MAX)
-			x->stop = true;
-	}
-	if (!x->d)
-		return 0;
-	arr = warning ? &x->d->warnings : &x->d->errors;
-	n = warning ? &x->d->n_warnings : &x->d->n_errors;
-	if (warning && *n >= CONFIG_ERRORS_MAX)
-		return 0;
-	e.line = pos.line;
-	e.column = pos.column;
-	e.message = strdup_vprintf(fmt, ap);
-	e.file = file ? strdup(file) : NULL;
-	e.key = key ? strdup(key) : NULL;
-	if (!e.message || (file && !e.file) || (key && !e.key))
-		goto oom;
-	/* Grow by one: diags are few, and bounded by CONFIG_ERRORS_MAX for errors. */
-	p = realloc(*arr, (*n + 1) * sizeof(**arr));
-	if (!p)
-		goto oom;
-	*arr = p;
-	(*arr)[(*n)++] = e;
-	return 0;
-oom:
-	error_release(&e);
-	return -ENOMEM;
-}
-
-int config_diag_add(struct ctx *x, bool warning, const char *file, struct config_pos pos,
-		    const char *key, const char *fmt, ...)
-{
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	r = vdiag_add(x, warning, file, pos, key, fmt, ap);
-	va_end(ap);
-	return r;
-}
-
-static const char *src_file(const struct ctx *x, const struct src *s)
-{
-	return s->origin == ORIGIN_FILE ? x->file : NULL;
-}
-
-/* An error or a warning about the value @s. Returns 0 or -ENOMEM. */
-int config_add_err(struct ctx *x, const struct src *s, const char *fmt, ...)
-{
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	r = vdiag_add(x, false, src_file(x, s), s->pos, s->key, fmt, ap);
-	va_end(ap);
-	return r;
-}
-
-int config_add_warn(struct ctx *x, const struct src *s, const char *fmt, ...)
-{
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	r = vdiag_add(x, true, src_file(x, s), s->pos, s->key, fmt, ap);
-	va_end(ap);
-	return r;
-}
-
-int config_pos_err(struct ctx *x, struct config_pos pos, const char *key, const char *fmt, ...)
-{
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	r = vdiag_add(x, false, pos.line ? x->file : NULL, pos, key, fmt, ap);
-	va_end(ap);
-	return r;
-}
-
-int config_diag_add_error(struct config_diag *d, const char *file, struct config_pos pos,
-			  const char *key, const char *fmt, ...)
-{
-	struct ctx x = { .d = d, .file = file, .n_errors = d ? (unsigned)d->n_errors : 0 };
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	r = vdiag_add(&x, false, pos.line ? file : NULL, pos, key, fmt, ap);
-	va_end(ap);
-	return r;
-}
-
-const char *config_describe(char *out, size_t size, const struct ynode *n)
-{
-	if (n->kind == Y_SEQ)
-		return "a list";
-	if (n->kind == Y_MAP)
-		return "a mapping";
-	if (is_null(n))
-		return "null";
-	if (!is_plain(n)) {
-		char q[96];
-
-		(void)snprintf(out, size, "the string %s", config_quote(q, sizeof(q), scalar(n)));
-		return out;
-	}
-	return config_quote(out, size, scalar(n));
-}
-
-int config_type_error(struct ctx *x, const struct src *s, const char *want)
-{
-	char q[128];
-
-	if (s->origin == ORIGIN_FILE)
-		return config_add_err(x, s, "expected %s, got %s", want,
-				      config_describe(q, sizeof(q), s->node));
-	return config_add_err(x, s, "expected %s, got %s", want,
-			      config_quote(q, sizeof(q), s->text));
-}
 
 int config_init(struct config *c)
 {
@@ -251,57 +66,23 @@ int config_init(struct config *c)
 	return 0;
 }
 
-void config_release(struct config *c)
-{
-	if (!c)
-		return;
-	config_free_fields(config_root_fields, c);
-	/* The analyser does not follow config_free_fields() through the field offsets. */
-	*c = (struct config){ 0 };
-} /* NOLINT(clang-analyzer-unix.Malloc) */
-
-int config_copy(struct config *ret, const struct config *src)
-{
-	int r;
-
-	*ret = *src;
-	config_detach_fields(config_root_fields, ret);
-	r = config_copy_fields(config_root_fields, ret, src);
-	if (r < 0)
-		config_release(ret);
-	return r;
-}
-
-bool config_equal(const struct config *a, const struct config *b)
-{
-	return config_fields_equal(config_root_fields, a, b);
-}
-
-int config_commit(struct ctx *x, struct config *c, struct config *tmp, int r)
-{
-	if (r >= 0 && x->n_errors > 0)
-		r = -EINVAL;
-	if (r < 0) {
-		config_release(tmp);
-		return r;
-	}
-	config_release(c);
-	*c = *tmp;
-	return 0;
-}
-
+/* The file as a tree, then the tree into @c; problems are recorded in @x. 0 or -ENOMEM. */
 static int parse_yaml(struct ctx *x, struct config *c, const char *data, size_t len)
 {
-	struct ydoc doc = { 0 };
+	struct ytree doc = { 0 };
+	struct ytree_error err;
 	int r;
 
-	r = config_ydoc_load(x, &doc, data, len);
-	if (r >= 0 && x->n_errors == 0 && doc.has_root) {
+	r = ytree_load(&doc, data, len, 0, YAML_NODES_MAX, &err);
+	if (r == -EINVAL)
+		r = config_diag_add(x, false, x->file, (struct config_pos){ err.line, err.column },
+				    NULL, "%s%s", err.syntax ? "invalid YAML: " : "", err.message);
+	else if (r >= 0 && x->n_errors == 0 && doc.has_root) {
 		x->doc = &doc;
-		r = config_parse_map(x, config_root_fields, c, "", &doc.nodes[doc.root]);
+		r = config_parse_map(x, config_root_fields, c, "", ytree_root(&doc));
 		x->doc = NULL;
 	}
-	config_ydoc_release(&doc);
+	ytree_release(&doc);
 	return r;
 }
 
@@ -336,49 +117,19 @@ int config_load_buffer(struct config *c, const char *name, const char *data, siz
 	return config_commit(&x, c, &tmp, r);
 }
 
-static const char *file_type(mode_t m)
-{
-	if (S_ISDIR(m))
-		return "a directory";
-	if (S_ISFIFO(m))
-		return "a FIFO";
-	if (S_ISSOCK(m))
-		return "a socket";
-	if (S_ISCHR(m))
-		return "a character device";
-	if (S_ISBLK(m))
-		return "a block device";
-	return "not a regular file";
-}
-
 /*
- * Reads the config file without ever blocking: opened O_NONBLOCK, and refused unless it is a
- * regular file (a FIFO at the path would otherwise stall the daemon's only thread at start and on
- * every SIGHUP). /dev/null is the one exception, because NVIDIA's config-manager points the file
- * there for "no config", and reading it never blocks. Returns 0, -ENOMEM, -EFBIG, -EINVAL (not
- * a regular file; *@ret_type says what it is; -EISDIR for a directory) or -errno of open/read.
+ * Reads the config file without ever blocking (file-read.h): refused unless it is a regular
+ * file (a FIFO at the path would otherwise stall the daemon's only thread at start and on every
+ * SIGHUP). /dev/null is the one exception, because NVIDIA's config-manager points the file there
+ * for "no config", and reading it never blocks. Returns 0, -ENOMEM, -EFBIG, -EINVAL (not a
+ * regular file; *@ret_type says what it is; -EISDIR for a directory) or -errno of open/read.
  */
 static int read_config_file(const char *path, char **ret, size_t *ret_len, const char **ret_type)
 {
-	struct stat st;
-	int fd, r;
+	int r = read_file_at(AT_FDCWD, path, READ_DEV_NULL, CONFIG_FILE_MAX, ret, ret_len,
+			     ret_type);
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		r = -errno;
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode) && !(S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3))) {
-		*ret_type = file_type(st.st_mode);
-		r = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
-		goto out;
-	}
-	r = fd_read_all(fd, CONFIG_FILE_MAX, ret, ret_len);
-out:
-	(void)close(fd);
-	return r;
+	return r == -EBADFD ? -EINVAL : r;
 }
 
 int config_load_file(struct config *c, const char *path, struct config_diag *d)
@@ -516,19 +267,4 @@ int config_restart_needed(const struct config *old, const struct config *new, co
 		n++;
 	}
 	return (int)n;
-}
-
-char *config_socket_name(const char *name)
-{
-	const char *base = name;
-	char *s = NULL;
-
-	if (strncmp(name, "nvidia.com/", 11) == 0)
-		base = name + 11;
-	if (asprintf(&s, "nvidia-%s.sock", base) < 0)
-		return NULL;
-	for (char *p = s; *p; p++)
-		if (*p == '/')
-			*p = '-';
-	return s;
 }

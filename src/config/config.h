@@ -40,6 +40,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "log.h"
 #include "util.h"
@@ -356,6 +357,38 @@ struct config_flag {
  */
 int config_build(struct config *c, char *const *envp, const struct config_flag *flags,
 		 size_t n_flags, struct config_diag *d) WARN_UNUSED;
+
+/*
+ * The command line of a verb that takes config flags (serve, check-config, discover, labels,
+ * doctor): its flags and its positional arguments, in order. config-args.c. Zero-initialise;
+ * config_args_release() frees the flags' names (values point into argv) and empties it.
+ */
+#define CONFIG_ARGS_MAX_FLAGS	   64
+#define CONFIG_ARGS_MAX_POSITIONAL 4
+struct config_args {
+	struct config_flag flags[CONFIG_ARGS_MAX_FLAGS];
+	size_t n_flags;
+	const char *positional[CONFIG_ARGS_MAX_POSITIONAL];
+	size_t n_positional;
+};
+
+/*
+ * Takes @argv[*@i] into @a: a config flag ("--name", "--name=value", or "--name value", when
+ * *@i then moves past the value) or else a positional argument. The verb handles its own
+ * options (--json, --help, ...) before calling this. Returns 0, or -EINVAL (an unknown flag, a
+ * missing value, too many flags or arguments) or -ENOMEM, with *@reterr (heap, the caller
+ * frees and prints it after "edgegpu: "; NULL when out of memory) saying which.
+ */
+int config_args_take(struct config_args *a, int argc, char **argv, int *i,
+		     char **reterr) WARN_UNUSED;
+void config_args_release(struct config_args *a);
+/*
+ * config_init() and config_build() of @a's flags over @envp, printing every warning and error
+ * on @diag ("warning: ..." / "error: ..."). Returns 0 or as config_build(); @c is the caller's
+ * to release either way.
+ */
+int config_args_build(const struct config_args *a, char *const *envp, struct config *c,
+		      FILE *diag) WARN_UNUSED;
 
 /*
  * Appends @c as YAML to @out: every setting we act on, in the schema's layout, which

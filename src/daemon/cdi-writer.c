@@ -14,8 +14,10 @@
 #include <string.h>
 #include <sys/inotify.h>
 
+#include "backoff.h"
 #include "cdi.h"
 #include "dirwatch.h"
+#include "file-read.h"
 #include "file-writer.h"
 #include "log.h"
 #include "loop.h"
@@ -48,7 +50,7 @@ struct cdi_writer {
 	struct buf spec;
 	bool wanted;
 	bool on_disk; /* the wanted bytes were written and not seen changed since */
-	usec_t backoff;
+	struct backoff backoff;
 	char *error;
 	unsigned writes;
 	bool first_pending; /* the first write attempt has not finished yet */
@@ -58,7 +60,7 @@ struct cdi_writer {
 	usec_t hits[CONTEST_HITS]; /* when our spec was last replaced, a ring */
 	unsigned n_hits;
 	bool contested;
-	usec_t contest_backoff;
+	struct backoff contest_backoff;
 	usec_t contest_written; /* when the contest began, or our latest write in it landed */
 };
 
@@ -130,8 +132,7 @@ static void start_write(struct cdi_writer *w)
 		return;
 	(void)log_warn_errno(r, "cannot start the cdi spec write, retrying", "dir=%s", spec_dir(w));
 	writer_set_error(w, "cannot start the CDI spec write: out of memory or threads");
-	w->backoff = w->backoff ? MIN(w->backoff * 2, BACKOFF_MAX) : BACKOFF_MIN;
-	loop_timer_arm(w->retry, w->backoff);
+	loop_timer_arm(w->retry, backoff_next(&w->backoff));
 	first_settled(w);
 }
 
@@ -154,7 +155,7 @@ static void replaced(struct cdi_writer *w, const char *reason)
 	oldest = w->hits[w->n_hits % CONTEST_HITS];
 	if (!w->contested && w->n_hits >= CONTEST_HITS && now - oldest <= CONTEST_WINDOW) {
 		w->contested = true;
-		w->contest_backoff = CONTEST_BACKOFF_MIN;
+		backoff_reset(&w->contest_backoff);
 		w->contest_written = now; /* the quiet is counted from here, not from long ago */
 		log_warn("cdi spec rewritten by another writer, backing off",
 			 "dir=%s rewrites=%u window_ms=%llu retry_ms=%llu max_retry_ms=%llu",
@@ -165,8 +166,7 @@ static void replaced(struct cdi_writer *w, const char *reason)
 	}
 	if (w->contested) {
 		if (!loop_timer_armed(w->retry)) {
-			loop_timer_arm(w->retry, w->contest_backoff);
-			w->contest_backoff = MIN(w->contest_backoff * 2, CONTEST_BACKOFF_MAX);
+			loop_timer_arm(w->retry, backoff_next(&w->contest_backoff));
 		}
 		log_debug("cdi spec rewritten by another writer, writing it again later", "dir=%s",
 			  spec_dir(w));
@@ -213,6 +213,7 @@ static void on_done(struct file_writer *fw, const struct file_write_result *res,
 	}
 	if (res->r < 0) {
 		static const char prefix[] = "cannot write the CDI spec: ";
+		usec_t delay = backoff_next(&w->backoff);
 		char *msg = NULL;
 
 		/* The error Allocate gives; the log's reason is the part after the prefix. */
@@ -222,12 +223,10 @@ static void on_done(struct file_writer *fw, const struct file_write_result *res,
 		(void)log_warn_errno(res->r, "cannot write the cdi spec, retrying",
 				     "reason=%s retry_ms=%llu",
 				     log_quote(q, sizeof(q), msg ? msg + strlen(prefix) : ""),
-				     (unsigned long long)((w->backoff ? w->backoff : BACKOFF_MIN) /
-							  USEC_PER_MSEC));
+				     (unsigned long long)(delay / USEC_PER_MSEC));
 		writer_set_error(w, msg ? msg : "cannot write the CDI spec");
 		free(msg);
-		w->backoff = w->backoff ? MIN(w->backoff * 2, BACKOFF_MAX) : BACKOFF_MIN;
-		loop_timer_arm(w->retry, w->backoff);
+		loop_timer_arm(w->retry, delay);
 		first_settled(w);
 		return;
 	}
@@ -253,9 +252,10 @@ static void on_done(struct file_writer *fw, const struct file_write_result *res,
 		log_info("cdi spec already on disk", "dir=%s", spec_dir(w));
 	else
 		log_info("cdi spec written", "dir=%s retried=%s dur_ms=%llu", spec_dir(w),
-			 w->backoff ? "yes" : "no", (unsigned long long)(res->dur / USEC_PER_MSEC));
+			 backoff_started(&w->backoff) ? "yes" : "no",
+			 (unsigned long long)(res->dur / USEC_PER_MSEC));
 	w->writes++;
-	w->backoff = 0;
+	backoff_reset(&w->backoff);
 	w->on_disk = true;
 	writer_set_error(w, NULL);
 	first_settled(w);
@@ -344,6 +344,8 @@ int cdi_writer_new(struct loop *l, struct cdi_writer **ret)
 	if (!w)
 		return -ENOMEM;
 	w->loop = l;
+	w->backoff = BACKOFF_INIT(BACKOFF_MIN, 2, BACKOFF_MAX);
+	w->contest_backoff = BACKOFF_INIT(CONTEST_BACKOFF_MIN, 2, CONTEST_BACKOFF_MAX);
 	fo.userdata = w;
 	w->dir = strdup("");
 	w->path = path_join(CDI_SPEC_DIR, CDI_SPEC_FILE_NAME);
@@ -415,7 +417,7 @@ int cdi_writer_set(struct cdi_writer *w, const struct cdi_opts *o, const struct 
 		writer_set_error(w, "the CDI spec is being written");
 		w->first_pending = true;
 	}
-	w->backoff = 0;
+	backoff_reset(&w->backoff);
 	watch_dir(w); /* before the write: nothing done to the spec after it goes unseen */
 	start_write(w);
 	return 0;

@@ -1,6 +1,7 @@
 #include "config-watch.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
@@ -8,6 +9,7 @@
 
 #include "config.h"
 #include "dirwatch.h"
+#include "file-read.h"
 #include "loop.h"
 
 #define LOG_MODULE "config-watch"
@@ -37,10 +39,13 @@ struct config_watch {
 	void *userdata;
 };
 
-/* Reads the file whole without ever blocking (a FIFO at the path would stall the loop). */
-static int read_content(const char *path, char **ret, size_t *ret_len)
+/*
+ * Reads the file whole without ever blocking (a FIFO at the path would stall the loop);
+ * *@reterr_what (may be NULL) names what a file refused for its type is.
+ */
+static int read_content(const char *path, char **ret, size_t *ret_len, const char **reterr_what)
 {
-	int r = read_file(path, CONFIG_FILE_MAX, ret, ret_len);
+	int r = read_file_at(AT_FDCWD, path, 0, CONFIG_FILE_MAX, ret, ret_len, reterr_what);
 
 	return r == -EBADFD ? -EINVAL : r;
 }
@@ -48,12 +53,13 @@ static int read_content(const char *path, char **ret, size_t *ret_len)
 static void check(struct config_watch *w)
 {
 	bool relevant = w->relevant;
+	const char *what = NULL;
 	char *data = NULL;
 	size_t len = 0;
 	int r;
 
 	w->relevant = false;
-	r = read_content(w->path, &data, &len);
+	r = read_content(w->path, &data, &len, &what);
 	if (r == -ENOENT || r == -ENOTDIR) {
 		if (!w->missing)
 			log_warn("config file gone, keeping the running config", "path=%s",
@@ -65,7 +71,7 @@ static void check(struct config_watch *w)
 		if (r != w->read_err)
 			(void)log_warn_errno(
 				r, "cannot read the config file, keeping the running config",
-				"path=%s", w->path);
+				"path=%s is=%s", w->path, log_q(what ? what : ""));
 		w->read_err = r;
 		return;
 	}
@@ -187,7 +193,7 @@ int config_watch_new(struct loop *l, const char *path, config_watch_fn *fn, void
 		goto fail;
 	if ((r = loop_timer_new(l, on_settle, w, &w->settle)) < 0)
 		goto fail;
-	if (read_content(w->path, &w->seen, &w->seen_len) < 0) {
+	if (read_content(w->path, &w->seen, &w->seen_len, NULL) < 0) {
 		w->seen = NULL;
 		w->seen_len = 0;
 	}
@@ -211,7 +217,7 @@ void config_watch_loaded(struct config_watch *w)
 	char *data = NULL;
 	size_t len = 0;
 
-	if (read_content(w->path, &data, &len) < 0 || len == 0) {
+	if (read_content(w->path, &data, &len, NULL) < 0 || len == 0) {
 		free(data);
 		return;
 	}

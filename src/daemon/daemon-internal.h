@@ -3,14 +3,17 @@
 /*
  * The daemon's private header: its state (struct daemon, owned by daemon_run(); struct
  * dplugin, one per advertised resource, owned by the daemon's list), shared with
- * daemon-metrics.c (what the metrics server asks the daemon), and its pure decisions, apart
- * from its loop and objects so that tests/unit/test-daemon.c can check them.
+ * daemon-metrics.c (what the metrics server asks the daemon) and daemon-labels.c (the node
+ * labels file), and its pure decisions, apart from its loop and objects so that
+ * tests/unit/test-daemon.c can check them. daemon.c wires; the other two read the state and
+ * call nothing in daemon.c (scripts/check-layers checks the files call one way).
  */
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backoff.h"
 #include "config.h"
 #include "gpu.h"
 #include "plugin.h"
@@ -74,8 +77,14 @@ struct daemon {
 	struct cdi_writer *cdi;
 	struct metrics *metrics; /* NULL: off, or not started yet (metrics_retry) */
 	struct loop_timer *metrics_retry;
-	usec_t metrics_backoff;
+	struct backoff metrics_backoff;
 	bool metrics_retry_logged;
+	/*
+	 * Set by daemon.c before daemon_metrics_start(): the metrics server started, now or after
+	 * a retry (the pod-resources poller runs on demand for it). A callback, so that
+	 * daemon-metrics.c never calls up into daemon.c.
+	 */
+	void (*metrics_started)(struct daemon *d);
 	struct labels_writer *labels;
 	uint64_t kubelet_restarts;	   /* kubelet.sock (re)created */
 	struct config_watch *config_watch; /* the config file's; NULL: none */
@@ -88,18 +97,26 @@ struct daemon {
 };
 
 /*
- * The pod-resources poller (daemon.c): periodic for gpumem masking, on demand for the metrics,
- * off when neither wants it. Call when either changes.
+ * daemon-metrics.c: the metrics server, started (retrying while its port is taken; each start
+ * calls d->metrics_started), reloaded and stopped. Loop thread.
  */
-void daemon_update_podres(struct daemon *d);
-
-/* daemon-metrics.c: the metrics server and the node labels, started, reloaded and stopped. */
 void daemon_metrics_start(struct daemon *d);
 /* After a SIGHUP applied the new config; @old is the one it replaced. */
 void daemon_metrics_reload(struct daemon *d, const struct config *old);
-/* New GPUs or resources: the metrics' labels and the node labels follow. */
+/* New GPUs or resources: the metrics' GPU labels follow. */
 void daemon_metrics_gpus(struct daemon *d);
 void daemon_metrics_stop(struct daemon *d);
+
+/*
+ * daemon-labels.c: the node labels file (cfg.labels.file; off when empty), started, rewritten
+ * for new GPUs or config (daemon_labels_update()), restarted when its file or expiry changed
+ * (daemon_labels_reload(), @old being the config replaced) and stopped. Loop thread. A writer
+ * that cannot start is logged and leaves the labels off; out of memory is logged.
+ */
+void daemon_labels_start(struct daemon *d);
+void daemon_labels_update(struct daemon *d);
+void daemon_labels_reload(struct daemon *d, const struct config *old);
+void daemon_labels_stop(struct daemon *d);
 
 /*
  * What GPU discovery left this node with (docs/failures.md, "Readiness"): GPUs to serve, a

@@ -1,8 +1,9 @@
 /*
- * daemon-metrics.c: the daemon's side of the metrics server and the node labels. Starts the
- * server (retrying while its port is taken: an old instance may still hold it), answers what
- * it asks at each scrape (the daemon's own families, readiness, the resources served), and
- * keeps the NFD labels file in line with the GPUs and the config.
+ * daemon-metrics.c: the daemon's side of the metrics server. Starts the server (retrying while
+ * its port is taken: an old instance may still hold it) and answers what it asks at each scrape
+ * (the daemon's own families, readiness, the resources served). It reads the daemon's state and
+ * calls nothing in daemon.c: a server that starts late (after a retry) tells daemon.c through
+ * d->metrics_started.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -13,7 +14,6 @@
 #include "daemon-internal.h"
 #include "gpu-monitor.h"
 #include "kubelet.h"
-#include "labels.h"
 #include "loop.h"
 #include "metrics.h"
 #include "plugin.h"
@@ -370,62 +370,31 @@ static void start_server(struct daemon *d)
 		free(err);
 		d->metrics_retry_logged = true;
 		if (again && d->metrics_retry) {
-			loop_timer_arm(d->metrics_retry, d->metrics_backoff);
-			d->metrics_backoff = MIN(d->metrics_backoff * 2, RETRY_MAX);
+			loop_timer_arm(d->metrics_retry, backoff_next(&d->metrics_backoff));
 		}
 		return;
 	}
 	if (d->metrics_retry_logged)
 		log_info("metrics server started after retrying", NULL);
 	d->metrics_retry_logged = false;
-	d->metrics_backoff = RETRY_MIN;
+	backoff_reset(&d->metrics_backoff);
 	log_info("metrics server listening", "address=%s port=%u", d->cfg.metrics.address,
 		 metrics_port(d->metrics));
 	metrics_set_monitor(d->metrics, d->monitor);
-	daemon_update_podres(d); /* the poller, on demand now that the metrics want it */
+	if (d->metrics_started)
+		d->metrics_started(d); /* daemon.c: the pod-resources poller, on demand now */
 	if (d->info.n_devices && metrics_set_gpus(d->metrics, &d->info) < 0)
 		log_warn("metrics: out of memory setting the GPUs", NULL);
-}
-
-/* --- node labels --- */
-
-static void update_labels(struct daemon *d)
-{
-	struct buf b = { 0 };
-	const char *sysfs = getenv("EDGEGPU_SYSFS_ROOT"); /* tests: a fake /sys */
-
-	if (!d->labels || !d->info.n_devices)
-		return;
-	if (labels_build(&d->info, &d->cfg, sysfs && *sysfs ? sysfs : "/sys", &b) < 0 ||
-	    labels_writer_set(d->labels, (const char *)b.data, b.len) < 0)
-		log_warn("node labels: out of memory", NULL);
-	buf_release(&b);
-}
-
-static void start_labels(struct daemon *d)
-{
-	int r;
-
-	if (!d->cfg.labels.file || !*d->cfg.labels.file)
-		return;
-	r = labels_writer_new(d->loop, d->cfg.labels.file, d->cfg.labels.expiry, &d->labels);
-	if (r < 0) {
-		log_error_errno(r, "node labels off: cannot start the writer", "file=%s",
-				d->cfg.labels.file);
-		return;
-	}
-	update_labels(d);
 }
 
 /* --- the daemon's calls --- */
 
 void daemon_metrics_start(struct daemon *d)
 {
-	d->metrics_backoff = RETRY_MIN;
+	d->metrics_backoff = BACKOFF_INIT(RETRY_MIN, 2, RETRY_MAX);
 	if (!d->metrics_retry && loop_timer_new(d->loop, on_retry, d, &d->metrics_retry) < 0)
 		d->metrics_retry = NULL; /* no retries, the first attempt still runs */
 	start_server(d);
-	start_labels(d);
 }
 
 void daemon_metrics_reload(struct daemon *d, const struct config *old)
@@ -437,19 +406,12 @@ void daemon_metrics_reload(struct daemon *d, const struct config *old)
 	    old->metrics.connection_timeout != d->cfg.metrics.connection_timeout) {
 		d->metrics = metrics_free(d->metrics);
 		loop_timer_disarm(d->metrics_retry);
-		d->metrics_backoff = RETRY_MIN;
+		backoff_reset(&d->metrics_backoff);
 		start_server(d);
 	} else if (d->metrics) {
 		fill_opts(d, &o);
 		if (metrics_set_opts(d->metrics, &o) < 0)
 			log_warn("metrics: out of memory applying the new settings", NULL);
-	}
-	if (!streq_ptr(old->labels.file, d->cfg.labels.file) ||
-	    old->labels.expiry != d->cfg.labels.expiry) {
-		d->labels = labels_writer_free(d->labels);
-		start_labels(d);
-	} else {
-		update_labels(d);
 	}
 }
 
@@ -457,12 +419,10 @@ void daemon_metrics_gpus(struct daemon *d)
 {
 	if (d->metrics && metrics_set_gpus(d->metrics, &d->info) < 0)
 		log_warn("metrics: out of memory setting the GPUs", NULL);
-	update_labels(d);
 }
 
 void daemon_metrics_stop(struct daemon *d)
 {
 	d->metrics = metrics_free(d->metrics);
 	d->metrics_retry = loop_timer_free(d->metrics_retry);
-	d->labels = labels_writer_free(d->labels);
 }

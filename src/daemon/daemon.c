@@ -206,6 +206,7 @@ static void on_discovered(struct gpu_monitor *m, int r, struct gpu_info *info, i
 	}
 	r = sync_plugins(d);
 	daemon_metrics_gpus(d);
+	daemon_labels_update(d);
 	if (!d->discovered_once) {
 		/* The first bring-up: a config that cannot apply to these GPUs is an init error. */
 		d->discovered_once = true;
@@ -481,9 +482,9 @@ static void podres_stop(struct daemon *d)
 
 /*
  * The pod-resources poller: periodic for gpumem masking, on demand (each scrape) for metrics
- * alone, off when neither wants it.
+ * alone, off when neither wants it. Call when either changes; d->metrics_started too.
  */
-void daemon_update_podres(struct daemon *d)
+static void update_podres(struct daemon *d)
 {
 	bool mask = false, want;
 
@@ -587,7 +588,7 @@ static int sync_plugins(struct daemon *d)
 	for (int j = 0; j < n; j++)
 		if (add[j])
 			(void)dplugin_add(d, res[j]);
-	daemon_update_podres(d);
+	update_podres(d);
 	return n;
 }
 
@@ -790,10 +791,11 @@ static void reload(struct daemon *d, const char *why)
 	apply_ctx_from_config(d);
 	(void)apply_monitor_opts(d);
 	daemon_metrics_reload(d, &old);
+	daemon_labels_reload(d, &old);
 	config_release(&old);
 	if (podres_changed)
 		podres_stop(d);
-	daemon_update_podres(d); /* metrics started or stopped; a new socket */
+	update_podres(d); /* metrics started or stopped; a new socket */
 	if (paths_changed)
 		move_paths(d);
 	gpu_monitor_discover(d->monitor, false);
@@ -897,8 +899,10 @@ int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flag
 	}
 	if (apply_monitor_opts(&d) < 0)
 		goto out;
+	d.metrics_started = update_podres;
 	daemon_metrics_start(&d);
-	daemon_update_podres(&d);
+	daemon_labels_start(&d);
+	update_podres(&d);
 	watch_config(&d);
 	gpu_monitor_discover(d.monitor, false);
 	rc = loop_run(d.loop);
@@ -927,6 +931,7 @@ out:
 	}
 	d.config_watch = config_watch_free(d.config_watch);
 	daemon_metrics_stop(&d); /* before what it borrows: the poller and the monitor */
+	daemon_labels_stop(&d);
 	d.podres = podres_free(d.podres);
 	d.kubelet = kubelet_free(d.kubelet);
 	d.cdi = cdi_writer_free(d.cdi);

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "doctor-int.h"
 #include "doctor-plugin-int.h"
-#include "doctor.h"
 #include "grpc.h"
 #include "podres.h"
 #include "podresources.pb-c.h"
@@ -19,6 +19,11 @@
 #define PODRES_MAX_RECV	 ((size_t)16 << 20)
 #define HOLDERS_SHOWN	 8
 #define HOLDERS_IN_SHORT 4
+
+/* Here, not in doctor-plugin.c, which calls this file: the call graph stays one-way. */
+const char doctor_plugin_fix_root[] =
+	"Run the doctor as root (sudo edgegpu doctor): the kubelet's sockets and the device "
+	"plugins' sockets are open to root only.";
 
 static const char fix_full[] =
 	"Every device of the resource is taken (the holders are above), so a pod asking for it "

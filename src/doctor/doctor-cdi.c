@@ -9,7 +9,7 @@
 
 #include "doctor-runtime.h"
 #include "doctor-toml.h"
-#include "doctor-yaml.h"
+#include "ytree.h"
 
 #define FIX_TOOLKIT_MISSING                                                                \
 	"Install the NVIDIA Container Toolkit from NVIDIA's repository (apt-get install "  \
@@ -42,9 +42,8 @@
 	"Fix the JSON of /etc/docker/daemon.json at the line shown (dockerd refuses to start " \
 	"with it), then systemctl restart docker"
 
-#define DAEMON_JSON "/etc/docker/daemon.json"
-#define MAX_SPECS   256
-#define MAX_NAMES   4096
+#define MAX_SPECS 256
+#define MAX_NAMES 4096
 
 /* --- runtime.toolkit --- */
 
@@ -132,53 +131,57 @@ static bool spec_name(const char *name)
 /* Checks one spec; a problem is one note "<file>:<line>: ..." and counts in s->bad. */
 static void cdi_file(const struct doctor *dr, struct cdi_scan *s, const char *path)
 {
-	const struct doctor_ynode *ver, *kind, *devs;
-	struct doctor_ynode *doc = NULL;
-	char *data = NULL, *err = NULL;
-	unsigned line = 0, named = 0;
+	const struct ytree_node *root, *ver, *kind, *devs;
+	struct ytree doc = { 0 };
+	struct ytree_error err = { 0 };
+	unsigned named = 0;
+	char *data = NULL;
 	size_t len = 0;
 	int r;
 
 	s->files++;
 	r = doctor_read(dr, path, DOCTOR_RUNTIME_MAX_FILE, &data, &len);
+	/* YAML for .json too: the CDI library reads every spec with sigs.k8s.io/yaml. */
 	if (r >= 0)
-		r = doctor_yaml_load(data, len, &doc, &line, &err);
+		r = ytree_load(&doc, data, len, YTREE_FIRST_DOCUMENT, YTREE_NODES_MAX, &err);
 	if (r < 0) {
 		s->bad++;
-		if (r == -EINVAL)
-			doctor_runtime_note(&s->n, "%s:%u: does not parse: %s", path, line,
-					    err ? err : "invalid YAML/JSON");
+		if (r == -EINVAL && err.message[0])
+			doctor_runtime_note(&s->n, "%s:%u: does not parse: %s", path, err.line,
+					    err.message);
 		else
 			doctor_runtime_note(&s->n, "%s: %s", path, doctor_strerror(r));
 		goto out;
 	}
-	ver = doctor_ynode_get(doc, "cdiVersion");
-	kind = doctor_ynode_get(doc, "kind");
-	devs = doctor_ynode_get(doc, "devices");
-	if (doc->kind != DOCTOR_YMAP || !doctor_ynode_str(ver) || !*ver->value) {
+	root = ytree_root(&doc);
+	ver = ytree_get(&doc, root, "cdiVersion");
+	kind = ytree_get(&doc, root, "kind");
+	devs = ytree_get(&doc, root, "devices");
+	if (!root || root->kind != YTREE_MAP || !ytree_str(ver) || !*ver->value) {
 		s->bad++;
-		doctor_runtime_note(&s->n, "%s:%u: no cdiVersion", path, doc->line);
+		doctor_runtime_note(&s->n, "%s:%u: no cdiVersion", path, root ? root->line : 1);
 		goto out;
 	}
-	if (!doctor_ynode_str(kind) || !strchr(kind->value, '/')) {
+	if (!ytree_str(kind) || !strchr(kind->value, '/')) {
 		s->bad++;
 		doctor_runtime_note(&s->n, "%s:%u: no kind of the form vendor/class", path,
-				    kind ? kind->line : doc->line);
+				    kind ? kind->line : root->line);
 		goto out;
 	}
-	if (!devs || devs->kind != DOCTOR_YSEQ || devs->n_kids == 0) {
+	if (!devs || devs->kind != YTREE_SEQ || devs->n_kids == 0) {
 		s->bad++;
 		doctor_runtime_note(&s->n, "%s:%u: no devices", path,
-				    devs ? devs->line : doc->line);
+				    devs ? devs->line : root->line);
 		goto out;
 	}
 	for (size_t i = 0; i < devs->n_kids; i++) {
-		const char *name = doctor_ynode_str(doctor_ynode_get(devs->kids[i], "name"));
+		const struct ytree_node *dev = ytree_kid(&doc, devs, i);
+		const char *name = ytree_str(ytree_get(&doc, dev, "name"));
 
 		if (!name || !*name) {
 			s->bad++;
 			doctor_runtime_note(&s->n, "%s:%u: a device without a name", path,
-					    devs->kids[i]->line);
+					    dev->line);
 			goto out;
 		}
 		if (gpu_kind(kind->value) && s->n_names < MAX_NAMES) {
@@ -192,9 +195,8 @@ static void cdi_file(const struct doctor *dr, struct cdi_scan *s, const char *pa
 	doctor_runtime_note(&s->n, "%s: cdiVersion %s, kind %s, %u device(s)", path, ver->value,
 			    kind->value, named);
 out:
-	doctor_ynode_free(doc);
+	ytree_release(&doc);
 	free(data);
-	free(err);
 }
 
 static void cdi_dir(const struct doctor *dr, struct cdi_scan *s, const char *dir)
@@ -307,37 +309,15 @@ void doctor_runtime_cdi(struct doctor *dr)
 
 /* --- runtime.docker --- */
 
-bool doctor_runtime_docker_present(const struct doctor *dr, char *why, size_t size)
-{
-	static const char *const signs[] = {
-		DAEMON_JSON,
-		"/var/run/docker.sock",
-		"/run/docker.sock",
-		"/etc/systemd/system/multi-user.target.wants/docker.service",
-	};
-	struct stat st;
-	bool enabled;
-
-	/* An enabled unit is a link (inside the root); what it points at may not be there. */
-	enabled = doctor_lstat(dr, signs[ELEMENTSOF(signs) - 1], &st) == 0;
-	for (size_t i = 0; i < ELEMENTSOF(signs); i++)
-		if ((i == ELEMENTSOF(signs) - 1 && enabled) ||
-		    doctor_stat(dr, signs[i], &st, NULL) == 0) {
-			(void)snprintf(why, size, "%s present", signs[i]);
-			return true;
-		}
-	return false;
-}
-
 void doctor_runtime_docker(struct doctor *dr)
 {
 	const struct doctor_facts *f = doctor_facts(dr);
-	const struct doctor_ynode *rts, *nv = NULL, *path, *def;
+	const struct ytree_node *root = NULL, *rts, *nv = NULL, *path, *def;
 	struct doctor_runtime_notes n = { 0 };
-	struct doctor_ynode *doc = NULL;
-	char *data = NULL, *err = NULL, *bin = NULL, why[160] = "";
+	struct ytree doc = { 0 };
+	struct ytree_error err = { 0 };
+	char *data = NULL, *bin = NULL, why[160] = "";
 	const char *nv_name = "nvidia";
-	unsigned line = 0;
 	size_t len = 0;
 	bool k8s_elsewhere = streq(f->runtime, "containerd") || streq(f->runtime, "cri-o");
 	enum doctor_status miss = k8s_elsewhere ? DOCTOR_WARN : DOCTOR_FAIL;
@@ -363,32 +343,35 @@ void doctor_runtime_docker(struct doctor *dr)
 				    FIX_DOCKER_MISSING);
 		return;
 	}
+	/* JSON as JSON: Docker reads it with Go's encoding/json. An empty file is no settings. */
 	if (r >= 0)
-		r = doctor_yaml_load(data, len, &doc, &line, &err);
-	if (r >= 0 && doc->kind != DOCTOR_YMAP) {
+		r = ytree_load(&doc, data, len, YTREE_JSON, YTREE_NODES_MAX, &err);
+	if (r >= 0)
+		root = ytree_root(&doc);
+	if (root && root->kind != YTREE_MAP) {
 		r = -EINVAL;
-		line = doc->line;
-		err = strdup("not a JSON object");
+		err.line = root->line;
+		(void)snprintf(err.message, sizeof(err.message), "not a JSON object");
 	}
 	if (r < 0) {
-		if (r == -EINVAL)
-			doctor_runtime_note(&n, "%s:%u: %s", DAEMON_JSON, line,
-					    err ? err : "invalid JSON");
+		if (r == -EINVAL && err.message[0])
+			doctor_runtime_note(&n, "%s:%u: %s", DAEMON_JSON, err.line, err.message);
 		else
 			doctor_runtime_note(&n, "%s: %s", DAEMON_JSON, doctor_strerror(r));
 		doctor_runtime_emit(dr, &n, "runtime.docker", DOCTOR_FAIL,
 				    "Docker's daemon.json cannot be read", FIX_DOCKER_JSON);
 		goto out;
 	}
-	rts = doctor_ynode_get(doc, "runtimes");
-	nv = doctor_ynode_get(rts, "nvidia");
-	for (size_t i = 0; !nv && rts && rts->kind == DOCTOR_YMAP && i + 1 < rts->n_kids; i += 2) {
-		const char *p = doctor_ynode_str(doctor_ynode_get(rts->kids[i + 1], "path"));
+	rts = ytree_get(&doc, root, "runtimes");
+	nv = ytree_get(&doc, rts, "nvidia");
+	for (size_t i = 0; !nv && rts && rts->kind == YTREE_MAP && i + 1 < rts->n_kids; i += 2) {
+		const struct ytree_node *v = ytree_kid(&doc, rts, i + 1);
+		const char *p = ytree_str(ytree_get(&doc, v, "path"));
 		const char *b = p ? strrchr(p, '/') : NULL;
 
 		if (p && startswith(b ? b + 1 : p, "nvidia-container-runtime")) {
-			nv = rts->kids[i + 1];
-			nv_name = rts->kids[i]->value;
+			nv = v;
+			nv_name = ytree_kid(&doc, rts, i)->value;
 		}
 	}
 	if (!nv) {
@@ -397,10 +380,10 @@ void doctor_runtime_docker(struct doctor *dr)
 				    FIX_DOCKER_MISSING);
 		goto out;
 	}
-	path = doctor_ynode_get(nv, "path");
-	bin = doctor_ynode_str(path) ? doctor_runtime_find_bin(dr, path->value, NULL) : NULL;
+	path = ytree_get(&doc, nv, "path");
+	bin = ytree_str(path) ? doctor_runtime_find_bin(dr, path->value, NULL) : NULL;
 	doctor_runtime_note(&n, "%s: runtimes.%s.path %s (line %u): %s", DAEMON_JSON, nv_name,
-			    doctor_ynode_str(path) ? path->value : "not set", nv->line,
+			    ytree_str(path) ? path->value : "not set", nv->line,
 			    bin ? "found" : "not found");
 	if (!bin) {
 		doctor_runtime_emit(dr, &n, "runtime.docker", DOCTOR_FAIL,
@@ -408,10 +391,10 @@ void doctor_runtime_docker(struct doctor *dr)
 				    FIX_RUNTIME_BINARY);
 		goto out;
 	}
-	def = doctor_ynode_get(doc, "default-runtime");
+	def = ytree_get(&doc, root, "default-runtime");
 	doctor_runtime_note(&n, "default-runtime %s",
-			    doctor_ynode_str(def) ? def->value : "not set (runc)");
-	if (doctor_ynode_str(def) && streq(def->value, nv_name))
+			    ytree_str(def) ? def->value : "not set (runc)");
+	if (ytree_str(def) && streq(def->value, nv_name))
 		doctor_runtime_emit(dr, &n, "runtime.docker", DOCTOR_PASS,
 				    "Docker's default runtime is the NVIDIA runtime", NULL);
 	else
@@ -420,7 +403,6 @@ void doctor_runtime_docker(struct doctor *dr)
 				    FIX_DOCKER_NOT_DEFAULT);
 out:
 	free(bin);
-	doctor_ynode_free(doc);
+	ytree_release(&doc);
 	free(data);
-	free(err);
 }

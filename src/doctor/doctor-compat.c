@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "doctor-image.h"
-#include "doctor.h"
+#include "doctor-int.h"
 
 #define FIX_CUDA_VERSION "Give --cuda-version as MAJOR.MINOR, for example --cuda-version 12.4."
 #define FIX_CUDA_TOO_NEW                                                                        \

@@ -3,9 +3,9 @@
  * GPU count, with the host checks of doctor-host.c (Tegra, nvidia-smi, persistence, boot).
  *
  * NVML is opened and asked for its GPUs as the daemon does (gpu_backend_open, then discover),
- * on a worker thread the doctor waits for at most timeout_ms: a hung driver is a failed check,
- * and the thread is left behind (doctor_live_threads() tells main() not to run the library's
- * destructors at exit).
+ * on a worker thread (runner.h) the doctor waits for at most timeout_ms: a hung driver is a
+ * failed check, and the thread is left behind (runner_live() tells main() not to run the
+ * library's destructors at exit).
  */
 #include "doctor-driver.h"
 
@@ -14,32 +14,24 @@
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
+#include "file-read.h"
+#include "gpu-arch.h"
 #include "gpu-open.h"
 #include "labels.h"
-
-static atomic_uint live_threads;
-
-unsigned doctor_live_threads(void)
-{
-	return atomic_load(&live_threads);
-}
+#include "runner.h"
 
 /* --- NVML on a worker thread --- */
 
 #define NVML_JOB_FDS 3
 
-/* Owned by the doctor until it gives up waiting (abandoned), then by the worker. */
+/* Owned by the doctor until it gives up waiting (the runner left behind), then by the worker. */
 struct nvml_job {
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	bool done, abandoned;
+	pthread_mutex_t mu;    /* stage and b, which the doctor reads when it gives up */
 	const char *stage;     /* what the worker does now (a literal) */
 	struct gpu_backend *b; /* while discover runs: its ->call names a hung call */
 	struct gpu_backend_opts opts;
@@ -63,7 +55,6 @@ static struct nvml_job *nvml_job_free(struct nvml_job *j)
 	free(j->lib);
 	for (size_t i = 0; i < NVML_JOB_FDS; i++)
 		fd_close(j->fds[i]);
-	(void)pthread_cond_destroy(&j->cond);
 	(void)pthread_mutex_destroy(&j->mu);
 	free(j);
 	return NULL;
@@ -93,13 +84,18 @@ static void job_set(struct nvml_job *j, const char *stage, struct gpu_backend *b
 	(void)pthread_mutex_unlock(&j->mu);
 }
 
-static void *nvml_worker(void *arg)
+/* The runner's drop: a job left behind is freed by its thread once NVML returns. */
+static void nvml_job_drop(void *arg)
+{
+	nvml_job_free(arg);
+}
+
+static void nvml_worker(void *arg)
 {
 	struct nvml_job *j = arg;
 	struct gpu_backend *b = NULL;
 	struct gpu_info info = { 0 };
 	char *err = NULL, *lib = NULL;
-	bool drop;
 	int r;
 
 	r = gpu_backend_open(&j->opts, &b, &err);
@@ -115,20 +111,12 @@ static void *nvml_worker(void *arg)
 	j->err = err;
 	j->info = info;
 	j->lib = lib;
-	j->done = true;
-	drop = j->abandoned;
-	(void)pthread_cond_broadcast(&j->cond);
 	(void)pthread_mutex_unlock(&j->mu);
-	if (drop)
-		nvml_job_free(j);
-	atomic_fetch_sub(&live_threads, 1);
-	return NULL;
 }
 
 static int nvml_job_new(const struct gpu_backend_opts *o, struct nvml_job **ret)
 {
 	struct nvml_job *j = calloc(1, sizeof(*j));
-	pthread_condattr_t attr;
 	int r;
 
 	if (!j)
@@ -139,10 +127,6 @@ static int nvml_job_new(const struct gpu_backend_opts *o, struct nvml_job **ret)
 		return r;
 	}
 	(void)pthread_mutex_init(&j->mu, NULL);
-	(void)pthread_condattr_init(&attr);
-	(void)pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	(void)pthread_cond_init(&j->cond, &attr);
-	(void)pthread_condattr_destroy(&attr);
 	j->stage = "loading and initialising NVML (dlopen, nvmlInit_v2)";
 	for (size_t i = 0; i < NVML_JOB_FDS; i++)
 		j->fds[i] = -1;
@@ -158,39 +142,22 @@ static int nvml_job_new(const struct gpu_backend_opts *o, struct nvml_job **ret)
 static int nvml_job_run(struct nvml_job *j, unsigned timeout_ms, const char **ret_stage,
 			const char **ret_call)
 {
-	struct timespec ts;
-	pthread_t t;
+	struct runner *run;
 	int r;
 
-	atomic_fetch_add(&live_threads, 1);
-	r = thread_start(&t, nvml_worker, j);
-	if (r < 0) {
-		atomic_fetch_sub(&live_threads, 1);
+	r = runner_start(nvml_worker, j, nvml_job_drop, &run);
+	if (r < 0)
 		return r;
+	if (runner_wait(run, now_usec() + (usec_t)timeout_ms * USEC_PER_MSEC)) {
+		(void)runner_release(run); /* joined */
+		return 0;
 	}
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += timeout_ms / 1000;
-	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	/* Where it hangs, read while @j is still ours; then let go, unless it just came back. */
 	(void)pthread_mutex_lock(&j->mu);
-	r = 0;
-	while (!j->done && r != ETIMEDOUT)
-		r = pthread_cond_timedwait(&j->cond, &j->mu, &ts);
-	if (!j->done) {
-		j->abandoned = true;
-		*ret_stage = j->stage;
-		*ret_call = j->b ? atomic_load(&j->b->call) : NULL;
-	}
-	r = j->done ? 0 : -ETIMEDOUT;
+	*ret_stage = j->stage;
+	*ret_call = j->b ? atomic_load(&j->b->call) : NULL;
 	(void)pthread_mutex_unlock(&j->mu);
-	if (r == 0)
-		(void)pthread_join(t, NULL);
-	else
-		(void)pthread_detach(t);
-	return r;
+	return runner_release(run) ? -ETIMEDOUT : 0;
 }
 
 /* --- the checks --- */
@@ -248,8 +215,12 @@ static void check_nvml(struct doctor_driver *d)
 		for (unsigned i = 0; i < in->n_devices; i++) {
 			const struct gpu_device *g = &in->devices[i];
 
-			doctor_evidence(c, "GPU %u: %s %s, /dev/nvidia%u, PCI %s", g->index,
-					g->name, g->uuid, g->minor, g->pci_bus_id);
+			/* The architecture as nvidia-smi -q names it, to compare with. */
+			doctor_evidence(
+				c, "GPU %u: %s %s, %s (compute %d.%d), /dev/nvidia%u, PCI %s",
+				g->index, g->name, g->uuid,
+				gpu_arch_smi_name(gpu_arch_from_cc(g->cc_major, g->cc_minor)),
+				g->cc_major, g->cc_minor, g->minor, g->pci_bus_id);
 		}
 		for (unsigned i = 0; i < in->n_skipped; i++)
 			doctor_evidence(c, "left out: %s", in->skipped[i]);

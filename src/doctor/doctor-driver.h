@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <sys/stat.h>
 
-#include "doctor.h"
+#include "doctor-int.h"
 #include "gpu.h"
 
 /* What the driver layer's checks share; owned by doctor_driver(), released before it returns. */

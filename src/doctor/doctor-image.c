@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "doctor-net.h"
-#include "doctor-yaml.h"
 #include "grpc.h"
 #include "pbwire.h"
+#include "ytree.h"
 
 #define BLOB_MAX ((size_t)4 << 20)
 
@@ -90,15 +90,15 @@ int image_ref_normalize(const char *ref, char **ret)
 	return *ret ? 0 : -ENOMEM;
 }
 
-/* --- JSON (libyaml reads it: JSON is a YAML flow document) --- */
+/* --- JSON (ytree.h) --- */
 
 /* @map's value for @key, or for @alt_key (Docker's capitalised names) when not NULL. */
-static const struct doctor_ynode *get(const struct doctor_ynode *map, const char *key,
-				      const char *alt_key)
+static const struct ytree_node *get(const struct ytree *t, const struct ytree_node *map,
+				    const char *key, const char *alt_key)
 {
-	const struct doctor_ynode *n = doctor_ynode_get(map, key);
+	const struct ytree_node *n = ytree_get(t, map, key);
 
-	return n || !alt_key ? n : doctor_ynode_get(map, alt_key);
+	return n || !alt_key ? n : ytree_get(t, map, alt_key);
 }
 
 static void copy_str(char *dst, size_t size, const char *src)
@@ -123,43 +123,48 @@ static void add_platform(struct image_info *info, const char *os, const char *ar
 
 int image_json_platforms(const char *json, size_t len, struct image_info *info, char **ret_config)
 {
-	struct doctor_ynode *root = NULL;
-	const struct doctor_ynode *n;
+	const struct ytree_node *root, *n;
+	struct ytree t = { 0 };
+	struct ytree_error err;
 	int r;
 
 	*ret_config = NULL;
-	r = doctor_yaml_load(json, len, &root, NULL, NULL);
-	if (r < 0)
-		return r == -ENOMEM ? -ENOMEM : -EBADMSG;
-	r = -EBADMSG;
-	if (root->kind != DOCTOR_YMAP)
+	r = ytree_load(&t, json, len, YTREE_JSON, YTREE_NODES_MAX, &err);
+	if (r < 0) {
+		r = r == -ENOMEM ? -ENOMEM : -EBADMSG;
 		goto out;
-	n = get(root, "manifests", NULL);
-	if (n && n->kind == DOCTOR_YSEQ) {
+	}
+	r = -EBADMSG;
+	root = ytree_root(&t);
+	if (!root || root->kind != YTREE_MAP)
+		goto out;
+	n = get(&t, root, "manifests", NULL);
+	if (n && n->kind == YTREE_SEQ) {
 		for (size_t i = 0; i < n->n_kids; i++) {
-			const struct doctor_ynode *pl = get(n->kids[i], "platform", NULL);
+			const struct ytree_node *pl =
+				get(&t, ytree_kid(&t, n, i), "platform", NULL);
 
-			add_platform(info, doctor_ynode_str(get(pl, "os", NULL)),
-				     doctor_ynode_str(get(pl, "architecture", NULL)),
-				     doctor_ynode_str(get(pl, "variant", NULL)));
+			add_platform(info, ytree_str(get(&t, pl, "os", NULL)),
+				     ytree_str(get(&t, pl, "architecture", NULL)),
+				     ytree_str(get(&t, pl, "variant", NULL)));
 		}
 		r = 0;
 		goto out;
 	}
-	n = get(root, "architecture", "Architecture");
-	if (doctor_ynode_str(n)) {
-		add_platform(info, doctor_ynode_str(get(root, "os", "Os")), doctor_ynode_str(n),
-			     doctor_ynode_str(get(root, "variant", "Variant")));
+	n = get(&t, root, "architecture", "Architecture");
+	if (ytree_str(n)) {
+		add_platform(info, ytree_str(get(&t, root, "os", "Os")), ytree_str(n),
+			     ytree_str(get(&t, root, "variant", "Variant")));
 		r = 0;
 		goto out;
 	}
-	n = get(get(root, "config", NULL), "digest", NULL);
-	if (doctor_ynode_str(n)) {
-		*ret_config = strdup(doctor_ynode_str(n));
+	n = get(&t, get(&t, root, "config", NULL), "digest", NULL);
+	if (ytree_str(n)) {
+		*ret_config = strdup(ytree_str(n));
 		r = *ret_config ? 0 : -ENOMEM;
 	}
 out:
-	doctor_ynode_free(root);
+	ytree_release(&t);
 	return r;
 }
 

@@ -30,5 +30,5 @@ void doctor_plugin_allocations(struct doctor *dr, const char *host_path, const c
 			       int open_r, const char *missing_default,
 			       const struct doctor_resource *res, size_t n);
 
-/* The fix shown when a socket refuses us for lack of permission. */
+/* The fix shown when a socket refuses us for lack of permission (doctor-alloc.c). */
 extern const char doctor_plugin_fix_root[];

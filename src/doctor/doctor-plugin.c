@@ -10,9 +10,9 @@
 #include <sys/stat.h>
 
 #include "config.h"
+#include "doctor-int.h"
 #include "doctor-net.h"
 #include "doctor-plugin-int.h"
-#include "doctor.h"
 #include "resource.h"
 
 #define MICROK8S_KUBELET     "/var/snap/microk8s/common/var/lib/kubelet"
@@ -21,10 +21,6 @@
 #define EVIDENCE_LINE_MAX    240
 #define KUBELET_SOCKET_NAME  "kubelet.sock"
 #define MICROK8S_PODRES_PATH MICROK8S_KUBELET "/pod-resources/kubelet.sock"
-
-const char doctor_plugin_fix_root[] =
-	"Run the doctor as root (sudo edgegpu doctor): the kubelet's sockets and the device "
-	"plugins' sockets are open to root only.";
 
 static const char fix_dir[] =
 	"Start the kubelet, or point edgegpu at the directory the kubelet uses: it is "

@@ -2,7 +2,7 @@
  * The doctor's runtime layer (doctor.h): which Kubernetes layout the node has and so which
  * containerd config and socket apply (runtime.layout), whether that containerd has the NVIDIA
  * runtime and uses it by default (runtime.containerd-nvidia). The toolkit, CDI specs and Docker
- * are in doctor-cdi.c.
+ * are in doctor-cdi.c; what both share in doctor-runtime-common.c.
  */
 #include "doctor-runtime.h"
 
@@ -14,9 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "doctor-int.h"
 #include "doctor-toml.h"
-#include "doctor-yaml.h"
-#include "doctor.h"
+#include "ytree.h"
 
 #define FIX_LAYOUT_NONE                                                                            \
 	"Install a container runtime for Kubernetes (containerd, or the one your distribution "    \
@@ -57,10 +57,6 @@
 #define K3S_CTD_DIR "/var/lib/rancher/k3s/agent/etc/containerd"
 #define MK8S_ARGS   "/var/snap/microk8s/current/args"
 #define EDGECORE    "/etc/kubeedge/config/edgecore.yaml"
-
-const char *const doctor_runtime_bin_dirs[] = {
-	"/usr/bin", "/usr/local/bin", "/usr/sbin", "/bin", "/usr/local/nvidia/toolkit", NULL,
-};
 
 enum layout {
 	L_K3S,
@@ -111,13 +107,6 @@ static const struct {
 
 /* --- host paths --- */
 
-static bool is_executable(const struct doctor *dr, const char *path)
-{
-	struct stat st;
-
-	return doctor_stat(dr, path, &st, NULL) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111);
-}
-
 static bool exists(const struct doctor *dr, const char *path)
 {
 	struct stat st;
@@ -125,71 +114,9 @@ static bool exists(const struct doctor *dr, const char *path)
 	return doctor_stat(dr, path, &st, NULL) == 0;
 }
 
-char *doctor_runtime_find_bin(const struct doctor *dr, const char *name, int *reterr)
-{
-	int r = -ENOENT;
-
-	if (strchr(name, '/')) {
-		if (name[0] == '/' && is_executable(dr, name)) {
-			char *s = strdup(name);
-
-			if (s)
-				return s;
-			r = -ENOMEM;
-		}
-		goto out;
-	}
-	for (size_t i = 0; doctor_runtime_bin_dirs[i]; i++) {
-		char *p = path_join(doctor_runtime_bin_dirs[i], name);
-
-		if (!p) {
-			r = -ENOMEM;
-			break;
-		}
-		if (is_executable(dr, p))
-			return p;
-		free(p);
-	}
-out:
-	if (reterr)
-		*reterr = r;
-	return NULL;
-}
-
 static void set_fact(char *dst, size_t size, const char *s)
 {
 	(void)snprintf(dst, size, "%s", s ? s : "");
-}
-
-void doctor_runtime_note(struct doctor_runtime_notes *n, const char *fmt, ...)
-{
-	char *line;
-	va_list ap;
-
-	va_start(ap, fmt);
-	line = strdup_vprintf(fmt, ap);
-	va_end(ap);
-	/* Out of memory loses one line of evidence, never the check. */
-	if (line && buf_printf(&n->b, "%s\n", line) < 0)
-		buf_release(&n->b);
-	free(line);
-}
-
-void doctor_runtime_emit(struct doctor *dr, struct doctor_runtime_notes *n, const char *id,
-			 enum doctor_status st, const char *summary, const char *fix)
-{
-	struct doctor_check *c = doctor_add(dr, id, st, "%s", summary);
-	const char *p = (const char *)n->b.data;
-
-	while (p && *p) {
-		size_t len = strcspn(p, "\n");
-
-		doctor_evidence(c, "%.*s", (int)len, p);
-		p += len + (p[len] == '\n');
-	}
-	if (st == DOCTOR_FAIL || st == DOCTOR_WARN)
-		doctor_fix(c, fix);
-	buf_release(&n->b);
 }
 
 /* --- runtime.layout --- */
@@ -201,15 +128,15 @@ struct rt {
 };
 
 /* A key anywhere under @n, at most @depth maps down (edgecore moved keys between releases). */
-static const struct doctor_ynode *find_key(const struct doctor_ynode *n, const char *key,
-					   unsigned depth)
+static const struct ytree_node *find_key(const struct ytree *t, const struct ytree_node *n,
+					 const char *key, unsigned depth)
 {
-	const struct doctor_ynode *v = doctor_ynode_get(n, key);
+	const struct ytree_node *v = ytree_get(t, n, key);
 
-	if (v || !n || n->kind != DOCTOR_YMAP || depth == 0)
+	if (v || !n || n->kind != YTREE_MAP || depth == 0)
 		return v;
 	for (size_t i = 1; i < n->n_kids; i += 2) {
-		v = find_key(n->kids[i], key, depth - 1);
+		v = find_key(t, ytree_kid(t, n, i), key, depth - 1);
 		if (v)
 			return v;
 	}
@@ -219,11 +146,11 @@ static const struct doctor_ynode *find_key(const struct doctor_ynode *n, const c
 /* Reads edgecore.yaml: which runtime endpoint KubeEdge's edged talks to. */
 static int kubeedge_runtime(struct doctor *dr, struct doctor_runtime_notes *n, struct rt *rt)
 {
-	const struct doctor_ynode *edged, *ep, *cr;
-	struct doctor_ynode *doc = NULL;
-	char *data = NULL, *err = NULL;
+	const struct ytree_node *edged, *ep, *cr;
+	struct ytree doc = { 0 };
+	struct ytree_error err = { 0 };
 	const char *endpoint, *kind;
-	unsigned line = 0;
+	char *data = NULL;
 	size_t len = 0;
 	int r;
 
@@ -231,21 +158,20 @@ static int kubeedge_runtime(struct doctor *dr, struct doctor_runtime_notes *n, s
 	set_fact(rt->socket, sizeof(rt->socket), layouts[L_KUBEEDGE].socket);
 	r = doctor_read(dr, EDGECORE, DOCTOR_RUNTIME_MAX_FILE, &data, &len);
 	if (r >= 0)
-		r = doctor_yaml_load(data, len, &doc, &line, &err);
+		r = ytree_load(&doc, data, len, YTREE_FIRST_DOCUMENT, YTREE_NODES_MAX, &err);
 	if (r < 0) {
-		if (r == -EINVAL)
-			doctor_runtime_note(n, "%s:%u: %s", EDGECORE, line,
-					    err ? err : "invalid YAML");
+		if (r == -EINVAL && err.message[0])
+			doctor_runtime_note(n, "%s:%u: %s", EDGECORE, err.line, err.message);
 		else
 			doctor_runtime_note(n, "%s: %s", EDGECORE, doctor_strerror(r));
 		doctor_runtime_note(n, "assuming containerd at %s", rt->socket);
 		goto out;
 	}
-	edged = doctor_ynode_get(doctor_ynode_get(doc, "modules"), "edged");
-	ep = find_key(edged, "remoteRuntimeEndpoint", 2);
-	cr = find_key(edged, "containerRuntime", 2);
-	endpoint = doctor_ynode_str(ep);
-	kind = doctor_ynode_str(cr);
+	edged = ytree_get(&doc, ytree_get(&doc, ytree_root(&doc), "modules"), "edged");
+	ep = find_key(&doc, edged, "remoteRuntimeEndpoint", 2);
+	cr = find_key(&doc, edged, "containerRuntime", 2);
+	endpoint = ytree_str(ep);
+	kind = ytree_str(cr);
 	if (kind)
 		doctor_runtime_note(n, "%s: containerRuntime %s (line %u)", EDGECORE, kind,
 				    cr->line);
@@ -269,9 +195,8 @@ static int kubeedge_runtime(struct doctor *dr, struct doctor_runtime_notes *n, s
 	if (kind && streq(kind, "docker"))
 		rt->runtime = "docker";
 out:
-	doctor_ynode_free(doc);
+	ytree_release(&doc);
 	free(data);
-	free(err);
 	return r;
 }
 
@@ -468,52 +393,6 @@ static bool cri_disabled(const struct doctor_toml *t)
 		    streq(e->strv[i], "io.containerd.cri.v1.runtime"))
 			return true;
 	return false;
-}
-
-int doctor_runtime_toml_load(const struct doctor *dr, struct doctor_runtime_notes *n,
-			     const char *path, struct doctor_toml **ret, bool *base)
-{
-	unsigned line = 0, directives = 0;
-	char *data = NULL, *err = NULL;
-	bool pulls_base = false;
-	size_t len = 0;
-	int r;
-
-	r = doctor_read(dr, path, DOCTOR_RUNTIME_MAX_FILE, &data, &len);
-	if (r < 0) {
-		doctor_runtime_note(n, "%s: %s", path, doctor_strerror(r));
-		return r;
-	}
-	if (strlen(path) > 5 && streq(path + strlen(path) - 5, ".tmpl")) {
-		for (char *p = data; p < data + len;) {
-			char *eol = memchr(p, '\n', (size_t)(data + len - p));
-			char *s = p + strspn(p, " \t");
-
-			if (!eol)
-				eol = data + len;
-			if (s < eol && startswith(s, "{{")) {
-				directives++;
-				if (strstr(s, "template \"base\"") &&
-				    strstr(s, "template \"base\"") < eol)
-					pulls_base = true;
-				memset(p, ' ', (size_t)(eol - p));
-			}
-			p = eol + 1;
-		}
-		doctor_runtime_note(n, "%s: a template; %u {{ }} line(s) not read%s", path,
-				    directives,
-				    pulls_base ? ", including k3s's base template" : "");
-	}
-	if (base)
-		*base = pulls_base;
-	r = doctor_toml_parse(data, len, ret, &line, &err);
-	if (r == -EINVAL)
-		doctor_runtime_note(n, "%s:%u: %s", path, line, err ? err : "invalid TOML");
-	else if (r < 0)
-		doctor_runtime_note(n, "%s: %s", path, strerror(-r));
-	free(data);
-	free(err);
-	return r;
 }
 
 static void check_containerd(struct doctor *dr, const struct rt *rt)

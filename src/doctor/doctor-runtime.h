@@ -2,7 +2,9 @@
 
 /*
  * What the files of the doctor's runtime layer share: doctor-runtime.c (runtime.layout,
- * runtime.containerd-nvidia) and doctor-cdi.c (runtime.toolkit, runtime.cdi, runtime.docker).
+ * runtime.containerd-nvidia, and doctor_runtime(), which runs the layer) and doctor-cdi.c
+ * (runtime.toolkit, runtime.cdi, runtime.docker) call the helpers below, which live in
+ * doctor-runtime-common.c and call neither.
  * Host paths are absolute paths as on the node; these helpers read them under the host root,
  * following symbolic links inside that root (an absolute link such as /var/run -> /run is
  * resolved against the root, not against this machine's /). The caller's thread; no logging.
@@ -12,7 +14,7 @@
 #include <stddef.h>
 #include <sys/stat.h>
 
-#include "doctor.h"
+#include "doctor-int.h"
 
 struct doctor_toml;
 
@@ -24,6 +26,9 @@ struct doctor_toml;
 	"Install the NVIDIA Container Toolkit (package nvidia-container-toolkit), or point the " \
 	"nvidia runtime (containerd: options.BinaryName; Docker: runtimes.nvidia.path) at the "  \
 	"installed nvidia-container-runtime, then restart the runtime"
+
+/* Docker's config. */
+#define DAEMON_JSON "/etc/docker/daemon.json"
 
 /* The largest config or spec file read (a bigger one is refused as -EFBIG). */
 #define DOCTOR_RUNTIME_MAX_FILE (4u << 20)

@@ -96,33 +96,6 @@ static int expect_eol(struct parser *x)
 	return 0;
 }
 
-static int put_utf8(struct buf *b, uint32_t c)
-{
-	char s[4];
-	size_t n;
-
-	if (c < 0x80) {
-		s[0] = (char)c;
-		n = 1;
-	} else if (c < 0x800) {
-		s[0] = (char)(0xc0 | c >> 6);
-		s[1] = (char)(0x80 | (c & 0x3f));
-		n = 2;
-	} else if (c < 0x10000) {
-		s[0] = (char)(0xe0 | c >> 12);
-		s[1] = (char)(0x80 | (c >> 6 & 0x3f));
-		s[2] = (char)(0x80 | (c & 0x3f));
-		n = 3;
-	} else {
-		s[0] = (char)(0xf0 | c >> 18);
-		s[1] = (char)(0x80 | (c >> 12 & 0x3f));
-		s[2] = (char)(0x80 | (c >> 6 & 0x3f));
-		s[3] = (char)(0x80 | (c & 0x3f));
-		n = 4;
-	}
-	return buf_append(b, s, n);
-}
-
 static int parse_escape(struct parser *x, struct buf *b)
 {
 	static const char from[] = "btnfr\"\\", to[] = "\b\t\n\f\r\"\\";
@@ -158,7 +131,7 @@ static int parse_escape(struct parser *x, struct buf *b)
 	}
 	if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
 		return fail(x, "invalid Unicode scalar in a \\u escape");
-	return put_utf8(b, c);
+	return buf_put_utf8(b, c);
 }
 
 /* A string starting at x->p (a quote); the text goes into @b, NUL-terminated. */

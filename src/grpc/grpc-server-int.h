@@ -5,6 +5,15 @@
  *   grpc-server.c  the listener and the server's lifecycle (accept, refuse, evict, shutdown)
  *   grpc-conn.c    a connection: socket I/O, its timers, its state machine, its death
  *   grpc-call.c    a call: the h2 callbacks, routing, deadlines, send/finish
+ *
+ * The three files call each other, and may: they are one object, struct grpc_server (below),
+ * with the connections and calls it owns, split by concern. A call enters and leaves its
+ * connection (the re-entrancy guard that defers a kill) and marks it dirty; a connection frees
+ * its calls and asks the server whether a shutdown is done; the server finishes calls and
+ * expires connections. scripts/check-layers allows this circle, and no other, because of this
+ * line:
+ *
+ * circle: grpc-server.c grpc-conn.c grpc-call.c (one struct grpc_server spans them)
  */
 
 #include <assert.h>

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include "backoff.h"
 #include "deviceplugin.pb-c.h"
 #include "dirwatch.h"
 #include "grpc.h"
@@ -60,7 +61,7 @@ struct kubelet_reg {
 	enum kubelet_reg_state state;
 	struct grpc_client_call *call;
 	struct loop_timer *timer; /* BACKING_OFF: the retry; WAITING_STREAM: the stream watchdog */
-	usec_t backoff;
+	struct backoff backoff;
 	bool again; /* started again while a call was in flight */
 	pid_t peer_pid;
 	unsigned streams;  /* the kubelet's open ListAndWatch streams (the owner reports them) */
@@ -438,12 +439,11 @@ static void reg_backoff(struct kubelet_reg *reg, bool now)
 {
 	set_state(reg, KUBELET_REG_BACKING_OFF);
 	if (now) {
-		reg->backoff = BACKOFF_FIRST;
+		backoff_reset(&reg->backoff);
 		loop_timer_arm(reg->timer, 0);
 		return;
 	}
-	loop_timer_arm(reg->timer, reg->backoff);
-	reg->backoff = MIN(reg->backoff * 4, BACKOFF_MAX);
+	loop_timer_arm(reg->timer, backoff_next(&reg->backoff));
 }
 
 /* BACKING_OFF: the retry is due; WAITING_STREAM: no stream came after the accept. */
@@ -456,7 +456,7 @@ static void reg_timer(struct loop_timer *t, void *userdata)
 			"registered, but the kubelet opened no ListAndWatch stream, registering again",
 			"resource=%s wait_ms=%llu", reg->resource,
 			(unsigned long long)(STREAM_WATCHDOG / USEC_PER_MSEC));
-		reg->backoff = BACKOFF_FIRST;
+		backoff_reset(&reg->backoff);
 	}
 	reg_attempt(reg);
 }
@@ -496,7 +496,7 @@ static void reg_done(struct grpc_client_call *cc, int r, enum grpc_status status
 	if (ok) {
 		reg->count++;
 		reg->failures = 0;
-		reg->backoff = BACKOFF_FIRST;
+		backoff_reset(&reg->backoff);
 		log_info("registered with the kubelet",
 			 "resource=%s endpoint=%s registrations=%u kubelet_pid=%d", reg->resource,
 			 reg->endpoint, reg->count, (int)reg->peer_pid);
@@ -574,7 +574,7 @@ static void reg_reset(struct kubelet_reg *reg)
 	reg->call = grpc_client_call_cancel(reg->call);
 	reg->again = false;
 	reg->peer_pid = 0;
-	reg->backoff = BACKOFF_FIRST;
+	backoff_reset(&reg->backoff);
 	set_state(reg, KUBELET_REG_IDLE);
 }
 
@@ -589,7 +589,7 @@ int kubelet_reg_new(struct kubelet *k, const char *resource, const char *endpoin
 		return -ENOMEM;
 	reg->fn = fn;
 	reg->userdata = userdata;
-	reg->backoff = BACKOFF_FIRST;
+	reg->backoff = BACKOFF_INIT(BACKOFF_FIRST, 4, BACKOFF_MAX);
 	reg->state = KUBELET_REG_IDLE;
 	reg->resource = strdup(resource);
 	reg->endpoint = strdup(endpoint);
@@ -629,7 +629,7 @@ void kubelet_reg_start(struct kubelet_reg *reg)
 			set_state(reg, KUBELET_REG_REGISTERED);
 		return;
 	}
-	reg->backoff = BACKOFF_FIRST;
+	backoff_reset(&reg->backoff);
 	reg_attempt(reg);
 }
 

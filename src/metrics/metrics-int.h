@@ -5,6 +5,10 @@
  * metrics-render.c (the families) and metrics-pods.c (who holds which GPU, and the GPU
  * processes mapped to pods). Loop thread only: the attribution thread (metrics-pods.c) works on
  * a struct attrib_run of its own and hands it back through m->attrib.wake.
+ *
+ * The files call one way (scripts/check-layers): metrics.c -> metrics-render.c ->
+ * metrics-pods.c -> podmap-read.c -> podmap.c, with http.c and prom.c below them; metrics-pods.c
+ * tells metrics.c of a finished attribution through the m->attrib.done callback.
  */
 
 #include <stdbool.h>
@@ -74,6 +78,12 @@ struct metrics_attrib {
 	unsigned logged; /* bit per cut: logged since the last run without it */
 	usec_t last_dur;
 	bool stuck_logged, start_logged;
+	/*
+	 * Called on the loop when a run's result is in m->procs, or the run ended: metrics.c sets
+	 * it (metrics_new()) to render the body again and let deferred scrapes go. A callback, so
+	 * that metrics-pods.c, below metrics.c, never calls up into it. NULL: nobody to tell.
+	 */
+	void (*done)(struct metrics *m);
 };
 
 /* A GPU process, mapped (at sample time). */
@@ -175,6 +185,3 @@ int metrics_pods_set_log_dir(struct metrics *m);
  * none does or the GPU is shared.
  */
 const struct metrics_hold *metrics_pods_sole_holder(const struct metrics *m, const char *uuid);
-
-/* metrics.c: an attribution result is in m->procs (or the run ended): deferred scrapes may go. */
-void metrics_attributed(struct metrics *m);

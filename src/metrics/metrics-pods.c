@@ -206,12 +206,13 @@ static void on_attrib_wake(struct loop_wake *w, void *userdata)
 		m->attrib.next = NULL;
 		start_run(m, next, m->attrib.n_next, m->attrib.seq);
 	}
-	metrics_attributed(m);
+	if (m->attrib.done)
+		m->attrib.done(m);
 }
 
 /*
  * A run for @procs (owned, @n > 0), submission @seq; served as skipped when none can start.
- * The caller refreshes the body (metrics_attributed(), or on_sampled()'s body_stale()).
+ * The caller refreshes the body (m->attrib.done, or on_sampled()'s body_stale()).
  */
 static void start_run(struct metrics *m, struct metrics_proc *procs, unsigned n, uint64_t seq)
 {

@@ -5,6 +5,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "file-read.h"
 #include "http.h"
 #include "metrics-int.h"
 #include "prom.h"
@@ -404,22 +406,26 @@ static void render_pods(struct metrics *m, struct prom *p)
 
 /* --- the process itself --- */
 
+/* /proc/self/stat is one line of ~300 bytes; what follows the fields read is not needed. */
+#define PROC_SELF_STAT_MAX 1023
+/* /proc/stat has a line per CPU and one of interrupt counts (tens of KiB) before btime. */
+#define PROC_STAT_MAX (1024 * 1024)
+
 static void render_process(struct metrics *m, struct prom *p)
 {
-	char buf[1024], *s;
+	char *text = NULL, *s;
 	unsigned long long utime = 0, stime = 0, vsize = 0, start = 0, rss = 0;
 	long tck = sysconf(_SC_CLK_TCK), pg = sysconf(_SC_PAGESIZE);
 	double boot = 0;
 	struct rlimit rl;
-	FILE *f;
 	DIR *d;
 	int fds = 0;
 
-	f = fopen("/proc/self/stat", "re");
-	if (f) {
+	if (read_file_at(AT_FDCWD, "/proc/self/stat", READ_PREFIX, PROC_SELF_STAT_MAX, &text, NULL,
+			 NULL) >= 0) {
 		/* after "pid (comm) ": field 3 (state) is token 0; utime is field 14, stime 15,
 		   starttime 22, vsize 23, rss 24 */
-		s = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+		s = strrchr(text, ')');
 		for (unsigned tok = 0; s && (s = strchr(s, ' ')); tok++) {
 			unsigned long long v = strtoull(++s, NULL, 10);
 
@@ -434,16 +440,16 @@ static void render_process(struct metrics *m, struct prom *p)
 			else if (tok == 21)
 				rss = v;
 		}
-		(void)fclose(f);
+		text = mfree(text);
 	}
-	f = m->boot_time ? NULL : fopen("/proc/stat", "re");
-	if (f) {
-		while (fgets(buf, sizeof(buf), f))
-			if (startswith(buf, "btime ")) {
-				m->boot_time = strtod(buf + 6, NULL);
+	if (!m->boot_time && read_file_at(AT_FDCWD, "/proc/stat", READ_PREFIX, PROC_STAT_MAX, &text,
+					  NULL, NULL) >= 0) {
+		for (s = text; s && *s; s = strchr(s, '\n'), s = s ? s + 1 : NULL)
+			if (startswith(s, "btime ")) {
+				m->boot_time = strtod(s + 6, NULL);
 				break;
 			}
-		(void)fclose(f);
+		text = mfree(text);
 	}
 	boot = m->boot_time;
 	d = opendir("/proc/self/fd");

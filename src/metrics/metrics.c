@@ -176,7 +176,8 @@ static void body_stale(struct metrics *m)
 	maybe_flush(m);
 }
 
-void metrics_attributed(struct metrics *m)
+/* m->attrib.done: an attribution result is in m->procs (or the run ended). */
+static void on_attributed(struct metrics *m)
 {
 	body_stale(m);
 }
@@ -371,6 +372,7 @@ int metrics_new(struct loop *l, const struct metrics_opts *o, const struct metri
 	m->src = *src;
 	m->userdata = userdata;
 	m->started_wall = wall_usec();
+	m->attrib.done = on_attributed;
 	r = metrics_set_opts(m, o);
 	if (r < 0) {
 		set_error(reterr, r, "out of memory");

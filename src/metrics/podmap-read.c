@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file-read.h"
 #include "podmap.h"
 
 #define CID_LEN 64
@@ -47,32 +48,6 @@ static int open_root(const char *path)
 	return fd < 0 ? -errno : fd;
 }
 
-/* Reads at most @max bytes of @fd into @buf; *@ret_cut when the file holds more. */
-static int read_prefix(int fd, char *buf, size_t max, size_t *ret_len, bool *ret_cut)
-{
-	size_t len = 0;
-	char extra;
-
-	*ret_cut = false;
-	for (;;) {
-		ssize_t k = len < max ? read(fd, buf + len, max - len) : read(fd, &extra, 1);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		if (k == 0)
-			break;
-		if (len == max) {
-			*ret_cut = true;
-			break;
-		}
-		len += (size_t)k;
-	}
-	*ret_len = len;
-	return 0;
-}
-
 /* A pid the proc root does not hold. */
 static void id_no_proc(struct podmap_id *id)
 {
@@ -85,10 +60,9 @@ int podmap_read_pid_at(int proc_fd, int pid, size_t max, struct podmap_id *ret)
 {
 	char name[16], *text = NULL;
 	struct podmap_id id;
-	struct stat st;
 	size_t len = 0;
 	bool cut = false;
-	int dfd = -1, fd = -1, r;
+	int dfd = -1, r;
 
 	if (pid <= 0)
 		return -EINVAL;
@@ -101,36 +75,12 @@ int podmap_read_pid_at(int proc_fd, int pid, size_t max, struct podmap_id *ret)
 		goto out;
 	}
 	/* Refused before it is opened: opening a FIFO blocks, opening a device may act. */
-	if (fstatat(dfd, "cgroup", &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		r = -errno;
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		r = S_ISLNK(st.st_mode) ? -ELOOP : -EINVAL;
-		goto out;
-	}
-	fd = openat(dfd, "cgroup", O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		r = -errno;
-		goto out;
-	}
-	/* What was opened may not be what was looked at. */
-	if (fstat(fd, &st) < 0) {
-		r = -errno;
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode)) {
+	r = read_file_at(dfd, "cgroup", READ_NOFOLLOW | READ_PREFIX, max, &text, &len, NULL);
+	if (r == -EISDIR || r == -EBADFD)
 		r = -EINVAL;
-		goto out;
-	}
-	text = malloc(max);
-	if (!text) {
-		r = -ENOMEM;
-		goto out;
-	}
-	r = read_prefix(fd, text, max, &len, &cut);
 	if (r < 0)
 		goto out;
+	cut = r == 1;
 	/* Read in part: its last line may be cut anywhere, so it is left out. */
 	while (cut && len > 0 && text[len - 1] != '\n')
 		len--;
@@ -145,7 +95,6 @@ out:
 		r = 0;
 	}
 	free(text);
-	fd_close(fd);
 	fd_close(dfd);
 	return r;
 }

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backoff.h"
 #include "gpu-backend.h"
 #include "gpu-worker.h"
 #include "log.h"
@@ -93,7 +94,7 @@ struct gpu_monitor {
 	bool events_logged;
 	bool wait_failing_seen;
 	bool reinit_pending;
-	usec_t reinit_backoff;
+	struct backoff reinit_backoff;
 	bool reinit_failed_logged;
 	struct gpu_event batch[GPU_WORKER_QUEUE];
 };
@@ -189,7 +190,7 @@ static void start_reinit(struct gpu_monitor *m)
 	if (m->reinit_pending)
 		return;
 	m->reinit_pending = true;
-	m->reinit_backoff = BACKOFF_MIN;
+	m->reinit_backoff = BACKOFF_INIT(BACKOFF_MIN, 2, BACKOFF_MAX);
 	m->reinit_failed_logged = false;
 	m->want_reinit = true;
 	kick(m);
@@ -647,8 +648,7 @@ static void finish_discover(struct gpu_monitor *m, struct gpu_job *j)
 {
 	if (j->r < 0) {
 		if (m->reinit_pending && !loop_timer_armed(m->reinit_timer)) {
-			loop_timer_arm(m->reinit_timer, m->reinit_backoff);
-			m->reinit_backoff = MIN(m->reinit_backoff * 2, BACKOFF_MAX);
+			loop_timer_arm(m->reinit_timer, backoff_next(&m->reinit_backoff));
 		}
 		if (m->discovered_fn)
 			m->discovered_fn(m, j->r, NULL, NULL, j->err ? j->err : "", m->userdata);
@@ -676,6 +676,7 @@ static void finish_discover(struct gpu_monitor *m, struct gpu_job *j)
 static void finish_reinit(struct gpu_monitor *m, struct gpu_job *j)
 {
 	if (j->r < 0) {
+		usec_t delay = backoff_next(&m->reinit_backoff);
 		char q[512];
 
 		m->stats.reinit_failures++;
@@ -684,12 +685,11 @@ static void finish_reinit(struct gpu_monitor *m, struct gpu_job *j)
 				j->r, "nvml re-initialisation failed, retrying with back-off",
 				"reason=%s", log_quote(q, sizeof(q), j->err));
 		else
-			(void)log_debug_errno(
-				j->r, "nvml re-initialisation failed, retrying", "backoff_ms=%llu",
-				(unsigned long long)(m->reinit_backoff / USEC_PER_MSEC));
+			(void)log_debug_errno(j->r, "nvml re-initialisation failed, retrying",
+					      "backoff_ms=%llu",
+					      (unsigned long long)(delay / USEC_PER_MSEC));
 		m->reinit_failed_logged = true;
-		loop_timer_arm(m->reinit_timer, m->reinit_backoff);
-		m->reinit_backoff = MIN(m->reinit_backoff * 2, BACKOFF_MAX);
+		loop_timer_arm(m->reinit_timer, delay);
 		return;
 	}
 	m->stats.reinits++;

@@ -9,7 +9,9 @@
  * gpu_worker_collect() hands it back; one that finishes after the stop is freed by the worker
  * itself. A worker thread left behind in a hung call (gpu_worker_abandon()) owns its job from
  * then on: it hands it back through gpu_worker_take_late() when the call returns, or frees it
- * after a stop. Each thread owns its struct gpu_thread and frees it when it exits.
+ * after a stop. Each thread owns its struct gpu_thread and frees it when it exits. The threads
+ * run through runner.h: one left behind (abandoned, or inside the backend at the stop) is
+ * released there, never joined, and counts in runner_live() until it comes back.
  */
 
 #define LOG_MODULE "gpu"
@@ -22,9 +24,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "backoff.h"
 #include "gpu-open.h"
 #include "log.h"
 #include "loop.h"
+#include "runner.h"
 #include "util.h"
 
 #define BACKOFF_MIN (100 * USEC_PER_MSEC)
@@ -59,7 +63,7 @@ struct gpu_worker;
 /* One worker thread: the current one, or one left behind in a hung call. */
 struct gpu_thread {
 	struct gpu_worker *s;
-	pthread_t t;
+	struct runner *run;	    /* released when left behind, or at the stop */
 	_Atomic(const char *) call; /* the backend function it called last (its call slot) */
 	/* under s->mu */
 	bool busy;	/* running a job */
@@ -90,7 +94,7 @@ struct gpu_worker {
 	bool ev_open;
 
 	/* event thread */
-	pthread_t events;
+	struct runner *events;
 	bool ev_started;
 	bool ev_run;	 /* wait on the event set */
 	bool ev_parked;	 /* out of the backend, waiting for ev_run */
@@ -102,12 +106,11 @@ struct gpu_worker {
 	bool wait_failing;
 };
 
-/* Monitor threads running, across monitors (a thread left in the backend counts). */
-static atomic_uint live_threads;
-
+/* The monitors' threads are the process's only runner threads (the doctor, which has its own,
+   never runs a monitor): runner_live() counts them, a thread left in the backend included. */
 unsigned gpu_worker_live_threads(void)
 {
-	return atomic_load(&live_threads);
+	return runner_live();
 }
 
 static void wake_loop(struct gpu_worker *s)
@@ -150,10 +153,11 @@ static void timed_wait(struct gpu_worker *s, usec_t until)
 
 /* --- the event thread --- */
 
-static void *event_thread(void *userdata)
+static void event_thread(void *userdata)
 {
 	struct gpu_worker *s = userdata;
-	usec_t backoff = 0, started, slice;
+	struct backoff backoff = BACKOFF_INIT(BACKOFF_MIN, 2, BACKOFF_MAX);
+	usec_t started, slice;
 
 	(void)pthread_mutex_lock(&s->mu);
 	while (!s->stop) {
@@ -188,7 +192,7 @@ static void *event_thread(void *userdata)
 			break;
 		/* A wait that blocked a while is no spin: what it brings starts a fresh back-off. */
 		if (now_usec() - started >= BACKOFF_MIN)
-			backoff = 0;
+			backoff_reset(&backoff);
 		if (r > 0) {
 			s->q[(s->q_head + s->q_len) % GPU_WORKER_QUEUE] = ev;
 			s->q_len++;
@@ -196,7 +200,7 @@ static void *event_thread(void *userdata)
 			if (ev.kind == GPU_EVENT_DRIVER_CHANGED) {
 				/* The worker re-initialises the backend: keep out of it meanwhile. */
 				s->ev_run = false;
-				backoff = 0;
+				backoff_reset(&backoff);
 				continue;
 			}
 		} else if (r < 0) {
@@ -211,13 +215,12 @@ static void *event_thread(void *userdata)
 				s->wait_failing = true;
 				wake_loop(s);
 			}
-			backoff = backoff ? MIN(backoff * 2, BACKOFF_MAX) : BACKOFF_MIN;
-			deadline = now_usec() + backoff;
+			deadline = now_usec() + backoff_next(&backoff);
 			while (!s->stop && s->ev_run && now_usec() < deadline)
 				timed_wait(s, deadline);
 			continue;
 		}
-		backoff = 0;
+		backoff_reset(&backoff);
 		if (s->wait_failing) {
 			s->wait_failing = false;
 			wake_loop(s);
@@ -227,23 +230,18 @@ static void *event_thread(void *userdata)
 	(void)pthread_cond_broadcast(&s->cond);
 	(void)pthread_mutex_unlock(&s->mu);
 	shared_unref(s);
-	atomic_fetch_sub(&live_threads, 1);
-	return NULL;
 }
 
-/* Starts @fn(@arg) (thread_start()), counted. With s->mu held: the thread starts once the
-   caller lets go of it. */
-static int thread_start_locked(struct gpu_worker *s, pthread_t *t, void *(*fn)(void *), void *arg)
+/* Starts @fn(@arg) on a runner (runner_start()), holding a reference for it. With s->mu held:
+   the thread starts once the caller lets go of it. */
+static int thread_start_locked(struct gpu_worker *s, struct runner **ret, runner_fn *fn, void *arg)
 {
 	int r;
 
 	s->refs++;
-	atomic_fetch_add(&live_threads, 1);
-	r = thread_start(t, fn, arg);
-	if (r < 0) {
-		atomic_fetch_sub(&live_threads, 1);
+	r = runner_start(fn, arg, NULL, ret);
+	if (r < 0)
 		s->refs--;
-	}
 	return r;
 }
 
@@ -513,7 +511,7 @@ static void run(struct gpu_thread *t, struct gpu_job *j)
 	}
 }
 
-static void *worker_thread(void *userdata)
+static void worker_thread(void *userdata)
 {
 	struct gpu_thread *t = userdata;
 	struct gpu_worker *s = t->s;
@@ -564,8 +562,6 @@ static void *worker_thread(void *userdata)
 	gpu_job_free(j);
 	free(t);
 	shared_unref(s);
-	atomic_fetch_sub(&live_threads, 1);
-	return NULL;
 }
 
 /* A new current worker thread. With s->mu held. */
@@ -578,7 +574,7 @@ static int worker_start_locked(struct gpu_worker *s)
 		return -ENOMEM;
 	t->s = s;
 	t->gpu = -1;
-	r = thread_start_locked(s, &t->t, worker_thread, t);
+	r = thread_start_locked(s, &t->run, worker_thread, t);
 	if (r < 0) {
 		free(t);
 		return r;
@@ -714,7 +710,7 @@ int gpu_worker_abandon(struct gpu_worker *s, const struct gpu_worker_progress *a
 		goto out;
 	old->abandoned = true;
 	s->n_stuck++;
-	(void)pthread_detach(old->t);
+	(void)runner_release(old->run); /* busy in its call under s->mu: left behind, not joined */
 out:
 	(void)pthread_mutex_unlock(&s->mu);
 	return r;
@@ -733,7 +729,7 @@ uint64_t gpu_worker_wait_errors(struct gpu_worker *s)
 void gpu_worker_stop(struct gpu_worker *s)
 {
 	bool join_worker = false, join_events, has_worker, has_events;
-	pthread_t worker, events;
+	struct runner *worker = NULL, *events;
 
 	if (!s)
 		return;
@@ -749,7 +745,7 @@ void gpu_worker_stop(struct gpu_worker *s)
 	 */
 	has_worker = s->cur != NULL;
 	if (has_worker) {
-		worker = s->cur->t;
+		worker = s->cur->run;
 		join_worker = !s->cur->busy;
 	}
 	/* After the stop no event thread starts: read under the lock, these stay true. */
@@ -758,17 +754,16 @@ void gpu_worker_stop(struct gpu_worker *s)
 	join_events = has_events && !s->ev_in_wait;
 	(void)pthread_cond_broadcast(&s->cond);
 	(void)pthread_mutex_unlock(&s->mu);
+	/* Out of the backend: it ends now; wait for it. Inside: release it without waiting. */
 	if (has_worker) {
 		if (join_worker)
-			(void)pthread_join(worker, NULL);
-		else
-			(void)pthread_detach(worker);
+			(void)runner_wait(worker, USEC_INFINITY);
+		(void)runner_release(worker);
 	}
 	if (has_events) {
 		if (join_events)
-			(void)pthread_join(events, NULL);
-		else
-			(void)pthread_detach(events);
+			(void)runner_wait(events, USEC_INFINITY);
+		(void)runner_release(events);
 	}
 	shared_unref(s);
 }

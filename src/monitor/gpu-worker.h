@@ -31,6 +31,8 @@ struct gpu_worker;
 #define GPU_WORKER_QUEUE       256	    /* events handed over at once */
 #define GPU_WORKER_MAX_THREADS 4	    /* worker threads, those left in hung calls included */
 
+_Static_assert(GPU_WORKER_MAX_GPUS <= 64, "a job's mask of GPUs is one uint64_t");
+
 enum gpu_job_kind {
 	GPU_JOB_DISCOVER,
 	GPU_JOB_PROBE,
@@ -112,5 +114,5 @@ uint64_t gpu_worker_wait_errors(struct gpu_worker *s);
  * set and the backend are closed by the last thread out).
  */
 void gpu_worker_stop(struct gpu_worker *s);
-/* Threads still running, over every worker (those left in the backend included). */
+/* Threads still running, over every worker (those left in the backend included): runner_live(). */
 unsigned gpu_worker_live_threads(void);

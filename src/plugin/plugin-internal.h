@@ -1,8 +1,18 @@
 #pragma once
 
 /*
- * Private to plugin.c (lifecycle, socket, ListAndWatch, masking) and plugin-alloc.c (the
- * unary calls). Everything runs on the loop's thread.
+ * Private to plugin.c (lifecycle, socket, ListAndWatch, masking), plugin-alloc.c (the unary
+ * calls) and plugin-peer.c (other instances' sockets on our path, takeover, the kubelet
+ * streams we ended). Everything runs on the loop's thread.
+ *
+ * plugin.c and plugin-alloc.c call each other, and may: they are one object, struct plugin
+ * (below), whose code is split by concern. plugin.c hands the unary calls to plugin-alloc.c;
+ * an Allocate asks plugin_gpu_up() whether each GPU is healthy and, under gpumem masking, calls
+ * plugin_refresh() to send the new device list. Cutting those calls would split the one
+ * struct both read and write. scripts/check-layers allows this circle, and no other, because
+ * of this line (plugin-peer.c is below plugin.c and calls neither):
+ *
+ * circle: plugin.c plugin-alloc.c (one struct plugin spans them)
  */
 
 #include <protobuf-c/protobuf-c.h>
@@ -11,6 +21,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "backoff.h"
 #include "grpc.h"
 #include "plugin.h"
 
@@ -59,7 +70,7 @@ struct plugin {
 	usec_t ended_deadline;
 	struct loop_timer *ended_timer;
 	struct loop_timer *listen_retry; /* plugin_serve() failed: tries again */
-	usec_t listen_backoff;
+	struct backoff listen_backoff;
 	struct watcher *watchers;
 	unsigned n_watchers;
 	unsigned n_kubelet_watchers;
@@ -67,7 +78,7 @@ struct plugin {
 	bool expect_armed;  /* the next stream is the kubelet's, when pids cannot tell */
 	pid_t kubelet_pid;
 	struct loop_timer *retry; /* builds the device list again after a failure */
-	usec_t retry_usec;
+	struct backoff retry_backoff;
 	/* The last list sent (encoded ListAndWatchResponse), shared by every stream; or NULL. */
 	struct grpc_shared_msg *snap;
 	size_t snap_len;
@@ -98,7 +109,7 @@ void plugin_fail(struct grpc_call *call, enum grpc_status st, const char *fmt, .
 	__attribute__((format(printf, 3, 4)));
 
 /*
- * True when @path is a socket that something listens on and that is not the one we bound
+ * plugin-peer.c: true when @path is a socket that something listens on and that is not the one we bound
  * (@dev, @ino; 0: none). A stale socket (ECONNREFUSED), a missing path or any other file is
  * free to take.
  */

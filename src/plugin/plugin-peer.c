@@ -3,7 +3,7 @@
  * plugin_peer_event(); docs/upgrade.md): which of them may hold a registration newer than
  * ours, a connection to each that ends when its process dies, and the takeover when one the
  * kubelet may have been using is gone. Also the directory lock that keeps two instances
- * from choosing one socket path.
+ * from choosing one socket path, and the test of whether something listens on a path.
  */
 
 #include <errno.h>
@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +28,30 @@
 
 #define LOG_MODULE "plugin"
 #include "log.h"
+
+/* A connection accepted or one that would be (a full backlog says EAGAIN) counts as live. */
+bool plugin_path_live(const char *path, dev_t dev, ino_t ino)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	bool live;
+	int fd;
+
+	if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return false;
+	if (ino && st.st_ino == ino && st.st_dev == dev)
+		return false;
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return false;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	live = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EAGAIN ||
+	       errno == EINPROGRESS;
+	(void)close(fd);
+	return live;
+}
 
 /* A peer that closes our connection within this long of its making, 3 times in a row... */
 #define PEER_QUICK_USEC (1 * USEC_PER_SEC)
@@ -47,7 +73,7 @@ struct plugin_peer {
 	struct grpc_client_call *hold;
 	struct loop_timer *retry; /* connecting again after quick closes */
 	usec_t since;		  /* when the current connection was started */
-	usec_t backoff;
+	struct backoff backoff;
 	unsigned quick; /* connections it closed quickly, in a row */
 	bool dying;	/* connection ended, nothing listens: the verdict is due from the loop */
 	/*
@@ -281,6 +307,7 @@ static void peer_hold_done(struct grpc_client_call *cc, int r, enum grpc_status 
 {
 	struct plugin_peer *pe = userdata;
 	struct plugin *p = pe->p;
+	usec_t delay;
 
 	pe->hold = NULL;
 	if (!plugin_path_live(pe->path, p->sock_dev, p->sock_ino)) {
@@ -305,11 +332,11 @@ static void peer_hold_done(struct grpc_client_call *cc, int r, enum grpc_status 
 		peer_connect(pe);
 		return;
 	}
-	pe->backoff = pe->backoff ? MIN(pe->backoff * 2, PEER_BACKOFF_MAX) : PEER_BACKOFF_MIN;
+	delay = backoff_next(&pe->backoff);
 	log_debug("another instance keeps closing our connection, connecting again later",
 		  "resource=%s path=%s retry_ms=%llu", p->res->name, pe->path,
-		  (unsigned long long)(pe->backoff / USEC_PER_MSEC));
-	loop_timer_arm(pe->retry, pe->backoff);
+		  (unsigned long long)(delay / USEC_PER_MSEC));
+	loop_timer_arm(pe->retry, delay);
 }
 
 static void peer_connect(struct plugin_peer *pe)
@@ -321,11 +348,9 @@ static void peer_connect(struct plugin_peer *pe)
 	if (r < 0) {
 		/* Out of memory: try again later rather than lose sight of it. */
 		pe->hold = NULL;
-		pe->backoff = pe->backoff ? MIN(pe->backoff * 2, PEER_BACKOFF_MAX) :
-					    PEER_BACKOFF_MIN;
-		loop_timer_arm(pe->retry, pe->backoff);
+		loop_timer_arm(pe->retry, backoff_next(&pe->backoff));
 	} else if (pe->quick == 0) {
-		pe->backoff = 0;
+		backoff_reset(&pe->backoff);
 	}
 }
 
@@ -390,6 +415,7 @@ static void peer_seen(struct plugin *p, const char *name, unsigned attempts)
 	}
 	pe->p = p;
 	pe->path = path;
+	pe->backoff = BACKOFF_INIT(PEER_BACKOFF_MIN, 2, PEER_BACKOFF_MAX);
 	pe->newer = attempts;
 	pe->next = p->peers;
 	p->peers = pe;

@@ -5,9 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -183,8 +181,7 @@ static void schedule_retry(struct plugin *p)
 		return;
 	if (loop_timer_armed(p->retry))
 		return;
-	p->retry_usec = p->retry_usec ? MIN(p->retry_usec * 2, RETRY_MAX_USEC) : RETRY_MIN_USEC;
-	loop_timer_arm(p->retry, p->retry_usec);
+	loop_timer_arm(p->retry, backoff_next(&p->retry_backoff));
 }
 
 void plugin_refresh(struct plugin *p)
@@ -209,7 +206,7 @@ void plugin_refresh(struct plugin *p)
 	old = p->snap ? grpc_shared_msg_payload(p->snap, &old_len) : NULL;
 	if (old && nb.len == old_len && memcmp(nb.data, old, nb.len) == 0) {
 		buf_release(&nb);
-		p->retry_usec = 0;
+		backoff_reset(&p->retry_backoff);
 		return;
 	}
 	if (nb.len > p->ctx->limits.max_send_msg && p->ctx->limits.max_send_msg) {
@@ -228,7 +225,7 @@ void plugin_refresh(struct plugin *p)
 		schedule_retry(p);
 		return;
 	}
-	p->retry_usec = 0;
+	backoff_reset(&p->retry_backoff);
 	if (p->retry)
 		loop_timer_disarm(p->retry);
 	grpc_shared_msg_unref(p->snap);
@@ -382,30 +379,6 @@ static const struct grpc_method methods[] = {
 	{ "/v1beta1.DevicePlugin/PreStartContainer", false, plugin_handle_prestart },
 };
 
-/* A connection accepted or one that would be (a full backlog says EAGAIN) counts as live. */
-bool plugin_path_live(const char *path, dev_t dev, ino_t ino)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct stat st;
-	bool live;
-	int fd;
-
-	if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
-		return false;
-	if (ino && st.st_ino == ino && st.st_dev == dev)
-		return false;
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return false;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return false;
-	live = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EAGAIN ||
-	       errno == EINPROGRESS;
-	(void)close(fd);
-	return live;
-}
-
 /*
  * The socket path for @r: <dir>/<r->socket>, unless another running instance (an upgrade
  * started before the old one stopped) serves there; then the first of <stem>-1.sock ...
@@ -462,7 +435,7 @@ static void cede(struct plugin *p)
 		return;
 	p->ceded = true;
 	p->served = false;
-	p->listen_backoff = 0;
+	backoff_reset(&p->listen_backoff);
 	if (p->listen_retry)
 		loop_timer_disarm(p->listen_retry);
 	grpc_server_unlisten(p->server); /* only unlinks its own inode: the peer's stays */
@@ -516,6 +489,8 @@ int plugin_new(const struct plugin_ctx *ctx, struct resource *r, plugin_event_fn
 	if (!p)
 		return -ENOMEM;
 	p->ctx = ctx;
+	p->retry_backoff = BACKOFF_INIT(RETRY_MIN_USEC, 2, RETRY_MAX_USEC);
+	p->listen_backoff = BACKOFF_INIT(LISTEN_BACKOFF_MIN, 2, LISTEN_BACKOFF_MAX);
 	p->mask_slot = -1;
 	p->on_event = on_event;
 	p->userdata = userdata;
@@ -584,24 +559,23 @@ bool plugin_serve(struct plugin *p)
 	r = plugin_listen(p, false);
 	plugin_dir_unlock(lock);
 	if (r < 0) {
-		p->listen_backoff = p->listen_backoff ?
-					    MIN(p->listen_backoff * 2, LISTEN_BACKOFF_MAX) :
-					    LISTEN_BACKOFF_MIN;
+		usec_t delay = backoff_next(&p->listen_backoff);
+
 		(void)log_warn_errno(r, "cannot serve the device plugin socket, retrying",
 				     "resource=%s path=%s retry_ms=%llu", p->res->name, p->path,
-				     (unsigned long long)(p->listen_backoff / USEC_PER_MSEC));
+				     (unsigned long long)(delay / USEC_PER_MSEC));
 		p->served = false;
 		if (p->listen_retry)
-			loop_timer_arm(p->listen_retry, p->listen_backoff);
+			loop_timer_arm(p->listen_retry, delay);
 		return false;
 	}
 	if (was_ceded)
 		log_info("socket path free again, serving it", "resource=%s path=%s", p->res->name,
 			 p->path);
-	if (p->listen_backoff)
+	if (backoff_started(&p->listen_backoff))
 		log_info("serving the device plugin socket again", "resource=%s path=%s",
 			 p->res->name, p->path);
-	p->listen_backoff = 0;
+	backoff_reset(&p->listen_backoff);
 	p->served = true;
 	if (p->listen_retry)
 		loop_timer_disarm(p->listen_retry);
@@ -612,7 +586,7 @@ void plugin_unserve(struct plugin *p, bool fresh)
 {
 	p->served = false;
 	if (fresh)
-		p->listen_backoff = 0;
+		backoff_reset(&p->listen_backoff);
 }
 
 void plugin_set_resource(struct plugin *p, struct resource *r)

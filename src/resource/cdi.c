@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file-read.h"
 #include "file-writer.h"
 #include "gpu.h"
 

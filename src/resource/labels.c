@@ -13,8 +13,11 @@
 #include <unistd.h>
 
 #include "assign.h"
+#include "backoff.h"
 #include "config.h"
+#include "file-read.h"
 #include "file-writer.h"
+#include "gpu-arch.h"
 #include "gpu.h"
 #include "loop.h"
 #include "resource.h"
@@ -127,37 +130,6 @@ static void gfd_sanitise(const char *in, char *out, size_t size)
 		out[o++] = *p;
 	}
 	out[o] = 0;
-}
-
-/* GFD's table (internal/lm/resource.go), with 10.x-12.x blackwell and 13.x rubin. */
-static const char *family_name(int major, int minor)
-{
-	switch (major) {
-	case 1:
-		return "tesla";
-	case 2:
-		return "fermi";
-	case 3:
-		return "kepler";
-	case 5:
-		return "maxwell";
-	case 6:
-		return "pascal";
-	case 7:
-		return minor < 5 ? "volta" : "turing";
-	case 8:
-		return minor < 9 ? "ampere" : "ada-lovelace";
-	case 9:
-		return "hopper";
-	case 10:
-	case 11:
-	case 12:
-		return "blackwell";
-	case 13:
-		return "rubin";
-	default:
-		return "undefined";
-	}
 }
 
 /* The DMI product name as GFD's machine-type labeler reads it, made a valid label value. */
@@ -355,7 +327,9 @@ int labels_build(const struct gpu_info *info, const struct config *cfg, const ch
 		set_addf(&s, "nvidia.com/gpu.memory", "%llu",
 			 (unsigned long long)(g->mem_total >> 20));
 	if (g->cc_major > 0) {
-		set_add(&s, "nvidia.com/gpu.family", family_name(g->cc_major, g->cc_minor));
+		/* GFD's values, but blackwell for 11.x (Thor) where GFD says undefined: gpu-arch.c. */
+		set_add(&s, "nvidia.com/gpu.family",
+			gpu_arch_gfd_family(gpu_arch_from_cc(g->cc_major, g->cc_minor)));
 		set_addf(&s, "nvidia.com/gpu.compute.major", "%d", g->cc_major);
 		set_addf(&s, "nvidia.com/gpu.compute.minor", "%d", g->cc_minor);
 	}
@@ -406,7 +380,7 @@ struct labels_writer {
 	bool have_submitted;
 	bool submitted_ok; /* and it is in the file */
 	bool warned; /* a failure or a stuck write was logged at warn since the last success */
-	usec_t backoff;
+	struct backoff backoff; /* its max: at most the refresh interval */
 	uint64_t writes;
 };
 
@@ -424,8 +398,6 @@ static usec_t refresh_interval(const struct labels_writer *w)
 
 static void writer_failed(struct labels_writer *w, int r, const char *step)
 {
-	usec_t cap;
-
 	if (!w->warned)
 		log_warn_errno(r, "cannot write the labels file, retrying", "path=%s step=%s",
 			       log_q(w->path), log_q(step ? step : ""));
@@ -433,9 +405,8 @@ static void writer_failed(struct labels_writer *w, int r, const char *step)
 		log_debug_errno(r, "cannot write the labels file, retrying", "path=%s step=%s",
 				log_q(w->path), log_q(step ? step : ""));
 	w->warned = true;
-	cap = w->expiry > 0 ? MIN(BACKOFF_MAX, refresh_interval(w)) : BACKOFF_MAX;
-	w->backoff = w->backoff ? MIN(w->backoff * 2, cap) : MIN(BACKOFF_MIN, cap);
-	loop_timer_arm(w->timer, w->backoff);
+	w->backoff.max = w->expiry > 0 ? MIN(BACKOFF_MAX, refresh_interval(w)) : BACKOFF_MAX;
+	loop_timer_arm(w->timer, backoff_next(&w->backoff));
 }
 
 static void writer_done(struct file_writer *fw, const struct file_write_result *res, void *userdata)
@@ -454,7 +425,7 @@ static void writer_done(struct file_writer *fw, const struct file_write_result *
 	else
 		log_debug("labels file written", "path=%s", log_q(w->path));
 	w->warned = false;
-	w->backoff = 0;
+	backoff_reset(&w->backoff);
 	if (w->expiry > 0)
 		loop_timer_arm(w->timer, refresh_interval(w));
 	else
@@ -490,6 +461,7 @@ int labels_writer_new(struct loop *l, const char *path, usec_t expiry, struct la
 		return -ENOMEM;
 	fo.userdata = w;
 	w->expiry = expiry;
+	w->backoff = BACKOFF_INIT(BACKOFF_MIN, 2, BACKOFF_MAX);
 	w->path = strdup(path);
 	if (!w->path) {
 		r = -ENOMEM;
@@ -595,7 +567,7 @@ int labels_writer_set(struct labels_writer *w, const char *lines, size_t len)
 	    memcmp(w->want.data, w->submitted.data, w->want.len) == 0 &&
 	    (w->submitted_ok || file_writer_busy(w->fw)))
 		return 0;
-	w->backoff = 0;
+	backoff_reset(&w->backoff);
 	writer_write(w);
 	return 0;
 }

@@ -475,7 +475,8 @@ static int preferred_gpu(const struct resource *r, const struct resource_pref_ct
 			 const uint64_t *cand, const unsigned *must, size_t n_must, unsigned size,
 			 unsigned *ret)
 {
-	unsigned c[64], nc = 0, need, idx[64], best[64];
+	/* A whole-GPU resource has one device per GPU: GPU_NODE_MAX at most (resource_new()). */
+	unsigned c[GPU_NODE_MAX], nc = 0, need, idx[GPU_NODE_MAX], best[GPU_NODE_MAX];
 	long best_score = -1;
 	size_t out = 0;
 

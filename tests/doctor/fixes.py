@@ -1,6 +1,6 @@
 """The doctor's fix texts and the troubleshooting guide that must show each word for word.
 
-    fixes_in_source()      every fix text written in src/doctor*.c: the literals given to
+    fixes_in_source()      every fix text written in src/doctor/doctor*.c: the literals given to
                            doctor_fix() and the fix_*/FIX_* constants (adjacent literals joined)
     undocumented(fixes)    those of @fixes that docs/troubleshooting.md does not show
     assert_documented(report)   for a test: every fix in a doctor --json report is in the guide
@@ -44,7 +44,7 @@ def norm(text):
 
 def fixes_in_source():
     found = set()
-    for path in sorted(glob.glob(os.path.join(SRC, "src", "doctor*.[ch]"))):
+    for path in sorted(glob.glob(os.path.join(SRC, "src", "doctor", "doctor*.[ch]"))):
         code = open(path, encoding="utf-8").read().replace("\\\n", " ")
         for m in _UNIT.finditer(code):
             u = m.group(2)

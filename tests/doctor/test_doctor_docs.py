@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The doctor's documentation says what the code does: every fix text in src/doctor*.c is shown
+"""The doctor's documentation says what the code does: every fix text in src/doctor/doctor*.c is shown
 word for word in docs/troubleshooting.md, every check id the code can report is described in
 docs/doctor.md, and the guide names no check the code does not have. (Each doctor test also
 checks every fix in every report it gets: tests/doctor/fixes.py.)"""
@@ -22,11 +22,11 @@ def read(*path):
 
 def ids_in_code():
     ids = set()
-    for name in os.listdir(os.path.join(SRC, "src")):
+    for name in os.listdir(os.path.join(SRC, "src", "doctor")):
         if name.startswith("doctor") and name.endswith(".c"):
             # String literals only, header names (#include "plugin.h") are not checks.
             ids |= {i for i in re.findall(r'"((?:driver|runtime|plugin|compat)\.[a-z0-9-]+)"',
-                                          read("src", name)) if not re.search(r"\.[ch]$", i)}
+                                          read("src", "doctor", name)) if not re.search(r"\.[ch]$", i)}
     return ids
 
 

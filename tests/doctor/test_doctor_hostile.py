@@ -16,7 +16,7 @@ every path inside DIR as if chroot(2)ed there, and never reach outside it:
   not read;
 - invalid UTF-8 in every string that reaches --json: the output decodes as strict UTF-8 (no
   surrogates either) and parses;
-- a 100,000-key JSON file: read, and the key after them found (tests/unit/test-doctor-yaml.c
+- a 100,000-key JSON file: read, and the key after them found (tests/unit/test-ytree.c
   asserts the growth is linear).
 
 The doctor runs to completion within a bound generous for a loaded machine under ASan: that

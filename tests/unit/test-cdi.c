@@ -14,6 +14,7 @@
 
 #include "cdi-writer.h"
 #include "cdi.h"
+#include "file-read.h"
 #include "file-writer.h"
 #include "gpu.h"
 #include "loop.h"

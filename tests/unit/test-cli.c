@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "file-read.h"
 #include "file-writer.h"
 #include "unit.h"
 #include "util.h"
@@ -215,6 +216,56 @@ static void test_unknown_command_and_flag(void **state)
 	r = run_cli("discover", "--nvml-lib", NULL);
 	assert_int_equal(r.rc, 2);
 	assert_non_null(strstr(r.err, "needs a value"));
+	run_release(&r);
+}
+
+/* The doctor parses its own command line (src/doctor): its usage, not the global one. */
+static void test_doctor_usage(void **state)
+{
+	struct run r = run_cli("doctor", "--help", NULL);
+
+	assert_int_equal(r.rc, 0);
+	assert_non_null(strstr(r.out, "usage: edgegpu doctor [--json]"));
+	assert_non_null(strstr(r.out, "--timeout-ms N"));
+	assert_null(strstr(r.out, "edgegpu discover"));
+	assert_string_equal(r.err, "");
+	run_release(&r);
+
+	/* Its own options are checked before anything runs; a config flag is taken as such. */
+	r = run_cli("doctor", "--cuda-version", "twelve", NULL);
+	assert_int_equal(r.rc, 2);
+	assert_non_null(strstr(r.err, "--cuda-version wants MAJOR.MINOR"));
+	assert_string_equal(r.out, "");
+	run_release(&r);
+
+	r = run_cli("doctor", "--image", "Not A Ref", NULL);
+	assert_int_equal(r.rc, 2);
+	assert_non_null(strstr(r.err, "--image wants an image reference"));
+	run_release(&r);
+
+	r = run_cli("doctor", "--timeout-ms=0", NULL);
+	assert_int_equal(r.rc, 2);
+	assert_non_null(strstr(r.err, "--timeout-ms wants a positive number"));
+	run_release(&r);
+
+	r = run_cli("doctor", "--host-root", NULL);
+	assert_int_equal(r.rc, 2);
+	assert_non_null(strstr(r.err, "flag '--host-root' needs a value"));
+	run_release(&r);
+
+	r = run_cli("doctor", "--json", "--frobnicate", NULL);
+	assert_int_equal(r.rc, 2);
+	assert_non_null(strstr(r.err, "unknown flag '--frobnicate'"));
+	run_release(&r);
+
+	r = run_cli("doctor", "--device-plugin-path", NULL);
+	assert_int_equal(r.rc, 2);
+	assert_non_null(strstr(r.err, "flag '--device-plugin-path' needs a value"));
+	run_release(&r);
+
+	r = run_cli("doctor", "extra", NULL);
+	assert_int_equal(r.rc, 2);
+	assert_non_null(strstr(r.err, "unexpected argument 'extra'"));
 	run_release(&r);
 }
 
@@ -548,6 +599,7 @@ int main(void)
 		cmocka_unit_test(test_discover_json),
 		cmocka_unit_test(test_discover_without_nvml),
 		cmocka_unit_test(test_labels),
+		cmocka_unit_test(test_doctor_usage),
 	};
 
 	/* A clean environment: no CONFIG_FILE or NVML_LIB from outside changes the verbs. */

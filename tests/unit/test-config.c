@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "file-read.h"
 #include "file-writer.h"
 #include "oom.h"
 #include "unit.h"
@@ -1478,6 +1479,97 @@ static void test_fuzz_corpus(void **state)
 	}
 }
 
+/* Takes every argument of @argv (NULL-terminated) into @a; returns the first failure. */
+static int take_all(struct config_args *a, char **argv, char **reterr)
+{
+	int argc = 0, r = 0;
+
+	while (argv[argc])
+		argc++;
+	*reterr = NULL;
+	for (int i = 1; i < argc && r == 0; i++)
+		r = config_args_take(a, argc, argv, &i, reterr);
+	return r;
+}
+
+/* The command line's config flags: the three forms, positional arguments, and every refusal. */
+static void test_args(void **state)
+{
+	char *ok[] = { "x",
+		       "--device-plugin-path",
+		       "/dp",
+		       "pos",
+		       "--pass-device-specs",
+		       "--nvml-lib=/l.so",
+		       "--fail-on-init-error=false",
+		       NULL };
+	char *unknown[] = { "x", "--frobnicate", NULL };
+	char *unknown_eq[] = { "x", "--frobnicate=1", NULL };
+	char *no_value[] = { "x", "--nvml-lib", NULL };
+	char *positional[] = { "x", "a", "b", "c", "d", "e", NULL };
+	char long_flag[200] = "--", *too_long[] = { "x", long_flag, NULL };
+	char *many[CONFIG_ARGS_MAX_FLAGS + 3] = { "x" };
+	struct config_args a = { 0 };
+	struct config c = { 0 };
+	char *err = NULL;
+
+	assert_int_equal(take_all(&a, ok, &err), 0);
+	assert_null(err);
+	assert_int_equal(a.n_flags, 4);
+	assert_string_equal(a.flags[0].name, "device-plugin-path");
+	assert_string_equal(a.flags[0].value, "/dp");
+	assert_string_equal(a.flags[1].name, "pass-device-specs");
+	assert_null(a.flags[1].value);
+	assert_string_equal(a.flags[2].name, "nvml-lib");
+	assert_string_equal(a.flags[2].value, "/l.so");
+	assert_int_equal(a.n_positional, 1);
+	assert_string_equal(a.positional[0], "pos");
+	assert_int_equal(config_args_build(&a, (char *[]){ NULL }, &c, stderr), 0);
+	assert_string_equal(c.device_plugin_path, "/dp");
+	config_release(&c);
+	config_args_release(&a);
+	assert_int_equal(a.n_flags, 0);
+
+	assert_int_equal(take_all(&a, unknown, &err), -EINVAL);
+	assert_string_equal(
+		err, "unknown flag '--frobnicate' (see 'edgegpu --help' and docs/config.md)");
+	free(err);
+	assert_int_equal(take_all(&a, unknown_eq, &err), -EINVAL);
+	assert_string_equal(
+		err, "unknown flag '--frobnicate' (see 'edgegpu --help' and docs/config.md)");
+	free(err);
+	assert_int_equal(take_all(&a, no_value, &err), -EINVAL);
+	assert_string_equal(err, "flag '--nvml-lib' needs a value");
+	free(err);
+	assert_int_equal(take_all(&a, positional, &err), -EINVAL);
+	assert_string_equal(err, "unexpected argument 'e'");
+	free(err);
+	memset(long_flag + 2, 'f', 150);
+	memcpy(long_flag + 152, "=1", 3);
+	assert_int_equal(take_all(&a, too_long, &err), -EINVAL);
+	assert_non_null(strstr(err, "unknown flag '--fff"));
+	free(err);
+	assert_int_equal(a.n_flags, 0);
+
+	for (size_t i = 1; i <= CONFIG_ARGS_MAX_FLAGS + 1; i++)
+		many[i] = "--pass-device-specs";
+	assert_int_equal(take_all(&a, many, &err), -EINVAL);
+	assert_string_equal(err, "too many flags");
+	free(err);
+	assert_int_equal(a.n_flags, CONFIG_ARGS_MAX_FLAGS);
+	config_args_release(&a);
+
+	/* Out of memory: refused, nothing leaked, what was taken kept for release. */
+	a = (struct config_args){ 0 };
+	oom_fail_at(0);
+	assert_int_equal(take_all(&a, ok, &err), -ENOMEM);
+	oom_off();
+	assert_string_equal(err, "out of memory");
+	free(err);
+	assert_int_equal(a.n_flags, 0);
+	config_args_release(&a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1506,6 +1598,7 @@ int main(void)
 		cmocka_unit_test(test_not_regular_file),
 		cmocka_unit_test(test_socket_path_limit),
 		cmocka_unit_test(test_restart_needed),
+		cmocka_unit_test(test_args),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

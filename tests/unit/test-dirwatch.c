@@ -187,12 +187,15 @@ static void test_parent_missing_polled(void **state)
 	assert_int_equal(ev.error, -ENOENT);
 	assert_string_equal(ev.what, "parent");
 	assert_int_equal(ev.failures, 1);
+	/* The poll schedule: 100 ms, doubling (base/backoff.h) up to 10 s. */
+	assert_int_equal(ev.retry_usec, 100 * USEC_PER_MSEC);
 	/* The next looks say so too, growing. */
 	wait_kind(&f, &s, DIRWATCH_RETRY, 1);
 	assert_int_equal(s.error, -ENOENT);
 	assert_true(dirwatch_polled(s.dw, &ev));
 	assert_int_equal(ev.failures, 2);
 	assert_true(ev.retry_usec > 100 * USEC_PER_MSEC);
+	assert_int_equal(ev.retry_usec, 200 * USEC_PER_MSEC);
 	assert_int_equal(mkdir(f.dir, 0755), 0);
 	assert_int_equal(mkdir(deep, 0755), 0);
 	wait_kind(&f, &s, DIRWATCH_BACK, 1);

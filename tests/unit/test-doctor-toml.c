@@ -1,12 +1,12 @@
-/* The doctor's config readers: doctor-toml.c (containerd configs) and doctor-yaml.c. */
+/* The doctor's config readers: doctor-toml.c (containerd configs) and the JSON tree (ytree.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "doctor-toml.h"
-#include "doctor-yaml.h"
 #include "oom.h"
 #include "unit.h"
+#include "ytree.h"
 
 static const char containerd_v2[] =
 	"# containerd config, version 2\n"
@@ -239,34 +239,35 @@ static void test_yaml_tree(void **state)
 		"\n\t{\n\t\"runtimes\": {\n\t\t\"nvidia\": {\"path\": \"/usr/bin/x\", "
 		"\"args\": []}\n\t},\n\t\"default-runtime\": \"nvidia\"\n}\n";
 	static const char bad[] = "{\n  \"a\": 1\n  \"b\": 2\n}\n";
-	struct doctor_ynode *doc = NULL;
-	const struct doctor_ynode *nv;
-	char *err = NULL;
-	unsigned line = 0;
+	struct ytree doc = { 0 };
+	const struct ytree_node *root, *nv;
+	struct ytree_error err;
 
 	(void)state;
-	assert_int_equal(doctor_yaml_load(json, strlen(json), &doc, &line, &err), 0);
-	assert_int_equal(doc->kind, DOCTOR_YMAP);
-	nv = doctor_ynode_get(doctor_ynode_get(doc, "runtimes"), "nvidia");
+	assert_int_equal(ytree_load(&doc, json, strlen(json), YTREE_JSON, YTREE_NODES_MAX, &err),
+			 0);
+	root = ytree_root(&doc);
+	assert_int_equal(root->kind, YTREE_MAP);
+	nv = ytree_get(&doc, ytree_get(&doc, root, "runtimes"), "nvidia");
 	assert_non_null(nv);
 	assert_int_equal(nv->line, 4);
-	assert_string_equal(doctor_ynode_str(doctor_ynode_get(nv, "path")), "/usr/bin/x");
-	assert_int_equal(doctor_ynode_get(nv, "args")->kind, DOCTOR_YSEQ);
-	assert_string_equal(doctor_ynode_str(doctor_ynode_get(doc, "default-runtime")), "nvidia");
-	assert_null(doctor_ynode_get(doc, "missing"));
-	assert_null(doctor_ynode_str(nv));
-	doc = doctor_ynode_free(doc);
+	assert_string_equal(ytree_str(ytree_get(&doc, nv, "path")), "/usr/bin/x");
+	assert_int_equal(ytree_get(&doc, nv, "args")->kind, YTREE_SEQ);
+	assert_string_equal(ytree_str(ytree_get(&doc, root, "default-runtime")), "nvidia");
+	assert_null(ytree_get(&doc, root, "missing"));
+	assert_null(ytree_str(nv));
+	ytree_release(&doc);
 
-	assert_int_equal(doctor_yaml_load(bad, strlen(bad), &doc, &line, &err), -EINVAL);
-	assert_null(doc);
-	assert_int_equal(line, 3);
-	assert_non_null(err);
-	free(err);
+	assert_int_equal(ytree_load(&doc, bad, strlen(bad), YTREE_JSON, YTREE_NODES_MAX, &err),
+			 -EINVAL);
+	assert_null(ytree_root(&doc));
+	assert_int_equal(err.line, 3);
+	assert_true(err.message[0]);
+	ytree_release(&doc);
 
-	assert_int_equal(doctor_yaml_load("", 0, &doc, NULL, NULL), 0);
-	assert_int_equal(doc->kind, DOCTOR_YMAP);
-	assert_int_equal(doc->n_kids, 0);
-	doctor_ynode_free(doc);
+	assert_int_equal(ytree_load(&doc, "", 0, YTREE_JSON, YTREE_NODES_MAX, &err), 0);
+	assert_null(ytree_root(&doc));
+	ytree_release(&doc);
 }
 
 int main(void)

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file-read.h"
 #include "file-writer.h"
 #include "loop.h"
 #include "unit.h"

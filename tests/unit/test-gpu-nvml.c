@@ -576,6 +576,19 @@ static void test_events(void **state)
 	assert_int_equal(fake_nvml_count("nvmlEventSetFree"), 2);
 }
 
+/* Thor (11.0, an architecture NVML's value does not name here) is blackwell; Orin's T23X goes
+   by its capability, ampere; NVML's Blackwell value is blackwell. */
+static void test_arch(void **state)
+{
+	struct env *e = *state;
+
+	open_discover(e, FAKE_NVML_LIB, "arch.conf");
+	assert_int_equal(e->info.n_devices, 3);
+	assert_string_equal(e->info.devices[0].arch, "blackwell");
+	assert_string_equal(e->info.devices[1].arch, "ampere");
+	assert_string_equal(e->info.devices[2].arch, "blackwell");
+}
+
 static void test_events_unsupported(void **state)
 {
 	struct env *e = *state;
@@ -850,6 +863,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_probe_lost, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_events, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_arch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_events_unsupported, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hotplug, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_opts_copy, setup, teardown),

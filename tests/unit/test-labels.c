@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "file-read.h"
 #include "file-writer.h"
 #include "gpu.h"
 #include "labels.h"

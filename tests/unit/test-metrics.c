@@ -394,6 +394,15 @@ static void one_proc(struct gpu_sample *s, uint32_t pid, uint64_t mem)
 	s[0].procs[0] = (struct gpu_process){ pid, mem };
 }
 
+static unsigned n_attributed;
+
+/* m->attrib.done, which metrics_new() points at metrics.c's body refresh. */
+static void count_attributed(struct metrics *m)
+{
+	(void)m;
+	n_attributed++;
+}
+
 /*
  * The attribution's hand-over: one run at a time, the newest sample that came meanwhile waits
  * for it (an older waiting one is dropped), a result for GPUs that changed since is dropped,
@@ -405,6 +414,8 @@ static void test_attribution_handoff(void **state)
 	struct gpu_sample s[2];
 	int r[2] = { 0, 0 };
 
+	n_attributed = 0;
+	e->m.attrib.done = count_attributed;
 	one_proc(s, 4241, MIB);
 	metrics_cache_store(&e->m, s, r, 2);
 	assert_non_null(e->m.attrib.run);
@@ -420,6 +431,7 @@ static void test_attribution_handoff(void **state)
 	assert_int_equal(e->m.procs[0].mem, 3 * MIB);
 	assert_int_equal(e->m.procs[0].kind, METRICS_PROC_NO_PROC);
 	assert_int_equal(e->m.attrib.runs, 2); /* 4242's list never ran */
+	assert_int_equal(n_attributed, 2);     /* metrics.c is told of each run's end */
 
 	/* The GPUs change while a run is in flight: its result is not served. */
 	one_proc(s, 4244, 4 * MIB);

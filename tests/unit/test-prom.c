@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "file-read.h"
 #include "prom.h"
 #include "unit.h"
 

@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "file-read.h"
 #include "file-writer.h"
 #include "unit.h"
 #include "util.h"
@@ -471,23 +472,6 @@ static void test_root_open_walk(void **state)
 	no_openat2 = 0;
 }
 
-/* read_file() never blocks on a FIFO (nor reads a directory). */
-static void test_read_file_regular_only(void **state)
-{
-	char dir[] = "/tmp/test-util-XXXXXX", fifo[64];
-	char *content = NULL;
-
-	(void)state;
-	assert_non_null(mkdtemp(dir));
-	(void)snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
-	assert_int_equal(mkfifo(fifo, 0644), 0);
-	assert_int_equal(read_file(fifo, 100, &content, NULL), -EBADFD);
-	assert_int_equal(read_file(dir, 100, &content, NULL), -EISDIR);
-	assert_null(content);
-	assert_int_equal(unlink(fifo), 0);
-	assert_int_equal(rmdir(dir), 0);
-}
-
 /* The thread thread_start() made: every signal blocked in it (the loop's signalfd takes them). */
 static void *mask_of(void *arg)
 {
@@ -564,7 +548,6 @@ int main(void)
 		cmocka_unit_test(test_json_writer),
 		cmocka_unit_test(test_json_writer_error),
 		cmocka_unit_test(test_json_string_utf8),
-		cmocka_unit_test(test_read_file_regular_only),
 		/* In this order: the second one takes openat2 away for good. */
 		cmocka_unit_test(test_root_open_openat2),
 		cmocka_unit_test(test_root_open_walk),

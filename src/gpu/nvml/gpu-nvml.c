@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "file-read.h"
+#include "gpu-arch.h"
 #include "log.h"
 #include "nvml-int.h"
 #include "util.h"
@@ -94,49 +96,34 @@ const struct gpu_container nvml_container = {
 
 /* --- discovery --- */
 
-static const char *arch_name(unsigned arch, int cc_major, int cc_minor)
+/*
+ * The architecture NVML names (nvmlDeviceGetArchitecture()), else the one of the compute
+ * capability (an NVML without the call, or a value newer than this table).
+ */
+static enum gpu_arch arch_of(unsigned arch, int cc_major, int cc_minor)
 {
 	switch (arch) {
 	case NVML_ARCH_KEPLER:
-		return "kepler";
+		return GPU_ARCH_KEPLER;
 	case NVML_ARCH_MAXWELL:
-		return "maxwell";
+		return GPU_ARCH_MAXWELL;
 	case NVML_ARCH_PASCAL:
-		return "pascal";
+		return GPU_ARCH_PASCAL;
 	case NVML_ARCH_VOLTA:
-		return "volta";
+		return GPU_ARCH_VOLTA;
 	case NVML_ARCH_TURING:
-		return "turing";
+		return GPU_ARCH_TURING;
 	case NVML_ARCH_AMPERE:
-		return "ampere";
+		return GPU_ARCH_AMPERE;
 	case NVML_ARCH_ADA:
-		return "ada";
+		return GPU_ARCH_ADA;
 	case NVML_ARCH_HOPPER:
-		return "hopper";
-	case 10: /* NVML_DEVICE_ARCH_BLACKWELL in later headers than the ABI test's */
-		return "blackwell";
+		return GPU_ARCH_HOPPER;
+	case NVML_ARCH_BLACKWELL:
+		return GPU_ARCH_BLACKWELL;
 	default:
-		break;
-	}
-	/* Unknown to NVML or no nvmlDeviceGetArchitecture: go by the compute capability. */
-	switch (cc_major) {
-	case 3:
-		return "kepler";
-	case 5:
-		return "maxwell";
-	case 6:
-		return "pascal";
-	case 7:
-		return cc_minor >= 5 ? "turing" : "volta";
-	case 8:
-		return cc_minor == 9 ? "ada" : "ampere";
-	case 9:
-		return "hopper";
-	case 10:
-	case 12:
-		return "blackwell";
-	default:
-		return "unknown";
+		/* NVML_DEVICE_ARCH_T23X (Orin, 8.7) and what comes after: by the capability. */
+		return gpu_arch_from_cc(cc_major, cc_minor);
 	}
 }
 
@@ -265,7 +252,8 @@ static int discover_one(struct nvml_backend *n, unsigned i, struct gpu_device *d
 		if (ret != NVML_RET_SUCCESS)
 			arch = NVML_ARCH_UNKNOWN;
 	}
-	nvml_copy_str(d->arch, sizeof(d->arch), arch_name(arch, d->cc_major, d->cc_minor));
+	nvml_copy_str(d->arch, sizeof(d->arch),
+		      gpu_arch_log_name(arch_of(arch, d->cc_major, d->cc_minor)));
 	call = "nvmlDeviceGetSupportedEventTypes";
 	ret = NVC(n, nvmlDeviceGetSupportedEventTypes)(h, &events);
 	if (nvml_driver_gone(ret) || ret == NVML_RET_GPU_IS_LOST)
@@ -378,11 +366,6 @@ fail:
 }
 
 /* --- health and topology --- */
-
-struct nvml_device *nvml_dev_handle(struct nvml_backend *n, unsigned gpu)
-{
-	return gpu < n->n_devs ? n->devs[gpu].handle : NULL;
-}
 
 static int nvml_distance(struct gpu_backend *b, unsigned gpu_a, unsigned gpu_b)
 {

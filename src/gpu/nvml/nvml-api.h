@@ -71,15 +71,16 @@ enum nvml_return {
 #define NVML_MIG_ENABLE	 0x1
 
 /* nvmlDeviceArchitecture_t values (NVML_DEVICE_ARCH_*). */
-#define NVML_ARCH_KEPLER  2
-#define NVML_ARCH_MAXWELL 3
-#define NVML_ARCH_PASCAL  4
-#define NVML_ARCH_VOLTA	  5
-#define NVML_ARCH_TURING  6
-#define NVML_ARCH_AMPERE  7
-#define NVML_ARCH_ADA	  8
-#define NVML_ARCH_HOPPER  9
-#define NVML_ARCH_UNKNOWN 0xffffffffU
+#define NVML_ARCH_KEPLER    2
+#define NVML_ARCH_MAXWELL   3
+#define NVML_ARCH_PASCAL    4
+#define NVML_ARCH_VOLTA	    5
+#define NVML_ARCH_TURING    6
+#define NVML_ARCH_AMPERE    7
+#define NVML_ARCH_ADA	    8
+#define NVML_ARCH_HOPPER    9
+#define NVML_ARCH_BLACKWELL 10 /* NVML_DEVICE_ARCH_BLACKWELL in later headers than the ABI test's */
+#define NVML_ARCH_UNKNOWN   0xffffffffU
 
 /* Opaque handles: nvmlDevice_t, nvmlEventSet_t, nvmlGpuInstance_t, nvmlComputeInstance_t. */
 struct nvml_device;

@@ -4,7 +4,8 @@
  * The NVML backend's private header, shared by its three files: nvml-load.c (dlopen under
  * the driver root, symbols, init, the version-mismatch messages), gpu-nvml.c (the backend
  * operations: discover, distance, probe, events, reinit, close) and nvml-sample.c
- * (telemetry). nvml-api.h holds the NVML declarations themselves.
+ * (telemetry). nvml-api.h holds the NVML declarations themselves. The files call one way
+ * (scripts/check-layers): gpu-nvml.c -> nvml-sample.c -> nvml-load.c.
  */
 
 #include <pthread.h>
@@ -102,8 +103,15 @@ int nvml_load(struct nvml_backend *n, const struct gpu_backend_opts *o, char **r
 /* nvmlInit_v2. Returns 0, or -errno with a heap message in @reterr that says what to do. */
 int nvml_init(struct nvml_backend *n, char **reterr);
 
-/* The discovered GPU's handle, NULL when out of range or not found again after a re-init. */
-struct nvml_device *nvml_dev_handle(struct nvml_backend *n, unsigned gpu);
+/*
+ * The discovered GPU's handle, NULL when out of range or not found again after a re-init.
+ * Inline: nvml-sample.c needs it, and a call into gpu-nvml.c (which calls nvml_sample()) would
+ * make the two files call each other.
+ */
+static inline struct nvml_device *nvml_dev_handle(const struct nvml_backend *n, unsigned gpu)
+{
+	return gpu < n->n_devs ? n->devs[gpu].handle : NULL;
+}
 
 /* ops->sample (nvml-sample.c). */
 int nvml_sample(struct gpu_backend *b, unsigned gpu, struct gpu_sample *ret);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "file-read.h"
 #include "nvml-int.h"
 #include "util.h"
 
