@@ -1,12 +1,81 @@
 #include "file-writer.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "file-read.h"
 #include "loop.h"
+
+int file_write_atomic(const char *path, const void *data, size_t len, unsigned mode,
+		      const char **reterr_step)
+{
+	const char *slash = strrchr(path, '/'), *step = "write";
+	char *tmp = NULL, *dir = NULL;
+	int fd = -1, dfd = -1, r;
+
+	if (!slash)
+		r = asprintf(&tmp, ".%s.XXXXXX", path);
+	else
+		r = asprintf(&tmp, "%.*s/.%s.XXXXXX", (int)(slash - path), path, slash + 1);
+	if (r < 0) {
+		tmp = NULL;
+		r = -ENOMEM;
+		goto out;
+	}
+	dir = !slash	    ? strdup(".") :
+	      slash == path ? strdup("/") :
+			      strndup(path, (size_t)(slash - path));
+	if (!dir) {
+		r = -ENOMEM;
+		goto out;
+	}
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		tmp = mfree(tmp); /* nothing to remove */
+		step = "create a temporary file for";
+		goto out;
+	}
+	r = fd_write_all(fd, data, len);
+	if (r < 0)
+		goto out;
+	/* The data must be on disk before the rename makes it the file. */
+	if (fchmod(fd, mode) < 0 || fsync(fd) < 0) {
+		r = -errno;
+		goto out;
+	}
+	r = close(fd);
+	fd = -1;
+	if (r < 0 || rename(tmp, path) < 0) {
+		r = -errno;
+		goto out;
+	}
+	tmp = mfree(tmp);
+	/* And the rename itself, which lives in the directory. */
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fsync(dfd) < 0) {
+		r = -errno;
+		step = "sync the directory of";
+		goto out;
+	}
+	r = 0;
+out:
+	if (r < 0 && reterr_step)
+		*reterr_step = step;
+	fd_close(fd);
+	fd_close(dfd);
+	if (tmp)
+		(void)unlink(tmp);
+	free(tmp);
+	free(dir);
+	return r;
+}
 
 struct job {
 	pthread_mutex_t mu;
@@ -70,8 +139,7 @@ static void *write_thread(void *userdata)
 			free(dir);
 		}
 		if (res.r == 0)
-			res.r = write_file_atomic_step(j->path, j->data, j->len, j->mode,
-						       &res.step);
+			res.r = file_write_atomic(j->path, j->data, j->len, j->mode, &res.step);
 	}
 	res.dur = now_usec() - t0;
 	(void)pthread_mutex_lock(&j->mu);

@@ -2,9 +2,10 @@
 
 /*
  * file-writer: whole files written atomically off the event loop, for the CDI spec and the NFD
- * labels file. fsync on an SD card takes seconds, and on a frozen or hung filesystem it never
- * returns: the loop never waits for it. Each write runs on a one-shot detached thread
- * (write_file_atomic_step(), after mkdir_parents() when asked); its result comes back to the
+ * labels file, and the one atomic file write (file_write_atomic()). fsync on an SD card takes
+ * seconds, and on a frozen or hung filesystem it never returns: the loop never waits for it.
+ * Each write runs on a one-shot detached thread (file_write_atomic(), after mkdir_parents()
+ * when asked); its result comes back to the
  * loop through a wake-up. One write at a time per writer: a write asked for while one runs
  * waits for it, and a newer one replaces a waiting one (only the newest content matters). A
  * write still running after opts.stuck_after is reported once (a stuck filesystem says
@@ -20,6 +21,22 @@
 
 struct loop;
 struct file_writer;
+
+/*
+ * The one atomic file write. Writes @len bytes to @path atomically and durably with @mode
+ * (whatever the umask): a new temporary file in the same directory (".<name>.XXXXXX": a
+ * dotfile, which NFD and CDI registries skip; created O_EXCL, so nothing planted there is
+ * followed), written, fchmod'ed, fsync'ed, renamed over @path, then the directory fsync'ed. A
+ * reader sees the old file or the new one, never a part; on failure the temporary file is
+ * removed and @path is left as it was. Blocks for as long as the disk takes (seconds on an SD
+ * card, for ever on a frozen filesystem): never on the loop's thread; the daemon's writes go
+ * through a file_writer. Thread-safe. Returns 0 or -errno (-ENOSPC, -EDQUOT, -EIO, -EACCES,
+ * -EROFS, -ENOENT: the directory gone, -ENOMEM, ...); on failure *@reterr_step (when not NULL)
+ * names the step for a message "failed to <step> <path>": "create a temporary file for",
+ * "write", "sync the directory of".
+ */
+int file_write_atomic(const char *path, const void *data, size_t len, unsigned mode,
+		      const char **reterr_step) WARN_UNUSED;
 
 struct file_write_result {
 	int r;		  /* 0, or -errno of the step that failed */

@@ -22,7 +22,7 @@ enum loop_src_kind {
 	SRC_TIMERFD,
 	SRC_SIGNALFD,
 	SRC_WAKE,
-	SRC_WATCH,
+	SRC_INOTIFY,
 	SRC_MOUNTS,
 };
 
@@ -64,10 +64,11 @@ struct loop_wake {
  * swapped, a filesystem mounted over it) or nowhere, the owner gets IN_MOVE_SELF, once.
  */
 struct loop_watch {
-	struct loop_src src;
-	int fd;
-	int wd;	 /* the directory's */
-	int pwd; /* its parent's, for swaps of the name; -1: none */
+	struct loop *loop;
+	void *userdata;
+	bool dead; /* freed: no event is delivered to it any more */
+	int wd;	   /* the directory's */
+	int pwd;   /* its parent's, for swaps of the name; -1: none */
 	uint32_t mask;
 	char *path;
 	char *name;   /* @path's last component, as the parent's events name it */
@@ -76,6 +77,18 @@ struct loop_watch {
 	ino_t ino;
 	loop_watch_fn *fn;
 	struct loop_watch *next_watch; /* the loop's live watches */
+	struct loop_watch *next_dead;
+};
+
+/*
+ * One kernel watch of the loop's inotify fd, by watch descriptor. inotify gives every watch of
+ * one inode the same descriptor and one mask: each loop_watch (and each parent watch) on it
+ * holds a reference, the kernel watch is removed when the last goes, and its mask is the union
+ * of all that were asked (IN_MASK_ADD), each watch filtering the events for its own.
+ */
+struct loop_wd {
+	int wd;
+	unsigned refs;
 };
 
 struct loop_sig {
@@ -94,9 +107,14 @@ struct loop {
 	struct loop_sig sigs[65];
 	struct loop_timer *timers;
 	unsigned n_dead_timers;
-	struct loop_watch *watches; /* live ones */
-	struct loop_timer *verify;  /* checks the watches' paths; NULL until the first watch */
-	int mountfd;		    /* /proc/self/mountinfo, EPOLLPRI on a mount change; -1 */
+	int inotify_fd; /* one inotify instance for every watch; -1 until the first */
+	struct loop_src inotify_src;
+	struct loop_wd *wds; /* the kernel watches held, unsorted */
+	size_t n_wds, cap_wds;
+	struct loop_watch *watches;	 /* live ones */
+	struct loop_watch *dead_watches; /* freed during the batch, released after it */
+	struct loop_timer *verify;	 /* checks the watches' paths; NULL until the first watch */
+	int mountfd;			 /* /proc/self/mountinfo, EPOLLPRI on a mount change; -1 */
 	struct loop_src mount_src;
 	struct loop_src *dead; /* freed after the current batch */
 	bool in_batch;
@@ -149,7 +167,7 @@ int loop_new(struct loop **ret)
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
-	l->timerfd = l->sigfd = l->mountfd = -1;
+	l->timerfd = l->sigfd = l->mountfd = l->inotify_fd = -1;
 	l->timerfd_when = USEC_INFINITY;
 	sigemptyset(&l->sigmask);
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -175,6 +193,12 @@ fail:
 
 static void free_dead(struct loop *l)
 {
+	while (l->dead_watches) {
+		struct loop_watch *w = l->dead_watches;
+
+		l->dead_watches = w->next_dead;
+		free(w);
+	}
 	while (l->dead) {
 		struct loop_src *s = l->dead;
 
@@ -211,6 +235,8 @@ struct loop *loop_free(struct loop *l)
 	}
 	fd_close(l->sigfd);
 	fd_close(l->mountfd);
+	fd_close(l->inotify_fd);
+	free(l->wds);
 	if (!sigisemptyset(&l->sigmask))
 		(void)pthread_sigmask(SIG_UNBLOCK, &l->sigmask, NULL);
 	fd_close(l->timerfd);
@@ -466,6 +492,80 @@ static void signals_dispatch(struct loop *l)
 
 /* --- inotify --- */
 
+/* Whatever the number of watches, the process holds one inotify instance (the node's root
+   processes share fs.inotify.max_user_instances, 128 by default). */
+static int inotify_setup(struct loop *l)
+{
+	int fd, r;
+
+	if (l->inotify_fd >= 0)
+		return 0;
+	fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	l->inotify_src.kind = SRC_INOTIFY;
+	l->inotify_src.loop = l;
+	r = epoll_add(l, fd, EPOLLIN, &l->inotify_src);
+	if (r < 0) {
+		fd_close(fd);
+		return r;
+	}
+	l->inotify_fd = fd;
+	return 0;
+}
+
+static struct loop_wd *wd_find(struct loop *l, int wd)
+{
+	for (size_t i = 0; i < l->n_wds; i++)
+		if (l->wds[i].wd == wd)
+			return &l->wds[i];
+	return NULL;
+}
+
+/*
+ * Adds @mask to the kernel watch of @path (one made when the inode has none) and takes a
+ * reference on it. Returns the watch descriptor, or -errno.
+ */
+static int wd_add(struct loop *l, const char *path, uint32_t mask)
+{
+	struct loop_wd *e;
+	int wd;
+
+	if (l->n_wds == l->cap_wds) {
+		size_t cap = l->cap_wds ? l->cap_wds * 2 : 8;
+		struct loop_wd *n = reallocarray(l->wds, cap, sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		l->wds = n;
+		l->cap_wds = cap;
+	}
+	/* Without IN_MASK_ADD a second watch of the inode would replace the first one's mask. */
+	wd = inotify_add_watch(l->inotify_fd, path, mask | IN_MASK_ADD);
+	if (wd < 0)
+		return -errno;
+	e = wd_find(l, wd);
+	if (!e) {
+		e = &l->wds[l->n_wds++];
+		e->wd = wd;
+		e->refs = 0;
+	}
+	e->refs++;
+	return wd;
+}
+
+/* Drops a reference taken by wd_add(); the last one removes the kernel watch. */
+static void wd_put(struct loop *l, int wd)
+{
+	struct loop_wd *e = wd < 0 ? NULL : wd_find(l, wd);
+
+	if (!e || --e->refs > 0)
+		return;
+	/* EINVAL when the kernel dropped it already (the directory deleted, unmounted). */
+	(void)inotify_rm_watch(l->inotify_fd, wd);
+	*e = l->wds[--l->n_wds];
+}
+
 /* What @w's path leads to now (not through a last symlink with IN_DONT_FOLLOW). */
 static int watch_stat(const struct loop_watch *w, struct stat *st)
 {
@@ -490,10 +590,10 @@ static int watch_add(struct loop_watch *w)
 
 	for (int i = 0;; i++) {
 		bool have_a = watch_stat(w, &a) == 0, same;
-		int wd = inotify_add_watch(w->fd, w->path, w->mask);
+		int wd = wd_add(w->loop, w->path, w->mask);
 
 		if (wd < 0)
-			return -errno;
+			return wd;
 		same = have_a && watch_stat(w, &b) == 0 && same_inode(&a, &b);
 		if (same || i == 2) {
 			w->wd = wd;
@@ -502,7 +602,7 @@ static int watch_add(struct loop_watch *w)
 			w->ino = same ? b.st_ino : 0;
 			return 0;
 		}
-		(void)inotify_rm_watch(w->fd, wd);
+		wd_put(w->loop, wd);
 	}
 }
 
@@ -521,7 +621,9 @@ static void watch_add_parent(struct loop_watch *w)
 	if (stat(parent, &pst) < 0 || !S_ISDIR(pst.st_mode) ||
 	    (watch_stat(w, &st) == 0 && same_inode(&pst, &st)))
 		goto out;
-	w->pwd = inotify_add_watch(w->fd, parent, PARENT_MASK);
+	w->pwd = wd_add(w->loop, parent, PARENT_MASK);
+	if (w->pwd < 0)
+		w->pwd = -1;
 out:
 	free(parent);
 }
@@ -553,7 +655,7 @@ static void watches_verify(struct loop *l)
 again:
 	for (w = l->watches; w && !l->exit; w = w->next_watch)
 		if (watch_moved(w)) {
-			w->fn(w, "", IN_MOVE_SELF, w->src.userdata);
+			w->fn(w, "", IN_MOVE_SELF, w->userdata);
 			if (--budget > 0)
 				goto again;
 			return;
@@ -570,14 +672,17 @@ static void on_verify(struct loop_timer *t, void *userdata)
 }
 
 /*
- * What every watch shares, made with the first: the timer, and the mount table's fd (poll()
- * on /proc/self/mountinfo says EPOLLPRI when a mount is added or removed; without /proc only
- * the timer is left). Returns 0 or -ENOMEM.
+ * What every watch shares, made with the first: the inotify fd, the timer, and the mount
+ * table's fd (poll() on /proc/self/mountinfo says EPOLLPRI when a mount is added or removed;
+ * without /proc only the timer is left). Returns 0, -ENOMEM or -errno of inotify_init1().
  */
 static int watches_setup(struct loop *l)
 {
 	int r;
 
+	r = inotify_setup(l);
+	if (r < 0)
+		return r;
 	if (!l->verify) {
 		r = loop_timer_new(l, on_verify, l, &l->verify);
 		if (r < 0) {
@@ -604,9 +709,11 @@ int loop_watch_new(struct loop *l, const char *path, uint32_t mask, loop_watch_f
 	r = watches_setup(l);
 	if (r < 0)
 		return r;
-	w = src_new(l, sizeof(*w), SRC_WATCH, userdata);
+	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
+	w->loop = l;
+	w->userdata = userdata;
 	w->fn = fn;
 	w->mask = mask;
 	w->wd = w->pwd = -1;
@@ -615,17 +722,11 @@ int loop_watch_new(struct loop *l, const char *path, uint32_t mask, loop_watch_f
 		free(w);
 		return -ENOMEM;
 	}
-	w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	r = w->fd < 0 ? -errno : 0;
 	/* The parent first: a swap after the directory's own watch is then an event. */
-	if (r == 0) {
-		watch_add_parent(w);
-		r = watch_add(w);
-	}
-	if (r == 0)
-		r = epoll_add(l, w->fd, EPOLLIN, &w->src);
+	watch_add_parent(w);
+	r = watch_add(w);
 	if (r < 0) {
-		fd_close(w->fd);
+		wd_put(l, w->pwd);
 		free(w->path);
 		free(w->name);
 		free(w);
@@ -642,11 +743,10 @@ int loop_watch_new(struct loop *l, const char *path, uint32_t mask, loop_watch_f
 struct loop_watch *loop_watch_free(struct loop_watch *w)
 {
 	struct loop *l;
-	int fd;
 
 	if (!w)
 		return NULL;
-	l = w->src.loop;
+	l = w->loop;
 	for (struct loop_watch **p = &l->watches; *p; p = &(*p)->next_watch)
 		if (*p == w) {
 			*p = w->next_watch;
@@ -654,48 +754,72 @@ struct loop_watch *loop_watch_free(struct loop_watch *w)
 		}
 	if (!l->watches)
 		loop_timer_disarm(l->verify);
+	/* Another watch of the same inode keeps the kernel's watch, and its events. */
+	wd_put(l, w->wd);
+	wd_put(l, w->pwd);
+	w->wd = w->pwd = -1;
 	w->path = mfree(w->path);
 	w->name = mfree(w->name);
-	fd = w->fd;
-	/* Its number may be a new watch's from now on: nothing reads it again. */
-	w->fd = -1;
-	src_kill_fd(&w->src, fd); /* frees @w now when no batch runs */
+	w->dead = true;
+	if (!l->in_batch) {
+		free(w);
+		return NULL;
+	}
+	/* A dispatch may be walking the list through @w: released after the batch. */
+	w->next_dead = l->dead_watches;
+	l->dead_watches = w;
 	return NULL;
 }
 
-/* One event of @w's fd: the directory's go to the owner, the parent's only make us look. */
+/* Events the kernel sends whatever the mask asked; every watch of the descriptor gets them. */
+#define ALWAYS_MASK (IN_IGNORED | IN_UNMOUNT | IN_Q_OVERFLOW)
+
+/* One event for @w: the directory's go to the owner, the parent's only make us look. */
 static void watch_event(struct loop_watch *w, const struct inotify_event *ev)
 {
 	if (w->pwd >= 0 && ev->wd == w->pwd) {
-		if (ev->mask & IN_IGNORED)
-			w->pwd = -1; /* the parent went; the timer still looks */
-		else if (ev->len && w->name && streq(ev->name, w->name) && watch_moved(w))
-			w->fn(w, "", IN_MOVE_SELF, w->src.userdata);
-		return;
+		if (ev->mask & IN_IGNORED) {
+			wd_put(w->loop, w->pwd); /* the parent went; the timer still looks */
+			w->pwd = -1;
+		} else if (ev->len && w->name && streq(ev->name, w->name) && watch_moved(w)) {
+			w->fn(w, "", IN_MOVE_SELF, w->userdata);
+		}
+		if (w->dead || ev->wd != w->wd)
+			return;
 	}
 	if (ev->wd != w->wd && !(ev->mask & IN_Q_OVERFLOW))
-		return; /* a watch replaced by watch_add() */
-	w->fn(w, ev->len ? ev->name : "", ev->mask, w->src.userdata);
+		return;
+	/* The kernel's mask is the union of every watch of the inode: only @w's own. */
+	if (!(ev->mask & (w->mask & IN_ALL_EVENTS)) && !(ev->mask & ALWAYS_MASK))
+		return;
+	w->fn(w, ev->len ? ev->name : "", ev->mask, w->userdata);
 	/* Lost events may have been the parent's too. */
-	if ((ev->mask & IN_Q_OVERFLOW) && !w->src.dead && watch_moved(w))
-		w->fn(w, "", IN_MOVE_SELF, w->src.userdata);
+	if ((ev->mask & IN_Q_OVERFLOW) && !w->dead && watch_moved(w))
+		w->fn(w, "", IN_MOVE_SELF, w->userdata);
 }
 
-/* A callback may free @w (and a new watch may reuse its fd number): stop reading then. */
-static void watch_dispatch(struct loop_watch *w)
+/*
+ * Every event of the loop's inotify fd to each watch of its descriptor (an overflow to all).
+ * A callback may free any watch: a freed one is marked dead, stays in memory until the batch
+ * ends (so the walk can go on through it) and is called no more. A watch made by a callback
+ * is at the head of the list, so it gets the events read after it, of its inode, as its own.
+ */
+static void inotify_dispatch(struct loop *l)
 {
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
 
-	while (!w->src.dead) {
-		ssize_t n = read(w->fd, buf, sizeof(buf));
+	for (;;) {
+		ssize_t n = read(l->inotify_fd, buf, sizeof(buf));
 
 		if (n <= 0)
 			return;
-		for (char *p = buf; p < buf + n && !w->src.dead;) {
+		for (char *p = buf; p < buf + n;) {
 			const struct inotify_event *ev = (const struct inotify_event *)p;
 
 			p += sizeof(*ev) + ev->len;
-			watch_event(w, ev);
+			for (struct loop_watch *w = l->watches; w; w = w->next_watch)
+				if (!w->dead)
+					watch_event(w, ev);
 		}
 	}
 }
@@ -743,8 +867,8 @@ int loop_run_once(struct loop *l, usec_t timeout_usec)
 			w->fn(w, w->src.userdata);
 			break;
 		}
-		case SRC_WATCH:
-			watch_dispatch((struct loop_watch *)s);
+		case SRC_INOTIFY:
+			inotify_dispatch(l);
 			break;
 		case SRC_MOUNTS:
 			watches_verify(l);

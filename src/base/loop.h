@@ -2,8 +2,8 @@
 
 /*
  * The event loop: epoll for fds, one timerfd for every timer, signalfd for signals,
- * eventfd for wake-ups from other threads, inotify for directory watches (checked again on
- * mount changes, see loop_watch_new()). This is the only
+ * eventfd for wake-ups from other threads, one inotify instance for every directory watch
+ * (checked again on mount changes, see loop_watch_new()). This is the only
  * module that calls epoll_*. Single-threaded: every callback runs on the loop's thread;
  * only loop_wake_signal() may be called from another thread.
  *
@@ -89,14 +89,21 @@ int loop_signal_add(struct loop *l, int signo, loop_signal_fn *fn, void *userdat
  * every 10 s for the rest (a symlink higher up swapped). When the path then leads to another
  * inode, or to none, @fn gets IN_MOVE_SELF with an empty name, once per change: what is
  * watched is no longer what @path names, and the owner frees the watch and makes a new one
- * (IN_MOVE_SELF is what an owner already does for a directory renamed away). Returns 0,
- * -ENOMEM, or -errno of inotify_init1()/inotify_add_watch() (-ENOENT, -ENOTDIR with
- * IN_ONLYDIR, -ENOSPC out of watches, -EMFILE out of instances, ...).
+ * (IN_MOVE_SELF is what an owner already does for a directory renamed away).
+ *
+ * Every watch of the loop is on its one inotify fd (made with the first watch, kept until
+ * loop_free()): the node's root processes share fs.inotify.max_user_instances (128). Watches
+ * of one inode share inotify's descriptor and its mask (the union of theirs): each still gets
+ * only the events of its own @mask (and IN_IGNORED, IN_UNMOUNT, IN_Q_OVERFLOW, which every
+ * watch gets), and freeing one leaves the others watching. Returns 0, -ENOMEM, or -errno of
+ * inotify_init1() (-EMFILE out of instances, first watch only) or inotify_add_watch()
+ * (-ENOENT, -ENOTDIR with IN_ONLYDIR, -ENOSPC out of watches, ...).
  */
 int loop_watch_new(struct loop *l, const char *path, uint32_t mask, loop_watch_fn *fn,
 		   void *userdata, struct loop_watch **ret) WARN_UNUSED;
 /*
- * Stops the watch; safe from any callback, its own included (an event already read for it is
- * not delivered, and a watch made in its place loses none of its own). NULL-safe, returns NULL.
+ * Stops the watch; safe from any callback, its own or another watch's (an event already read
+ * for it is not delivered, and a watch made in its place loses none of its own). NULL-safe,
+ * returns NULL.
  */
 struct loop_watch *loop_watch_free(struct loop_watch *w);

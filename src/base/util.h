@@ -133,21 +133,6 @@ const char *fd_path(int fd, char buf[FD_PATH_MAX]);
  */
 int fd_reopen(int fd, int flags) WARN_UNUSED;
 /*
- * The one atomic file writer. Writes @len bytes to @path atomically and durably with @mode
- * (whatever the umask): a new temporary file in the same directory (".<name>.XXXXXX": a
- * dotfile, which NFD and CDI registries skip; created O_EXCL, so nothing planted there is
- * followed), written, fsync'ed, renamed over @path, then the directory fsync'ed. A reader sees
- * the old file or the new one, never a part; on failure the temporary file is removed and
- * @path is left as it was. Blocks for as long as the disk takes (seconds on an SD card, for
- * ever on a frozen filesystem): off the event loop, through file-writer.h. Thread-safe.
- * Returns 0 or -errno; on failure *@reterr_step (when not NULL) names the step for a message
- * "failed to <step> <path>": "create a temporary file for", "write", "sync the directory of".
- */
-int write_file_atomic_step(const char *path, const void *data, size_t len, unsigned mode,
-			   const char **reterr_step) WARN_UNUSED;
-/* write_file_atomic_step() without the step. */
-int write_file_atomic(const char *path, const void *data, size_t len, unsigned mode) WARN_UNUSED;
-/*
  * mkdir -p: creates @dir and each missing parent with @mode, whatever the umask (each one made
  * is chmod'ed). Thread-safe. Returns 0, or -errno (-ENOTDIR: a file in the way, -EACCES, ...).
  */

@@ -16,6 +16,7 @@
 
 #include "backoff.h"
 #include "cdi.h"
+#include "dirwatch.h"
 #include "file-read.h"
 #include "file-writer.h"
 #include "log.h"
@@ -36,16 +37,14 @@
 #define CONTEST_BACKOFF_MAX (300 * USEC_PER_SEC)
 #define CONTEST_QUIET	    (2 * CONTEST_BACKOFF_MAX)
 
-#define WATCH_MASK                                                                               \
-	(IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE_SELF | \
-	 IN_MOVE_SELF | IN_ONLYDIR)
-#define GONE_MASK (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT)
+/* IN_ONLYDIR, IN_DELETE_SELF, IN_MOVE_SELF: dirwatch adds them. */
+#define WATCH_MASK (IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE)
 
 struct cdi_writer {
 	struct loop *loop;
 	struct file_writer *fw;
 	struct loop_timer *retry; /* a failed write's back-off; in a contest, the next write */
-	struct loop_watch *watch;
+	struct dirwatch *watch;
 	char *dir;  /* spec_dir of the wanted spec ("" for the default) */
 	char *path; /* the spec file in it */
 	struct buf spec;
@@ -100,18 +99,27 @@ static void contest_reset(struct cdi_writer *w)
 	w->n_hits = 0;
 }
 
-static void on_watch(struct loop_watch *lw, const char *name, uint32_t mask, void *userdata);
+static void on_watch(struct dirwatch *dw, const struct dirwatch_event *ev, void *userdata);
 
-/* Watches the spec's directory for it vanishing or changing; best effort (logged at debug). */
+/*
+ * Watches the spec's directory for it vanishing or changing (dirwatch.h: its parent while it
+ * is missing, polled while that is missing too); best effort (logged at debug).
+ */
 static void watch_dir(struct cdi_writer *w)
 {
+	struct dirwatch_event ev;
 	int r;
 
 	if (w->watch)
 		return;
-	r = loop_watch_new(w->loop, spec_dir(w), WATCH_MASK, on_watch, w, &w->watch);
-	if (r < 0)
+	r = dirwatch_new(w->loop, spec_dir(w), WATCH_MASK, on_watch, w, &w->watch);
+	if (r < 0) {
+		w->watch = NULL;
 		(void)log_debug_errno(r, "cannot watch the cdi spec dir", "dir=%s", spec_dir(w));
+	} else if (dirwatch_polled(w->watch, &ev)) {
+		(void)log_debug_errno(ev.error, "cannot watch the cdi spec dir", "dir=%s",
+				      spec_dir(w));
+	}
 }
 
 static void start_write(struct cdi_writer *w)
@@ -288,23 +296,34 @@ static void on_retry(struct loop_timer *t, void *userdata)
 		start_write(w);
 }
 
-static void on_watch(struct loop_watch *lw, const char *name, uint32_t mask, void *userdata)
+static void on_watch(struct dirwatch *dw, const struct dirwatch_event *ev, void *userdata)
 {
 	struct cdi_writer *w = userdata;
 
-	if (mask & GONE_MASK) {
-		/* Deleted, or the path leads elsewhere now (a symlink swapped, a mount over it). */
-		w->watch = loop_watch_free(w->watch);
-		if (!w->wanted)
-			return;
-		watch_dir(w);
-		if (!file_writer_busy(w->fw) && verify(w) != 0)
-			missing(w, w->watch ? "directory replaced" : "directory removed",
+	switch (ev->kind) {
+	case DIRWATCH_GONE:
+	case DIRWATCH_REPLACED:
+	case DIRWATCH_BACK:
+		/*
+		 * Deleted, or the path leads elsewhere now (a symlink swapped, a mount over it),
+		 * or a directory is back there (not ours, when no write of ours is running).
+		 */
+		if (w->wanted && !file_writer_busy(w->fw) && verify(w) != 0)
+			missing(w,
+				ev->kind == DIRWATCH_GONE     ? "directory removed" :
+				ev->kind == DIRWATCH_REPLACED ? "directory replaced" :
+								"directory back",
 				"the CDI spec directory was replaced or removed; writing the spec "
 				"again");
 		return;
+	case DIRWATCH_RETRY:
+		(void)log_debug_errno(ev->error, "cannot watch the cdi spec dir", "dir=%s",
+				      spec_dir(w));
+		return;
+	case DIRWATCH_EVENT:
+		break;
 	}
-	if (!w->wanted || file_writer_busy(w->fw) || !name || !streq(name, CDI_SPEC_FILE_NAME))
+	if (!w->wanted || file_writer_busy(w->fw) || !streq(ev->name, CDI_SPEC_FILE_NAME))
 		return;
 	check(w, "changed", "removed");
 }
@@ -381,7 +400,7 @@ int cdi_writer_set(struct cdi_writer *w, const struct cdi_opts *o, const struct 
 	same = w->on_disk && streq(dir, w->dir) && nb.len == w->spec.len &&
 	       memcmp(nb.data, w->spec.data, nb.len) == 0;
 	if (!streq(dir, w->dir)) {
-		w->watch = loop_watch_free(w->watch);
+		w->watch = dirwatch_free(w->watch);
 		contest_reset(w);
 	}
 	free(w->dir);
@@ -421,7 +440,7 @@ void cdi_writer_clear(struct cdi_writer *w)
 	w->on_disk = false;
 	contest_reset(w);
 	loop_timer_disarm(w->retry);
-	w->watch = loop_watch_free(w->watch);
+	w->watch = dirwatch_free(w->watch);
 	writer_set_error(w, NULL);
 	first_settled(w);
 }
@@ -436,7 +455,7 @@ struct cdi_writer *cdi_writer_free(struct cdi_writer *w)
 	if (!w)
 		return NULL;
 	(void)file_writer_free(w->fw);
-	(void)loop_watch_free(w->watch);
+	(void)dirwatch_free(w->watch);
 	(void)loop_timer_free(w->retry);
 	buf_release(&w->spec);
 	free(w->dir);

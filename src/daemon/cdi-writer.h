@@ -7,7 +7,7 @@
  * as it is. A write that fails (full disk, unwritable dir) is retried with back-off (100 ms
  * doubling to 10 s). Logs (module=cdi) each failure once per back-off step at most.
  *
- * Watched (inotify on its directory, which the loop follows through symlink swaps and mounts):
+ * Watched (dirwatch.h: inotify on its directory, followed through symlink swaps and mounts):
  * a spec removed, or its directory replaced (a symlink pointed elsewhere, a tmpfs mounted over
  * it) is written again at once, and Allocate refuses until it is. A spec replaced by other
  * bytes is written again at once too, but Allocate goes on: a spec is there. When that happens

@@ -7,36 +7,26 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 
-#include "backoff.h"
 #include "config.h"
+#include "dirwatch.h"
 #include "file-read.h"
 #include "loop.h"
 
 #define LOG_MODULE "config-watch"
 #include "log.h"
 
-#define SETTLE_USEC	 (100 * USEC_PER_MSEC)
-#define RETRY_FIRST_USEC (100 * USEC_PER_MSEC)
-#define RETRY_MAX_USEC	 (10 * USEC_PER_SEC)
+#define SETTLE_USEC (100 * USEC_PER_MSEC)
 
-#define DIR_MASK                                                                                 \
-	(IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | \
-	 IN_MOVE_SELF | IN_ONLYDIR)
-#define UP_MASK	  (IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
-#define GONE_MASK (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT)
+/* IN_ONLYDIR, IN_DELETE_SELF, IN_MOVE_SELF: dirwatch adds them. */
+#define DIR_MASK (IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE)
 
 struct config_watch {
 	struct loop *loop;
 	char *path;
-	char *dir;	/* @path's directory */
-	char *base;	/* @path's last component */
-	char *up;	/* @dir's parent, NULL for "/" */
-	char *dir_name; /* @dir's last component */
-	struct loop_watch *dw;
-	struct loop_watch *uw;
+	char *dir;  /* @path's directory */
+	char *base; /* @path's last component */
+	struct dirwatch *dw;
 	struct loop_timer *settle;
-	struct loop_timer *retry;
-	struct backoff backoff;
 	char *seen; /* the content last seen (NULL: none yet) */
 	size_t seen_len;
 	bool missing;  /* the file's absence was logged */
@@ -125,27 +115,43 @@ static void schedule(struct config_watch *w, bool relevant)
 	loop_timer_arm(w->settle, SETTLE_USEC);
 }
 
-static void arm(struct config_watch *w);
+static void cannot_watch(struct config_watch *w, const struct dirwatch_event *ev)
+{
+	if (ev->failures == 1)
+		(void)log_warn_errno(
+			ev->error,
+			"cannot watch the config directory, retrying, SIGHUP still reloads",
+			"path=%s", w->dir);
+}
 
-static void on_dir(struct loop_watch *lw, const char *name, uint32_t mask, void *userdata)
+static void on_dir(struct dirwatch *dw, const struct dirwatch_event *ev, void *userdata)
 {
 	struct config_watch *w = userdata;
+	const char *name = ev->name;
 	struct stat st;
 
-	if (mask & GONE_MASK) {
-		/* Another directory at the path at once: a symlink swapped, a mount over it. */
-		w->dw = loop_watch_free(w->dw);
-		arm(w);
-		if (w->dw) {
-			log_info("config directory replaced, watching the new one", "path=%s",
-				 w->dir);
-			return;
-		}
+	switch (ev->kind) {
+	case DIRWATCH_REPLACED:
+		log_info("config directory replaced, watching the new one", "path=%s", w->dir);
+		schedule(w, true); /* whatever the new one holds */
+		return;
+	case DIRWATCH_GONE:
 		log_warn("config directory gone, keeping the running config", "path=%s", w->dir);
 		w->dir_gone = true;
 		return;
+	case DIRWATCH_BACK:
+		if (w->dir_gone)
+			log_info("config directory back, watching it again", "path=%s", w->dir);
+		w->dir_gone = false;
+		schedule(w, true); /* whatever was written before the watch */
+		return;
+	case DIRWATCH_RETRY:
+		cannot_watch(w, ev);
+		return;
+	case DIRWATCH_EVENT:
+		break;
 	}
-	if (mask & IN_Q_OVERFLOW) {
+	if (ev->mask & IN_Q_OVERFLOW) {
 		schedule(w, true);
 		return;
 	}
@@ -155,7 +161,7 @@ static void on_dir(struct loop_watch *lw, const char *name, uint32_t mask, void 
 	 * A file created in place is still being written: its IN_CLOSE_WRITE follows. Not one
 	 * that already has another name: link(2) makes a whole file appear, and no close follows.
 	 */
-	if (mask & IN_CREATE) {
+	if (ev->mask & IN_CREATE) {
 		char *p = path_join(w->dir, name);
 
 		if (p && lstat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink < 2) {
@@ -167,71 +173,10 @@ static void on_dir(struct loop_watch *lw, const char *name, uint32_t mask, void 
 	schedule(w, true);
 }
 
-static void on_up(struct loop_watch *lw, const char *name, uint32_t mask, void *userdata)
-{
-	struct config_watch *w = userdata;
-
-	if (mask & GONE_MASK) {
-		w->uw = loop_watch_free(w->uw);
-		arm(w);
-		return;
-	}
-	if ((mask & (IN_CREATE | IN_MOVED_TO)) && streq(name, w->dir_name))
-		arm(w);
-}
-
-static void on_retry(struct loop_timer *t, void *userdata)
-{
-	arm(userdata);
-}
-
-static void dir_watched(struct config_watch *w)
-{
-	w->uw = loop_watch_free(w->uw);
-	loop_timer_disarm(w->retry);
-	backoff_reset(&w->backoff);
-	if (w->dir_gone)
-		log_info("config directory back, watching it again", "path=%s", w->dir);
-	w->dir_gone = false;
-	schedule(w, true); /* whatever was written before the watch */
-}
-
-/* Watches the directory, else its parent, else retries later; a directory back is checked. */
-static void arm(struct config_watch *w)
-{
-	int r;
-
-	if (w->dw)
-		return;
-	r = loop_watch_new(w->loop, w->dir, DIR_MASK, on_dir, w, &w->dw);
-	if (r == 0) {
-		dir_watched(w);
-		return;
-	}
-	if (!w->uw && w->up && loop_watch_new(w->loop, w->up, UP_MASK, on_up, w, &w->uw) < 0)
-		w->uw = NULL;
-	if (w->uw) {
-		/*
-		 * The parent names the directory's return, but not a dangling symlink's target
-		 * appearing elsewhere: looked at every RETRY_MAX_USEC too.
-		 */
-		loop_timer_arm(w->retry, RETRY_MAX_USEC);
-		/* It may have come back between the two watches. */
-		if (loop_watch_new(w->loop, w->dir, DIR_MASK, on_dir, w, &w->dw) == 0)
-			dir_watched(w);
-		return;
-	}
-	/* Out of inotify watches or instances, or no parent either: polled. */
-	if (!backoff_started(&w->backoff))
-		(void)log_warn_errno(
-			r, "cannot watch the config directory, retrying, SIGHUP still reloads",
-			"path=%s", w->dir);
-	loop_timer_arm(w->retry, backoff_next(&w->backoff));
-}
-
 int config_watch_new(struct loop *l, const char *path, config_watch_fn *fn, void *userdata,
 		     struct config_watch **ret)
 {
+	struct dirwatch_event ev;
 	struct config_watch *w;
 	int r = -ENOMEM;
 
@@ -243,22 +188,22 @@ int config_watch_new(struct loop *l, const char *path, config_watch_fn *fn, void
 	w->loop = l;
 	w->fn = fn;
 	w->userdata = userdata;
-	w->backoff = BACKOFF_INIT(RETRY_FIRST_USEC, 2, RETRY_MAX_USEC);
 	w->path = strdup(path);
-	/* "/" has no parent: w->up and w->dir_name stay NULL. */
-	if (!w->path || path_split(path, &w->dir, &w->base) < 0 ||
-	    path_split(w->dir, &w->up, &w->dir_name) < 0)
+	if (!w->path || path_split(path, &w->dir, &w->base) < 0)
 		goto fail;
-	if ((r = loop_timer_new(l, on_settle, w, &w->settle)) < 0 ||
-	    (r = loop_timer_new(l, on_retry, w, &w->retry)) < 0)
+	if ((r = loop_timer_new(l, on_settle, w, &w->settle)) < 0)
 		goto fail;
 	if (read_content(w->path, &w->seen, &w->seen_len, NULL) < 0) {
 		w->seen = NULL;
 		w->seen_len = 0;
 	}
-	arm(w);
-	loop_timer_disarm(w->settle); /* nothing changed yet: the content was just read */
-	w->relevant = false;
+	r = dirwatch_new(l, w->dir, DIR_MASK, on_dir, w, &w->dw);
+	if (r < 0) {
+		w->dw = NULL;
+		goto fail;
+	}
+	if (dirwatch_polled(w->dw, &ev))
+		cannot_watch(w, &ev);
 	log_info("watching the config file for changes", "path=%s", w->path);
 	*ret = w;
 	return 0;
@@ -290,16 +235,12 @@ struct config_watch *config_watch_free(struct config_watch *w)
 {
 	if (!w)
 		return NULL;
-	loop_watch_free(w->dw);
-	loop_watch_free(w->uw);
+	dirwatch_free(w->dw);
 	loop_timer_free(w->settle);
-	loop_timer_free(w->retry);
 	free(w->seen);
 	free(w->path);
 	free(w->dir);
 	free(w->base);
-	free(w->up);
-	free(w->dir_name);
 	free(w);
 	return NULL;
 }

@@ -11,6 +11,7 @@
 
 #include "backoff.h"
 #include "deviceplugin.pb-c.h"
+#include "dirwatch.h"
 #include "grpc.h"
 #include "loop.h"
 
@@ -21,42 +22,29 @@
 #define BACKOFF_FIRST	 (1 * USEC_PER_MSEC)
 #define BACKOFF_MAX	 (5 * USEC_PER_SEC)
 #define STREAM_WATCHDOG	 (2 * USEC_PER_SEC)
-#define WATCH_FIRST	 (100 * USEC_PER_MSEC)
-#define WATCH_MAX	 (10 * USEC_PER_SEC)
 
-/* IN_ONLYDIR: a file that takes the directory's name is not watched as if it were it. */
-#define DIR_MASK                                                                            \
-	(IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_ATTRIB | IN_DELETE_SELF | \
-	 IN_MOVE_SELF | IN_ONLYDIR)
-#define UP_MASK (IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+/* IN_ONLYDIR, IN_DELETE_SELF, IN_MOVE_SELF: dirwatch adds them. */
+#define DIR_MASK (IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_ATTRIB)
 
 /*
- * One directory that may disappear and come back: watched itself while it exists, through
- * its parent while it does not, and polled with backoff while the parent is missing too.
+ * One directory that may disappear and come back (dirwatch.h: watched itself while it exists,
+ * through its parent while it does not, polled with backoff while the parent is missing too),
+ * and what its events mean to registration.
  */
-struct dirwatch {
+struct kdir {
 	struct kubelet *k;
-	char *path;   /* no trailing slash */
-	char *parent; /* NULL when @path is "/" */
-	char *name;   /* @path's last component */
-	struct loop_watch *dir;
-	struct loop_watch *up;
-	struct loop_timer *retry;
-	struct backoff backoff;
-	unsigned failures; /* consecutive retries, for log rate */
-	bool present;	   /* @dir is armed */
-	bool quiet;	   /* arming at creation: nothing to report */
-	bool plugin;	   /* the device-plugin directory: FILE_DELETED, DIR_GONE/DIR_BACK */
-	bool sock;	   /* kubelet.sock lives here: SOCKET_CREATED */
+	struct dirwatch *dw;
+	bool plugin; /* the device-plugin directory: FILE_DELETED, DIR_GONE/DIR_BACK */
+	bool sock;   /* kubelet.sock lives here: SOCKET_CREATED */
 };
 
 struct kubelet {
 	struct loop *loop;
 	char *plugin_dir;
-	char *sock;	     /* kubelet.sock path, NULL when registration is off */
-	char *sock_name;     /* its base name */
-	struct dirwatch *pd; /* the device-plugin directory */
-	struct dirwatch *sd; /* kubelet.sock's directory when it is another one */
+	char *sock;	 /* kubelet.sock path, NULL when registration is off */
+	char *sock_name; /* its base name */
+	struct kdir *pd; /* the device-plugin directory */
+	struct kdir *sd; /* kubelet.sock's directory when it is another one */
 	struct kubelet_reg *regs;
 	kubelet_event_fn *fn;
 	void *userdata;
@@ -101,180 +89,113 @@ static void emit(struct kubelet *k, enum kubelet_event ev, const char *name)
 	k->fn(k, ev, name, k->userdata);
 }
 
-static void dir_arm(struct dirwatch *dw);
-
-static void dir_schedule_retry(struct dirwatch *dw, int r, const char *what)
+static void kdir_retrying(struct kdir *kd, const struct dirwatch_event *ev)
 {
-	usec_t delay = backoff_next(&dw->backoff);
-
-	dw->failures++;
 	/* Once per backoff step while it grows, then about once a minute. */
-	if (dw->failures <= 8 || dw->failures % 6 == 0)
-		log_warn_errno(r, "cannot watch directory, retrying",
-			       "path=%s what=%s retry_ms=%llu", dw->path, what,
-			       (unsigned long long)(delay / USEC_PER_MSEC));
-	loop_timer_arm(dw->retry, delay);
+	if (ev->failures <= 8 || ev->failures % 6 == 0)
+		log_warn_errno(ev->error, "cannot watch directory, retrying",
+			       "path=%s what=%s retry_ms=%llu", dirwatch_path(kd->dw), ev->what,
+			       (unsigned long long)(ev->retry_usec / USEC_PER_MSEC));
 }
 
-/* The directory went away (deleted, renamed, unmounted): watch for its return. */
-static void dir_lost(struct dirwatch *dw)
+static void kdir_gone(struct kdir *kd)
 {
-	bool was = dw->present;
-
-	dw->dir = loop_watch_free(dw->dir);
-	dw->present = false;
-	if (!was)
-		return;
-	log_warn("directory gone, waiting for it to come back", "path=%s", dw->path);
-	if (dw->plugin)
-		emit(dw->k, KUBELET_EVENT_DIR_GONE, dw->path);
-	dir_arm(dw);
+	log_warn("directory gone, waiting for it to come back", "path=%s", dirwatch_path(kd->dw));
+	if (kd->plugin)
+		emit(kd->k, KUBELET_EVENT_DIR_GONE, dirwatch_path(kd->dw));
 }
 
-static void on_dir(struct loop_watch *w, const char *name, uint32_t mask, void *userdata)
+static void kdir_back(struct kdir *kd)
 {
-	struct dirwatch *dw = userdata;
-	struct kubelet *k = dw->k;
+	struct kubelet *k = kd->k;
+	struct stat st;
 
-	if (mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT)) {
-		dir_lost(dw);
+	log_info("directory back, watching it again", "path=%s", dirwatch_path(kd->dw));
+	if (kd->plugin)
+		emit(k, KUBELET_EVENT_DIR_BACK, dirwatch_path(kd->dw));
+	/* kubelet.sock may have been created before the watch was armed. */
+	if (kd->sock && dirwatch_present(kd->dw) && lstat(k->sock, &st) == 0)
+		emit(k, KUBELET_EVENT_SOCKET_CREATED, k->sock_name);
+}
+
+static void on_dir(struct dirwatch *dw, const struct dirwatch_event *ev, void *userdata)
+{
+	struct kdir *kd = userdata;
+	struct kubelet *k = kd->k;
+	uint32_t mask = ev->mask;
+	const char *name = ev->name;
+
+	switch (ev->kind) {
+	case DIRWATCH_GONE:
+		kdir_gone(kd);
 		return;
+	case DIRWATCH_REPLACED:
+		kdir_gone(kd);
+		kdir_back(kd);
+		return;
+	case DIRWATCH_BACK:
+		kdir_back(kd);
+		return;
+	case DIRWATCH_RETRY:
+		kdir_retrying(kd, ev);
+		return;
+	case DIRWATCH_EVENT:
+		break;
 	}
 	if (mask & IN_Q_OVERFLOW) {
 		struct stat st;
 
 		/* Events were lost: a kubelet.sock created meanwhile must not go unseen. */
-		log_warn("inotify queue overflowed, events lost", "path=%s", dw->path);
-		if (dw->plugin)
+		log_warn("inotify queue overflowed, events lost", "path=%s", dirwatch_path(dw));
+		if (kd->plugin)
 			emit(k, KUBELET_EVENT_FILE_CHANGED, "");
-		if (dw->sock && lstat(k->sock, &st) == 0)
+		if (kd->sock && lstat(k->sock, &st) == 0)
 			emit(k, KUBELET_EVENT_SOCKET_CREATED, k->sock_name);
 		return;
 	}
-	if (dw->sock && (mask & (IN_CREATE | IN_MOVED_TO)) && streq(name, k->sock_name)) {
+	if (kd->sock && (mask & (IN_CREATE | IN_MOVED_TO)) && streq(name, k->sock_name)) {
 		emit(k, KUBELET_EVENT_SOCKET_CREATED, name);
 		return;
 	}
-	if (dw->plugin && (mask & (IN_DELETE | IN_MOVED_FROM)))
+	if (kd->plugin && (mask & (IN_DELETE | IN_MOVED_FROM)))
 		emit(k, KUBELET_EVENT_FILE_DELETED, name);
-	else if (dw->plugin && (mask & (IN_CREATE | IN_MOVED_TO)))
+	else if (kd->plugin && (mask & (IN_CREATE | IN_MOVED_TO)))
 		emit(k, KUBELET_EVENT_FILE_CREATED, name);
-	else if (dw->plugin && (mask & IN_ATTRIB) && *name)
+	else if (kd->plugin && (mask & IN_ATTRIB) && *name)
 		emit(k, KUBELET_EVENT_FILE_CHANGED, name);
 }
 
-static void on_up(struct loop_watch *w, const char *name, uint32_t mask, void *userdata)
+static struct kdir *kdir_free(struct kdir *kd)
 {
-	struct dirwatch *dw = userdata;
-
-	if (mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT)) {
-		dw->up = loop_watch_free(dw->up);
-		dir_arm(dw);
-		return;
-	}
-	if ((mask & (IN_CREATE | IN_MOVED_TO)) && streq(name, dw->name))
-		dir_arm(dw);
-}
-
-static void on_dir_retry(struct loop_timer *t, void *userdata)
-{
-	dir_arm(userdata);
-}
-
-/*
- * Watches the directory, else its parent, else retries later. Reports DIR_BACK (and
- * SOCKET_CREATED) when the directory is watched again, unless arming quietly.
- */
-static void dir_arm(struct dirwatch *dw)
-{
-	struct kubelet *k = dw->k;
-	struct stat st;
-	int r;
-
-	if (dw->dir)
-		return;
-	r = loop_watch_new(k->loop, dw->path, DIR_MASK, on_dir, dw, &dw->dir);
-	if (r == 0) {
-		dw->up = loop_watch_free(dw->up);
-		loop_timer_disarm(dw->retry);
-		backoff_reset(&dw->backoff);
-		dw->failures = 0;
-		dw->present = true;
-		if (dw->quiet)
-			return;
-		log_info("directory back, watching it again", "path=%s", dw->path);
-		if (dw->plugin)
-			emit(k, KUBELET_EVENT_DIR_BACK, dw->path);
-		/* kubelet.sock may have been created before the watch was armed. */
-		if (dw->sock && dw->present && lstat(k->sock, &st) == 0)
-			emit(k, KUBELET_EVENT_SOCKET_CREATED, k->sock_name);
-		return;
-	}
-	if ((r != -ENOENT && r != -ENOTDIR) || !dw->parent) {
-		dir_schedule_retry(dw, r, "directory");
-		return;
-	}
-	if (dw->up)
-		return; /* the parent says when a directory of that name appears */
-	r = loop_watch_new(k->loop, dw->parent, UP_MASK, on_up, dw, &dw->up);
-	if (r < 0) {
-		dir_schedule_retry(dw, r, "parent");
-		return;
-	}
-	if (dw->failures == 0 && dw->quiet)
-		log_warn("directory missing, waiting for it", "path=%s", dw->path);
-	loop_timer_disarm(dw->retry);
-	backoff_reset(&dw->backoff);
-	dw->failures = 0;
-	/* It may have appeared between the two watches; the parent's watch now sees any later. */
-	dir_arm(dw);
-}
-
-static struct dirwatch *dirwatch_free(struct dirwatch *dw)
-{
-	if (!dw)
+	if (!kd)
 		return NULL;
-	loop_watch_free(dw->dir);
-	loop_watch_free(dw->up);
-	loop_timer_free(dw->retry);
-	free(dw->path);
-	free(dw->parent);
-	free(dw->name);
-	free(dw);
+	dirwatch_free(kd->dw);
+	free(kd);
 	return NULL;
 }
 
-static int dirwatch_new(struct kubelet *k, const char *path, bool plugin, bool sock,
-			struct dirwatch **ret)
+static int kdir_new(struct kubelet *k, const char *path, bool plugin, bool sock, struct kdir **ret)
 {
-	struct dirwatch *dw = calloc(1, sizeof(*dw));
+	struct kdir *kd = calloc(1, sizeof(*kd));
+	struct dirwatch_event ev;
 	int r;
 
-	if (!dw)
+	if (!kd)
 		return -ENOMEM;
-	dw->k = k;
-	dw->plugin = plugin;
-	dw->sock = sock;
-	dw->backoff = BACKOFF_INIT(WATCH_FIRST, 2, WATCH_MAX);
-	dw->path = path_trim(path);
-	if (!dw->path) {
-		r = -ENOMEM;
-		goto fail;
+	kd->k = k;
+	kd->plugin = plugin;
+	kd->sock = sock;
+	r = dirwatch_new(k->loop, path, DIR_MASK, on_dir, kd, &kd->dw);
+	if (r < 0) {
+		free(kd);
+		return r;
 	}
-	r = path_split(dw->path, &dw->parent, &dw->name);
-	if (r < 0)
-		goto fail;
-	r = loop_timer_new(k->loop, on_dir_retry, dw, &dw->retry);
-	if (r < 0)
-		goto fail;
-	dw->quiet = true;
-	dir_arm(dw);
-	dw->quiet = false;
-	*ret = dw;
+	if (dirwatch_polled(kd->dw, &ev))
+		kdir_retrying(kd, &ev);
+	else if (!dirwatch_present(kd->dw))
+		log_warn("directory missing, waiting for it", "path=%s", dirwatch_path(kd->dw));
+	*ret = kd;
 	return 0;
-fail:
-	dirwatch_free(dw);
-	return r;
 }
 
 /* --- the kubelet object --- */
@@ -348,20 +269,20 @@ static bool same_dir(const char *a, const char *b)
 }
 
 /* Creates the watches for @p into @ret_pd and @ret_sd; nothing is reported. */
-static int watches_make(struct kubelet *k, const struct paths *p, struct dirwatch **ret_pd,
-			struct dirwatch **ret_sd)
+static int watches_make(struct kubelet *k, const struct paths *p, struct kdir **ret_pd,
+			struct kdir **ret_sd)
 {
-	struct dirwatch *pd = NULL, *sd = NULL;
+	struct kdir *pd = NULL, *sd = NULL;
 	bool shared = p->sock && same_dir(p->sock_dir, p->plugin_dir);
 	int r;
 
-	r = dirwatch_new(k, p->plugin_dir, true, shared, &pd);
+	r = kdir_new(k, p->plugin_dir, true, shared, &pd);
 	if (r < 0)
 		return r;
 	if (p->sock && !shared) {
-		r = dirwatch_new(k, p->sock_dir, false, true, &sd);
+		r = kdir_new(k, p->sock_dir, false, true, &sd);
 		if (r < 0) {
-			dirwatch_free(pd);
+			kdir_free(pd);
 			return r;
 		}
 	}
@@ -413,8 +334,8 @@ struct kubelet *kubelet_free(struct kubelet *k)
 		reg_reset(reg);
 		reg->k = NULL;
 	}
-	dirwatch_free(k->pd);
-	dirwatch_free(k->sd);
+	kdir_free(k->pd);
+	kdir_free(k->sd);
 	free(k->plugin_dir);
 	free(k->sock);
 	free(k->sock_name);
@@ -429,12 +350,12 @@ bool kubelet_enabled(const struct kubelet *k)
 
 bool kubelet_dir_present(const struct kubelet *k)
 {
-	return k->pd && k->pd->present;
+	return k->pd && dirwatch_present(k->pd->dw);
 }
 
 int kubelet_set_paths(struct kubelet *k, const char *plugin_dir, const char *kubelet_sock)
 {
-	struct dirwatch *pd, *sd, *old_pd, *old_sd;
+	struct kdir *pd, *sd, *old_pd, *old_sd;
 	struct paths p;
 	char *old[3];
 	int r;
@@ -468,8 +389,8 @@ int kubelet_set_paths(struct kubelet *k, const char *plugin_dir, const char *kub
 	}
 	k->pd = pd;
 	k->sd = sd;
-	dirwatch_free(old_pd);
-	dirwatch_free(old_sd);
+	kdir_free(old_pd);
+	kdir_free(old_sd);
 	for (int i = 0; i < 3; i++)
 		free(old[i]);
 	for (struct kubelet_reg *reg = k->regs; reg; reg = reg->next)

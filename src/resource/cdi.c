@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "file-read.h"
+#include "file-writer.h"
 #include "gpu.h"
 
 #define CDI_VERSION "0.5.0"
@@ -396,7 +397,7 @@ int cdi_spec_write_file(const char *dir, const void *data, size_t len, char **re
 	path = path_join(dir, CDI_SPEC_FILE_NAME);
 	if (!path)
 		return set_error(reterr, -ENOMEM, "out of memory writing the CDI spec");
-	r = write_file_atomic_step(path, data, len, 0644, &step);
+	r = file_write_atomic(path, data, len, 0644, &step);
 	if (r < 0)
 		(void)set_error(reterr, r, "failed to %s CDI spec %s: %s", step, path,
 				errstr(-r, eb, sizeof(eb)));

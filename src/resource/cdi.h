@@ -83,7 +83,7 @@ int cdi_spec_verify(const char *dir, const void *expected, size_t len) WARN_UNUS
 /*
  * cdi_spec_write_file(), cdi_spec_verify() and cdi_spec_write() are the tests' and
  * tests/cdi-validate's: the daemon (cdi-writer.c) writes through file-writer.h (the same
- * mkdir_parents() and write_file_atomic_step(), off the loop) and compares with file_equals().
+ * mkdir_parents() and file_write_atomic(), off the loop) and compares with file_equals().
  *
  * cdi_spec_render() then cdi_spec_write_file() to o->spec_dir, in one call (kept for callers
  * that do both on one thread). Returns 0 or -errno of either; on failure @reterr (if not NULL)

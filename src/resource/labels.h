@@ -57,7 +57,7 @@ void labels_product(const struct gpu_info *info, const struct config *cfg, char 
 /*
  * A writer on the loop that owns one NFD features.d file. The file holds a comment, the
  * "# +expiry-time=<RFC3339 UTC>" directive (now + @expiry; none when @expiry is 0) and the
- * label lines. It is written atomically (write_file_atomic(): ".<name>.XXXXXX" in the same
+ * label lines. It is written atomically (file_write_atomic(), file-writer.h: ".<name>.XXXXXX" in the same
  * directory, a dotfile, which NFD ignores; fsync, rename, directory fsync), so a reader sees
  * the old file or the new one, never part of one; and off the loop, through file-writer.h: a
  * slow or frozen disk never holds Allocate. A write still running after 5 s is logged once

@@ -24,6 +24,7 @@
 #include "allocate.h"
 #include "cdi.h"
 #include "deviceplugin.pb-c.h"
+#include "file-writer.h"
 #include "gpu.h"
 #include "nvml-int.h"
 #include "util.h"
@@ -83,7 +84,7 @@ static int write_response(const char *dir, const char *name, const struct alloc_
 		goto out;
 	}
 	(void)v1beta1__container_allocate_response__pack(r, wire);
-	ret = write_file_atomic(path, wire, len, 0644);
+	ret = file_write_atomic(path, wire, len, 0644, NULL);
 out:
 	if (ret < 0)
 		(void)fprintf(stderr, "cdi-write: %s: %s\n", name, strerror(-ret));

@@ -15,6 +15,7 @@
 #include "cdi-writer.h"
 #include "cdi.h"
 #include "file-read.h"
+#include "file-writer.h"
 #include "gpu.h"
 #include "loop.h"
 #include "nvml-int.h"
@@ -870,7 +871,7 @@ static void test_writer_first_attempt(void **state)
 	assert_int_equal(cdi_writer_new(s.loop, &s.w), 0);
 	cdi_writer_set_settled_cb(s.w, on_settled, &s);
 	(void)snprintf(blocker, sizeof(blocker), "%s/blocker", tmp);
-	assert_int_equal(write_file_atomic(blocker, "x", 1, 0644), 0);
+	assert_int_equal(file_write_atomic(blocker, "x", 1, 0644, NULL), 0);
 	(void)snprintf(dir, sizeof(dir), "%s/cdi", blocker);
 	o.spec_dir = dir;
 	assert_int_equal(cdi_writer_set(s.w, &o, &info), 0);

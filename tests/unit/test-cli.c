@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "file-read.h"
+#include "file-writer.h"
 #include "unit.h"
 #include "util.h"
 #include "version.h"
@@ -489,7 +490,7 @@ static void labels_of_fixture(const char *fixture, const char *family)
 	cmd = strdup_printf("mkdir -p '%s/class/dmi/id'", sysfs);
 	assert_int_equal(system(cmd), 0);
 	pn = strdup_printf("%s/class/dmi/id/product_name", sysfs);
-	assert_int_equal(write_file_atomic(pn, "Edge Box 3000\n", 14, 0644), 0);
+	assert_int_equal(file_write_atomic(pn, "Edge Box 3000\n", 14, 0644, NULL), 0);
 
 	assert_int_equal(setenv("EDGEGPU_FAKE_NVML_FIXTURE", path, 1), 0);
 	assert_int_equal(setenv("EDGEGPU_SYSFS_ROOT", sysfs, 1), 0);
@@ -517,12 +518,12 @@ static void labels_of_fixture(const char *fixture, const char *family)
 	/* A config of the command line applies: time-slicing nvidia.com/gpu. */
 	free(cmd);
 	cmd = strdup_printf("%s/ts.yaml", sysfs);
-	assert_int_equal(write_file_atomic(cmd,
+	assert_int_equal(file_write_atomic(cmd,
 					   "version: v1\nsharing: {timeSlicing: {resources: "
 					   "[{name: nvidia.com/gpu, replicas: 3}]}}\n",
 					   strlen("version: v1\nsharing: {timeSlicing: {resources: "
 						  "[{name: nvidia.com/gpu, replicas: 3}]}}\n"),
-					   0644),
+					   0644, NULL),
 			 0);
 	r = run_cli("labels", "--nvml-lib", FAKE_NVML_LIB, "--config-file", cmd, NULL);
 	assert_int_equal(r.rc, 0);

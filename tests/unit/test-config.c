@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "file-read.h"
+#include "file-writer.h"
 #include "oom.h"
 #include "unit.h"
 #include "util.h"
@@ -920,13 +921,13 @@ static void test_oversized(void **state)
 	/* Exactly the limit, comments only: fine. */
 	memset(data, '#', CONFIG_FILE_MAX);
 	data[CONFIG_FILE_MAX - 1] = '\n';
-	assert_int_equal(write_file_atomic(path, data, CONFIG_FILE_MAX, 0644), 0);
+	assert_int_equal(file_write_atomic(path, data, CONFIG_FILE_MAX, 0644, NULL), 0);
 	assert_int_equal(config_init(&c), 0);
 	assert_int_equal(config_load_file(&c, path, &d), 0);
 	assert_int_equal(d.n_errors, 0);
 	/* One byte more: refused, before parsing. */
 	memset(data, '#', CONFIG_FILE_MAX + 1);
-	assert_int_equal(write_file_atomic(path, data, CONFIG_FILE_MAX + 1, 0644), 0);
+	assert_int_equal(file_write_atomic(path, data, CONFIG_FILE_MAX + 1, 0644, NULL), 0);
 	assert_int_equal(config_load_file(&c, path, &d), -EFBIG);
 	assert_int_equal(d.n_errors, 1);
 	s = fmt_error(&d.errors[0]);
@@ -948,7 +949,7 @@ static char *write_temp_config(char *dir, const char *text)
 	char *path = path_join(dir, "config.yaml");
 
 	assert_non_null(path);
-	assert_int_equal(write_file_atomic(path, text, strlen(text), 0644), 0);
+	assert_int_equal(file_write_atomic(path, text, strlen(text), 0644, NULL), 0);
 	return path;
 }
 

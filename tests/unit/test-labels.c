@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "file-read.h"
+#include "file-writer.h"
 #include "gpu.h"
 #include "labels.h"
 #include "loop.h"
@@ -175,7 +176,8 @@ static char *fake_sysfs(const char *product_name)
 	free(p);
 	if (product_name) {
 		p = strdup_printf("%s/class/dmi/id/product_name", root);
-		assert_int_equal(write_file_atomic(p, product_name, strlen(product_name), 0644), 0);
+		assert_int_equal(
+			file_write_atomic(p, product_name, strlen(product_name), 0644, NULL), 0);
 		free(p);
 	}
 	return root;
@@ -645,7 +647,7 @@ static void test_writer_atomic(void **state)
 	{
 		char *tmp = path_join(f.dir, ".edgegpu.tmp"), *victim = path_join(f.dir, "victim");
 
-		assert_int_equal(write_file_atomic(victim, "keep\n", 5, 0644), 0);
+		assert_int_equal(file_write_atomic(victim, "keep\n", 5, 0644, NULL), 0);
 		assert_int_equal(symlink(victim, tmp), 0);
 		assert_int_equal(labels_writer_new(f.loop, f.path, 0, &w), 0);
 		assert_int_equal(labels_writer_set(w, lines_b, strlen(lines_b)), 0);

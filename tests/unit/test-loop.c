@@ -485,6 +485,187 @@ static void test_watch_swapped_while_added(void **state)
 	(void)rmdir(base);
 }
 
+/* The process's inotify instances: the fds that are anon_inode:inotify. */
+static int count_inotify_fds(void)
+{
+	char link[64], target[64];
+	int n = 0;
+
+	for (int fd = 0; fd < 1024; fd++) {
+		ssize_t len;
+
+		(void)snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		len = readlink(link, target, sizeof(target) - 1);
+		if (len < 0)
+			continue;
+		target[len] = '\0';
+		if (streq(target, "anon_inode:inotify"))
+			n++;
+	}
+	return n;
+}
+
+/* One inotify instance for the loop, whatever the number of watches (the node has 128). */
+static void test_watches_share_one_inotify_instance(void **state)
+{
+	char base[] = "/tmp/test-loop-XXXXXX", dir[64];
+	struct loop_watch *w[40] = { NULL };
+	struct loop *l = NULL;
+	int before = count_inotify_fds();
+
+	assert_non_null(mkdtemp(base));
+	assert_int_equal(loop_new(&l), 0);
+	for (size_t i = 0; i < ELEMENTSOF(w); i++) {
+		(void)snprintf(dir, sizeof(dir), "%s/%zu", base, i % 20);
+		(void)mkdir(dir, 0755);
+		assert_int_equal(loop_watch_new(l, dir, IN_CREATE, on_watch, NULL, &w[i]), 0);
+	}
+	assert_int_equal(count_inotify_fds(), before + 1);
+	for (size_t i = 0; i < ELEMENTSOF(w); i++)
+		w[i] = loop_watch_free(w[i]);
+	loop_free(l);
+	assert_int_equal(count_inotify_fds(), before);
+	for (int i = 0; i < 20; i++) {
+		(void)snprintf(dir, sizeof(dir), "%s/%d", base, i);
+		(void)rmdir(dir);
+	}
+	(void)rmdir(base);
+}
+
+struct counted {
+	int calls;
+	uint32_t mask;
+	char name[64];
+	struct loop_watch **victim; /* freed by this watch's callback */
+};
+
+static void on_counted(struct loop_watch *w, const char *name, uint32_t mask, void *userdata)
+{
+	struct counted *c = userdata;
+
+	c->calls++;
+	c->mask |= mask;
+	(void)snprintf(c->name, sizeof(c->name), "%s", name);
+	if (c->victim)
+		*c->victim = loop_watch_free(*c->victim);
+}
+
+static void touch(const char *dir, const char *name)
+{
+	char p[128];
+	FILE *f;
+
+	(void)snprintf(p, sizeof(p), "%s/%s", dir, name);
+	f = fopen(p, "w");
+	assert_non_null(f);
+	(void)fclose(f);
+}
+
+static void run_until(struct loop *l, const int *calls, int want)
+{
+	/* Bounded only for the failure case: the events are there at once when it works. */
+	for (int i = 0; i < 20 && *calls < want; i++)
+		assert_int_equal(loop_run_once(l, 500 * USEC_PER_MSEC), 0);
+}
+
+/*
+ * Two watches of one directory share inotify's descriptor: both get its events, each only the
+ * ones it asked for, and freeing one leaves the other's kernel watch in place.
+ */
+static void test_watches_of_one_directory(void **state)
+{
+	char dir[] = "/tmp/test-loop-XXXXXX", p[128];
+	struct counted a = { 0 }, b = { 0 };
+	struct loop_watch *wa = NULL, *wb = NULL;
+	struct loop *l = NULL;
+
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(loop_new(&l), 0);
+	assert_int_equal(loop_watch_new(l, dir, IN_CREATE, on_counted, &a, &wa), 0);
+	assert_int_equal(loop_watch_new(l, dir, IN_DELETE, on_counted, &b, &wb), 0);
+	touch(dir, "one");
+	(void)snprintf(p, sizeof(p), "%s/one", dir);
+	assert_int_equal(unlink(p), 0);
+	run_until(l, &b.calls, 1);
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(a.mask, IN_CREATE); /* not b's IN_DELETE */
+	assert_int_equal(b.calls, 1);
+	assert_int_equal(b.mask, IN_DELETE);
+	assert_string_equal(b.name, "one");
+
+	wa = loop_watch_free(wa);
+	touch(dir, "two");
+	(void)snprintf(p, sizeof(p), "%s/two", dir);
+	assert_int_equal(unlink(p), 0);
+	run_until(l, &b.calls, 2);
+	assert_int_equal(b.calls, 2);
+	assert_string_equal(b.name, "two");
+	assert_int_equal(a.calls, 1);
+
+	/* And the other way round: the first freed last. */
+	assert_int_equal(loop_watch_new(l, dir, IN_CREATE, on_counted, &a, &wa), 0);
+	wb = loop_watch_free(wb);
+	touch(dir, "three");
+	run_until(l, &a.calls, 2);
+	assert_int_equal(a.calls, 2);
+	assert_string_equal(a.name, "three");
+	loop_watch_free(wa);
+	loop_free(l);
+	(void)unlink(p);
+	(void)snprintf(p, sizeof(p), "%s/three", dir);
+	(void)unlink(p);
+	(void)rmdir(dir);
+}
+
+/*
+ * Events for two watches read in one batch: the first callback frees the other watch, which is
+ * not called for its event already read (its memory stays valid while the batch runs).
+ */
+static void test_watch_freed_by_another_in_batch(void **state)
+{
+	char base[] = "/tmp/test-loop-XXXXXX", d1[64], d2[64], p[128];
+	struct counted a = { 0 }, b = { 0 };
+	struct loop_watch *wa = NULL, *wb = NULL;
+	struct loop *l = NULL;
+
+	assert_non_null(mkdtemp(base));
+	(void)snprintf(d1, sizeof(d1), "%s/a", base);
+	(void)snprintf(d2, sizeof(d2), "%s/b", base);
+	assert_int_equal(mkdir(d1, 0755), 0);
+	assert_int_equal(mkdir(d2, 0755), 0);
+	assert_int_equal(loop_new(&l), 0);
+	assert_int_equal(loop_watch_new(l, d1, IN_CREATE, on_counted, &a, &wa), 0);
+	assert_int_equal(loop_watch_new(l, d2, IN_CREATE, on_counted, &b, &wb), 0);
+	a.victim = &wb;
+	/* a's event first, then b's, in the same read. */
+	touch(d1, "x");
+	touch(d2, "y");
+	assert_int_equal(loop_run_once(l, 500 * USEC_PER_MSEC), 0);
+	assert_int_equal(a.calls, 1);
+	assert_null(wb);
+	assert_int_equal(b.calls, 0);
+	/* Both on one directory: the same descriptor, the same event. */
+	b = (struct counted){ 0 };
+	assert_int_equal(loop_watch_new(l, d1, IN_CREATE, on_counted, &b, &wb), 0);
+	b.victim = &wa; /* b is the newer, so the first called */
+	touch(d1, "z");
+	assert_int_equal(loop_run_once(l, 500 * USEC_PER_MSEC), 0);
+	assert_int_equal(b.calls, 1);
+	assert_null(wa);
+	assert_int_equal(a.calls, 1);
+	loop_watch_free(wb);
+	loop_free(l);
+	(void)snprintf(p, sizeof(p), "%s/x", d1);
+	(void)unlink(p);
+	(void)snprintf(p, sizeof(p), "%s/z", d1);
+	(void)unlink(p);
+	(void)snprintf(p, sizeof(p), "%s/y", d2);
+	(void)unlink(p);
+	(void)rmdir(d1);
+	(void)rmdir(d2);
+	(void)rmdir(base);
+}
+
 /* In a child with its own mount namespace: 0 when the tmpfs mount was reported, 77 skipped. */
 static int mount_child(const char *dir)
 {
@@ -553,6 +734,9 @@ int main(void)
 		cmocka_unit_test(test_watch_symlink_swapped),
 		cmocka_unit_test(test_watch_swapped_while_added),
 		cmocka_unit_test(test_watch_mounted_over),
+		cmocka_unit_test(test_watches_share_one_inotify_instance),
+		cmocka_unit_test(test_watches_of_one_directory),
+		cmocka_unit_test(test_watch_freed_by_another_in_batch),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "file-writer.h"
 #include "podmap.h"
 #include "unit.h"
 #include "util.h"
@@ -269,7 +270,7 @@ static void put(const char *dir, const char *name, const char *content)
 	char *p = path_join(dir, name);
 
 	assert_non_null(p);
-	assert_int_equal(write_file_atomic(p, content, strlen(content), 0644), 0);
+	assert_int_equal(file_write_atomic(p, content, strlen(content), 0644, NULL), 0);
 	free(p);
 }
 

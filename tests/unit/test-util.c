@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "file-read.h"
+#include "file-writer.h"
 #include "unit.h"
 #include "util.h"
 
@@ -243,7 +244,7 @@ static void test_files(void **state)
 	assert_non_null(mkdtemp(dir));
 	p = path_join(dir, "f.txt");
 	assert_non_null(p);
-	assert_int_equal(write_file_atomic(p, "hello", 5, 0640), 0);
+	assert_int_equal(file_write_atomic(p, "hello", 5, 0640, NULL), 0);
 	assert_int_equal(stat(p, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0640);
 	assert_int_equal(read_file(p, 100, &content, &len), 0);
@@ -295,7 +296,7 @@ static void put(const char *dir, const char *rel, const char *text)
 	char *p = path_join(dir, rel);
 
 	assert_non_null(p);
-	assert_int_equal(write_file_atomic(p, text, strlen(text), 0644), 0);
+	assert_int_equal(file_write_atomic(p, text, strlen(text), 0644, NULL), 0);
 	free(p);
 }
 
