@@ -168,13 +168,10 @@ int dirwatch_new(struct loop *l, const char *path, uint32_t mask, dirwatch_fn *f
 		 struct dirwatch **ret)
 {
 	struct dirwatch *dw;
-	size_t n = strlen(path);
 	int r = -ENOMEM;
 
-	if (n == 0)
+	if (!*path)
 		return -EINVAL;
-	while (n > 1 && path[n - 1] == '/')
-		n--;
 	dw = calloc(1, sizeof(*dw));
 	if (!dw)
 		return -ENOMEM;
@@ -184,7 +181,7 @@ int dirwatch_new(struct loop *l, const char *path, uint32_t mask, dirwatch_fn *f
 	dw->userdata = userdata;
 	dw->backoff = BACKOFF_INIT(RETRY_FIRST, 2, RETRY_MAX);
 	dw->polled.kind = DIRWATCH_RETRY;
-	dw->path = strndup(path, n);
+	dw->path = path_trim(path);
 	if (!dw->path || path_split(dw->path, &dw->parent, &dw->name) < 0)
 		goto fail;
 	r = loop_timer_new(l, on_retry, dw, &dw->retry);

@@ -648,6 +648,15 @@ int mkdir_parents(const char *dir, unsigned mode)
 	return r;
 }
 
+char *path_trim(const char *path)
+{
+	size_t n = strlen(path);
+
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	return strndup(path, n);
+}
+
 char *path_join(const char *dir, const char *name)
 {
 	size_t dl = strlen(dir);

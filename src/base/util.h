@@ -138,6 +138,8 @@ int fd_reopen(int fd, int flags) WARN_UNUSED;
  */
 int mkdir_parents(const char *dir, unsigned mode) WARN_UNUSED;
 
+/* A copy of @path without trailing slashes ("/" stays "/"); a heap string or NULL. */
+char *path_trim(const char *path) WARN_UNUSED;
 /* Joins a directory and a file name with exactly one '/'; returns a heap string or NULL. */
 char *path_join(const char *dir, const char *name) WARN_UNUSED;
 

@@ -70,18 +70,6 @@ struct kubelet_reg {
 	unsigned failures; /* consecutive, for log rate */
 };
 
-/* --- paths --- */
-
-/* A copy of @path without trailing slashes ("/" stays "/"). */
-static char *path_trim(const char *path)
-{
-	size_t n = strlen(path);
-
-	while (n > 1 && path[n - 1] == '/')
-		n--;
-	return strndup(path, n);
-}
-
 /* --- directory watches --- */
 
 static void emit(struct kubelet *k, enum kubelet_event ev, const char *name)

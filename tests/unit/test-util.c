@@ -501,6 +501,24 @@ static void test_thread_start(void **state)
 	assert_int_equal(sigismember(&after, SIGHUP), 0);
 }
 
+/* path_trim(): trailing slashes off, "/" (however many) stays "/", nothing else touched. */
+static void test_path_trim(void **state)
+{
+	static const char *const cases[][2] = {
+		{ "/a/b", "/a/b" }, { "/a/b/", "/a/b" }, { "a//", "a" }, { "/", "/" },
+		{ "///", "/" },	    { "a//b", "a//b" },	 { "", "" },	 { ".", "." },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		char *t = path_trim(cases[i][0]);
+
+		assert_non_null(t);
+		assert_string_equal(t, cases[i][1]);
+		free(t);
+	}
+}
+
 /* path_split(): the parent and last component; trailing slashes dropped, "/" has neither. */
 static void test_path_split(void **state)
 {
@@ -551,6 +569,7 @@ int main(void)
 		/* In this order: the second one takes openat2 away for good. */
 		cmocka_unit_test(test_root_open_openat2),
 		cmocka_unit_test(test_root_open_walk),
+		cmocka_unit_test(test_path_trim),
 		cmocka_unit_test(test_path_split),
 		cmocka_unit_test(test_thread_start),
 	};
