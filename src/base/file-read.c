@@ -160,7 +160,7 @@ int file_equals(const char *path, const void *data, size_t len)
 		return -ESTALE;
 	if (r < 0)
 		return r;
-	r = got == len && memcmp(buf, data, len) == 0 ? 0 : -ESTALE;
+	r = got == len && (len == 0 || memcmp(buf, data, len) == 0) ? 0 : -ESTALE;
 	free(buf);
 	return r;
 }

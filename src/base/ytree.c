@@ -255,7 +255,7 @@ static int add_scalar(struct builder *b, const char *value, size_t len, bool pla
 static int open_collection(struct builder *b, enum ytree_kind kind, unsigned line, unsigned column,
 			   size_t *ret)
 {
-	size_t i;
+	size_t i = 0;
 	int r;
 
 	r = new_node(b, kind, line, column, &i);
@@ -630,12 +630,10 @@ static int jvalue(struct jreader *j)
 			       add_scalar(j->b, (const char *)j->s.data, j->s.len, false, line,
 					  column, &i);
 	}
-	if (jword(j, "true"))
+	if (jword(j, "true") || jword(j, "null"))
 		e = j->p + 4;
 	else if (jword(j, "false"))
 		e = j->p + 5;
-	else if (jword(j, "null"))
-		e = j->p + 4;
 	else
 		e = jnumber(j->p, j->end);
 	if (!e)

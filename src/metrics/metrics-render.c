@@ -409,7 +409,7 @@ static void render_pods(struct metrics *m, struct prom *p)
 /* /proc/self/stat is one line of ~300 bytes; what follows the fields read is not needed. */
 #define PROC_SELF_STAT_MAX 1023
 /* /proc/stat has a line per CPU and one of interrupt counts (tens of KiB) before btime. */
-#define PROC_STAT_MAX (1024 * 1024)
+#define PROC_STAT_MAX ((size_t)1024 * 1024)
 
 static void render_process(struct metrics *m, struct prom *p)
 {

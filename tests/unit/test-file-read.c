@@ -30,7 +30,7 @@ static struct {
 } rd;
 
 ssize_t __real_read(int fd, void *buf, size_t n); /* NOLINT(bugprone-reserved-identifier) */
-ssize_t __wrap_read(int fd, void *buf, size_t n);
+ssize_t __wrap_read(int fd, void *buf, size_t n); /* NOLINT(bugprone-reserved-identifier) */
 
 ssize_t __wrap_read(int fd, void *buf, size_t n) /* NOLINT(bugprone-reserved-identifier) */
 {

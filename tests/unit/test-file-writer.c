@@ -18,10 +18,10 @@
  * way with ENOSPC, an fsync that fails, or one that hangs (a frozen filesystem) until the test
  * lets it go. Only for fds whose file lies under @fault_dir; the rest pass through.
  */
-ssize_t __real_write(int fd, const void *buf, size_t n);
-int __real_fsync(int fd);
-ssize_t __wrap_write(int fd, const void *buf, size_t n);
-int __wrap_fsync(int fd);
+ssize_t __real_write(int fd, const void *buf, size_t n); /* NOLINT(bugprone-reserved-identifier) */
+int __real_fsync(int fd);				 /* NOLINT(bugprone-reserved-identifier) */
+ssize_t __wrap_write(int fd, const void *buf, size_t n); /* NOLINT(bugprone-reserved-identifier) */
+int __wrap_fsync(int fd);				 /* NOLINT(bugprone-reserved-identifier) */
 
 static char fault_dir[64];
 static int fault_write; /* errno for a write after half the bytes went */
