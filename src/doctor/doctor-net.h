@@ -36,7 +36,7 @@ void doctor_net_http_release(struct doctor_net_http *h);
 /*
  * GET http://@address@path with HTTP/1.1 and "Connection: close", reading until the server
  * closes, all within @timeout_ms. @address is as edgegpu.metrics.address takes it
- * (http_parse_address(): "host:port", "[v6]:port", ":port"); an address without a host
+ * (address_parse(): "host:port", "[v6]:port", ":port"); an address without a host
  * (":9400") or with an unspecified one (0.0.0.0, [::]) is reached on loopback (127.0.0.1 or
  * [::1]). The host actually dialled is written to @ret_url ("http://127.0.0.1:9400/readyz",
  * heap, caller frees; may be NULL). A chunked body is decoded. Returns 0 and fills @ret
