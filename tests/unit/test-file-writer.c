@@ -23,13 +23,30 @@ int __real_fsync(int fd);				 /* NOLINT(bugprone-reserved-identifier) */
 ssize_t __wrap_write(int fd, const void *buf, size_t n); /* NOLINT(bugprone-reserved-identifier) */
 int __wrap_fsync(int fd);				 /* NOLINT(bugprone-reserved-identifier) */
 
+/*
+ * The faults, set by the test and read by the writer threads: every access is under @mu (a
+ * thread may still be in its directory fsync while the test clears them).
+ */
 static char fault_dir[64];
 static int fault_write; /* errno for a write after half the bytes went */
 static int fault_fsync; /* errno for fsync */
 static bool freeze;	/* fsync hangs until thaw() */
+static unsigned fsyncs; /* fsync calls on faulty fds that returned */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 
+static void faults_set(const char *dir, int write_err, int fsync_err, bool frozen)
+{
+	(void)pthread_mutex_lock(&mu);
+	(void)snprintf(fault_dir, sizeof(fault_dir), "%s", dir);
+	fault_write = write_err;
+	fault_fsync = fsync_err;
+	freeze = frozen;
+	(void)pthread_cond_broadcast(&cond);
+	(void)pthread_mutex_unlock(&mu);
+}
+
+/* Whether @fd's file lies under the fault directory. Called with @mu held. */
 static bool faulty(int fd)
 {
 	char link[64], target[256];
@@ -48,33 +65,68 @@ static bool faulty(int fd)
 ssize_t __wrap_write(int fd, const void *buf, size_t n)
 {
 	static bool half_written;
+	int err = 0;
+	bool half = false;
 
+	(void)pthread_mutex_lock(&mu);
 	if (fault_write && faulty(fd)) {
 		/* Half the bytes go; the call for the rest fails. */
-		if (half_written) {
-			half_written = false;
-			errno = fault_write;
-			return -1;
-		}
-		half_written = true;
-		return __real_write(fd, buf, n / 2);
+		err = half_written ? fault_write : 0;
+		half = !half_written;
+		half_written = !half_written;
 	}
-	return __real_write(fd, buf, n);
+	(void)pthread_mutex_unlock(&mu);
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return __real_write(fd, buf, half ? n / 2 : n);
 }
 
 int __wrap_fsync(int fd)
 {
-	if (faulty(fd)) {
-		(void)pthread_mutex_lock(&mu);
-		while (freeze)
-			(void)pthread_cond_wait(&cond, &mu);
-		(void)pthread_mutex_unlock(&mu);
-		if (fault_fsync) {
-			errno = fault_fsync;
-			return -1;
-		}
+	int err = 0, r;
+	bool f;
+
+	(void)pthread_mutex_lock(&mu);
+	f = faulty(fd);
+	while (f && freeze)
+		(void)pthread_cond_wait(&cond, &mu);
+	if (f)
+		err = fault_fsync;
+	(void)pthread_mutex_unlock(&mu);
+	if (err) {
+		errno = err;
+		r = -1;
+	} else {
+		r = __real_fsync(fd);
 	}
-	return __real_fsync(fd);
+	if (f) {
+		(void)pthread_mutex_lock(&mu);
+		fsyncs++;
+		(void)pthread_cond_broadcast(&cond);
+		(void)pthread_mutex_unlock(&mu);
+	}
+	return r;
+}
+
+static unsigned fsyncs_now(void)
+{
+	unsigned n;
+
+	(void)pthread_mutex_lock(&mu);
+	n = fsyncs;
+	(void)pthread_mutex_unlock(&mu);
+	return n;
+}
+
+/* Waits until @n fsync calls on faulty fds have returned in all. */
+static void wait_fsyncs(unsigned n)
+{
+	(void)pthread_mutex_lock(&mu);
+	while (fsyncs < n)
+		(void)pthread_cond_wait(&cond, &mu);
+	(void)pthread_mutex_unlock(&mu);
 }
 
 static void thaw(void)
@@ -87,9 +139,7 @@ static void thaw(void)
 
 static void faults_clear(void)
 {
-	fault_dir[0] = '\0';
-	fault_write = fault_fsync = 0;
-	thaw();
+	faults_set("", 0, 0, false);
 }
 
 /* The number of entries in @dir, "." and ".." left out. */
@@ -170,8 +220,7 @@ static void test_enospc_half_way(void **state)
 	fx_setup(&f);
 	assert_int_equal(file_write_atomic(f.path, "old\n", 4, 0644, NULL), 0);
 	memset(big, 'x', sizeof(big));
-	(void)snprintf(fault_dir, sizeof(fault_dir), "%s", f.dir);
-	fault_write = ENOSPC;
+	faults_set(f.dir, ENOSPC, 0, false);
 	assert_int_equal(file_write_atomic(f.path, big, sizeof(big), 0644, &step), -ENOSPC);
 	assert_string_equal(step, "write");
 	faults_clear();
@@ -188,8 +237,7 @@ static void test_fsync_fails(void **state)
 
 	fx_setup(&f);
 	assert_int_equal(file_write_atomic(f.path, "old\n", 4, 0644, NULL), 0);
-	(void)snprintf(fault_dir, sizeof(fault_dir), "%s", f.dir);
-	fault_fsync = EIO;
+	faults_set(f.dir, 0, EIO, false);
 	assert_int_equal(file_write_atomic(f.path, "new\n", 4, 0644, &step), -EIO);
 	assert_string_equal(step, "write");
 	faults_clear();
@@ -287,8 +335,7 @@ static void test_writer_writes(void **state)
 	run_until(l, &s.done, 2);
 	assert_true(s.res.unchanged);
 	/* A failure comes back with its step. */
-	(void)snprintf(fault_dir, sizeof(fault_dir), "%s", f.dir);
-	fault_fsync = EIO;
+	faults_set(f.dir, 0, EIO, false);
 	assert_int_equal(file_writer_write(fw, path, "two\n", 4), 0);
 	run_until(l, &s.done, 3);
 	assert_int_equal(s.res.r, -EIO);
@@ -317,8 +364,7 @@ static void test_writer_frozen(void **state)
 	assert_int_equal(loop_new(&l), 0);
 	fw = writer(l, &s, false, false);
 	other = writer(l, &t, false, false);
-	(void)snprintf(fault_dir, sizeof(fault_dir), "%s", f.dir);
-	freeze = true;
+	faults_set(f.dir, 0, 0, true);
 	assert_int_equal(file_writer_write(fw, f.path, "A", 1), 0);
 	run_until(l, &s.stuck, 1);
 	/* The other file, on another filesystem, still gets written. */
@@ -351,20 +397,19 @@ static void test_writer_freed_while_frozen(void **state)
 	struct loop *l = NULL;
 	struct seen s = { 0 };
 	struct file_writer *fw;
+	unsigned before = fsyncs_now();
 
 	fx_setup(&f);
 	assert_int_equal(loop_new(&l), 0);
 	fw = writer(l, &s, false, false);
-	(void)snprintf(fault_dir, sizeof(fault_dir), "%s", f.dir);
-	freeze = true;
+	faults_set(f.dir, 0, 0, true);
 	assert_int_equal(file_writer_write(fw, f.path, "A", 1), 0);
 	run_until(l, &s.stuck, 1);
 	file_writer_free(fw);
 	loop_free(l);
 	thaw();
-	/* The thread renames when it wakes; wait for the file, not for time. */
-	for (int i = 0; i < 1000 && access(f.path, F_OK) < 0; i++)
-		(void)usleep(1000);
+	/* The thread's two fsyncs (the file, then its directory after the rename) return. */
+	wait_fsyncs(before + 2);
 	assert_int_equal(access(f.path, F_OK), 0);
 	assert_int_equal(s.done, 0);
 	fx_teardown(&f);
