@@ -301,7 +301,7 @@ struct loop_io *loop_io_free(struct loop_io *io)
 {
 	if (!io)
 		return NULL;
-	/* The fd may already be closed by its owner; ENOENT/EBADF are fine then. */
+	/* ENOENT/EBADF only if an owner broke the rule in loop.h: nothing to undo then. */
 	(void)epoll_ctl(io->src.loop->epfd, EPOLL_CTL_DEL, io->fd, NULL);
 	src_kill(io->src.loop, &io->src);
 	return NULL;

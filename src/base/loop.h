@@ -51,7 +51,10 @@ int loop_io_new(struct loop *l, int fd, uint32_t events, loop_io_fn *fn, void *u
 		struct loop_io **ret) WARN_UNUSED;
 /* Changes the event mask. Returns 0 or -errno. */
 int loop_io_set_events(struct loop_io *io, uint32_t events);
-/* Stops watching (the fd is not closed). NULL-safe, returns NULL. */
+/*
+ * Stops watching (the fd is not closed). Call it before the fd is closed: once closed, its
+ * number may already be another thread's new fd. NULL-safe, returns NULL.
+ */
 struct loop_io *loop_io_free(struct loop_io *io);
 
 /* A one-shot timer, disarmed at creation. Returns 0 or -ENOMEM. */

@@ -772,6 +772,12 @@ struct http_server *http_server_free(struct http_server *s)
 		return NULL;
 	s->freeing = true;
 	s->listen_io = loop_io_free(s->listen_io);
+	/*
+	 * Out of our epoll set before MHD_stop_daemon() closes MHD's epoll fd: after the close,
+	 * its number may already be another thread's (a GPU worker loading NVML opens files),
+	 * and the removal would touch that fd. ThreadSanitizer saw exactly that.
+	 */
+	s->mhd_io = loop_io_free(s->mhd_io);
 	if (s->mhd) {
 		/* MHD aborts when stopped with a suspended connection: answer them all. */
 		while (s->deferred)
@@ -785,7 +791,6 @@ struct http_server *http_server_free(struct http_server *s)
 	conns_free(&s->active);
 	conns_free(&s->deferred_conns);
 	conns_free(&s->closing);
-	s->mhd_io = loop_io_free(s->mhd_io);
 	s->timer = loop_timer_free(s->timer);
 	s->accept_timer = loop_timer_free(s->accept_timer);
 	s->listen_fd = fd_close(s->listen_fd);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -77,6 +78,23 @@ static void handler(struct http_request *r, void *userdata)
 		return;
 	}
 	assert_int_equal(http_respond(r, 404, "text/plain", NULL, "not found\n", 10), 0);
+}
+
+/*
+ * Every epoll_ctl() of the test binary (ours and MHD's) lands here (-Wl,--wrap): a removal of
+ * an fd that is already closed is counted. Its number may already be another thread's fd.
+ */
+int __real_epoll_ctl(int epfd, int op, int fd,
+		     struct epoll_event *ev); /* NOLINT(bugprone-reserved-identifier) */
+int __wrap_epoll_ctl(int epfd, int op, int fd,
+		     struct epoll_event *ev); /* NOLINT(bugprone-reserved-identifier) */
+static unsigned removed_closed;
+
+int __wrap_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	if (op == EPOLL_CTL_DEL && fcntl(fd, F_GETFD) < 0 && errno == EBADF)
+		removed_closed++;
+	return __real_epoll_ctl(epfd, op, fd, ev);
 }
 
 static void start(struct ctx *c, const struct http_opts *o)
@@ -249,6 +267,21 @@ static const char *url_of(struct ctx *c, const char *path)
 	(void)snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", http_server_port(c->server),
 		       path);
 	return url;
+}
+
+/* Freed, the server takes its fds out of the loop before they are closed, never after. */
+static void test_free_removes_before_close(void **state)
+{
+	struct http_opts o = { .address = "127.0.0.1:0" };
+	struct buf out;
+	struct ctx c;
+
+	start(&c, &o);
+	assert_int_equal(run_curl(&c, (const char *[]){ url_of(&c, "/hello"), NULL }, &out), 0);
+	buf_release(&out);
+	removed_closed = 0;
+	stop(&c);
+	assert_int_equal(removed_closed, 0);
 }
 
 static void test_get_and_404(void **state)
@@ -901,6 +934,7 @@ static void test_address_in_use(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_free_removes_before_close),
 		cmocka_unit_test(test_get_and_404),
 		cmocka_unit_test(test_405_and_head),
 		cmocka_unit_test(test_deferred_answer),
