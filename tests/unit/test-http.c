@@ -84,13 +84,14 @@ static void handler(struct http_request *r, void *userdata)
  * Every epoll_ctl() of the test binary (ours and MHD's) lands here (-Wl,--wrap): a removal of
  * an fd that is already closed is counted. Its number may already be another thread's fd.
  */
-int __real_epoll_ctl(int epfd, int op, int fd,
-		     struct epoll_event *ev); /* NOLINT(bugprone-reserved-identifier) */
-int __wrap_epoll_ctl(int epfd, int op, int fd,
-		     struct epoll_event *ev); /* NOLINT(bugprone-reserved-identifier) */
+/* NOLINTNEXTLINE(bugprone-reserved-identifier) */
+int __real_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
+/* NOLINTNEXTLINE(bugprone-reserved-identifier) */
+int __wrap_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
 static unsigned removed_closed;
 
-int __wrap_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+int __wrap_epoll_ctl(int epfd, int op, int fd,
+		     struct epoll_event *ev) /* NOLINT(bugprone-reserved-identifier) */
 {
 	if (op == EPOLL_CTL_DEL && fcntl(fd, F_GETFD) < 0 && errno == EBADF)
 		removed_closed++;
