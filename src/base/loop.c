@@ -24,6 +24,7 @@ enum loop_src_kind {
 	SRC_WAKE,
 	SRC_INOTIFY,
 	SRC_MOUNTS,
+	SRC_WATCH, /* a loop_watch: never in epoll (the inotify fd is), freed as a source */
 };
 
 /* Every epoll registration starts with this header; epoll's data.ptr points at it. */
@@ -64,11 +65,9 @@ struct loop_wake {
  * swapped, a filesystem mounted over it) or nowhere, the owner gets IN_MOVE_SELF, once.
  */
 struct loop_watch {
-	struct loop *loop;
-	void *userdata;
-	bool dead; /* freed: no event is delivered to it any more */
-	int wd;	   /* the directory's */
-	int pwd;   /* its parent's, for swaps of the name; -1: none */
+	struct loop_src src; /* src.dead: freed, no event is delivered to it any more */
+	int wd;		     /* the directory's */
+	int pwd;	     /* its parent's, for swaps of the name; -1: none */
 	uint32_t mask;
 	char *path;
 	char *name;   /* @path's last component, as the parent's events name it */
@@ -77,7 +76,6 @@ struct loop_watch {
 	ino_t ino;
 	loop_watch_fn *fn;
 	struct loop_watch *next_watch; /* the loop's live watches */
-	struct loop_watch *next_dead;
 };
 
 /*
@@ -111,10 +109,9 @@ struct loop {
 	struct loop_src inotify_src;
 	struct loop_wd *wds; /* the kernel watches held, unsorted */
 	size_t n_wds, cap_wds;
-	struct loop_watch *watches;	 /* live ones */
-	struct loop_watch *dead_watches; /* freed during the batch, released after it */
-	struct loop_timer *verify;	 /* checks the watches' paths; NULL until the first watch */
-	int mountfd;			 /* /proc/self/mountinfo, EPOLLPRI on a mount change; -1 */
+	struct loop_watch *watches; /* live ones */
+	struct loop_timer *verify;  /* checks the watches' paths; NULL until the first watch */
+	int mountfd;		    /* /proc/self/mountinfo, EPOLLPRI on a mount change; -1 */
 	struct loop_src mount_src;
 	struct loop_src *dead; /* freed after the current batch */
 	bool in_batch;
@@ -193,12 +190,6 @@ fail:
 
 static void free_dead(struct loop *l)
 {
-	while (l->dead_watches) {
-		struct loop_watch *w = l->dead_watches;
-
-		l->dead_watches = w->next_dead;
-		free(w);
-	}
 	while (l->dead) {
 		struct loop_src *s = l->dead;
 
@@ -590,7 +581,7 @@ static int watch_add(struct loop_watch *w)
 
 	for (int i = 0;; i++) {
 		bool have_a = watch_stat(w, &a) == 0, same;
-		int wd = wd_add(w->loop, w->path, w->mask);
+		int wd = wd_add(w->src.loop, w->path, w->mask);
 
 		if (wd < 0)
 			return wd;
@@ -602,7 +593,7 @@ static int watch_add(struct loop_watch *w)
 			w->ino = same ? b.st_ino : 0;
 			return 0;
 		}
-		wd_put(w->loop, wd);
+		wd_put(w->src.loop, wd);
 	}
 }
 
@@ -621,7 +612,7 @@ static void watch_add_parent(struct loop_watch *w)
 	if (stat(parent, &pst) < 0 || !S_ISDIR(pst.st_mode) ||
 	    (watch_stat(w, &st) == 0 && same_inode(&pst, &st)))
 		goto out;
-	w->pwd = wd_add(w->loop, parent, PARENT_MASK);
+	w->pwd = wd_add(w->src.loop, parent, PARENT_MASK);
 	if (w->pwd < 0)
 		w->pwd = -1;
 out:
@@ -655,7 +646,7 @@ static void watches_verify(struct loop *l)
 again:
 	for (w = l->watches; w && !l->exit; w = w->next_watch)
 		if (watch_moved(w)) {
-			w->fn(w, "", IN_MOVE_SELF, w->userdata);
+			w->fn(w, "", IN_MOVE_SELF, w->src.userdata);
 			if (--budget > 0)
 				goto again;
 			return;
@@ -709,11 +700,9 @@ int loop_watch_new(struct loop *l, const char *path, uint32_t mask, loop_watch_f
 	r = watches_setup(l);
 	if (r < 0)
 		return r;
-	w = calloc(1, sizeof(*w));
+	w = src_new(l, sizeof(*w), SRC_WATCH, userdata);
 	if (!w)
 		return -ENOMEM;
-	w->loop = l;
-	w->userdata = userdata;
 	w->fn = fn;
 	w->mask = mask;
 	w->wd = w->pwd = -1;
@@ -746,7 +735,7 @@ struct loop_watch *loop_watch_free(struct loop_watch *w)
 
 	if (!w)
 		return NULL;
-	l = w->loop;
+	l = w->src.loop;
 	for (struct loop_watch **p = &l->watches; *p; p = &(*p)->next_watch)
 		if (*p == w) {
 			*p = w->next_watch;
@@ -760,14 +749,8 @@ struct loop_watch *loop_watch_free(struct loop_watch *w)
 	w->wd = w->pwd = -1;
 	w->path = mfree(w->path);
 	w->name = mfree(w->name);
-	w->dead = true;
-	if (!l->in_batch) {
-		free(w);
-		return NULL;
-	}
-	/* A dispatch may be walking the list through @w: released after the batch. */
-	w->next_dead = l->dead_watches;
-	l->dead_watches = w;
+	/* A dispatch may be walking the list through @w: it stays in memory until the batch ends. */
+	src_kill(l, &w->src);
 	return NULL;
 }
 
@@ -779,12 +762,12 @@ static void watch_event(struct loop_watch *w, const struct inotify_event *ev)
 {
 	if (w->pwd >= 0 && ev->wd == w->pwd) {
 		if (ev->mask & IN_IGNORED) {
-			wd_put(w->loop, w->pwd); /* the parent went; the timer still looks */
+			wd_put(w->src.loop, w->pwd); /* the parent went; the timer still looks */
 			w->pwd = -1;
 		} else if (ev->len && w->name && streq(ev->name, w->name) && watch_moved(w)) {
-			w->fn(w, "", IN_MOVE_SELF, w->userdata);
+			w->fn(w, "", IN_MOVE_SELF, w->src.userdata);
 		}
-		if (w->dead || ev->wd != w->wd)
+		if (w->src.dead || ev->wd != w->wd)
 			return;
 	}
 	if (ev->wd != w->wd && !(ev->mask & IN_Q_OVERFLOW))
@@ -792,10 +775,10 @@ static void watch_event(struct loop_watch *w, const struct inotify_event *ev)
 	/* The kernel's mask is the union of every watch of the inode: only @w's own. */
 	if (!(ev->mask & (w->mask & IN_ALL_EVENTS)) && !(ev->mask & ALWAYS_MASK))
 		return;
-	w->fn(w, ev->len ? ev->name : "", ev->mask, w->userdata);
+	w->fn(w, ev->len ? ev->name : "", ev->mask, w->src.userdata);
 	/* Lost events may have been the parent's too. */
-	if ((ev->mask & IN_Q_OVERFLOW) && !w->dead && watch_moved(w))
-		w->fn(w, "", IN_MOVE_SELF, w->userdata);
+	if ((ev->mask & IN_Q_OVERFLOW) && !w->src.dead && watch_moved(w))
+		w->fn(w, "", IN_MOVE_SELF, w->src.userdata);
 }
 
 /*
@@ -818,7 +801,7 @@ static void inotify_dispatch(struct loop *l)
 
 			p += sizeof(*ev) + ev->len;
 			for (struct loop_watch *w = l->watches; w; w = w->next_watch)
-				if (!w->dead)
+				if (!w->src.dead)
 					watch_event(w, ev);
 		}
 	}
@@ -872,6 +855,8 @@ int loop_run_once(struct loop *l, usec_t timeout_usec)
 			break;
 		case SRC_MOUNTS:
 			watches_verify(l);
+			break;
+		case SRC_WATCH: /* never in epoll */
 			break;
 		}
 	}
