@@ -60,16 +60,12 @@ static void *runner_main(void *userdata)
 int runner_start(runner_fn *fn, void *arg, runner_fn *drop, struct runner **ret)
 {
 	struct runner *r = calloc(1, sizeof(*r));
-	pthread_condattr_t attr;
 	int e;
 
 	if (!r)
 		return -ENOMEM;
 	(void)pthread_mutex_init(&r->mu, NULL);
-	(void)pthread_condattr_init(&attr);
-	(void)pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	(void)pthread_cond_init(&r->cond, &attr);
-	(void)pthread_condattr_destroy(&attr);
+	cond_init_monotonic(&r->cond);
 	r->fn = fn;
 	r->drop = drop;
 	r->arg = arg;

@@ -45,6 +45,16 @@ int thread_start(pthread_t *ret, void *(*fn)(void *), void *arg)
 	return 0;
 }
 
+void cond_init_monotonic(pthread_cond_t *c)
+{
+	pthread_condattr_t attr;
+
+	(void)pthread_condattr_init(&attr);
+	(void)pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	(void)pthread_cond_init(c, &attr);
+	(void)pthread_condattr_destroy(&attr);
+}
+
 usec_t wall_usec(void)
 {
 	struct timespec ts;

@@ -30,6 +30,11 @@ usec_t wall_usec(void);
  * The thread's id goes to *@ret, or with @ret NULL it is detached. Returns 0 or -errno.
  */
 int thread_start(pthread_t *ret, void *(*fn)(void *), void *arg) WARN_UNUSED;
+/*
+ * Initialises @c on CLOCK_MONOTONIC, the clock of now_usec(), so that a pthread_cond_timedwait()
+ * deadline computed from now_usec() is not moved by a change of the wall clock.
+ */
+void cond_init_monotonic(pthread_cond_t *c);
 
 /* Closes @fd if >= 0, preserving errno; returns -1 so callers can write fd = fd_close(fd). */
 int fd_close(int fd);

@@ -588,17 +588,13 @@ static int worker_start_locked(struct gpu_worker *s)
 int gpu_worker_new(const struct gpu_backend_opts *backend, struct loop_wake *wake,
 		   struct gpu_worker **ret)
 {
-	pthread_condattr_t attr;
 	struct gpu_worker *s = calloc(1, sizeof(*s));
 	int r;
 
 	if (!s)
 		return -ENOMEM;
 	(void)pthread_mutex_init(&s->mu, NULL);
-	(void)pthread_condattr_init(&attr);
-	(void)pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	(void)pthread_cond_init(&s->cond, &attr);
-	(void)pthread_condattr_destroy(&attr);
+	cond_init_monotonic(&s->cond);
 	s->refs = 1;
 	if (gpu_backend_opts_copy(&s->backend, backend) < 0) {
 		shared_unref(s);
