@@ -27,17 +27,6 @@ const char *file_type_name(mode_t mode)
 	return "not a regular file";
 }
 
-int fd_check_regular(int fd)
-{
-	struct stat st;
-
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (S_ISREG(st.st_mode))
-		return 0;
-	return S_ISDIR(st.st_mode) ? -EISDIR : -EBADFD;
-}
-
 /*
  * Reads @fd to its end, at most @max bytes (READ_PREFIX: the first @max, and 1 when there was
  * more). The file may grow while it is read (a log, a /proc file): the cap is on what is read,
@@ -100,6 +89,11 @@ static int check_type(int fd, unsigned flags, const char **reterr_what)
 	if (S_ISLNK(st.st_mode)) /* only with O_NOFOLLOW: a link is opened itself */
 		return -ELOOP;
 	return S_ISDIR(st.st_mode) ? -EISDIR : -EBADFD;
+}
+
+int fd_check_regular(int fd)
+{
+	return check_type(fd, 0, NULL);
 }
 
 int read_file_at(int dfd, const char *path, unsigned flags, size_t max, char **ret, size_t *ret_len,

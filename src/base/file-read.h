@@ -58,8 +58,9 @@ int root_read_file(const char *root, const char *path, size_t max, char **ret,
 		   size_t *ret_len) WARN_UNUSED;
 
 /*
- * 0 when @fd (O_PATH or not) is a regular file; -EISDIR for a directory, -EBADFD for any other
- * type (a FIFO, a socket, a device), or -errno of fstat().
+ * 0 when @fd (O_PATH or not) is a regular file; -EISDIR for a directory, -ELOOP for a symbolic
+ * link (an O_PATH|O_NOFOLLOW fd), -EBADFD for any other type (a FIFO, a socket, a device), or
+ * -errno of fstat(). The check read_file_at() makes.
  */
 int fd_check_regular(int fd) WARN_UNUSED;
 
