@@ -60,12 +60,18 @@ static int watch_dir(struct dirwatch *dw)
 	return loop_watch_new(dw->loop, dw->path, dw->mask | OWN_MASK, on_dir, dw, &dw->dir);
 }
 
+/* Not polling (any more): the next poll starts the backoff afresh. */
+static void polls_reset(struct dirwatch *dw)
+{
+	backoff_reset(&dw->backoff);
+	dw->polled = (struct dirwatch_event){ .kind = DIRWATCH_RETRY };
+}
+
 static void armed(struct dirwatch *dw)
 {
 	dw->up = loop_watch_free(dw->up);
 	loop_timer_disarm(dw->retry);
-	backoff_reset(&dw->backoff);
-	dw->polled = (struct dirwatch_event){ .kind = DIRWATCH_RETRY };
+	polls_reset(dw);
 }
 
 static enum arm_state polled(struct dirwatch *dw, int r, const char *what)
@@ -105,8 +111,7 @@ static enum arm_state arm(struct dirwatch *dw)
 			return ARMED;
 		}
 	}
-	backoff_reset(&dw->backoff);
-	dw->polled = (struct dirwatch_event){ .kind = DIRWATCH_RETRY };
+	polls_reset(dw);
 	/* The parent names the directory's return, not a dangling symlink's target appearing. */
 	loop_timer_arm(dw->retry, RETRY_MAX);
 	return WAITING;
