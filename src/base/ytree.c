@@ -79,8 +79,7 @@ const struct ytree_node *ytree_get(const struct ytree *t, const struct ytree_nod
 	return found;
 }
 
-/* YAML 1.1's null, as go-yaml v2 resolves a plain scalar: an empty document is one. */
-static bool is_null(const struct ytree_node *n)
+bool ytree_is_null(const struct ytree_node *n)
 {
 	return n->kind == YTREE_SCALAR && n->plain &&
 	       (!*n->value || streq(n->value, "~") || streq(n->value, "null") ||
@@ -192,7 +191,7 @@ static int attach(struct builder *b, size_t i, bool done, unsigned line, unsigne
 			return 0;
 		}
 		/* A second document: an empty one is harmless, anything else surely a mistake. */
-		if (is_null(&t->nodes[i]))
+		if (ytree_is_null(&t->nodes[i]))
 			return 0;
 		return fail(b, false, line, column,
 			    "more than one YAML document; edgegpu reads one");

@@ -109,6 +109,12 @@ static inline const struct ytree_node *ytree_kid(const struct ytree *t, const st
 const struct ytree_node *ytree_get(const struct ytree *t, const struct ytree_node *map,
 				   const char *key);
 
+/*
+ * YAML 1.1's null, as go-yaml v2 resolves a plain scalar: empty, "~", "null", "Null" or "NULL"
+ * unquoted (an empty document is one). A quoted "null" is a string.
+ */
+bool ytree_is_null(const struct ytree_node *n);
+
 /* A scalar's text, or NULL when @n is NULL or not a scalar. */
 static inline const char *ytree_str(const struct ytree_node *n)
 {

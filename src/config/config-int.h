@@ -141,7 +141,6 @@ struct src {
 int config_parse_go_bool(const char *s, bool *ret);
 /* go-yaml v2 (YAML 1.1) booleans, as sigs.k8s.io/yaml resolves plain scalars. */
 int config_parse_yaml_bool(const char *s, bool *ret);
-bool config_is_yaml_null(const char *s);
 /*
  * Go's strconv.ParseInt(s, 0, 64) / ParseUint, which go-yaml v2 applies after dropping
  * underscores (when @underscores): optional sign, then 0x, 0o, 0b or a leading 0 (octal), or
@@ -175,7 +174,7 @@ static inline bool is_plain(const struct ytree_node *n)
 
 static inline bool is_null(const struct ytree_node *n)
 {
-	return is_plain(n) && config_is_yaml_null(scalar(n));
+	return ytree_is_null(n);
 }
 
 static inline size_t seq_len(const struct ytree_node *n)

@@ -86,11 +86,6 @@ int config_parse_yaml_bool(const char *s, bool *ret)
 	return bool_lookup(s, t, f, ELEMENTSOF(t), ret);
 }
 
-bool config_is_yaml_null(const char *s)
-{
-	return !*s || streq(s, "~") || streq(s, "null") || streq(s, "Null") || streq(s, "NULL");
-}
-
 /*
  * Go's strconv.ParseInt(s, 0, 64) / ParseUint, which go-yaml v2 applies after dropping
  * underscores: optional sign, then 0x, 0o, 0b or a leading 0 (octal), or decimal.

@@ -263,6 +263,29 @@ static void test_yaml(void **state)
 }
 
 /* JSON as JSON: each of libyaml's YAML 1.1 readings that JSON does not have. */
+/* YAML 1.1's null, as go-yaml v2 reads it: plain only; a quoted "null" and "nil" are strings. */
+static void test_is_null(void **state)
+{
+	static const struct {
+		const char *doc;
+		bool null;
+	} cases[] = {
+		{ "k: ~", true },	{ "k: null", true },	{ "k: Null", true },
+		{ "k: NULL", true },	{ "k:", true },		{ "k: \"null\"", false },
+		{ "k: 'null'", false }, { "k: nil", false },	{ "k: nULL", false },
+		{ "k: \"\"", false },	{ "k: [null]", false }, { "k: {}", false },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		struct ytree t = { 0 };
+		const struct ytree_node *root = load(&t, cases[i].doc, 0);
+
+		assert_int_equal(ytree_is_null(ytree_get(&t, root, "k")), cases[i].null);
+		ytree_release(&t);
+	}
+}
+
 static void test_json(void **state)
 {
 	const struct ytree_node *root, *n;
@@ -357,6 +380,7 @@ int main(void)
 		cmocka_unit_test(test_deep),
 		cmocka_unit_test(test_billion_laughs),
 		cmocka_unit_test(test_yaml),
+		cmocka_unit_test(test_is_null),
 		cmocka_unit_test(test_json),
 	};
 
