@@ -89,8 +89,13 @@ extern _Thread_local _Atomic(const char *) *gpu_backend_call_slot;
 void gpu_backend_note_call(struct gpu_backend *b, const char *fn);
 
 enum gpu_backend_kind {
-	GPU_BACKEND_AUTO, /* each backend in turn (NVML; Tegra next): the first that opens */
+	/*
+	 * NVIDIA's rule (flags.deviceDiscoveryStrategy "auto"): Tegra when the host has Tegra
+	 * files (under host_root) and no NVML, or NVML lists an integrated GPU; NVML otherwise.
+	 */
+	GPU_BACKEND_AUTO,
 	GPU_BACKEND_NVML,
+	GPU_BACKEND_TEGRA, /* the board's iGPU from sysfs, plus what NVML lists beside it */
 	GPU_BACKEND_COUNT,
 };
 
@@ -103,6 +108,14 @@ struct gpu_backend_opts {
 	/* "/proc": the kernel module's version, for the mismatch message, from
 	   <proc>/driver/nvidia/version */
 	const char *proc_root;
+	/*
+	 * Tegra: the host's root as this process sees it ("/"; "/host" in the DaemonSet): its
+	 * etc/nv_tegra_release, sys/ (soc0, devfreq, thermal, hwmon), proc/ (meminfo,
+	 * device-tree) and dev/ (the iGPU's nodes, for the health probe) are read below it.
+	 */
+	const char *host_root;
+	const char *tegra_device_id; /* the iGPU's device ID: NULL = "tegra" (NVIDIA's) */
+	uint64_t tegra_mem_mib;	     /* the iGPU's memory (carve-out) in MiB; 0: MemTotal */
 };
 
 /*

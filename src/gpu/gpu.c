@@ -24,10 +24,13 @@ void gpu_sample_init(struct gpu_sample *s)
 		.power_w = NAN,
 		.mem_used = UINT64_MAX,
 		.mem_total = UINT64_MAX,
+		.mem_free = UINT64_MAX,
 		.util_gpu = NAN,
 		.util_mem = NAN,
 		.sm_clock_mhz = NAN,
 		.mem_clock_mhz = NAN,
+		.sm_clock_min_mhz = NAN,
+		.sm_clock_max_mhz = NAN,
 		.power_limit_w = NAN,
 		.temp_slowdown_c = NAN,
 		.temp_shutdown_c = NAN,
@@ -35,6 +38,7 @@ void gpu_sample_init(struct gpu_sample *s)
 		.ecc_uncorrected = UINT64_MAX,
 		.energy_mj = UINT64_MAX,
 		.clock_reasons = UINT64_MAX,
+		.board_power_w = NAN,
 		.n_procs = -1,
 	};
 }

@@ -52,6 +52,22 @@ struct gpu_container {
 	size_t n_lib_dirs;
 	const char *const *bin_dirs;
 	size_t n_bin_dirs;
+	/*
+	 * Device-node patterns (glob(3), container paths: "/dev/dri/renderD[0-9]*"), each
+	 * expanded under the dev root when a response or spec is built, the matches delivered
+	 * like control nodes ("rw", in sorted order, each once). For nodes whose names vary by
+	 * board (Tegra); NULL: none.
+	 */
+	const char *const *node_globs;
+	size_t n_node_globs;
+	/*
+	 * A directory (driver-root relative) of NVIDIA container-toolkit CSV mount specs
+	 * ("/etc/nvidia-container-runtime/host-files-for-container.d"): the CDI spec mounts the
+	 * `lib`, `sym` and `dir` entries of its *.csv files that exist, and adds their `dev`
+	 * entries (globs allowed) as nodes. NULL: none. (Tegra: the L4T libraries are named there,
+	 * not found by driver version.)
+	 */
+	const char *mount_specs_dir;
 };
 
 struct gpu_device {
@@ -74,6 +90,22 @@ struct gpu_device {
 	const struct gpu_container *container;
 };
 
+/*
+ * The board a Tegra (Jetson) GPU sits on, from the host's device tree, soc0 and
+ * /etc/nv_tegra_release. Plain data; all empty (tegra false) on other machines. Strings are
+ * "" when unknown.
+ */
+struct gpu_board {
+	bool tegra;	    /* a Tegra SoC was detected */
+	char model[96];	    /* device-tree model: "NVIDIA Jetson Orin Nano Developer Kit" */
+	char soc[32];	    /* "tegra234" (the device-tree compatible, or from the chip id) */
+	unsigned chip_id;   /* soc0/soc_id: 33 T210, 24 T186, 25 T194, 35 T234, 38 T264; 0 unknown */
+	char l4t[32];	    /* "36.4.3" from nv_tegra_release ("R36" + "REVISION: 4.3"); "" none */
+	int l4t_major;	    /* 36; 0 unknown */
+	char jetpack[16];   /* "6.2" derived from the L4T release where known; "" otherwise */
+	char power_mode[64];/* nvpmodel mode name ("15W", "MAXN"), when readable; "" otherwise */
+};
+
 struct gpu_info {
 	char driver_version[80]; /* "550.54.15" */
 	int cuda_driver_version; /* 12040 for CUDA 12.4 */
@@ -85,6 +117,7 @@ struct gpu_info {
 	char **skipped;
 	/* The spec-wide part of CDI (common edits); each device carries its own pointer too. */
 	const struct gpu_container *container;
+	struct gpu_board board; /* Tegra boards; zero elsewhere */
 };
 
 /* Frees what @info holds and zeroes it. NULL-safe. */
@@ -112,6 +145,8 @@ struct gpu_event {
 };
 
 #define GPU_SAMPLE_PROCS_MAX 64
+#define GPU_SAMPLE_RAILS_MAX 12
+#define GPU_RAIL_NAME_MAX    32
 
 /* A compute process on a GPU, as the driver lists it. */
 struct gpu_process {
@@ -119,18 +154,38 @@ struct gpu_process {
 	uint64_t mem_used; /* bytes; UINT64_MAX when the driver does not say */
 };
 
-/* Per-GPU telemetry for metrics; what the device lacks is NaN / UINT64_MAX. */
+/* One power rail of the board (Tegra: an INA3221 channel), as its monitor names it. */
+struct gpu_rail {
+	char name[GPU_RAIL_NAME_MAX]; /* "VDD_IN", "VDD_GPU_SOC" */
+	double watts;
+};
+
+/*
+ * Per-GPU telemetry for metrics; what the device lacks is NaN / UINT64_MAX. On a Tegra iGPU
+ * (unified memory) the fields mean what they mean on a discrete GPU where they can: util_mem
+ * is the memory controller's (EMC) load, mem_clock_mhz the EMC clock, mem_used/mem_free the
+ * GPU's share of DRAM (its carve-out, or MemTotal), power_w the rail the GPU is on.
+ */
 struct gpu_sample {
 	double temperature_c;
 	double power_w;
 	uint64_t mem_used, mem_total; /* bytes */
+	uint64_t mem_free;	      /* bytes, as the driver (or /proc/meminfo) says it */
 	double util_gpu, util_mem;    /* percent */
 	double sm_clock_mhz, mem_clock_mhz;
+	double sm_clock_min_mhz, sm_clock_max_mhz; /* the governor's current bounds (devfreq) */
 	double power_limit_w;			 /* enforced limit */
 	double temp_slowdown_c, temp_shutdown_c; /* thresholds */
 	uint64_t ecc_corrected, ecc_uncorrected; /* volatile totals; UINT64_MAX without ECC */
 	uint64_t energy_mj;			 /* since the driver loaded */
 	uint64_t clock_reasons;			 /* NVML clock-event (throttle) bitmask */
+	/*
+	 * The board's power (Tegra): board_power_w is the input rail (VDD_IN, POM_5V_IN, VIN)
+	 * where there is one, else the sum of the rails; never an input rail plus its sub-rails.
+	 */
+	double board_power_w;
+	unsigned n_rails;
+	struct gpu_rail rails[GPU_SAMPLE_RAILS_MAX];
 	/* Compute processes, at most GPU_SAMPLE_PROCS_MAX; -1: the backend cannot list them. */
 	int n_procs;
 	bool procs_truncated; /* more were running than fit */

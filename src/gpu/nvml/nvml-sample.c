@@ -95,6 +95,7 @@ int nvml_sample(struct gpu_backend *b, unsigned gpu, struct gpu_sample *ret)
 	if (r == NVML_RET_SUCCESS) {
 		s.mem_used = mem.used;
 		s.mem_total = mem.total;
+		s.mem_free = mem.free;
 	} else if (r != NVML_RET_NOT_SUPPORTED) {
 		worst = r;
 	}
