@@ -555,14 +555,15 @@ static void test_tegra_thor(void **state)
 	struct gpu_device devs[2] = { igpu("NVIDIA Thor", 125772, 11, 0),
 				      gpu("NVIDIA RTX PRO 6000 Blackwell Max-Q", 97887, 12, 0) };
 	struct gpu_info info = info_of(devs, 1);
+	const struct gpu_board thor =
+		board("NVIDIA Jetson AGX Thor Developer Kit", "tegra264", "38.2.0", "7.0", "MAXN");
 	struct config c;
 	char *l;
 
 	assert_string_equal(gpu_arch_gfd_family(gpu_arch_from_cc(11, 0)), "blackwell");
 	(void)snprintf(info.driver_version, sizeof(info.driver_version), "580.00");
 	info.cuda_driver_version = 13000;
-	info.board =
-		board("NVIDIA Jetson AGX Thor Developer Kit", "tegra264", "38.2.0", "7.0", "MAXN");
+	info.board = thor;
 	load(&c, "version: v1\n");
 	l = build(&info, &c, NULL);
 	expect_label(l, "nvidia.com/gpu.product", "NVIDIA-Thor");
@@ -585,8 +586,7 @@ static void test_tegra_thor(void **state)
 	 * all; the board's stay. iGPU listed first: Thor's model, memory and family.
 	 */
 	info = info_of(devs, 2);
-	info.board =
-		board("NVIDIA Jetson AGX Thor Developer Kit", "tegra264", "38.2.0", "7.0", "MAXN");
+	info.board = thor;
 	l = build(&info, &c, NULL);
 	expect_label(l, "nvidia.com/gpu.count", "2");
 	expect_label(l, "nvidia.com/gpu.product", "NVIDIA-Thor");
@@ -599,8 +599,7 @@ static void test_tegra_thor(void **state)
 		struct gpu_device swapped[2] = { devs[1], devs[0] };
 
 		info = info_of(swapped, 2);
-		info.board = board("NVIDIA Jetson AGX Thor Developer Kit", "tegra264", "38.2.0",
-				   "7.0", "MAXN");
+		info.board = thor;
 		l = build(&info, &c, NULL);
 		expect_label(l, "nvidia.com/gpu.count", "2");
 		expect_label(l, "nvidia.com/gpu.product", "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q");
