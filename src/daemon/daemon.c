@@ -14,6 +14,7 @@
 #include "config-watch.h"
 #include "config.h"
 #include "daemon-internal.h"
+#include "devnode.h"
 #include "gpu-backend.h"
 #include "gpu-monitor.h"
 #include "kubelet.h"
@@ -445,6 +446,7 @@ static void apply_ctx_from_config(struct daemon *d)
 		c->device_id_strategy == CONFIG_DEVICE_ID_INDEX ? ALLOC_ID_INDEX : ALLOC_ID_UUID;
 	d->ctx.alloc.pass_device_specs = c->pass_device_specs;
 	d->ctx.alloc.dev_root = c->dev_root;
+	d->ctx.alloc.look_dev_root = devnode_look_root(c->container_driver_root, c->dev_root);
 	d->ctx.alloc.cdi_annotation_prefix = "cdi.k8s.io/";
 	d->ctx.alloc.cdi_kind = "k8s.device-plugin.nvidia.com/gpu";
 	d->ctx.split_allow = c->gpumem.on_split == CONFIG_ON_SPLIT_ALLOW;

@@ -147,17 +147,18 @@ out_free:
 }
 
 /*
- * Adds a "rw" DeviceSpec for @path under dev_root; @must_exist: only if it is there
- * (devnode_present()).
+ * Adds a "rw" DeviceSpec for @path, the host's node under @dev_root; @must_exist: only if it
+ * is there as seen from here, under @look_root (devnode_present()).
  */
-static int add_device(struct builder *b, const char *dev_root, const char *path, bool must_exist)
+static int add_device(struct builder *b, const char *look_root, const char *dev_root,
+		      const char *path, bool must_exist)
 {
 	V1beta1__DeviceSpec *d = NULL;
 	char *c = NULL, *h = NULL, *p = NULL;
 	int r;
 
 	if (must_exist) {
-		r = devnode_present(dev_root, path);
+		r = devnode_present(look_root, path);
 		if (r <= 0)
 			return r;
 	}
@@ -457,7 +458,7 @@ static bool node_named(const struct gpu_device *const *uniq, size_t n, const cha
  * names it, and only those present under @dev_root; then the nodes their patterns matched
  * (@globbed, sorted) that are not named otherwise; then each GPU's own nodes.
  */
-static int add_device_nodes(struct builder *b, const char *dev_root,
+static int add_device_nodes(struct builder *b, const char *look_root, const char *dev_root,
 			    const struct gpu_device *const *uniq, size_t n,
 			    const struct devnode_set *globbed)
 {
@@ -472,7 +473,7 @@ static int add_device_nodes(struct builder *b, const char *dev_root,
 		for (size_t k = 0; c && !seen && k < c->n_ctl_nodes; k++) {
 			if (ctl_node_added(uniq, i, c->ctl_nodes[k]))
 				continue;
-			r = add_device(b, dev_root, c->ctl_nodes[k], true);
+			r = add_device(b, look_root, dev_root, c->ctl_nodes[k], true);
 			if (r < 0)
 				return r;
 		}
@@ -481,13 +482,13 @@ static int add_device_nodes(struct builder *b, const char *dev_root,
 		if (node_named(uniq, n, globbed->paths[i]))
 			continue;
 		/* Present when expanded, a moment ago: not stat()ed twice. */
-		r = add_device(b, dev_root, globbed->paths[i], false);
+		r = add_device(b, look_root, dev_root, globbed->paths[i], false);
 		if (r < 0)
 			return r;
 	}
 	for (size_t i = 0; i < n; i++)
 		for (unsigned k = 0; k < MIN(uniq[i]->n_nodes, GPU_NODES_MAX); k++) {
-			r = add_device(b, dev_root, uniq[i]->nodes[k], false);
+			r = add_device(b, look_root, dev_root, uniq[i]->nodes[k], false);
 			if (r < 0)
 				return r;
 		}
@@ -578,7 +579,7 @@ static int add_devices(struct builder *b, const struct alloc_opts *o, unsigned s
 		}
 	}
 	if (o->pass_device_specs) {
-		r = add_device_nodes(b, o->dev_root, uniq, n, globbed);
+		r = add_device_nodes(b, alloc_look_dev_root(o), o->dev_root, uniq, n, globbed);
 		if (r < 0)
 			goto out;
 	}
@@ -646,7 +647,7 @@ int alloc_response_new(const struct alloc_opts *o, const struct gpu_device *cons
 	}
 	/* Only DeviceSpecs use the patterns: a CDI-only or plain envvar response skips the glob. */
 	if (device_specs) {
-		r = glob_nodes(o->dev_root, uniq, (size_t)n_uniq, &globbed);
+		r = glob_nodes(alloc_look_dev_root(o), uniq, (size_t)n_uniq, &globbed);
 		if (r < 0)
 			goto out;
 	}

@@ -40,10 +40,21 @@ struct alloc_opts {
 	unsigned strategies; /* enum alloc_strategy bits; 0 means envvar */
 	enum alloc_id_strategy id_strategy;
 	bool pass_device_specs;
-	const char *dev_root;		   /* host prefix for DeviceSpec.host_path; NULL or "/" */
+	const char *dev_root; /* host prefix for DeviceSpec.host_path; NULL or "/" */
+	/*
+	 * Where the host's dev root is seen from this process, for the presence checks and the
+	 * node patterns: the container driver root when the host's /dev is mounted under it (as
+	 * the CDI spec looks, cdi.c); NULL: dev_root itself (we run on the host).
+	 */
+	const char *look_dev_root;
 	const char *cdi_annotation_prefix; /* NULL: "cdi.k8s.io/" */
 	const char *cdi_kind;		   /* NULL: "k8s.device-plugin.nvidia.com/gpu" */
 };
+
+static inline const char *alloc_look_dev_root(const struct alloc_opts *o)
+{
+	return o->look_dev_root ? o->look_dev_root : o->dev_root;
+}
 
 /* A bind mount added to one allocation (a file or a directory of the host). */
 struct alloc_mount {

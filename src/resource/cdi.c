@@ -440,14 +440,6 @@ static void spec_common_edits(struct json_writer *j, const struct cdi_opts *o, c
 	json_object_close(j);
 }
 
-/* Is @p an existing directory (following symlinks)? */
-static bool is_dir(const char *p)
-{
-	struct stat st;
-
-	return p && *p && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 int cdi_spec_render(const struct cdi_opts *o, const struct gpu_info *info, struct buf *out,
 		    char **reterr)
 {
@@ -481,18 +473,9 @@ int cdi_spec_render(const struct cdi_opts *o, const struct gpu_info *info, struc
 	 * is a directory, else under our own /dev (NVIDIA's rule). Without the mount we run on the
 	 * host, where the host paths are the ones to look at.
 	 */
-	if (is_dir(o->container_driver_root)) {
-		char *ctr_dev = root_join(o->container_driver_root, "/dev");
-
-		if (!ctr_dev)
-			return set_error(reterr, -ENOMEM, "out of memory rendering the CDI spec");
-		s.look_root = o->container_driver_root;
-		s.look_dev_root = is_dir(ctr_dev) ? o->container_driver_root : "/";
-		free(ctr_dev);
-	} else {
-		s.look_root = driver_root;
-		s.look_dev_root = dev_root;
-	}
+	s.look_root = devnode_is_dir(o->container_driver_root) ? o->container_driver_root :
+								 driver_root;
+	s.look_dev_root = devnode_look_root(o->container_driver_root, dev_root);
 	r = spec_init(&s);
 	if (r == 0)
 		r = spec_find_files(&s, ver, reterr);

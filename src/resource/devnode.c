@@ -180,3 +180,23 @@ void devnode_set_release(struct devnode_set *set)
 	free(set->paths);
 	*set = (struct devnode_set){ 0 };
 }
+
+bool devnode_is_dir(const char *p)
+{
+	struct stat st;
+
+	return p && *p && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+const char *devnode_look_root(const char *container_driver_root, const char *dev_root)
+{
+	char *ctr_dev;
+	bool has_dev;
+
+	if (!devnode_is_dir(container_driver_root))
+		return dev_root && *dev_root ? dev_root : "/";
+	ctr_dev = root_join(container_driver_root, "/dev");
+	has_dev = devnode_is_dir(ctr_dev);
+	free(ctr_dev);
+	return has_dev ? container_driver_root : "/";
+}

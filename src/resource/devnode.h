@@ -36,6 +36,18 @@ struct devnode_set {
  */
 int devnode_present(const char *root, const char *path) WARN_UNUSED;
 
+/* Is @p an existing directory (links followed)? NULL or "": no. */
+bool devnode_is_dir(const char *p);
+
+/*
+ * Where to look, from this process, for the nodes of the host's @dev_root (NVIDIA's rule, for
+ * Allocate and the CDI spec alike): inside a container with the host's driver root mounted at
+ * @container_driver_root, under it when it has a dev/ (the host's /dev mounted there, as the
+ * Jetson overlay does), else under our own "/"; on the host (no such directory), @dev_root
+ * ("/" when NULL or ""). Returns one of the arguments or "/". Checks the directories now.
+ */
+const char *devnode_look_root(const char *container_driver_root, const char *dev_root);
+
 /*
  * Expands each of @patterns (glob(3) syntax: "/dev/nvhost-*", "/dev/dri/renderD[0-9]*") under
  * @root (its own wildcard characters are escaped) and adds to @set the container path of each

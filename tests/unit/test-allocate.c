@@ -10,6 +10,7 @@
 
 #include "allocate.h"
 #include "deviceplugin.pb-c.h"
+#include "devnode.h"
 #include "gpu.h"
 #include "nvml-int.h"
 #include "oom.h"
@@ -366,6 +367,35 @@ static void test_cdi_only_ignores_pass_device_specs(void **state)
 	assert_int_equal(r->n_devices, 4);
 	assert_int_equal(r->n_cdi_devices, 2);
 	alloc_response_free(r);
+}
+
+/*
+ * In the DaemonSet the host's /dev is seen under the container driver root (the Jetson
+ * overlay mounts it there): presence is checked there, the DeviceSpecs name the host's paths.
+ */
+static void test_look_dev_root(void **state)
+{
+	struct alloc_opts o = { .strategies = ALLOC_ENVVAR,
+				.pass_device_specs = true,
+				.dev_root = "/",
+				.look_dev_root = dev_root };
+	V1beta1__ContainerAllocateResponse *r;
+
+	(void)state;
+	r = build(&o, both, 2, NULL);
+	assert_int_equal(r->n_devices, 4);
+	assert_device(r, 0, "", "/dev/nvidiactl");
+	assert_device(r, 1, "", "/dev/nvidia-uvm");
+	assert_device(r, 2, "", "/dev/nvidia2");
+	assert_device(r, 3, "", "/dev/nvidia5");
+	alloc_response_free(r);
+
+	/* The rule: <container driver root>/dev present -> there; absent -> our own "/". */
+	assert_string_equal(devnode_look_root(dev_root, "/host-dev"), dev_root);
+	assert_string_equal(devnode_look_root("/nonexistent-driver-root", "/host-dev"),
+			    "/host-dev");
+	assert_string_equal(devnode_look_root(NULL, NULL), "/");
+	assert_string_equal(devnode_look_root(dev_root, NULL), dev_root);
 }
 
 static void test_pass_device_specs(void **state)
@@ -1110,6 +1140,7 @@ int main(void)
 		cmocka_unit_test(test_envvar_cdi_cri),
 		cmocka_unit_test(test_cdi_only_ignores_pass_device_specs),
 		cmocka_unit_test(test_pass_device_specs),
+		cmocka_unit_test(test_look_dev_root),
 		cmocka_unit_test(test_other_backend_nodes),
 		cmocka_unit_test(test_node_globs),
 		cmocka_unit_test(test_node_globs_odd_root),
