@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the parsers behind the Tegra telemetry (tegra-sample-int.h): the bytes
+ * libFuzzer target for the parsers behind the Tegra telemetry (tegra-parse.h): the bytes
  * as one sysfs or procfs file (as read: not NUL-terminated, may hold NULs), given to each
  * parser. Findings, besides crashes and reads past the end: a number accepted from anything
  * but digits (a '-' first for an int) and one trailing '\n'; a name that is not printable
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tegra-sample-int.h"
+#include "tegra-parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -18,7 +18,7 @@
 
 #include "file-read.h"
 #include "tegra-int.h"
-#include "tegra-sample-int.h"
+#include "tegra-parse.h"
 #include "unit.h"
 #include "util.h"
 

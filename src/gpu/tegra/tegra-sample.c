@@ -4,7 +4,7 @@
  * GPU's thermal zone, the INA3221 / INA238 power monitors, /proc/meminfo. Every path is
  * resolved inside the host root (root_open(): sysfs links are relative, and an absolute or
  * climbing one never leaves the root), every file is read with a cap and parsed strictly
- * (tegra-sample-int.h), and a file that is missing or holds garbage leaves only its own field
+ * (tegra-parse.h), and a file that is missing or holds garbage leaves only its own field
  * absent. This runs every second: it logs at debug level only, and nothing for a file that is
  * simply not there (Thor has no load file).
  */
@@ -23,7 +23,7 @@
 #include "file-read.h"
 #include "log.h"
 #include "tegra-int.h"
-#include "tegra-sample-int.h"
+#include "tegra-parse.h"
 #include "util.h"
 
 /*
@@ -41,7 +41,7 @@
 /* Channels probed per monitor: INA3221's hwmon has in1..in6 and in7 (the shunt sum, skipped). */
 #define TEGRA_CHANNELS_MAX 8
 
-/* ---- the pure parsers (tegra-sample-int.h) ---- */
+/* ---- the pure parsers (tegra-parse.h) ---- */
 
 static size_t strip_newline(const char *buf, size_t len)
 {
@@ -202,28 +202,22 @@ static int read_rel(int root_fd, const char *dir, const char *name, size_t max, 
 	return r;
 }
 
-static int read_u64(int root_fd, const char *dir, const char *name, uint64_t *ret)
+/* A number file: into *@u (unsigned), or with @u NULL into *@i (signed). */
+static int read_number(int root_fd, const char *dir, const char *name, uint64_t *u, int *i)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	int r = read_rel(root_fd, dir, name, TEGRA_VALUE_MAX, &buf, &len);
 
 	if (r == 0)
-		r = tegra_parse_u64(buf, len, ret);
+		r = u ? tegra_parse_u64(buf, len, u) : tegra_parse_int(buf, len, i);
 	free(buf);
 	return r;
 }
 
-static int read_int(int root_fd, const char *dir, const char *name, int *ret)
+static int read_u64(int root_fd, const char *dir, const char *name, uint64_t *ret)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	int r = read_rel(root_fd, dir, name, TEGRA_VALUE_MAX, &buf, &len);
-
-	if (r == 0)
-		r = tegra_parse_int(buf, len, ret);
-	free(buf);
-	return r;
+	return read_number(root_fd, dir, name, ret, NULL);
 }
 
 static int read_name(int root_fd, const char *dir, const char *name, char *out, size_t size)
@@ -503,7 +497,8 @@ static void sample_temperature(int root_fd, const struct tegra_paths *p, struct 
 {
 	int mc;
 
-	if (!isnan(s->temperature_c) || read_int(root_fd, p->thermal_zone, "temp", &mc) < 0)
+	if (!isnan(s->temperature_c) ||
+	    read_number(root_fd, p->thermal_zone, "temp", NULL, &mc) < 0)
 		return;
 	/*
 	 * -256000 is the "no reading" sentinel (an idle AGX Orin's GPU zone); nothing at or below

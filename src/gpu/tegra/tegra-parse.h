@@ -1,9 +1,9 @@
 #pragma once
 
 /*
- * Private to src/gpu/tegra: the pure parsers behind tegra-sample.c's file reads, one per kind
- * of file, so that its unit test and fuzz target (fuzz/fuzz-tegra.c) reach them without a
- * host tree. Each takes the bytes as read (@buf, @len: not NUL-terminated, may hold NULs),
+ * The pure parsers behind the Tegra backend's sysfs and procfs reads (tegra-sample.c), one per
+ * kind of file: public so that the fuzz target (fuzz/fuzz-tegra.c) and the unit test reach
+ * them without a host tree, and tegra.c reads the same files the same way. Each takes the bytes as read (@buf, @len: not NUL-terminated, may hold NULs),
  * never reads past @len, allocates nothing, logs nothing, and on an error leaves its outputs
  * as they were. Any thread.
  */
