@@ -483,6 +483,53 @@ static void test_hostile(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/*
+ * Early boot: the devfreq node appears after discovery, and a refresh (tegra_paths_find()
+ * again) finds it. A zone numbered 10 whose type is also the GPU's does not win over zone 2
+ * (numbers, not names, order the zones).
+ */
+static void test_late_devfreq(void **state)
+{
+	char tmp[] = "/tmp/edgegpu-tegra-late-XXXXXX", cmd[PATH_MAX * 3], root[PATH_MAX],
+	     link_path[PATH_MAX * 2], target[PATH_MAX];
+	struct tegra_paths p = { 0 };
+	struct gpu_sample s;
+	struct expect e;
+	ssize_t n;
+
+	(void)state;
+	assert_non_null(mkdtemp(tmp));
+	snprintf(root, sizeof(root), "%s/nano-r32", tmp);
+	snprintf(cmd, sizeof(cmd), "cp -a '%s/nano-r32' '%s'", boards_dir(), root);
+	assert_int_equal(system(cmd), 0);
+	expect_load("nano-r32", &e);
+	snprintf(cmd, sizeof(cmd),
+		 "d='%s/sys/devices/virtual/thermal/thermal_zone10' && mkdir -p \"$d\" && "
+		 "echo gpu_extra > \"$d/type\" && echo 99000 > \"$d/temp\" && "
+		 "ln -s ../../devices/virtual/thermal/thermal_zone10 "
+		 "'%s/sys/class/thermal/thermal_zone10'",
+		 root, root);
+	assert_int_equal(system(cmd), 0);
+	snprintf(link_path, sizeof(link_path), "%s/sys/class/devfreq/57000000.gpu", root);
+	n = readlink(link_path, target, sizeof(target) - 1);
+	assert_true(n > 0);
+	target[n] = 0;
+	assert_int_equal(unlink(link_path), 0);
+
+	sample_board(root, &e, &p, &s);
+	assert_string_equal(p.devfreq_dir, "");
+	assert_string_equal(p.gpu_dir, "");
+	assert_true(isnan(s.util_gpu) && isnan(s.sm_clock_mhz));
+	/* The rest is served meanwhile. */
+	check_sample(&e, &s, F_LOAD | F_CLOCK, "no devfreq yet");
+
+	assert_int_equal(symlink(target, link_path), 0);
+	sample_board(root, &e, &p, &s);
+	check_sample(&e, &s, 0, "devfreq appeared");
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+	assert_int_equal(system(cmd), 0);
+}
+
 /* ---- the parsers ---- */
 
 #define U64(s, want_r, want)                                                        \
@@ -590,6 +637,7 @@ int main(void)
 		cmocka_unit_test(test_parse_meminfo), cmocka_unit_test(test_boards),
 		cmocka_unit_test(test_arm64_server),  cmocka_unit_test(test_nvml_kept),
 		cmocka_unit_test(test_carve_out),     cmocka_unit_test(test_hostile),
+		cmocka_unit_test(test_late_devfreq),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
