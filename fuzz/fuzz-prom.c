@@ -49,7 +49,7 @@ static char *next_field(const uint8_t **p, const uint8_t *end)
 	return s;
 }
 
-static bool utf8_valid(const unsigned char *s, size_t n)
+static bool oracle_utf8_valid(const unsigned char *s, size_t n)
 {
 	size_t i = 0;
 
@@ -228,7 +228,7 @@ static bool check_line(struct check *c, const char *s, const char *end)
 			c->names[c->n_labels][n] = 0;
 			s = read_value(s + n + 2, end, c->values[c->n_labels],
 				       sizeof(c->values[0]));
-			if (!s || !utf8_valid((const unsigned char *)c->values[c->n_labels],
+			if (!s || !oracle_utf8_valid((const unsigned char *)c->values[c->n_labels],
 					      strlen(c->values[c->n_labels])))
 				return false;
 			c->n_labels++;
@@ -258,7 +258,7 @@ static void check_all(const struct buf *b, struct check *c)
 	end = s + b->len;
 	if (b->data[b->len - 1] != '\n')
 		abort();
-	if (!utf8_valid(b->data, b->len))
+	if (!oracle_utf8_valid(b->data, b->len))
 		abort();
 	while (s < end) {
 		const char *nl = memchr(s, '\n', (size_t)(end - s));
@@ -349,7 +349,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (unsigned i = 0; i < n; i++) {
 			const char *in = fields[3 + 2 * i];
 
-			if (utf8_valid((const unsigned char *)in, strlen(in)) &&
+			if (oracle_utf8_valid((const unsigned char *)in, strlen(in)) &&
 			    !streq(c->values[i], in))
 				abort();
 		}

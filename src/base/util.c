@@ -223,6 +223,20 @@ int utf8_seq(const unsigned char *s)
 	return n;
 }
 
+bool utf8_valid(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	while (*p) {
+		int n = utf8_seq(p);
+
+		if (n < 0)
+			return false;
+		p += n;
+	}
+	return true;
+}
+
 int buf_put_utf8(struct buf *b, uint32_t c)
 {
 	char s[4];

@@ -14,20 +14,6 @@
 #include "gpu.h"
 #include "pbwire.h"
 
-bool alloc_utf8_valid(const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-
-	while (*p) {
-		int n = utf8_seq(p);
-
-		if (n < 0)
-			return false;
-		p += n;
-	}
-	return true;
-}
-
 const char *alloc_gpu_id(enum alloc_id_strategy s, const struct gpu_device *g, char *buf,
 			 size_t size)
 {
@@ -53,7 +39,7 @@ static int dup_utf8(const char *s, char **ret)
 {
 	char *d;
 
-	if (!alloc_utf8_valid(s))
+	if (!utf8_valid(s))
 		return -EINVAL;
 	d = strdup(s);
 	if (!d)
@@ -165,7 +151,7 @@ static int add_device(struct builder *b, const char *look_root, const char *dev_
 	h = root_join(dev_root, path);
 	if (!h)
 		return -ENOMEM;
-	if (!alloc_utf8_valid(h)) {
+	if (!utf8_valid(h)) {
 		r = -EINVAL;
 		goto out_free;
 	}
@@ -249,7 +235,7 @@ static int add_annotation(struct builder *b, const char *prefix, const char *val
 	r = uuid4(u);
 	if (r < 0)
 		return r;
-	if (!alloc_utf8_valid(prefix))
+	if (!utf8_valid(prefix))
 		return -EINVAL;
 	if (asprintf(&k, "%snvidia-device-plugin_%s", prefix, u) < 0)
 		return -ENOMEM;

@@ -116,9 +116,6 @@ const char *alloc_gpu_id(enum alloc_id_strategy s, const struct gpu_device *g, c
 const char *alloc_cdi_name(const struct alloc_opts *o, const struct gpu_device *g, char *buf,
 			   size_t size);
 
-/* True if @s is well-formed UTF-8 (no overlongs, surrogates or code points above U+10FFFF). */
-bool alloc_utf8_valid(const char *s);
-
 /* True when @o delivers devices through CDI (cdi-annotations or cdi-cri). */
 bool alloc_uses_cdi(const struct alloc_opts *o);
 

@@ -295,7 +295,7 @@ static bool cdi_device_name_valid(const char *n)
 /* Every string of the spec goes through here: one that is not UTF-8 fails the spec. */
 static void spec_str(struct json_writer *j, const char *v)
 {
-	if (!alloc_utf8_valid(v))
+	if (!utf8_valid(v))
 		json_fail(j, -EINVAL);
 	json_string(j, v);
 }
@@ -453,7 +453,7 @@ int cdi_spec_render(const struct cdi_opts *o, const struct gpu_info *info, struc
 			  .c = info->container };
 	int r;
 
-	if (!ver[0] || strchr(ver, '/') || !alloc_utf8_valid(ver)) {
+	if (!ver[0] || strchr(ver, '/') || !utf8_valid(ver)) {
 		return set_error(reterr, -EINVAL, "invalid driver version \"%s\" for the CDI spec",
 				 ver);
 	}

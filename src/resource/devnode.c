@@ -86,7 +86,7 @@ static int add_match(struct devnode_set *set, const char *pattern, const char *r
 			  log_q(pattern), log_q(path), "not a plain path under /dev");
 		return 0;
 	}
-	if (!alloc_utf8_valid(path)) {
+	if (!utf8_valid(path)) {
 		log_debug("device node pattern match skipped", "pattern=%s match=%s reason=%s",
 			  log_q(pattern), log_q(path), "not valid UTF-8");
 		return 0;

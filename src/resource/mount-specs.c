@@ -89,7 +89,7 @@ static int parse_line(const char *s, const char *end, enum mount_spec_type *ret_
 		return -ENOMEM;
 	if (!*p)
 		*reason = "empty path";
-	else if (!alloc_utf8_valid(p))
+	else if (!utf8_valid(p))
 		*reason = "path not valid UTF-8";
 	else if (!path_is_clean_absolute(p))
 		*reason = "path not absolute, or with a . or .. component";

@@ -72,6 +72,21 @@ static void test_json_string(void **state)
 }
 
 /* Invalid UTF-8 comes out as U+FFFD (EF BF BD), one per maximal ill-formed subpart. */
+static void test_utf8_valid(void **state)
+{
+	(void)state;
+	assert_true(utf8_valid("plain"));
+	assert_true(utf8_valid("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
+	assert_false(utf8_valid("\xff"));
+	assert_false(utf8_valid("\xc3"));	      /* truncated */
+	assert_false(utf8_valid("\xc0\xaf"));	      /* overlong '/' */
+	assert_false(utf8_valid("\xe0\x80\xaf"));     /* overlong '/' */
+	assert_false(utf8_valid("\xed\xa0\x80"));     /* surrogate */
+	assert_false(utf8_valid("\xf4\x90\x80\x80")); /* above U+10FFFF */
+	assert_false(utf8_valid("\x80"));
+	assert_true(utf8_valid(""));
+}
+
 static void test_json_string_utf8(void **state)
 {
 #define FFFD "\xef\xbf\xbd"
@@ -579,6 +594,7 @@ int main(void)
 		cmocka_unit_test(test_helpers),
 		cmocka_unit_test(test_json_writer),
 		cmocka_unit_test(test_json_writer_error),
+		cmocka_unit_test(test_utf8_valid),
 		cmocka_unit_test(test_json_string_utf8),
 		/* In this order: the second one takes openat2 away for good. */
 		cmocka_unit_test(test_root_open_openat2),
