@@ -234,7 +234,7 @@ static void check_board(struct env *e, const char *name, int cc_major, int cc_mi
 	assert_string_equal(e->info.board.model, expect_raw(e, "model", s, sizeof(s)));
 	assert_string_equal(e->info.board.power_mode, expect_raw(e, "power_mode", s, sizeof(s)));
 	assert_int_equal(e->info.board.chip_id, expect_u64(e, "chip_id"));
-	assert_int_equal(e->info.board.l4t_major, atoi(e->info.board.l4t));
+	assert_int_equal(e->info.board.l4t_major, strtoul(e->info.board.l4t, NULL, 10));
 	assert_string_equal(d->uuid, "tegra");
 	assert_string_equal(d->name, name);
 	assert_int_equal(d->cc_major, cc_major);
