@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the fuzz targets added with it (toml, allocate, preferred, podres,
-cgroup, lognames, tegra) into fuzz/corpus/<target>/, reproducibly: the protobuf messages are encoded
+cgroup, lognames, tegra-sample) into fuzz/corpus/<target>/, reproducibly: the protobuf messages are encoded
 here by hand (no protobuf package needed), the text seeds are literal. Run it from anywhere;
 it replaces only the files it names (crash inputs added to a corpus by hand stay).
 
@@ -217,7 +217,7 @@ G = {
     'meminfo-no-newline': 'MemTotal: 100 kB\nMemAvailable: 9 kB',
 }
 for name, body in G.items():
-    write('tegra', name, body)
+    write('tegra-sample', name, body)
 
 
 # --- log names: containers/ links, pods/ directories, container directory names ---
