@@ -28,7 +28,7 @@ with open(os.path.join(SRC, "docs", "doctor.schema.json")) as f:
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 
 DRIVER_IDS = ["driver.nvml", "driver.versions", "driver.devices", "driver.tegra",
-              "driver.nvidia-smi", "driver.persistence", "driver.boot"]
+              "driver.tegra-nodes", "driver.nvidia-smi", "driver.persistence", "driver.boot"]
 
 # The fixed fix texts, word for word as docs/troubleshooting.md shows them.
 FIX_NVML_MISSING = (
