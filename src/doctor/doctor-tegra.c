@@ -6,9 +6,9 @@
  * nv_tegra_release, soc0 and the device tree, which the Tegra backend uses too: it reads below
  * the host root as the doctor's host-root file system does (root_read_file(): an absolute link
  * is taken inside the root, nothing outside it is reached, only regular files are read). The
- * node list is the backend's own: the iGPU's nodes and the container description
- * (struct gpu_container) that Allocate and the CDI spec deliver, from tegra_open() on the host
- * root. The doctor's thread.
+ * nodes: the L4T release's devices.csv, found where the backend's container description
+ * (struct gpu_container, from tegra_open() on the host root) says, each looked for under the
+ * host root's /dev and compared with the nodes that description delivers. The doctor's thread.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -40,6 +40,10 @@
 	"grep -i -e nvgpu -e nvmap -e nvrm, reinstall the L4T kernel packages (apt install "       \
 	"--reinstall nvidia-l4t-kernel) and reboot. Where edgegpu runs in a container, mount the " \
 	"host's /dev (the Jetson overlay mounts it under the host root)."
+#define FIX_TEGRA_CSV_NODES                                                                        \
+	"devices.csv, the L4T release's list of the nodes a container gets, comes with JetPack's " \
+	"container packages: apt install --reinstall nvidia-container; where edgegpu runs in a "   \
+	"container, mount the host's /etc/nvidia-container-runtime under the host root."
 #define FIX_TEGRA_BACKEND                                                                           \
 	"edgegpu's Tegra backend reads the board below the host root: run the doctor with "         \
 	"--host-root where the host's /etc, /sys, /proc and /dev are mounted (/host in the Jetson " \
@@ -213,23 +217,19 @@ static unsigned root_glob(const struct doctor *dr, const char *dir, const char *
 	return found;
 }
 
-/* One path or pattern of the backend's list, and how many host nodes it matched. */
-struct node_want {
-	const char *path;
-	bool glob;
-	unsigned found;
-};
-
-static int want_add(struct node_want **w, size_t *n, const char *path, bool glob)
+/* Whether the backend's container delivers @node: one of its control nodes or patterns. */
+static bool delivered(const struct gpu_container *ct, const struct gpu_device *g, const char *node)
 {
-	struct node_want *p = realloc(*w, (*n + 1) * sizeof(**w));
-
-	if (!p)
-		return -ENOMEM;
-	p[*n] = (struct node_want){ .path = path, .glob = glob };
-	*w = p;
-	(*n)++;
-	return 0;
+	for (unsigned i = 0; i < g->n_nodes; i++)
+		if (streq(g->nodes[i], node))
+			return true;
+	for (size_t i = 0; ct && i < ct->n_ctl_nodes; i++)
+		if (streq(ct->ctl_nodes[i], node))
+			return true;
+	for (size_t i = 0; ct && i < ct->n_node_globs; i++)
+		if (fnmatch(ct->node_globs[i], node, FNM_PATHNAME) == 0)
+			return true;
+	return false;
 }
 
 /* The backend's iGPU: its device, or NULL. */
@@ -241,6 +241,13 @@ static const struct gpu_device *igpu(const struct gpu_info *info)
 	return NULL;
 }
 
+/*
+ * driver.tegra-nodes. The backend's container lists every node any L4T release has, each
+ * delivered when present; which ones this release has is the BSP's devices.csv (in the
+ * container's mount_specs_dir), whose `dev` lines the toolkit mounts. A node it names that is
+ * not under /dev is missing for every container: a warning, since a module without an engine
+ * (DLA, a codec, a display) lacks that engine's nodes; driver.tegra fails for the GPU's own.
+ */
 void doctor_check_tegra_nodes(struct doctor_driver *d)
 {
 	struct gpu_backend_opts o = { .kind = GPU_BACKEND_TEGRA, .host_root = host_root(d->dr) };
@@ -249,10 +256,9 @@ void doctor_check_tegra_nodes(struct doctor_driver *d)
 	const struct gpu_device *g;
 	const struct gpu_container *ct;
 	struct doctor_check *c;
-	struct buf missing = { 0 };
-	struct node_want *w = NULL;
-	char *err = NULL, *dev = NULL;
-	size_t n = 0;
+	struct buf missing = { 0 }, extra = { 0 };
+	char *err = NULL, *csv = NULL, *text = NULL, *shown = NULL;
+	unsigned listed = 0, present = 0;
 	int r;
 
 	if (!d->f->board.tegra) {
@@ -273,49 +279,78 @@ void doctor_check_tegra_nodes(struct doctor_driver *d)
 		goto out;
 	}
 	ct = g->container ? g->container : info.container;
-	for (unsigned i = 0; i < g->n_nodes && r >= 0; i++)
-		r = want_add(&w, &n, g->nodes[i], false);
-	for (size_t i = 0; ct && i < ct->n_ctl_nodes && r >= 0; i++)
-		r = want_add(&w, &n, ct->ctl_nodes[i], false);
-	for (size_t i = 0; ct && i < ct->n_node_globs && r >= 0; i++)
-		r = want_add(&w, &n, ct->node_globs[i], true);
-	for (size_t i = 0; i < n; i++) {
-		w[i].found = root_glob(d->dr, "", w[i].path, 256);
-		if (!w[i].found &&
-		    buf_printf(&missing, "%s%s", missing.len ? ", " : "", w[i].path) < 0)
+	csv = path_join(ct && ct->mount_specs_dir ? ct->mount_specs_dir :
+						    "/etc/nvidia-container-runtime/"
+						    "host-files-for-container.d",
+			"devices.csv");
+	shown = csv ? doctor_path(d->dr, csv) : NULL;
+	r = csv ? doctor_read(d->dr, csv, DOCTOR_HOST_FILE_MAX, &text, NULL) : -ENOMEM;
+	/* "dev, /dev/nvmap" per line; other types and malformed lines are not nodes. */
+	for (char *line = r >= 0 ? text : NULL, *next; line && *line; line = next) {
+		char *p = line + strspn(line, " \t"), *end;
+		unsigned k;
+
+		next = line + strcspn(line, "\n");
+		next += *next == '\n';
+		if (!startswith(p, "dev"))
+			continue;
+		p += 3 + strspn(p + 3, " \t");
+		if (*p != ',')
+			continue;
+		p += 1 + strspn(p + 1, " \t");
+		end = p + strcspn(p, " \t\r\n");
+		*end = 0;
+		if (!startswith(p, "/dev/"))
+			continue;
+		listed++;
+		k = root_glob(d->dr, "", p, 256);
+		present += k > 0;
+		if (!k && buf_printf(&missing, "%s%s", missing.len ? ", " : "", p) < 0)
+			r = -ENOMEM;
+		/* /dev/nvidia<N> is a GPU's own node, which the backend names from NVML (the
+		 * doctor opens it without): on a board with a discrete card it may be the card's. */
+		if (k && !magic(p, strlen(p)) && !delivered(ct, g, p) &&
+		    fnmatch("/dev/nvidia[0-9]*", p, 0) != 0 &&
+		    buf_printf(&extra, "%s%s", extra.len ? ", " : "", p) < 0)
 			r = -ENOMEM;
 	}
-	if (r < 0)
+	if (r == -ENOMEM) {
 		c = doctor_add(d->dr, "driver.tegra-nodes", DOCTOR_FAIL, "out of memory");
-	else if (missing.len)
-		c = doctor_add(d->dr, "driver.tegra-nodes", DOCTOR_FAIL,
-			       "the integrated GPU's container nodes are missing: %s",
-			       (const char *)missing.data);
-	else if (n == 0)
+	} else if (r < 0) {
 		c = doctor_add(d->dr, "driver.tegra-nodes", DOCTOR_WARN,
-			       "the Tegra backend lists no device node for the integrated GPU");
-	else
-		c = doctor_add(d->dr, "driver.tegra-nodes", DOCTOR_PASS,
-			       "the %zu nodes a container needs for the integrated GPU are present",
-			       n);
-	dev = doctor_path(d->dr, "/dev");
-	doctor_evidence(c, "the Tegra backend's list for %s (L4T %s), looked for under %s",
-			d->f->board.model[0] ? d->f->board.model : "this board",
-			d->f->board.l4t[0] ? d->f->board.l4t : "unknown", dev ? dev : "/dev");
-	for (size_t i = 0; i < n; i++)
-		if (w[i].glob)
-			doctor_evidence(c, "%s: %s%u node%s", w[i].path,
-					w[i].found ? "" : "missing, ", w[i].found,
-					w[i].found == 1 ? "" : "s");
-		else
-			doctor_evidence(c, "%s: %s", w[i].path, w[i].found ? "present" : "missing");
-	if (missing.len)
+			       "no devices.csv: which nodes this L4T release has is unknown");
+		doctor_evidence(c, "%s: %s", shown ? shown : "devices.csv", doctor_strerror(r));
+		doctor_fix(c, FIX_TEGRA_CSV_NODES);
+	} else if (missing.len) {
+		c = doctor_add(d->dr, "driver.tegra-nodes", DOCTOR_WARN,
+			       "%u of the %u nodes this L4T release lists are missing: %s",
+			       listed - present, listed, (const char *)missing.data);
 		doctor_fix(c, FIX_TEGRA_NODES);
+	} else {
+		c = doctor_add(d->dr, "driver.tegra-nodes", DOCTOR_PASS,
+			       "the %u nodes this L4T release lists are present", listed);
+	}
+	if (r >= 0)
+		doctor_evidence(c, "%s: %u dev entries, %u present", shown ? shown : "devices.csv",
+				listed, present);
+	if (missing.len)
+		doctor_evidence(c, "missing: %s", (const char *)missing.data);
+	/* Present and mounted by the toolkit, but not in edgegpu's device-specs: say so. */
+	if (extra.len)
+		doctor_evidence(
+			c, "not in edgegpu's node list (CDI and device-specs leave them out): %s",
+			(const char *)extra.data);
+	doctor_evidence(c,
+			"edgegpu's Tegra backend: %zu control nodes, %zu node patterns, the "
+			"GPU's own %u",
+			ct ? ct->n_ctl_nodes : 0, ct ? ct->n_node_globs : 0, g->n_nodes);
 out:
 	buf_release(&missing);
+	buf_release(&extra);
 	gpu_info_release(&info);
 	gpu_backend_close(b);
 	free(err);
-	free(dev);
-	free(w);
+	free(csv);
+	free(text);
+	free(shown);
 }
