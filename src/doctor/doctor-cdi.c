@@ -414,7 +414,9 @@ void doctor_runtime_tegra_mode(struct doctor *dr)
 				"CSV mode: devices.csv, drivers.csv and l4t.csv are there", NULL);
 		}
 	} else if (streq(mode, "cdi")) {
-		const char *id = "tegra";
+		const char *id = dr->o->cfg && dr->o->cfg->tegra_device_id ?
+					 dr->o->cfg->tegra_device_id :
+					 "tegra";
 
 		s = calloc(1, sizeof(*s));
 		if (!s) {

@@ -23,6 +23,7 @@
 #include "file-read.h"
 #include "gpu-backend.h"
 #include "gpu-tegra.h"
+#include "mount-specs.h"
 
 #define FIX_TEGRA_DRIVER                                                                       \
 	"The L4T GPU driver did not load: check lsmod | grep -e nvgpu -e nvidia and dmesg | "  \
@@ -250,7 +251,12 @@ static const struct gpu_device *igpu(const struct gpu_info *info)
  */
 void doctor_check_tegra_nodes(struct doctor_driver *d)
 {
-	struct gpu_backend_opts o = { .kind = GPU_BACKEND_TEGRA, .host_root = host_root(d->dr) };
+	struct gpu_backend_opts o = {
+		.kind = GPU_BACKEND_TEGRA,
+		.host_root = host_root(d->dr),
+		.tegra_device_id = d->dr->o->cfg ? d->dr->o->cfg->tegra_device_id : NULL,
+		.tegra_mem_mib = d->dr->o->cfg ? d->dr->o->cfg->tegra_mem_mib : 0
+	};
 	struct gpu_info info = { 0 };
 	struct gpu_backend *b = NULL;
 	const struct gpu_device *g;
@@ -258,7 +264,9 @@ void doctor_check_tegra_nodes(struct doctor_driver *d)
 	struct doctor_check *c;
 	struct buf missing = { 0 }, extra = { 0 };
 	char *err = NULL, *csv = NULL, *text = NULL, *shown = NULL;
+	struct mount_specs specs = { 0 };
 	unsigned listed = 0, present = 0;
+	size_t len = 0;
 	int r;
 
 	if (!d->f->board.tegra) {
@@ -284,23 +292,15 @@ void doctor_check_tegra_nodes(struct doctor_driver *d)
 						    "host-files-for-container.d",
 			"devices.csv");
 	shown = csv ? doctor_path(d->dr, csv) : NULL;
-	r = csv ? doctor_read(d->dr, csv, DOCTOR_HOST_FILE_MAX, &text, NULL) : -ENOMEM;
-	/* "dev, /dev/nvmap" per line; other types and malformed lines are not nodes. */
-	for (char *line = r >= 0 ? text : NULL, *next; line && *line; line = next) {
-		char *p = line + strspn(line, " \t"), *end;
+	r = csv ? doctor_read(d->dr, csv, DOCTOR_HOST_FILE_MAX, &text, &len) : -ENOMEM;
+	/* The one CSV reader (mount-specs.h): its dev entries are the release's nodes. */
+	if (r >= 0 && mount_specs_parse(&specs, csv, text, len) < 0)
+		r = -ENOMEM;
+	for (size_t i = 0; r >= 0 && i < specs.n; i++) {
+		const char *p = specs.v[i].path;
 		unsigned k;
 
-		next = line + strcspn(line, "\n");
-		next += *next == '\n';
-		if (!startswith(p, "dev"))
-			continue;
-		p += 3 + strspn(p + 3, " \t");
-		if (*p != ',')
-			continue;
-		p += 1 + strspn(p + 1, " \t");
-		end = p + strcspn(p, " \t\r\n");
-		*end = 0;
-		if (!startswith(p, "/dev/"))
+		if (specs.v[i].type != MOUNT_SPEC_DEV || !startswith(p, "/dev/"))
 			continue;
 		listed++;
 		k = root_glob(d->dr, "", p, 256);
@@ -345,6 +345,7 @@ void doctor_check_tegra_nodes(struct doctor_driver *d)
 			"GPU's own %u",
 			ct ? ct->n_ctl_nodes : 0, ct ? ct->n_node_globs : 0, g->n_nodes);
 out:
+	mount_specs_release(&specs);
 	buf_release(&missing);
 	buf_release(&extra);
 	gpu_info_release(&info);

@@ -296,6 +296,23 @@ class Tegra(unittest.TestCase):
                 if "csv" in summary.lower() and status == "pass":
                     self.assertTrue(any(GPUS_NOT_SUPPORTED in e for e in c["evidence"]), c)
 
+    def test_cdi_mode_configured_id(self):
+        """edgegpu.tegra.deviceId renames the iGPU: the CDI spec must name that ID."""
+        def spec(name):
+            return json.dumps({"cdiVersion": "0.5.0", "kind": "k8s.device-plugin.nvidia.com/gpu",
+                               "devices": [{"name": name, "containerEdits": {
+                                   "deviceNodes": [{"path": "/dev/nvmap"}]}}]})
+        for named, status in (("jetson0", "pass"), ("tegra", "fail")):
+            with self.subTest(named=named):
+                root, _ = self.board("orin-nano-r36")
+                self.put(root, TOOLKIT_CFG, '[nvidia-container-runtime]\nmode = "cdi"\n')
+                self.put(root, "var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json", spec(named))
+                cfg = os.path.join(root, "edgegpu-config.yaml")
+                with open(cfg, "w") as f:
+                    f.write("version: v1\nedgegpu:\n  tegra:\n    deviceId: jetson0\n")
+                r = self.doctor(root, "--config-file", cfg)
+                self.assertCheck(r, "runtime.tegra-mode", status)
+
     def test_mount_spec_path_from_config(self):
         root, _ = self.board("xavier-nx-r35")
         shutil.move(os.path.join(root, CSV_DIR), os.path.join(root, "opt-csv"))
