@@ -1,6 +1,5 @@
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 #include "gpu.h"
 #include "nvml-int.h"
 #include "oom.h"
+#include "unit-fs.h"
 #include "unit.h"
 
 #define UUID0 "GPU-abcdef00-1111-2222-3333-444444444440"
@@ -39,38 +39,19 @@ static struct gpu_device gpu1 = { .index = 1,
 
 static char dev_root[64];
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	return remove(path);
-}
-
 /* A fake dev root with only two of the four control nodes, as empty files. */
 static int setup_root(void **state)
 {
-	char path[128];
-
-	(void)snprintf(dev_root, sizeof(dev_root), "/tmp/test-allocate-XXXXXX");
-	if (!mkdtemp(dev_root))
-		return -1;
-	(void)snprintf(path, sizeof(path), "%s/dev", dev_root);
-	if (mkdir(path, 0755) < 0)
-		return -1;
-	for (const char *const *n = (const char *const[]){ "nvidiactl", "nvidia-uvm", NULL }; *n;
-	     n++) {
-		int fd;
-
-		(void)snprintf(path, sizeof(path), "%s/dev/%s", dev_root, *n);
-		fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-		if (fd < 0)
-			return -1;
-		close(fd);
-	}
+	unit_tmpdir("test-allocate", dev_root, sizeof(dev_root));
+	unit_make_path(dev_root, "/dev/nvidiactl");
+	unit_make_path(dev_root, "/dev/nvidia-uvm");
 	return 0;
 }
 
 static int teardown_root(void **state)
 {
-	return nftw(dev_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	unit_rm_tree(dev_root);
+	return 0;
 }
 
 static bool str_eq(const char *a, const char *b)
@@ -537,28 +518,6 @@ static void test_other_backend_nodes(void **state)
 	assert_int_equal(unlink(path), 0);
 }
 
-/* Creates <dev_root><rel> as an empty file, or a directory when @rel ends in '/'; parents too. */
-static void make_node(const char *rel)
-{
-	char path[256];
-	size_t len;
-
-	(void)snprintf(path, sizeof(path), "%s%s", dev_root, rel);
-	len = strlen(path);
-	for (size_t i = strlen(dev_root) + 1; i < len; i++)
-		if (path[i] == '/') {
-			path[i] = '\0';
-			assert_true(mkdir(path, 0755) == 0 || errno == EEXIST);
-			path[i] = '/';
-		}
-	if (path[len - 1] != '/') {
-		int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-
-		assert_true(fd >= 0);
-		close(fd);
-	}
-}
-
 static void remove_node(const char *rel)
 {
 	char path[256];
@@ -607,7 +566,7 @@ static void test_node_globs(void **state)
 	V1beta1__ContainerAllocateResponse *r;
 
 	for (size_t i = 0; i < ELEMENTSOF(files); i++)
-		make_node(files[i]);
+		unit_make_path(dev_root, files[i]);
 	r = build(&o, (const struct gpu_device *const[]){ &igpu }, 1, NULL);
 	assert_int_equal(r->n_devices, 6);
 	assert_device(r, 0, dev_root, "/dev/nvmap");
@@ -648,7 +607,7 @@ static void test_node_globs(void **state)
 	alloc_response_free(r);
 
 	/* No DeviceSpecs without passDeviceSpecs or with CDI only: no pattern is expanded. */
-	make_node("/dev/dri/renderD128");
+	unit_make_path(dev_root, "/dev/dri/renderD128");
 	o.pass_device_specs = false;
 	r = build(&o, (const struct gpu_device *const[]){ &igpu }, 1, NULL);
 	assert_nothing_but_envs(r);
@@ -678,8 +637,8 @@ static void test_node_globs_odd_root(void **state)
 	char root[128];
 
 	(void)snprintf(root, sizeof(root), "%s/[a]*?\\", dev_root);
-	make_node("/[a]*?\\/dev/nvhost-ctrl");
-	make_node("/a/dev/nvhost-other"); /* what "[a]" would match as a pattern */
+	unit_make_path(dev_root, "/[a]*?\\/dev/nvhost-ctrl");
+	unit_make_path(dev_root, "/a/dev/nvhost-other"); /* what "[a]" would match as a pattern */
 	o.dev_root = root;
 	r = build(&o, (const struct gpu_device *const[]){ &igpu }, 1, NULL);
 	assert_int_equal(r->n_devices, 1);
@@ -704,7 +663,7 @@ static void test_ctl_node_directory(void **state)
 				.dev_root = dev_root };
 	V1beta1__ContainerAllocateResponse *r;
 
-	make_node("/dev/nvidia-modeset/");
+	unit_make_path(dev_root, "/dev/nvidia-modeset/");
 	r = build(&o, (const struct gpu_device *const[]){ &gpu0 }, 1, NULL);
 	assert_int_equal(r->n_devices, 3);
 	assert_device(r, 0, dev_root, "/dev/nvidiactl");
@@ -975,9 +934,9 @@ static void test_oom_globs(void **state)
 				.dev_root = dev_root };
 	long n;
 
-	make_node("/dev/nvhost-ctrl");
-	make_node("/dev/nvhost-as-gpu");
-	make_node("/dev/dri/renderD128");
+	unit_make_path(dev_root, "/dev/nvhost-ctrl");
+	unit_make_path(dev_root, "/dev/nvhost-as-gpu");
+	unit_make_path(dev_root, "/dev/dri/renderD128");
 	for (n = 0;; n++) {
 		V1beta1__ContainerAllocateResponse *r = NULL;
 		int ret;

@@ -1,7 +1,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,6 +21,7 @@
 #include "mount-specs.h"
 #include "nvml-int.h"
 #include "oom.h"
+#include "unit-fs.h"
 #include "unit.h"
 #include "util.h"
 
@@ -52,45 +52,17 @@ static struct gpu_info info = {
 	.driver_version = VER, .n_devices = 2, .devices = devices, .container = &nvml_container
 };
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	return remove(path);
-}
-
-/* Creates <base><rel> as an empty file (or a directory when rel ends in '/'), parents too. */
-static void make(const char *base, const char *rel)
-{
-	char path[512];
-	size_t len;
-
-	(void)snprintf(path, sizeof(path), "%s%s", base, rel);
-	len = strlen(path);
-	for (size_t i = 1; i < len; i++)
-		if (path[i] == '/') {
-			path[i] = '\0';
-			assert_true(mkdir(path, 0755) == 0 || errno == EEXIST);
-			path[i] = '/';
-		}
-	if (path[len - 1] != '/') {
-		int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-
-		assert_true(fd >= 0);
-		close(fd);
-	}
-}
-
 static int setup(void **state)
 {
-	(void)snprintf(tmp, sizeof(tmp), "/tmp/test-cdi-XXXXXX");
-	if (!mkdtemp(tmp))
-		return -1;
+	unit_tmpdir("test-cdi", tmp, sizeof(tmp));
 	(void)snprintf(root, sizeof(root), "%s/driver", tmp);
 	return 0;
 }
 
 static int teardown(void **state)
 {
-	return nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	unit_rm_tree(tmp);
+	return 0;
 }
 
 /* The fake driver root of every test: some libraries, another version, nvidia-smi, nodes. */
@@ -112,7 +84,7 @@ static void make_root(const char *r)
 	};
 
 	for (size_t i = 0; i < ELEMENTSOF(files); i++)
-		make(r, files[i]);
+		unit_make_path(r, files[i]);
 }
 
 /* Replaces every "@R@" in @t with @r and every "@D@" with @d. */
@@ -245,15 +217,15 @@ static void test_render_dev_root(void **state)
 	/* The nodes are looked up and pointed at under the dev root, the files under the driver root. */
 	make_root(root);
 	(void)snprintf(dev, sizeof(dev), "%s/devroot", tmp);
-	make(dev, "/dev/nvidiactl");
-	make(dev, "/dev/nvidia-uvm");
+	unit_make_path(dev, "/dev/nvidiactl");
+	unit_make_path(dev, "/dev/nvidia-uvm");
 	o.dev_root = dev;
 	assert_render(&o, SPEC(UUID0, UUID1, ""), root, dev);
 
 	/* With only nvidia-uvm-tools and modeset there, exactly those two are listed. */
 	(void)snprintf(dev, sizeof(dev), "%s/devroot2", tmp);
-	make(dev, "/dev/nvidia-uvm-tools");
-	make(dev, "/dev/nvidia-modeset");
+	unit_make_path(dev, "/dev/nvidia-uvm-tools");
+	unit_make_path(dev, "/dev/nvidia-modeset");
 	{
 		struct buf out = { 0 };
 		char *want = expand("\"deviceNodes\": [\n" NODE("/dev/nvidia-uvm-tools") ",\n" NODE(
@@ -269,7 +241,7 @@ static void test_render_dev_root(void **state)
 
 	/* No control node at all: no common deviceNodes key. */
 	(void)snprintf(dev, sizeof(dev), "%s/devroot3", tmp);
-	make(dev, "/dev/");
+	unit_make_path(dev, "/dev/");
 	{
 		struct buf out = { 0 };
 
@@ -317,8 +289,8 @@ static void test_missing_libcuda(void **state)
 
 	/* Only a libcuda of another version: that is not the driver's. */
 	(void)snprintf(other, sizeof(other), "%s/other-root", tmp);
-	make(other, LIBD "/libcuda.so.535.104.05");
-	make(other, LIBD "/libnvidia-ml.so." VER);
+	unit_make_path(other, LIBD "/libcuda.so.535.104.05");
+	unit_make_path(other, LIBD "/libnvidia-ml.so." VER);
 	o.driver_root = other;
 	assert_int_equal(cdi_spec_render(&o, &info, &out, &err), -ENOENT);
 	(void)snprintf(want, sizeof(want), "failed to locate libcuda.so." VER " under %s", other);
@@ -366,8 +338,8 @@ static void test_other_backend(void **state)
 	struct buf out = { 0 };
 	char *want, *err = NULL;
 
-	make(root, "/usr/lib/aarch64-linux-gnu/nvidia/libnvrm_gpu.so.36.4.3");
-	make(root, "/dev/nvmap");
+	unit_make_path(root, "/usr/lib/aarch64-linux-gnu/nvidia/libnvrm_gpu.so.36.4.3");
+	unit_make_path(root, "/dev/nvmap");
 	want = expand(
 		"{\n"
 		"  \"cdiVersion\": \"0.5.0\",\n"
@@ -421,13 +393,13 @@ static void test_other_backend(void **state)
 #define CSV_DIR "/etc/nvidia-container-runtime/host-files-for-container.d"
 #define TEGRA	"/usr/lib/aarch64-linux-gnu/tegra"
 
-/* Writes @text as <base><rel> (parents made by make()). */
+/* Writes @text as <base><rel> (parents made by unit_make_path()). */
 static void write_at(const char *base, const char *rel, const char *text, size_t len)
 {
 	char path[512];
 	FILE *f;
 
-	make(base, rel);
+	unit_make_path(base, rel);
 	(void)snprintf(path, sizeof(path), "%s%s", base, rel);
 	f = fopen(path, "we");
 	assert_non_null(f);
@@ -439,7 +411,7 @@ static void symlink_at(const char *base, const char *rel, const char *target)
 {
 	char path[512];
 
-	make(base, rel);
+	unit_make_path(base, rel);
 	(void)snprintf(path, sizeof(path), "%s%s", base, rel);
 	assert_int_equal(unlink(path), 0);
 	assert_int_equal(symlink(target, path), 0);
@@ -523,7 +495,7 @@ static void test_node_globs_and_csv(void **state)
 
 	(void)snprintf(r2, sizeof(r2), "%s/tegra", tmp);
 	(void)snprintf(outside, sizeof(outside), "%s/outside.so", tmp);
-	make(tmp, "/outside.so");
+	unit_make_path(tmp, "/outside.so");
 	for (const char *const *f =
 		     (const char *const[]){ "/dev/nvmap", "/dev/nvhost-ctrl", "/dev/nvhost-gpu",
 					    "/dev/nvgpu/igpu0/ctrl", "/dev/nvgpu/igpu0/as",
@@ -531,7 +503,7 @@ static void test_node_globs_and_csv(void **state)
 					    "/usr/share/nvidia/", "/usr/lib/hidden.so",
 					    "/etc/hostname", NULL };
 	     *f; f++)
-		make(r2, *f);
+		unit_make_path(r2, *f);
 	symlink_at(r2, TEGRA "/libcuda.so", "libcuda.so.1.1");
 	symlink_at(r2, "/usr/lib/dangling.so", "/nowhere/libx.so");
 	symlink_at(r2, "/usr/lib/abs.so", TEGRA "/libcuda.so.1.1"); /* resolved in the root */
@@ -542,7 +514,7 @@ static void test_node_globs_and_csv(void **state)
 	write_at(r2, CSV_DIR "/.csv", "lib, /usr/lib/hidden.so\n", 24);
 	write_at(r2, CSV_DIR "/notes.txt", "lib, /usr/lib/hidden.so\n", 24);
 	write_at(r2, CSV_DIR "/devices.csv.bak", "lib, /usr/lib/hidden.so\n", 24);
-	make(r2, CSV_DIR "/dir.csv/");
+	unit_make_path(r2, CSV_DIR "/dir.csv/");
 	while (huge.len <= MOUNT_SPECS_FILE_MAX)
 		assert_int_equal(buf_append(&huge, "lib, /usr/lib/hidden.so\n", 24), 0);
 	write_at(r2, CSV_DIR "/huge.csv", (const char *)huge.data, huge.len);
@@ -631,9 +603,9 @@ static void test_csv_oom(void **state)
 	long n;
 
 	(void)snprintf(r2, sizeof(r2), "%s/tegra-oom", tmp);
-	make(r2, "/dev/nvhost-ctrl");
-	make(r2, "/dev/nvhost-gpu");
-	make(r2, TEGRA "/libcuda.so.1.1");
+	unit_make_path(r2, "/dev/nvhost-ctrl");
+	unit_make_path(r2, "/dev/nvhost-gpu");
+	unit_make_path(r2, TEGRA "/libcuda.so.1.1");
 	write_at(r2, CSV_DIR "/drivers.csv", csv, sizeof(csv) - 1);
 	for (n = 0;; n++) {
 		struct buf out = { 0 };
@@ -697,7 +669,7 @@ static void test_escaping(void **state)
 	struct buf out = { 0 };
 
 	(void)snprintf(odd, sizeof(odd), "%s/a\"b\\c\td", tmp);
-	make(odd, LIBD "/libcuda.so." VER);
+	unit_make_path(odd, LIBD "/libcuda.so." VER);
 	o.driver_root = odd;
 	assert_int_equal(cdi_spec_render(&o, &info, &out, NULL), 0);
 	assert_int_equal(buf_append(&out, "", 1), 0);
@@ -707,7 +679,7 @@ static void test_escaping(void **state)
 
 	/* A root that is not UTF-8 cannot be written as JSON. */
 	(void)snprintf(bad, sizeof(bad), "%s/\xff", tmp);
-	make(bad, LIBD "/libcuda.so." VER);
+	unit_make_path(bad, LIBD "/libcuda.so." VER);
 	o.driver_root = bad;
 	assert_int_equal(cdi_spec_render(&o, &info, &out, NULL), -EINVAL);
 	assert_int_equal(out.len, 0);
@@ -800,7 +772,7 @@ static void test_container_driver_root(void **state)
 	/* Nothing of the driver under the container root: the message names both roots. */
 	o.dev_root = NULL;
 	(void)snprintf(ctr, sizeof(ctr), "%s/empty-driver-root", tmp);
-	make(ctr, "/usr/lib/");
+	unit_make_path(ctr, "/usr/lib/");
 	assert_int_equal(cdi_spec_render(&o, &info, &out, &err), -ENOENT);
 	(void)snprintf(want, sizeof(want),
 		       "failed to locate libcuda.so." VER " under %s (the container driver root, "
@@ -914,7 +886,7 @@ static void test_write_file_errors(void **state)
 	memset(big, ' ', sizeof(big));
 	assert_int_equal(chmod(tmp, 0755), 0); /* mkdtemp's 0700 would stop nobody earlier */
 	(void)snprintf(wdir, sizeof(wdir), "%s/unwritable", tmp);
-	make(wdir, "/");
+	unit_make_path(wdir, "/");
 	(void)snprintf(want, sizeof(want),
 		       "failed to create a temporary file for CDI spec %s/" CDI_SPEC_FILE_NAME
 		       ": Permission denied",
@@ -928,7 +900,7 @@ static void test_write_file_errors(void **state)
 	}
 
 	(void)snprintf(wdir, sizeof(wdir), "%s/full", tmp);
-	make(wdir, "/");
+	unit_make_path(wdir, "/");
 	assert_true(in_child(write_full_disk, NULL, &cr));
 	if (cr.r == SKIP_R) {
 		print_message("skipped: cannot mount a tmpfs (needs CAP_SYS_ADMIN)\n");
@@ -942,7 +914,7 @@ static void test_write_file_errors(void **state)
 	}
 
 	(void)snprintf(wdir, sizeof(wdir), "%s/ro", tmp);
-	make(wdir, "/");
+	unit_make_path(wdir, "/");
 	assert_true(in_child(write_read_only, NULL, &cr));
 	if (cr.r != SKIP_R) {
 		assert_int_equal(cr.r, -EROFS);

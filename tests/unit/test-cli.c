@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "file-read.h"
 #include "file-writer.h"
+#include "unit-fs.h"
 #include "unit.h"
 #include "util.h"
 #include "version.h"
@@ -475,7 +476,7 @@ static void expect_label_of(const char *out, const char *key, const char *want)
 static void labels_of_fixture(const char *fixture, const char *family)
 {
 	char *path = strdup_printf("%s/%s", FAKE_NVML_FIXTURES, fixture), *product, count[16];
-	char sysfs[] = "/tmp/test-cli-sysfs-XXXXXX", *cmd, *pn;
+	char sysfs[64], *cmd, *pn;
 	struct fixture_gpu g;
 	struct run r;
 
@@ -486,9 +487,8 @@ static void labels_of_fixture(const char *fixture, const char *family)
 		if (*p == ' ')
 			*p = '-';
 	(void)snprintf(count, sizeof(count), "%d", g.gpus);
-	assert_non_null(mkdtemp(sysfs));
-	cmd = strdup_printf("mkdir -p '%s/class/dmi/id'", sysfs);
-	assert_int_equal(system(cmd), 0);
+	unit_tmpdir("test-cli-sysfs", sysfs, sizeof(sysfs));
+	unit_make_path(sysfs, "/class/dmi/id/");
 	pn = strdup_printf("%s/class/dmi/id/product_name", sysfs);
 	assert_int_equal(file_write_atomic(pn, "Edge Box 3000\n", 14, 0644, NULL), 0);
 
@@ -516,7 +516,6 @@ static void labels_of_fixture(const char *fixture, const char *family)
 	run_release(&r);
 
 	/* A config of the command line applies: time-slicing nvidia.com/gpu. */
-	free(cmd);
 	cmd = strdup_printf("%s/ts.yaml", sysfs);
 	assert_int_equal(file_write_atomic(cmd,
 					   "version: v1\nsharing: {timeSlicing: {resources: "
@@ -537,9 +536,7 @@ static void labels_of_fixture(const char *fixture, const char *family)
 	}
 	run_release(&r);
 	free(cmd);
-	cmd = strdup_printf("rm -rf '%s'", sysfs);
-	assert_int_equal(system(cmd), 0);
-	free(cmd);
+	unit_rm_tree(sysfs);
 	free(pn);
 	free(product);
 	free(path);

@@ -11,6 +11,7 @@
 #include "file-read.h"
 #include "file-writer.h"
 #include "oom.h"
+#include "unit-fs.h"
 #include "unit.h"
 #include "util.h"
 
@@ -940,21 +941,10 @@ static void test_error_cap(void **state)
 	buf_release(&b);
 }
 
-static char *make_temp_dir(void)
-{
-	char tmpl[] = "/tmp/test-config-XXXXXX";
-	char *dir = mkdtemp(tmpl);
-
-	assert_non_null(dir);
-	dir = strdup(dir);
-	assert_non_null(dir);
-	return dir;
-}
-
 static void test_oversized(void **state)
 {
 	struct config_diag d = { 0 };
-	char *dir = make_temp_dir(), *path = path_join(dir, "big.yaml"), *data;
+	char *dir = unit_tmpdir_dup("test-config"), *path = path_join(dir, "big.yaml"), *data;
 	struct config c;
 	char *s;
 
@@ -1023,7 +1013,8 @@ static void check_precedence(const struct config *c)
 
 static void test_precedence(void **state)
 {
-	char *dir = make_temp_dir(), *path = write_temp_config(dir, prec_yaml), *env_cf = NULL;
+	char *dir = unit_tmpdir_dup("test-config"), *path = write_temp_config(dir, prec_yaml),
+	     *env_cf = NULL;
 	struct config_diag d = { 0 };
 	struct config c;
 

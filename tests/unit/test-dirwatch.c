@@ -9,6 +9,7 @@
 #include "dirwatch.h"
 #include "file-read.h"
 #include "loop.h"
+#include "unit-fs.h"
 #include "unit.h"
 
 struct seen {
@@ -56,19 +57,15 @@ struct fx {
 
 static void fx_setup(struct fx *f)
 {
-	(void)snprintf(f->base, sizeof(f->base), "/tmp/test-dirwatch-XXXXXX");
-	assert_non_null(mkdtemp(f->base));
+	unit_tmpdir("test-dirwatch", f->base, sizeof(f->base));
 	(void)snprintf(f->dir, sizeof(f->dir), "%s/d", f->base);
 	assert_int_equal(loop_new(&f->l), 0);
 }
 
 static void fx_teardown(struct fx *f)
 {
-	char cmd[128];
-
 	loop_free(f->l);
-	(void)snprintf(cmd, sizeof(cmd), "rm -rf %s", f->base);
-	assert_int_equal(system(cmd), 0);
+	unit_rm_tree(f->base);
 }
 
 static void touch(const char *dir, const char *name)

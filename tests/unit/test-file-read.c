@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "file-read.h"
+#include "unit-fs.h"
 #include "unit.h"
 #include "util.h"
 
@@ -63,17 +64,13 @@ struct dir {
 
 static void dir_make(struct dir *d)
 {
-	(void)snprintf(d->path, sizeof(d->path), "/tmp/test-file-read-XXXXXX");
-	assert_non_null(mkdtemp(d->path));
+	unit_tmpdir("test-file-read", d->path, sizeof(d->path));
 	memset(&rd, 0, sizeof(rd));
 }
 
 static void dir_remove(struct dir *d)
 {
-	char cmd[96];
-
-	(void)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->path);
-	assert_int_equal(system(cmd), 0);
+	unit_rm_tree(d->path);
 	memset(&rd, 0, sizeof(rd));
 }
 

@@ -10,6 +10,7 @@
 #include "file-read.h"
 #include "file-writer.h"
 #include "loop.h"
+#include "unit-fs.h"
 #include "unit.h"
 #include "util.h"
 
@@ -175,18 +176,14 @@ struct fx {
 
 static void fx_setup(struct fx *f)
 {
-	(void)snprintf(f->dir, sizeof(f->dir), "/tmp/test-file-writer-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
+	unit_tmpdir("test-file-writer", f->dir, sizeof(f->dir));
 	(void)snprintf(f->path, sizeof(f->path), "%s/out", f->dir);
 }
 
 static void fx_teardown(struct fx *f)
 {
-	char cmd[128];
-
 	faults_clear();
-	(void)snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
-	assert_int_equal(system(cmd), 0);
+	unit_rm_tree(f->dir);
 }
 
 /* Written whole with the mode asked whatever the umask, replacing the old; no temp left. */

@@ -6,7 +6,6 @@
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <ftw.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -19,6 +18,7 @@
 
 #include "fake-client.h"
 #include "gpu-open.h"
+#include "unit-fs.h"
 #include "unit.h"
 #include "util.h"
 
@@ -36,18 +36,12 @@ struct env {
 	char *err;
 };
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	return remove(path);
-}
-
 static int setup(void **state)
 {
 	struct env *e = calloc(1, sizeof(*e));
 
 	assert_non_null(e);
-	(void)snprintf(e->dir, sizeof(e->dir), "/tmp/test-gpu-nvml-XXXXXX");
-	assert_non_null(mkdtemp(e->dir));
+	unit_tmpdir("test-gpu-nvml", e->dir, sizeof(e->dir));
 	(void)snprintf(e->sysfs, sizeof(e->sysfs), "%s/sys", e->dir);
 	(void)snprintf(e->proc, sizeof(e->proc), "%s/proc", e->dir);
 	(void)snprintf(e->sock, sizeof(e->sock), "%s/ctl.sock", e->dir);
@@ -65,7 +59,7 @@ static int teardown(void **state)
 	gpu_info_release(&e->info);
 	gpu_backend_close(e->b);
 	free(e->err);
-	(void)nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	unit_rm_tree(e->dir);
 	free(e);
 	return 0;
 }

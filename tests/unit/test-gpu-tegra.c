@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <fnmatch.h>
-#include <ftw.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,6 +20,7 @@
 #include "gpu-open.h"
 #include "gpu-tegra.h"
 #include "tegra-board.h"
+#include "unit-fs.h"
 #include "unit.h"
 #include "util.h"
 
@@ -45,18 +45,12 @@ static const char *boards_dir(void)
 	return d;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	return remove(path);
-}
-
 static int setup(void **state)
 {
 	struct env *e = calloc(1, sizeof(*e));
 
 	assert_non_null(e);
-	(void)snprintf(e->dir, sizeof(e->dir), "/tmp/test-gpu-tegra-XXXXXX");
-	assert_non_null(mkdtemp(e->dir));
+	unit_tmpdir("test-gpu-tegra", e->dir, sizeof(e->dir));
 	*state = e;
 	return 0;
 }
@@ -69,7 +63,7 @@ static int teardown(void **state)
 	gpu_backend_close(e->b);
 	free(e->err);
 	free(e->expect);
-	(void)nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	unit_rm_tree(e->dir);
 	free(e);
 	return 0;
 }

@@ -4,7 +4,6 @@
  */
 
 #include <errno.h>
-#include <ftw.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include "gpu-monitor.h"
 #include "gpu-worker.h"
 #include "loop.h"
+#include "unit-fs.h"
 #include "unit.h"
 #include "util.h"
 
@@ -40,18 +40,12 @@ struct env {
 	char reason[MAX_GPUS][160];
 };
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	return remove(path);
-}
-
 static int setup(void **state)
 {
 	struct env *e = calloc(1, sizeof(*e));
 
 	assert_non_null(e);
-	(void)snprintf(e->dir, sizeof(e->dir), "/tmp/test-gpu-XXXXXX");
-	assert_non_null(mkdtemp(e->dir));
+	unit_tmpdir("test-gpu", e->dir, sizeof(e->dir));
 	(void)snprintf(e->sock, sizeof(e->sock), "%s/ctl.sock", e->dir);
 	assert_int_equal(setenv("EDGEGPU_FAKE_NVML_CONTROL", e->sock, 1), 0);
 	(void)unsetenv("EDGEGPU_FAKE_NVML_SYSFS");
@@ -78,7 +72,7 @@ static int teardown(void **state)
 	gpu_info_release(&e->info);
 	e->loop = loop_free(e->loop);
 	free(e->err);
-	(void)nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	unit_rm_tree(e->dir);
 	free(e);
 	return 0;
 }

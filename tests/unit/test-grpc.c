@@ -25,6 +25,7 @@
 #include "h2.h"
 #include "loop.h"
 #include "oom.h"
+#include "unit-fs.h"
 #include "unit.h"
 
 /*
@@ -1531,8 +1532,7 @@ static char tmpdir[64];
 
 static void make_tmpdir(void)
 {
-	(void)snprintf(tmpdir, sizeof(tmpdir), "/tmp/test-grpc-XXXXXX");
-	assert_non_null(mkdtemp(tmpdir));
+	unit_tmpdir("test-grpc", tmpdir, sizeof(tmpdir));
 }
 
 static char *tmp_path(const char *name)
@@ -1545,13 +1545,13 @@ static char *tmp_path(const char *name)
 
 static void rm_tmpdir(void)
 {
-	char cmd[128];
+	char dir[sizeof(tmpdir)];
 
 	if (!tmpdir[0])
 		return;
-	(void)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	memcpy(dir, tmpdir, sizeof(dir));
 	tmpdir[0] = 0;
-	assert_int_equal(system(cmd), 0);
+	unit_rm_tree(dir);
 }
 
 /* Also after a failed test, whose assertion skipped its own cleanup. */

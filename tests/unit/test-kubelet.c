@@ -8,7 +8,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,19 +17,10 @@
 #include "grpc.h"
 #include "kubelet.h"
 #include "loop.h"
+#include "unit-fs.h"
 #include "unit.h"
 
 /* --- helpers --- */
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	return remove(path);
-}
-
-static void rm_rf(const char *path)
-{
-	(void)nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 static void touch(const char *path)
 {
@@ -101,8 +91,7 @@ struct fixture {
 static void fixture_init(struct fixture *f, bool make_dp)
 {
 	memset(f, 0, sizeof(*f));
-	(void)snprintf(f->root, sizeof(f->root), "/tmp/test-kubelet-XXXXXX");
-	assert_non_null(mkdtemp(f->root));
+	unit_tmpdir("test-kubelet", f->root, sizeof(f->root));
 	(void)snprintf(f->dp, sizeof(f->dp), "%s/device-plugins", f->root);
 	(void)snprintf(f->sock, sizeof(f->sock), "%s/kubelet.sock", f->dp);
 	if (make_dp)
@@ -113,7 +102,7 @@ static void fixture_init(struct fixture *f, bool make_dp)
 static void fixture_release(struct fixture *f)
 {
 	loop_free(f->loop);
-	rm_rf(f->root);
+	unit_rm_tree(f->root);
 }
 
 static char *join(const char *a, const char *b)
@@ -174,7 +163,7 @@ static void test_dir_deleted_and_recreated(void **state)
 	assert_true(wait_ev(f.loop, &f.rec, 0, KUBELET_EVENT_SOCKET_CREATED, "kubelet.sock",
 			    USEC_PER_SEC) >= 0);
 
-	rm_rf(f.dp);
+	unit_rm_tree(f.dp);
 	i = wait_ev(f.loop, &f.rec, 0, KUBELET_EVENT_DIR_GONE, f.dp, USEC_PER_SEC);
 	assert_true(i >= 0);
 	/* The files rm -rf removed first were reported. */
@@ -201,7 +190,7 @@ static void test_dir_deleted_and_recreated(void **state)
 
 	/* Again, faster than the loop looks: deleted and recreated with kubelet.sock inside. */
 	i = (int)f.rec.n;
-	rm_rf(f.dp);
+	unit_rm_tree(f.dp);
 	assert_int_equal(mkdir(f.dp, 0700), 0);
 	touch(f.sock);
 	assert_true(wait_ev(f.loop, &f.rec, (unsigned)i, KUBELET_EVENT_DIR_GONE, f.dp,
@@ -291,7 +280,7 @@ static void test_parent_missing_too(void **state)
 	/* The next step of the backoff is 400 ms away at most (slack for a loaded machine). */
 	assert_true(now_usec() - t0 < 2500 * USEC_PER_MSEC);
 	/* The parent removed with it: watched again once both are back. */
-	rm_rf(parent);
+	unit_rm_tree(parent);
 	assert_true(wait_ev(f.loop, &f.rec, 1, KUBELET_EVENT_DIR_GONE, dp, USEC_PER_SEC) >= 0);
 	run_for(f.loop, 150 * USEC_PER_MSEC);
 	assert_int_equal(mkdir(parent, 0700), 0);
@@ -325,7 +314,7 @@ static void test_separate_socket_dir(void **state)
 	assert_int_equal(find_ev(&f.rec, (unsigned)i + 1, KUBELET_EVENT_SOCKET_CREATED, NULL), -1);
 	/* Its directory deleted and recreated with the socket: no DIR_* (not the plugin dir). */
 	i = (int)f.rec.n;
-	rm_rf(sd);
+	unit_rm_tree(sd);
 	assert_int_equal(mkdir(sd, 0700), 0);
 	touch(sock);
 	assert_true(wait_ev(f.loop, &f.rec, (unsigned)i, KUBELET_EVENT_SOCKET_CREATED,

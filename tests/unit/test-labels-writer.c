@@ -21,9 +21,9 @@
 #include "file-writer.h"
 #include "gpu-arch.h"
 #include "gpu.h"
-#include "labels-tmp.h"
 #include "labels.h"
 #include "loop.h"
+#include "unit-fs.h"
 #include "unit.h"
 #include "util.h"
 
@@ -40,14 +40,14 @@ struct wfix {
 static void wfix_init(struct wfix *f)
 {
 	assert_int_equal(loop_new(&f->loop), 0);
-	f->dir = tmpdir();
+	f->dir = unit_tmpdir_dup("test-labels");
 	f->path = path_join(f->dir, "edgegpu");
 	assert_non_null(f->path);
 }
 
 static void wfix_release(struct wfix *f)
 {
-	rm_rf(f->dir);
+	unit_rm_tree(f->dir);
 	free(f->dir);
 	free(f->path);
 	loop_free(f->loop);

@@ -23,9 +23,9 @@
 #include "file-writer.h"
 #include "gpu-arch.h"
 #include "gpu.h"
-#include "labels-tmp.h"
 #include "labels.h"
 #include "loop.h"
+#include "unit-fs.h"
 #include "unit.h"
 #include "util.h"
 
@@ -152,11 +152,9 @@ static void expect_label(const char *labels, const char *key, const char *want)
 
 static char *fake_sysfs(const char *product_name)
 {
-	char *root = tmpdir(), *p;
+	char *root = unit_tmpdir_dup("test-labels"), *p;
 
-	p = strdup_printf("mkdir -p '%s/class/dmi/id'", root);
-	assert_int_equal(system(p), 0);
-	free(p);
+	unit_make_path(root, "/class/dmi/id/");
 	if (product_name) {
 		p = strdup_printf("%s/class/dmi/id/product_name", root);
 		assert_int_equal(
@@ -209,7 +207,7 @@ static void test_full_set(void **state)
 	assert_string_equal(l, "");
 	free(l);
 	config_release(&c);
-	rm_rf(sysfs);
+	unit_rm_tree(sysfs);
 	free(sysfs);
 }
 
@@ -259,7 +257,7 @@ static void test_family(void **state)
 		free(l);
 	}
 	config_release(&c);
-	rm_rf(sysfs);
+	unit_rm_tree(sysfs);
 	free(sysfs);
 }
 
@@ -453,19 +451,19 @@ static void test_versions_memory_machine(void **state)
 	l = build(&info, &c, sysfs);
 	expect_label(l, "nvidia.com/gpu.machine", "unknown");
 	free(l);
-	rm_rf(sysfs);
+	unit_rm_tree(sysfs);
 	free(sysfs);
 	sysfs = fake_sysfs("  Jetson AGX Orin (\"Developer Kit\")\t\n");
 	l = build(&info, &c, sysfs);
 	expect_label(l, "nvidia.com/gpu.machine", "Jetson-AGX-Orin-Developer-Kit");
 	free(l);
-	rm_rf(sysfs);
+	unit_rm_tree(sysfs);
 	free(sysfs);
 	sysfs = fake_sysfs("\xe6\x97\xa5\n");
 	l = build(&info, &c, sysfs);
 	expect_label(l, "nvidia.com/gpu.machine", "unknown");
 	free(l);
-	rm_rf(sysfs);
+	unit_rm_tree(sysfs);
 	free(sysfs);
 	config_release(&c);
 }
@@ -545,7 +543,7 @@ static void test_tegra_orin(void **state)
 	expect_label(l, "edgegpu.io/board.soc", "tegra234");
 	free(l);
 	config_release(&c);
-	rm_rf(sysfs);
+	unit_rm_tree(sysfs);
 	free(sysfs);
 }
 

@@ -6,7 +6,6 @@
  * and rails (hostile names), absent readings and -256 left out, the text format checked.
  */
 #include <errno.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +18,7 @@
 #include "metrics-int.h"
 #include "podresources.pb-c.h"
 #include "resource.h"
+#include "unit-fs.h"
 #include "unit.h"
 
 #define UUID0 "GPU-00000000-1111-2222-3333-444444444440"
@@ -49,11 +49,6 @@ static bool src_ready(struct buf *why, void *userdata)
 	return true;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	return remove(path);
-}
-
 static void write_file(const char *dir, const char *name, const char *text)
 {
 	char path[512];
@@ -82,8 +77,7 @@ static int setup(void **state)
 	char path[256], *err = NULL;
 
 	assert_non_null(e);
-	(void)snprintf(e->dir, sizeof(e->dir), "/tmp/test-metrics-XXXXXX");
-	assert_non_null(mkdtemp(e->dir));
+	unit_tmpdir("test-metrics", e->dir, sizeof(e->dir));
 	for (unsigned i = 0; i < 2; i++) {
 		struct gpu_device *d = &e->devs[i];
 
@@ -135,7 +129,7 @@ static int teardown(void **state)
 	resource_free(e->res[1]);
 	buf_release(&e->out);
 	loop_free(e->loop);
-	(void)nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	unit_rm_tree(e->dir);
 	free(e);
 	return 0;
 }

@@ -19,6 +19,7 @@
 
 #include "file-writer.h"
 #include "podmap.h"
+#include "unit-fs.h"
 #include "unit.h"
 #include "util.h"
 
@@ -256,15 +257,6 @@ static void test_parse_garbage(void **state)
 
 /* --- files --- */
 
-static char *mkdtemp_dir(void)
-{
-	char *d = strdup("/tmp/test-podmap-XXXXXX");
-
-	assert_non_null(d);
-	assert_non_null(mkdtemp(d));
-	return d;
-}
-
 static void put(const char *dir, const char *name, const char *content)
 {
 	char *p = path_join(dir, name);
@@ -282,15 +274,6 @@ static void mkdirf(const char *root, const char *sub)
 	assert_non_null(p);
 	assert_int_equal(mkdir(p, 0755), 0);
 	free(p);
-}
-
-static void rm_rf(const char *dir)
-{
-	char *cmd = strdup_printf("rm -rf '%s'", dir);
-
-	assert_non_null(cmd);
-	assert_int_equal(system(cmd), 0);
-	free(cmd);
 }
 
 static int read_pid(const char *root, int pid, size_t max, struct podmap_id *id)
@@ -324,7 +307,7 @@ static void put_padded(const char *dir, const char *name, const char *first, siz
 
 static void test_read_pid(void **state)
 {
-	char *root = mkdtemp_dir(), *outside = mkdtemp_dir(), *p;
+	char *root = unit_tmpdir_dup("test-podmap"), *outside = unit_tmpdir_dup("test-podmap"), *p;
 	struct podmap_id id;
 
 	mkdirf(root, "4242");
@@ -401,8 +384,8 @@ static void test_read_pid(void **state)
 	/* This process, in the real /proc: it exists, whatever its cgroup. */
 	assert_true(read_pid("/proc", getpid(), 0, &id) >= 0);
 	assert_int_not_equal(id.kind, PODMAP_NO_PROC);
-	rm_rf(root);
-	rm_rf(outside);
+	unit_rm_tree(root);
+	unit_rm_tree(outside);
 	free(root);
 	free(outside);
 }
@@ -426,7 +409,7 @@ static void link_in(const char *root, const char *name, const char *target)
 
 static char *make_tree(void)
 {
-	char *root = mkdtemp_dir();
+	char *root = unit_tmpdir_dup("test-podmap");
 	char long_ctr[80], long_pod[300], name[512];
 
 	mkdirf(root, "proc");
@@ -605,7 +588,7 @@ static void test_map(void **state)
 	assert_int_equal(q[0].r, 0);
 	assert_int_equal(q[0].id.kind, PODMAP_NO_PROC);
 	podmap_cache_free(c);
-	rm_rf(root);
+	unit_rm_tree(root);
 	free(root);
 }
 
@@ -666,7 +649,7 @@ static void test_cache(void **state)
 	assert_int_equal(q[0].names_r, -ENOENT);
 	assert_int_equal(st.dir_reads, 2);
 	podmap_cache_free(c);
-	rm_rf(root);
+	unit_rm_tree(root);
 	free(root);
 }
 
@@ -688,14 +671,14 @@ static void test_cache_new_container_of_known_pod(void **state)
 	expect_names(&q[0], "default", "single.app", "gpu");
 	assert_int_equal(st.dir_reads, 1);
 	podmap_cache_free(c);
-	rm_rf(root);
+	unit_rm_tree(root);
 	free(root);
 }
 
 /* Links out of the tree, a FIFO, an oversized pod directory and listing, a past deadline. */
 static void test_hostile_tree(void **state)
 {
-	char *root = make_tree(), *outside = mkdtemp_dir(), *p, *l;
+	char *root = make_tree(), *outside = unit_tmpdir_dup("test-podmap"), *p, *l;
 	struct podmap_limits lim = { .pod_dir_entries = 16, .dir_entries = 64 };
 	struct podmap_cache *c = cache_of(root);
 	struct podmap_query q[5];
@@ -764,17 +747,17 @@ static void test_hostile_tree(void **state)
 	assert_true(podmap_cache_entries(c) <= 2);
 
 	/* containers/ itself a link out of the tree, to a valid link for the container. */
-	rm_rf(root);
+	unit_rm_tree(root);
 	free(root);
 	root = make_tree();
 	age_tree(root);
-	rm_rf(outside);
+	unit_rm_tree(outside);
 	assert_int_equal(mkdir(outside, 0755), 0);
 	mkdirf(outside, "containers");
 	link_in(outside, "leak_ns_c-" CID_X ".log", "x");
 	p = strdup_printf("%s/containers", root);
 	l = strdup_printf("%s/containers", outside);
-	rm_rf(p);
+	unit_rm_tree(p);
 	assert_int_equal(symlink(l, p), 0);
 	free(p);
 	free(l);
@@ -792,8 +775,8 @@ static void test_hostile_tree(void **state)
 	assert_int_equal(st.cuts[PODMAP_CUT_TIME], 1);
 	assert_int_equal(st.dir_reads, 0);
 	podmap_cache_free(c);
-	rm_rf(root);
-	rm_rf(outside);
+	unit_rm_tree(root);
+	unit_rm_tree(outside);
 	free(root);
 	free(outside);
 }

@@ -13,6 +13,7 @@
 #include "loop.h"
 #include "podres.h"
 #include "podresources.pb-c.h"
+#include "unit-fs.h"
 #include "unit.h"
 
 /* --- building answers --- */
@@ -217,8 +218,7 @@ struct kubelet_srv {
 
 static void srv_up(struct kubelet_srv *k, struct fake *f)
 {
-	(void)snprintf(k->dir, sizeof(k->dir), "/tmp/test-podres-XXXXXX");
-	assert_non_null(mkdtemp(k->dir));
+	unit_tmpdir("test-podres", k->dir, sizeof(k->dir));
 	k->sock = path_join(k->dir, "kubelet.sock");
 	assert_non_null(k->sock);
 	assert_int_equal(loop_new(&k->l), 0);

@@ -19,6 +19,7 @@
 #include "file-read.h"
 #include "tegra-int.h"
 #include "tegra-parse.h"
+#include "unit-fs.h"
 #include "unit.h"
 #include "util.h"
 
@@ -431,12 +432,11 @@ static void mutate(const char *root, const char *path, enum mutation m, const ch
 
 static void test_hostile(void **state)
 {
-	char tmp[] = "/tmp/edgegpu-tegra-XXXXXX", cmd[PATH_MAX * 3], root[PATH_MAX],
-	     outside[PATH_MAX], ctx[PATH_MAX + 64];
+	char tmp[64], cmd[PATH_MAX * 3], root[PATH_MAX], outside[PATH_MAX], ctx[PATH_MAX + 64];
 	struct targets t;
 
 	(void)state;
-	assert_non_null(mkdtemp(tmp));
+	unit_tmpdir("edgegpu-tegra", tmp, sizeof(tmp));
 	snprintf(outside, sizeof(outside), "%s/outside", tmp);
 	write_file(outside, "1\n", 2);
 	for (size_t b = 0; b < ELEMENTSOF(tegra_boards); b++) {
@@ -479,8 +479,7 @@ static void test_hostile(void **state)
 		sample_board(root, &e, &clean, &s);
 		check_sample(&e, &s, 0, "restored");
 	}
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
-	assert_int_equal(system(cmd), 0);
+	unit_rm_tree(tmp);
 }
 
 /*
@@ -490,15 +489,14 @@ static void test_hostile(void **state)
  */
 static void test_late_devfreq(void **state)
 {
-	char tmp[] = "/tmp/edgegpu-tegra-late-XXXXXX", cmd[PATH_MAX * 3], root[PATH_MAX],
-	     link_path[PATH_MAX * 2], target[PATH_MAX];
+	char tmp[64], cmd[PATH_MAX * 3], root[PATH_MAX], link_path[PATH_MAX * 2], target[PATH_MAX];
 	struct tegra_paths p = { 0 };
 	struct gpu_sample s;
 	struct expect e;
 	ssize_t n;
 
 	(void)state;
-	assert_non_null(mkdtemp(tmp));
+	unit_tmpdir("edgegpu-tegra-late", tmp, sizeof(tmp));
 	snprintf(root, sizeof(root), "%s/nano-r32", tmp);
 	snprintf(cmd, sizeof(cmd), "cp -a '%s/nano-r32' '%s'", boards_dir(), root);
 	assert_int_equal(system(cmd), 0);
@@ -526,8 +524,7 @@ static void test_late_devfreq(void **state)
 	assert_int_equal(symlink(target, link_path), 0);
 	sample_board(root, &e, &p, &s);
 	check_sample(&e, &s, 0, "devfreq appeared");
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
-	assert_int_equal(system(cmd), 0);
+	unit_rm_tree(tmp);
 }
 
 /* ---- the parsers ---- */

@@ -13,6 +13,7 @@
 
 #include "file-read.h"
 #include "file-writer.h"
+#include "unit-fs.h"
 #include "unit.h"
 #include "util.h"
 
@@ -335,8 +336,7 @@ static void tree_make(struct tree *t)
 {
 	char p[256];
 
-	(void)snprintf(t->base, sizeof(t->base), "/tmp/test-util-root-XXXXXX");
-	assert_non_null(mkdtemp(t->base));
+	unit_tmpdir("test-util-root", t->base, sizeof(t->base));
 	(void)snprintf(t->root, sizeof(t->root), "%s/root", t->base);
 	(void)snprintf(t->out, sizeof(t->out), "%s/outside", t->base);
 	assert_int_equal(mkdir(t->root, 0755), 0);
@@ -366,10 +366,7 @@ static void tree_make(struct tree *t)
 
 static void tree_remove(struct tree *t)
 {
-	char cmd[160];
-
-	(void)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", t->base);
-	assert_int_equal(system(cmd), 0);
+	unit_rm_tree(t->base);
 }
 
 static void expect_read(const char *root, const char *path, int r, const char *text)
