@@ -239,6 +239,7 @@ class PerBoard(TegraTest):
             if "util_gpu" in nv:
                 self.assertEqual(got[0][1], float(nv["util_gpu"]))
         if not b.igpu:
+            self.assertEqual([n for (n, _) in expo if n.startswith("edgegpu_board_")], [])
             return
         g = b.igpu
 
@@ -269,21 +270,23 @@ class PerBoard(TegraTest):
         self.assertGreater(used, 0)
         self.assertGreater(free, 0)
         self.assertLessEqual(used + free, total + 1)
-        # The clock bounds, the board's power, and each rail: under whatever names, but there.
-        for what, want in (("min", g["clock_min_mhz"]), ("max", g["clock_max_mhz"])):
-            got = [(n, v) for (n, lab), v in expo.items()
-                   if "clock" in n.lower() and what in n.lower() and dict(lab).get("UUID") == IGPU]
-            self.assertTrue(got and all(abs(v - want) < 0.1 for _, v in got),
-                            f"{what} clock {want} MHz: {got}")
-        board = [(n, v) for (n, _), v in expo.items() if "board" in n.lower() and "power" in n.lower()]
-        self.assertTrue(board, "no board power series")
-        self.assertTrue(all(abs(v - g["board_power_w"]) < 0.01 for _, v in board),
-                        f"board power {g['board_power_w']} W (the input rail alone): {board}")
-        for rail in g["rails"]:
-            got = [v for (n, lab), v in expo.items() if rail in dict(lab).values()]
-            self.assertTrue(got, f"no series for rail {rail}")
-            self.assertTrue(any(abs(v - g["rail_watts"][rail]) < 0.01 for v in got),
-                            f"rail {rail} {g['rail_watts'][rail]} W: {got}")
+        # The governor's bounds (Hz), the board's power (the input rail alone) and each rail.
+        self.assertEqual(one("edgegpu_gpu_clock_min_hertz"), g["clock_min_mhz"] * 1e6)
+        self.assertEqual(one("edgegpu_gpu_clock_max_hertz"), g["clock_max_mhz"] * 1e6)
+        board = samples(expo, "edgegpu_board_power_watts")
+        self.assertEqual(len(board), 1, f"once per board: {board}")
+        self.assertEqual(set(board[0][0]), {"Hostname"})
+        self.assertAlmostEqual(board[0][1], g["board_power_w"], places=3)
+        rails = {lab["rail"]: v for lab, v in samples(expo, "edgegpu_board_rail_power_watts")}
+        self.assertEqual(sorted(rails), sorted(g["rails"]))
+        for rail, w in g["rail_watts"].items():
+            self.assertAlmostEqual(rails[rail], w, places=3, msg=rail)
+        info = samples(expo, "edgegpu_board_info")
+        self.assertEqual(len(info), 1, info)
+        lab = info[0][0]
+        self.assertEqual((lab["model"], lab["soc"], lab["l4t"], lab["jetpack"], lab["power_mode"]),
+                         (b.expect["model"], b.expect["soc"], b.expect["l4t"],
+                          b.expect["jetpack"], g["power_mode"]))
 
     def check_labels(self, n, b):
         lab = self.labels(n)
@@ -304,11 +307,12 @@ class PerBoard(TegraTest):
         else:
             self.assertIn(lab["nvidia.com/gpu.family"], {"blackwell", "ada-lovelace"})
         self.assertNotEqual(lab.get("nvidia.com/gpu.family"), "undefined")
-        values = set(ours.values())
-        self.assertIn(b.expect["soc"], values, f"no SoC label: {ours}")
-        self.assertIn(b.expect["l4t"], values, f"no L4T label: {ours}")
-        self.assertTrue([v for v in values if "Jetson" in v], f"no board model label: {ours}")
-        self.assertIn(g["power_mode"], values, f"no power-mode label: {ours}")
+        self.assertEqual(ours["edgegpu.io/board.soc"], b.expect["soc"])
+        self.assertEqual(ours["edgegpu.io/board.l4t"], b.expect["l4t"])
+        self.assertEqual(ours["edgegpu.io/board.jetpack"], b.expect["jetpack"])
+        self.assertEqual(ours["edgegpu.io/board.power-mode"], g["power_mode"])
+        model = gfd_sanitise(b.expect["model"])[:63].rstrip("-_.")
+        self.assertEqual(ours["edgegpu.io/board.model"], model)
 
     def run_board(self, name):
         cfg = config(plugin="    passDeviceSpecs: true\n")
@@ -573,7 +577,8 @@ class Hostile(TegraTest):
         self.assertTrue([r for r in d.logs if "nv_tegra_release" in r["_line"]],
                         "no log line says the release file is unreadable")
         lab = self.labels(n)
-        self.assertIn("tegra234", lab.values())
+        self.assertEqual(lab["edgegpu.io/board.soc"], "tegra234")
+        self.assertNotIn("edgegpu.io/board.l4t", lab)
         self.assertFalse([v for v in lab.values() if "bogus" in v or "??" in v], lab)
         self.assertEqual(lab["nvidia.com/gpu.family"], "ampere")
 
