@@ -111,6 +111,7 @@ struct metrics {
 	struct metrics_gpu *gpus;
 	unsigned n_gpus;
 	char driver_version[80], nvml_version[80], cuda_version[16];
+	struct gpu_board board; /* the Tegra board of the last discovery; tegra false elsewhere */
 
 	/* the telemetry cache, by UUID */
 	struct gpu_sample *samples;

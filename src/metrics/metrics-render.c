@@ -35,21 +35,50 @@ static double fb_total(const struct gpu_sample *s)
 	return s->mem_total == UINT64_MAX ? NAN : (double)(s->mem_total >> 20);
 }
 
+/* What the driver says is free (NVML, or the Tegra backend's share of DRAM), else total - used. */
 static double fb_free(const struct gpu_sample *s)
 {
+	if (s->mem_free != UINT64_MAX)
+		return (double)(s->mem_free >> 20);
 	if (s->mem_total == UINT64_MAX || s->mem_used == UINT64_MAX || s->mem_used > s->mem_total)
 		return NAN;
 	return (double)((s->mem_total - s->mem_used) >> 20);
 }
+
+/*
+ * -256 °C is Tegra's "no reading" (an offline thermal zone: tegrastats' and jtop's sentinel),
+ * and no sensor reads lower: left out like NaN, should a backend ever pass one on.
+ */
+static double celsius(double c)
+{
+	return c <= -256 ? NAN : c;
+}
+
+#define TEMP(f)                                           \
+	static double get_##f(const struct gpu_sample *s) \
+	{                                                 \
+		return celsius(s->f);                     \
+	}
+TEMP(temperature_c)
+TEMP(temp_slowdown_c)
+TEMP(temp_shutdown_c)
+#undef TEMP
+
+/* devfreq's bounds, in MHz in the sample, in hertz in the exposition (base units). */
+#define HERTZ(f)                                          \
+	static double get_##f(const struct gpu_sample *s) \
+	{                                                 \
+		return s->f * 1e6;                        \
+	}
+HERTZ(sm_clock_min_mhz)
+HERTZ(sm_clock_max_mhz)
+#undef HERTZ
 
 #define FIELD(f)                                          \
 	static double get_##f(const struct gpu_sample *s) \
 	{                                                 \
 		return s->f;                              \
 	}
-FIELD(temperature_c)
-FIELD(temp_slowdown_c)
-FIELD(temp_shutdown_c)
 FIELD(power_w)
 FIELD(power_limit_w)
 FIELD(util_gpu)
@@ -102,6 +131,17 @@ static const struct gpu_family {
 	{ "DCGM_FI_DEV_SM_CLOCK", PROM_GAUGE, "SM clock frequency (in MHz).", get_sm_clock_mhz },
 	{ "DCGM_FI_DEV_MEM_CLOCK", PROM_GAUGE, "Memory clock frequency (in MHz).",
 	  get_mem_clock_mhz },
+	/*
+	 * Not DCGM_FI_DEV_MAX_SM_CLOCK: that is the chip's maximum (nvmlDeviceGetMaxClockInfo),
+	 * these are the bounds the clock governor (devfreq, set by nvpmodel) keeps it in now.
+	 */
+	{ "edgegpu_gpu_clock_min_hertz", PROM_GAUGE,
+	  "Lower bound the GPU clock governor (devfreq min_freq) keeps the clock at, in Hz.",
+	  get_sm_clock_min_mhz },
+	{ "edgegpu_gpu_clock_max_hertz", PROM_GAUGE,
+	  "Upper bound the GPU clock governor (devfreq max_freq, the power mode's cap) keeps the "
+	  "clock at, in Hz.",
+	  get_sm_clock_max_mhz },
 	{ "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", PROM_COUNTER,
 	  "Total number of single-bit volatile ECC errors.", get_sbe },
 	{ "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", PROM_COUNTER,
@@ -214,6 +254,82 @@ static void render_gpus(struct metrics *m, struct prom *p)
 			prom_labels_push(&l, "clock_event", clock_events[c].name);
 			prom_sample(p, NULL, &l, (s->clock_reasons & clock_events[c].bit) ? 1 : 0);
 		}
+	}
+}
+
+/*
+ * The sample that speaks for the board (Tegra): the first GPU's, in discovery order, with a
+ * board power or a rail. Board series are the board's, not a GPU's: one set per node, whatever
+ * the GPUs (a Thor with a discrete card has its rails once, on the iGPU's sample). NULL: none.
+ */
+static const struct gpu_sample *board_sample(const struct metrics *m)
+{
+	for (unsigned i = 0; i < m->n_gpus; i++) {
+		const struct gpu_sample *s = sample_of(m, m->gpus[i].uuid);
+
+		if (s && (isfinite(s->board_power_w) || s->n_rails > 0))
+			return s;
+	}
+	return NULL;
+}
+
+/*
+ * Board power, its rails and what the board is: labelled Hostname only (and rail), so a
+ * dashboard joins them to the GPU series by Hostname. A rail without a name, without a finite
+ * reading, or named twice (the second would be a duplicate series) is left out.
+ */
+static void render_board(struct metrics *m, struct prom *p)
+{
+	const struct gpu_sample *s = board_sample(m);
+	struct prom_labels l;
+	char names[GPU_SAMPLE_RAILS_MAX][GPU_RAIL_NAME_MAX];
+	unsigned n = 0;
+
+	if (m->board.tegra) {
+		l = (struct prom_labels){ 0 };
+		prom_labels_push(&l, m->hostname_label, m->node_name);
+		prom_labels_push(&l, "model", m->board.model);
+		prom_labels_push(&l, "soc", m->board.soc);
+		prom_labels_push(&l, "l4t", m->board.l4t);
+		prom_labels_push(&l, "jetpack", m->board.jetpack);
+		prom_labels_push(&l, "power_mode", m->board.power_mode);
+		prom_family(p, "edgegpu_board_info", PROM_GAUGE,
+			    "The Tegra board as discovered (device-tree model, SoC, L4T, JetPack, "
+			    "nvpmodel power mode), as labels.");
+		prom_sample(p, NULL, &l, 1);
+	}
+	if (!s)
+		return;
+	l = (struct prom_labels){ 0 };
+	prom_labels_push(&l, m->hostname_label, m->node_name);
+	if (isfinite(s->board_power_w)) {
+		prom_family(
+			p, "edgegpu_board_power_watts", PROM_GAUGE,
+			"Power into the board: its input rail, or the sum of its rails where it "
+			"has none (never an input rail plus its sub-rails), in W.");
+		prom_sample(p, NULL, &l, s->board_power_w);
+	}
+	for (unsigned i = 0; i < MIN(s->n_rails, (unsigned)GPU_SAMPLE_RAILS_MAX); i++) {
+		const struct gpu_rail *r = &s->rails[i];
+		bool seen = false;
+
+		/* the name may fill its array without a NUL */
+		(void)snprintf(names[n], sizeof(names[n]), "%.*s", (int)sizeof(r->name) - 1,
+			       r->name);
+		for (unsigned j = 0; j < n && !seen; j++)
+			seen = streq(names[j], names[n]);
+		if (!names[n][0] || seen || !isfinite(r->watts))
+			continue;
+		if (n == 0)
+			prom_family(
+				p, "edgegpu_board_rail_power_watts", PROM_GAUGE,
+				"Power on one of the board's monitored rails (INA3221 channel), "
+				"in W; sub-rails of the input rail are part of it, not extra.");
+		l = (struct prom_labels){ 0 };
+		prom_labels_push(&l, m->hostname_label, m->node_name);
+		prom_labels_push(&l, "rail", names[n]);
+		prom_sample(p, NULL, &l, r->watts);
+		n++;
 	}
 }
 
@@ -579,6 +695,7 @@ int metrics_render(struct metrics *m, struct buf *out)
 		m->gpus[i].holder = metrics_pods_sole_holder(m, m->gpus[i].uuid);
 	prom_init(&p, out);
 	render_gpus(m, &p);
+	render_board(m, &p);
 	render_health(m, &p);
 	render_pods(m, &p);
 	render_self(m, &p);

@@ -66,6 +66,15 @@ int metrics_set_opts(struct metrics *m, const struct metrics_opts *o)
 	return metrics_pods_set_log_dir(m);
 }
 
+/* @d's nodes include /dev/<name>. */
+static bool has_node(const struct gpu_device *d, const char *name)
+{
+	for (unsigned i = 0; i < MIN(d->n_nodes, (unsigned)GPU_NODES_MAX); i++)
+		if (startswith(d->nodes[i], "/dev/") && streq(d->nodes[i] + 5, name))
+			return true;
+	return false;
+}
+
 int metrics_set_gpus(struct metrics *m, const struct gpu_info *info)
 {
 	struct metrics_gpu *g = calloc(info->n_devices + 1, sizeof(*g));
@@ -79,6 +88,9 @@ int metrics_set_gpus(struct metrics *m, const struct gpu_info *info)
 		(void)snprintf(g[i].uuid, sizeof(g[i].uuid), "%s", d->uuid);
 		(void)snprintf(g[i].pci, sizeof(g[i].pci), "%s", d->pci_bus_id);
 		(void)snprintf(g[i].device, sizeof(g[i].device), "nvidia%u", d->minor);
+		if (d->integrated && !has_node(d, g[i].device))
+			g[i].device[0] =
+				0; /* a Tegra iGPU on nvgpu: there is no /dev/nvidia<minor> */
 		(void)snprintf(g[i].model, sizeof(g[i].model), "%s", d->name);
 		g[i].mem_total = d->mem_total;
 	}
@@ -86,6 +98,7 @@ int metrics_set_gpus(struct metrics *m, const struct gpu_info *info)
 	m->gpus = g;
 	m->n_gpus = info->n_devices;
 	(void)snprintf(m->driver_version, sizeof(m->driver_version), "%s", info->driver_version);
+	m->board = info->board;
 	(void)snprintf(m->nvml_version, sizeof(m->nvml_version), "%s", info->lib_version);
 	if (info->cuda_driver_version > 0)
 		(void)snprintf(m->cuda_version, sizeof(m->cuda_version), "%d.%d",

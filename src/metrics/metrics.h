@@ -76,7 +76,11 @@ unsigned metrics_port(const struct metrics *m);
 
 /* The telemetry source (NULL: none). Registers the monitor's sampled callback. */
 void metrics_set_monitor(struct metrics *m, struct gpu_monitor *mon);
-/* The GPUs of the last discovery (copied): identity labels; the cache is dropped. */
+/*
+ * The GPUs of the last discovery (copied): identity labels (an integrated GPU without a
+ * /dev/nvidia<minor> node among its nodes gets device=""), and the board (edgegpu_board_info);
+ * the cache is dropped.
+ */
 int metrics_set_gpus(struct metrics *m, const struct gpu_info *info) WARN_UNUSED;
 /* The pod-resources poller for attribution (NULL: none). Registers its answer callback. */
 void metrics_set_podres(struct metrics *m, struct podres *p);

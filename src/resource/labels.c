@@ -27,9 +27,10 @@
 
 #define LABEL_VALUE_MAX	 63
 #define MACHINE_FILE_MAX 4096
-#define LABELS_MAX	 40
-#define BACKOFF_MIN	 (100 * USEC_PER_MSEC)
-#define BACKOFF_MAX	 (30 * USEC_PER_SEC)
+/* Room to spare: at most 31 now (10 GPU, 12 CUDA, 2 sharing, 2 gpumem, 5 board). */
+#define LABELS_MAX  40
+#define BACKOFF_MIN (100 * USEC_PER_MSEC)
+#define BACKOFF_MAX (30 * USEC_PER_SEC)
 
 /* The labels as "key=value\0" strings in one buffer, in the order added. */
 struct label_set {
@@ -130,6 +131,35 @@ static void gfd_sanitise(const char *in, char *out, size_t size)
 		out[o++] = *p;
 	}
 	out[o] = 0;
+}
+
+/*
+ * edgegpu's own labels for a Tegra board (nothing elsewhere): each string of @b that is known,
+ * sanitised as GFD sanitises a product name and made a valid label value ("unknown" when
+ * nothing usable is left of it).
+ */
+static void board_labels(struct label_set *s, const struct gpu_board *b)
+{
+	const struct {
+		const char *key, *raw;
+	} v[] = {
+		{ LABELS_BOARD_PREFIX "board.model", b->model },
+		{ LABELS_BOARD_PREFIX "board.soc", b->soc },
+		{ LABELS_BOARD_PREFIX "board.l4t", b->l4t },
+		{ LABELS_BOARD_PREFIX "board.jetpack", b->jetpack },
+		{ LABELS_BOARD_PREFIX "board.power-mode", b->power_mode },
+	};
+	char value[sizeof(b->model) + 2];
+
+	if (!b->tegra)
+		return;
+	for (size_t i = 0; i < ELEMENTSOF(v); i++) {
+		if (!v[i].raw[0])
+			continue;
+		gfd_sanitise(v[i].raw, value, sizeof(value));
+		label_value_fix(value, LABEL_VALUE_MAX);
+		set_add(s, v[i].key, value);
+	}
 }
 
 /* The DMI product name as GFD's machine-type labeler reads it, made a valid label value. */
@@ -342,6 +372,7 @@ int labels_build(const struct gpu_info *info, const struct config *cfg, const ch
 	runtime_labels(&s, info->cuda_driver_version);
 	set_addf(&s, "nvidia.com/gpu.replicas", "%u", replicas);
 	set_add(&s, "nvidia.com/gpu.sharing-strategy", replicas > 1 ? "time-slicing" : "none");
+	board_labels(&s, &info->board);
 	r = s.r;
 	if (r == 0)
 		r = gpumem_labels(&s, info, cfg);

@@ -6,7 +6,9 @@
  * features.d file.
  *
  * GFD labels one GPU model per node. So do we: product, memory, family and compute capability
- * come from the first GPU (index 0); gpu.count is the number of GPUs, as GFD's. Values follow GFD's rules, then are made valid Kubernetes label values (<= 63
+ * come from the first GPU (index 0: on a Thor with a discrete card, whichever the backend lists
+ * first); gpu.count is the number of GPUs, every model, as GFD's. Values follow GFD's rules,
+ * then are made valid Kubernetes label values (<= 63
  * bytes, alphanumeric at both ends, [-_.A-Za-z0-9] between), which GFD does not guarantee for
  * odd names; a name left empty becomes "unknown".
  */
@@ -20,6 +22,9 @@ struct buf;
 struct config;
 struct gpu_info;
 struct loop;
+
+/* The prefix of edgegpu's own labels that are not about a resource (the Tegra board's). */
+#define LABELS_BOARD_PREFIX "edgegpu.io/"
 
 /* NFD ignores a features.d file larger than this. */
 #define LABELS_FILE_MAX ((size_t)64 * 1024)
@@ -46,6 +51,13 @@ struct loop;
  *   <gpumem resource>.unit-mib, .total-mib  ours: the unit the resource advertises (after any
  *                                 doubling) and the memory of the GPUs given to it, MiB summed;
  *                                 left out when gpumem is off or does not apply to these GPUs
+ *   edgegpu.io/board.{model,soc,l4t,jetpack,power-mode}  ours, on a Tegra board only
+ *                                 (info->board.tegra): the device-tree model, "tegra234",
+ *                                 "36.4.3", "6.2", the nvpmodel mode, each left out when unknown
+ *                                 and sanitised like the product
+ * On a Tegra board the GFD labels describe the iGPU like any GPU (product "Orin", memory the
+ * carve-out, family from its compute capability: Thor's 11.0 is blackwell); the CUDA driver
+ * labels need NVML's driver version and are left out without it.
  * Returns 0 or -ENOMEM (@out may then hold part of the lines).
  */
 int labels_build(const struct gpu_info *info, const struct config *cfg, const char *sysfs_root,

@@ -12,6 +12,10 @@
 3. the config.yaml of each render's ConfigMap goes through the real `edgegpu check-config`,
    with the DaemonSet's own flags and environment, so a flag the binary does not know fails;
    each keeps failOnInitError false (a driver-less node must not crash-loop a rollout);
+   the jetson overlay mounts read-only what the Tegra backend reads below its host root
+   (edgegpu.hostRoot /host) and what the CDI spec and Allocate look at under /driver-root,
+   never a host tree whose submounts would come in writable, and runs the base's amd64 +
+   arm64 image;
 4. `yamllint --strict` with the repository's .yamllint passes over deployments/;
 5. each check is shown to fail: broken copies (an unknown field, a wrong type, a dropped
    requirement, a bad config, bad YAML) must be reported.
@@ -63,6 +67,28 @@ MOUNTS = {
     "/driver-root/usr": ("hostPath", "/usr", True),
     "/etc/edgegpu": ("configMap", "edgegpu-config", True),
 }
+# The jetson overlay's own mounts: mountPath -> (hostPath, type), all read-only. Those under
+# /host are the host's files below edgegpu.hostRoot; those under /driver-root are where the
+# CDI spec and Allocate look for the toolkit's CSV files and the device nodes.
+JETSON_MOUNTS = {
+    "/host/sys/devices": ("/sys/devices", "Directory"),
+    "/host/sys/class": ("/sys/class", "Directory"),
+    "/host/sys/bus": ("/sys/bus", "Directory"),
+    "/host/sys/module": ("/sys/module", "Directory"),
+    "/host/sys/firmware/devicetree": ("/sys/firmware/devicetree", "Directory"),
+    "/host/dev": ("/dev", "Directory"),
+    "/driver-root/dev": ("/dev", "Directory"),
+    # absent on some boards: never File (the pod would not start), never "" (containerd would
+    # create a directory in the file's place)
+    "/host/etc/nv_tegra_release": ("/etc/nv_tegra_release", "FileOrCreate"),
+    "/host/etc/nvpmodel.conf": ("/etc/nvpmodel.conf", "FileOrCreate"),
+    "/host/var/lib/nvpmodel": ("/var/lib/nvpmodel", "DirectoryOrCreate"),
+    "/driver-root/etc/nvidia-container-runtime": ("/etc/nvidia-container-runtime",
+                                                  "DirectoryOrCreate"),
+}
+# Host trees whose submounts would come in writable through a read-only bind mount (a
+# read-only mount is not recursive): the cgroup tree, debugfs, bpf, efivarfs, and all of /.
+UNSAFE_HOST_PATHS = {"/", "/sys", "/sys/fs", "/sys/kernel", "/sys/firmware", "/etc"}
 
 failures = []
 
@@ -421,6 +447,8 @@ def daemonset_checks(docs, overlay):
     for path in MOUNTS:
         kind, src, ro = MOUNTS[path]
         checks.append((f"mount {path} <- {kind} {src} {'ro' if ro else 'rw'}", mount_ok(path)))
+    if overlay == "jetson":
+        checks += jetson_mount_checks(mounts, vols)
     checks += [
         ("/var/run/cdi mountPropagation HostToContainer (a tmpfs mounted over it later is seen)",
          mounts.get("/var/run/cdi", {}).get("mountPropagation") == "HostToContainer"),
@@ -437,6 +465,37 @@ def daemonset_checks(docs, overlay):
          cm.get("metadata", {}).get("name") == "edgegpu-config"),
         ("every object in kube-system",
          all(d.get("metadata", {}).get("namespace") == NAMESPACE for d in docs)),
+    ]
+    return checks
+
+
+def jetson_mount_checks(mounts, vols):
+    """(requirement, holds) for what the jetson overlay mounts for the Tegra backend."""
+    checks = []
+    for path, (src, typ) in JETSON_MOUNTS.items():
+        m = mounts.get(path, {})
+        hp = vols.get(m.get("name"), {}).get("hostPath", {})
+        checks.append((f"jetson: mount {path} <- hostPath {src} ({typ}) ro",
+                       m.get("readOnly") is True and hp.get("path") == src and
+                       hp.get("type") == typ))
+    host = {p: vols.get(m.get("name"), {}).get("hostPath", {}).get("path")
+            for p, m in mounts.items() if p.startswith("/host/")}
+    checks += [
+        # edgegpu.hostRoot /host reads <host root>/X: each /host/X must be the host's X.
+        ("jetson: every /host/X mount is the host's X",
+         all(src == p[len("/host"):] for p, src in host.items())),
+        ("jetson: every mount of a host path is read-only, but the base's own rw ones",
+         all(m.get("readOnly") is True for p, m in mounts.items()
+             if "hostPath" in vols.get(m.get("name"), {}) and
+             not (p in MOUNTS and not MOUNTS[p][2]))),
+        ("jetson: no host tree with writable submounts (/, /sys, /etc whole)",
+         not any((v["hostPath"].get("path", "").rstrip("/") or "/") in UNSAFE_HOST_PATHS
+                 for v in vols.values() if "hostPath" in v)),
+        # the L4T libraries the CSV files name (/usr/lib/aarch64-linux-gnu/nvidia, .../tegra)
+        # are under the base's /driver-root/usr, where the CDI spec looks for them
+        ("jetson: the host's /usr (L4T libraries) at /driver-root/usr",
+         vols.get(mounts.get("/driver-root/usr", {}).get("name"), {}).get("hostPath", {})
+         .get("path") == "/usr"),
     ]
     return checks
 
@@ -508,7 +567,10 @@ def check_overlay_specifics(overlay, docs, eff):
         "time-slicing": ts and ts["resources"][0]["name"] == "nvidia.com/gpu" and
         ts["resources"][0]["replicas"] >= 2 and not mem,
         "gpumem": mem and mem["resourceName"] == "nvidia.com/gpumem" and not ts,
-        "jetson": eff["flags"]["failOnInitError"] is False,
+        "jetson": eff["flags"]["failOnInitError"] is False and
+        (eff.get("edgegpu") or {}).get("hostRoot") == "/host" and
+        eff["flags"].get("deviceDiscoveryStrategy") == "auto" and
+        eff["flags"]["plugin"]["deviceIDStrategy"] == "uuid" and not ts and not mem,
         "no-nvidia-runtime": eff["flags"]["plugin"]["deviceListStrategy"] == ["cdi-cri"] and
         eff["flags"]["plugin"]["passDeviceSpecs"] is True,
     }.get(overlay, not ts and not mem)
@@ -519,6 +581,12 @@ def check_overlay_specifics(overlay, docs, eff):
     if eff["flags"]["failOnInitError"] is not False:
         fail(f"{overlay}: failOnInitError is not false: a driver-less node would crash-loop "
              "and stall the rollout")
+    if overlay == "jetson":
+        got = ((eff.get("edgegpu") or {}).get("hostRoot"),
+               eff["flags"].get("deviceDiscoveryStrategy"))
+        if got != ("/host", "auto"):
+            fail(f"jetson: edgegpu.hostRoot, flags.deviceDiscoveryStrategy are {got}, "
+                 "expected ('/host', 'auto') (the mounts are under /host)")
     if overlay == "metrics":
         svc = one(docs, "Service", "edgegpu-metrics") or {}
         sm = one(docs, "ServiceMonitor", "edgegpu") or {}
@@ -543,6 +611,33 @@ def check_overlay_specifics(overlay, docs, eff):
                 fail("metrics: the PrometheusRule is not deployments/prometheus's")
 
 
+def image_arches():
+    """The platforms scripts/image builds by default and the Dockerfile's buildx line names."""
+    with open(os.path.join(SRC, "scripts", "image")) as f:
+        m = re.search(r"arches=\$\{IMAGE_ARCHES:-([^}]*)\}", f.read())
+    with open(os.path.join(SRC, "Dockerfile")) as f:
+        d = re.search(r"buildx build --platform (\S+)", f.read())
+    return (set(m.group(1).split()) if m else set(),
+            {p.split("/")[1] for p in d.group(1).split(",")} if d else set())
+
+
+def check_multiarch(renders):
+    """The jetson overlay runs the base's image, and that image is an amd64 + arm64 index."""
+    def image(docs):
+        ds = one(docs, "DaemonSet", "edgegpu") or {}
+        return ds.get("spec", {}).get("template", {}).get("spec", {}) \
+            .get("containers", [{}])[0].get("image")
+    base, jetson = image(renders.get("base", [])), image(renders.get("jetson", []))
+    built, docker = image_arches()
+    if not jetson or jetson != base or re.search(r"arm64|aarch64|amd64", jetson):
+        fail(f"jetson: image {jetson} is not the base's multi-arch {base}")
+    elif not {"amd64", "arm64"} <= built or not {"amd64", "arm64"} <= docker:
+        fail(f"the image is not built for amd64 and arm64: scripts/image {sorted(built)}, "
+             f"Dockerfile {sorted(docker)}")
+    else:
+        print(f"ok   jetson: image {jetson}, the base's index of {sorted(built)}", flush=True)
+
+
 def check_examples(k8s, crd):
     docs = []
     for p in sorted(glob.glob(os.path.join(DEPLOY, "examples", "*.yaml"))):
@@ -561,6 +656,12 @@ def check_examples(k8s, crd):
     if c.get("command") != ["nvidia-smi"] or test["spec"].get("restartPolicy") != "Never" or \
             limits.get(("gpu-test", "nvidia.com/gpu")) != 1:
         fail("examples: gpu-test is not the seed's nvidia-smi pod with one nvidia.com/gpu")
+    jet = one(docs, "Deployment", "jetson-gpumem") or {}
+    jpod = jet.get("spec", {}).get("template", {}).get("spec", {})
+    if jpod.get("nodeSelector", {}).get("kubernetes.io/arch") != "arm64" or \
+            not isinstance(limits.get(("jetson-gpumem", "nvidia.com/gpumem")), int) or \
+            ("jetson-gpumem", "nvidia.com/gpu") in limits:
+        fail("examples: jetson-gpumem is not an arm64 pod asking for nvidia.com/gpumem only")
     if not any(k == "nvidia.com/gpumem" for _, k in limits) or \
             not any(k == "nvidia.com/gpu" and n != "gpu-test" for n, k in limits):
         fail(f"examples: no inference pods on gpumem and on time-sliced GPUs: {limits}")
@@ -568,7 +669,7 @@ def check_examples(k8s, crd):
 
 # --- the checks fail when they should ---
 
-def check_can_fail(k8s, crd, edgegpu, base, metrics, tmp):
+def check_can_fail(k8s, crd, edgegpu, base, metrics, jetson, tmp):
     before = len(failures)
     ds = copy.deepcopy(one(base, "DaemonSet", "edgegpu"))
     c = ds["spec"]["template"]["spec"]["containers"][0]
@@ -613,6 +714,20 @@ def check_can_fail(k8s, crd, edgegpu, base, metrics, tmp):
         if not any(want in b for b in bad):
             fail(f"the DaemonSet checks miss a dropped requirement ({want}): {bad}")
 
+    broken = copy.deepcopy(jetson)
+    pod = one(broken, "DaemonSet", "edgegpu")["spec"]["template"]["spec"]
+    byp = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
+    byp["/host/dev"]["readOnly"] = False
+    pod["containers"][0]["volumeMounts"].remove(byp["/host/sys/class"])
+    vols = {v["name"]: v for v in pod["volumes"]}
+    vols[byp["/host/etc/nv_tegra_release"]["name"]]["hostPath"]["type"] = "File"
+    vols[byp["/host/sys/bus"]["name"]]["hostPath"]["path"] = "/sys"
+    bad = check_daemonset(broken, "jetson", report=False)
+    for want in ("/host/dev <-", "/host/sys/class <-", "nv_tegra_release", "/host/X",
+                 "writable submounts"):
+        if not any(want in b for b in bad):
+            fail(f"the jetson checks miss a broken mount ({want}): {bad}")
+
     path = os.path.join(tmp, "bad-config.yaml")
     with open(path, "w") as f:
         f.write("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
@@ -655,8 +770,10 @@ def main():
             fail(f"yamllint deployments/: {out}{err}")
         else:
             print("ok   yamllint --strict deployments/", flush=True)
-        if renders["base"] and renders["metrics"]:
-            check_can_fail(k8s, crd, edgegpu, renders["base"], renders["metrics"], tmp)
+        check_multiarch(renders)
+        if renders["base"] and renders["metrics"] and renders["jetson"]:
+            check_can_fail(k8s, crd, edgegpu, renders["base"], renders["metrics"],
+                           renders["jetson"], tmp)
     if failures:
         print(f"{len(failures)} check(s) failed", flush=True)
         sys.exit(1)

@@ -1,10 +1,9 @@
 /*
  * labels: the GFD label set for hand-built GPUs and configs read from YAML (family of every
  * compute capability, product sanitising of hostile names, time-slicing, gpumem, versions, the
- * machine type from a fake sysfs), every value checked against Kubernetes' rules; then the
- * features.d writer on a real loop: content, atomic replacement seen through inotify and an fd
- * on the old file, rewrites only on change, the expiry moving forward, a missing directory
- * created later, the 64 KiB limit.
+ * machine type from a fake sysfs), a Tegra board's (Orin, Thor's blackwell, Thor with a
+ * discrete card, hostile board strings, none off Tegra), every value checked against
+ * Kubernetes' rules. The features.d writer: test-labels-writer.c.
  */
 
 #include <dirent.h>
@@ -22,31 +21,15 @@
 #include "config.h"
 #include "file-read.h"
 #include "file-writer.h"
+#include "gpu-arch.h"
 #include "gpu.h"
+#include "labels-tmp.h"
 #include "labels.h"
 #include "loop.h"
 #include "unit.h"
 #include "util.h"
 
 #define MIB ((uint64_t)1024 * 1024)
-
-static char *tmpdir(void)
-{
-	char *d = strdup("/tmp/test-labels-XXXXXX");
-
-	assert_non_null(d);
-	assert_non_null(mkdtemp(d));
-	return d;
-}
-
-static void rm_rf(const char *dir)
-{
-	char *cmd = strdup_printf("rm -rf '%s'", dir);
-
-	assert_non_null(cmd);
-	assert_int_equal(system(cmd), 0);
-	free(cmd);
-}
 
 static void load(struct config *c, const char *yaml)
 {
@@ -125,7 +108,7 @@ static char *build(const struct gpu_info *info, const struct config *c, const ch
 		(void)snprintf(val, sizeof(val), "%.*s", (int)(nl - eq - 1), eq + 1);
 		if (!label_value_valid(val))
 			fail_msg("invalid label value: %s=%s", key, val);
-		assert_true(strncmp(key, "nvidia.com/", 11) == 0);
+		assert_true(startswith(key, "nvidia.com/") || startswith(key, LABELS_BOARD_PREFIX));
 		if (strcmp(prev, key) >= 0)
 			fail_msg("not sorted: %s before %s", prev, key);
 		memcpy(prev, key, sizeof(key));
@@ -487,374 +470,213 @@ static void test_versions_memory_machine(void **state)
 	config_release(&c);
 }
 
-/* --- the writer --- */
+/* --- a Tegra board --- */
 
-struct wfix {
-	struct loop *loop;
-	char *dir;
-	char *path;
-};
-
-static void wfix_init(struct wfix *f)
+/* A board as the Tegra backend reads it: tegra, the strings given ("" unknown). */
+static struct gpu_board board(const char *model, const char *soc, const char *l4t,
+			      const char *jetpack, const char *power_mode)
 {
-	assert_int_equal(loop_new(&f->loop), 0);
-	f->dir = tmpdir();
-	f->path = path_join(f->dir, "edgegpu");
-	assert_non_null(f->path);
+	struct gpu_board b = { .tegra = true };
+
+	(void)snprintf(b.model, sizeof(b.model), "%s", model);
+	(void)snprintf(b.soc, sizeof(b.soc), "%s", soc);
+	(void)snprintf(b.l4t, sizeof(b.l4t), "%s", l4t);
+	(void)snprintf(b.jetpack, sizeof(b.jetpack), "%s", jetpack);
+	(void)snprintf(b.power_mode, sizeof(b.power_mode), "%s", power_mode);
+	return b;
 }
 
-static void wfix_release(struct wfix *f)
+/* An iGPU as the Tegra backend gives it without NVML: ID "tegra", the carve-out, no PCI. */
+static struct gpu_device igpu(const char *name, uint64_t mem_mib, int major, int minor)
 {
-	rm_rf(f->dir);
-	free(f->dir);
-	free(f->path);
-	loop_free(f->loop);
+	struct gpu_device g = gpu(name, mem_mib, major, minor);
+
+	g.integrated = true;
+	return g;
 }
 
-static char *slurp(const char *path)
+/* An Orin Nano without NVML: every label, exactly; no CUDA driver label, never "unknown". */
+static void test_tegra_orin(void **state)
 {
-	char *s = NULL;
+	struct gpu_device d = igpu("Orin", 7620, 8, 7);
+	struct gpu_info info = info_of(&d, 1);
+	char *sysfs = fake_sysfs(NULL), *l; /* no DMI on a device-tree board */
+	struct config c;
 
-	assert_int_equal(read_file(path, 1 << 20, &s, NULL), 0);
-	return s;
+	(void)snprintf(d.uuid, sizeof(d.uuid), "tegra");
+	info.driver_version[0] = 0;
+	info.cuda_driver_version = 0;
+	info.board = board("NVIDIA Jetson Orin Nano Engineering Reference Developer Kit Super",
+			   "tegra234", "36.4.3", "6.2", "15W");
+	load(&c, "version: v1\n");
+	l = build(&info, &c, sysfs);
+	assert_string_equal(l,
+			    "edgegpu.io/board.jetpack=6.2\n"
+			    "edgegpu.io/board.l4t=36.4.3\n"
+			    "edgegpu.io/board.model=NVIDIA-Jetson-Orin-Nano-Engineering-Reference-"
+			    "Developer-Kit-Sup\n" /* a real model past 63 bytes: cut */
+			    "edgegpu.io/board.power-mode=15W\n"
+			    "edgegpu.io/board.soc=tegra234\n"
+			    "nvidia.com/gpu.compute.major=8\n"
+			    "nvidia.com/gpu.compute.minor=7\n"
+			    "nvidia.com/gpu.count=1\n"
+			    "nvidia.com/gpu.family=ampere\n"
+			    "nvidia.com/gpu.machine=unknown\n"
+			    "nvidia.com/gpu.memory=7620\n"
+			    "nvidia.com/gpu.mode=compute\n"
+			    "nvidia.com/gpu.product=Orin\n"
+			    "nvidia.com/gpu.replicas=1\n"
+			    "nvidia.com/gpu.sharing-strategy=none\n"
+			    "nvidia.com/mig.capable=false\n"
+			    "nvidia.com/mps.capable=false\n");
+	free(l);
+	config_release(&c);
+
+	/* time-sliced, and the carve-out as gpumem: the sharing labels follow */
+	load(&c, "version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, "
+		 "replicas: 4}]}}\nedgegpu: {sharing: {memory: {devices: [0], unitMiB: 256}}}\n");
+	info.board.power_mode[0] = 0; /* nvpmodel unreadable: left out */
+	l = build(&info, &c, sysfs);
+	expect_label(l, "nvidia.com/gpu.product", "Orin-SHARED");
+	expect_label(l, "nvidia.com/gpu.replicas", "4");
+	expect_label(l, "nvidia.com/gpu.sharing-strategy", "time-slicing");
+	expect_label(l, "nvidia.com/gpumem.total-mib", "7620");
+	expect_label(l, "edgegpu.io/board.power-mode", NULL);
+	expect_label(l, "edgegpu.io/board.soc", "tegra234");
+	free(l);
+	config_release(&c);
+	rm_rf(sysfs);
+	free(sysfs);
 }
 
-/* The expiry directive's time, as Unix seconds. */
-static time_t expiry_of(const char *file)
+/* Thor: compute capability 11.0 is blackwell (GFD says undefined); NVML gives its driver. */
+static void test_tegra_thor(void **state)
 {
-	const char *p = strstr(file, "# +expiry-time=");
-	struct tm tm = { 0 };
-	const char *end;
+	struct gpu_device devs[2] = { igpu("NVIDIA Thor", 125772, 11, 0),
+				      gpu("NVIDIA RTX PRO 6000 Blackwell Max-Q", 97887, 12, 0) };
+	struct gpu_info info = info_of(devs, 1);
+	const struct gpu_board thor =
+		board("NVIDIA Jetson AGX Thor Developer Kit", "tegra264", "38.2.0", "7.0", "MAXN");
+	struct config c;
+	char *l;
 
-	assert_non_null(p);
-	end = strptime(p + strlen("# +expiry-time="), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	assert_non_null(end);
-	assert_int_equal(*end, '\n');
-	return timegm(&tm);
-}
-
-/* Runs the loop until @w has written @n files (at most 20 s: a failure, not a pace). */
-static void wait_writes(struct wfix *f, struct labels_writer *w, uint64_t n)
-{
-	usec_t deadline = now_usec() + 20 * USEC_PER_SEC;
-
-	while (labels_writer_writes(w) < n) {
-		assert_true(now_usec() < deadline);
-		assert_int_equal(loop_run_once(f->loop, 100 * USEC_PER_MSEC), 0);
-	}
-}
-
-static const char lines_a[] = "nvidia.com/gpu.count=1\nnvidia.com/gpu.product=NVIDIA-A2\n";
-static const char lines_b[] = "nvidia.com/gpu.count=2\nnvidia.com/gpu.product=NVIDIA-A2\n";
-
-static void test_writer_content_and_changes(void **state)
-{
-	struct labels_writer *w = NULL;
-	struct wfix f;
-	time_t now = time(NULL), exp;
-	char *s;
-
-	wfix_init(&f);
-	assert_int_equal(labels_writer_new(f.loop, f.path, 600 * USEC_PER_SEC, &w), 0);
-	assert_int_equal(labels_writer_writes(w), 0);
-	assert_int_equal(access(f.path, F_OK), -1); /* nothing before the first set */
-	assert_int_equal(labels_writer_set(w, lines_a, strlen(lines_a)), 0);
-	wait_writes(&f, w, 1);
-	s = slurp(f.path);
-	/* A comment, the expiry ten minutes ahead, the lines as given. */
-	assert_true(s[0] == '#');
-	exp = expiry_of(s);
-	assert_true(exp >= now + 600 && exp <= time(NULL) + 601);
-	assert_non_null(strstr(s, "Z\n"
-				  "nvidia.com/gpu.count=1\nnvidia.com/gpu.product=NVIDIA-A2\n"));
-	assert_string_equal(strstr(s, "nvidia.com/"), lines_a);
-	free(s);
+	assert_string_equal(gpu_arch_gfd_family(gpu_arch_from_cc(11, 0)), "blackwell");
+	(void)snprintf(info.driver_version, sizeof(info.driver_version), "580.00");
+	info.cuda_driver_version = 13000;
+	info.board = thor;
+	load(&c, "version: v1\n");
+	l = build(&info, &c, NULL);
+	expect_label(l, "nvidia.com/gpu.product", "NVIDIA-Thor");
+	expect_label(l, "nvidia.com/gpu.family", "blackwell");
+	expect_label(l, "nvidia.com/gpu.compute.major", "11");
+	expect_label(l, "nvidia.com/gpu.compute.minor", "0");
+	expect_label(l, "nvidia.com/gpu.memory", "125772");
+	expect_label(l, "nvidia.com/gpu.count", "1");
+	expect_label(l, "nvidia.com/cuda.driver-version.full", "580.00");
+	expect_label(l, "nvidia.com/cuda.runtime-version.full", "13.0");
+	expect_label(l, "edgegpu.io/board.model", "NVIDIA-Jetson-AGX-Thor-Developer-Kit");
+	expect_label(l, "edgegpu.io/board.soc", "tegra264");
+	expect_label(l, "edgegpu.io/board.l4t", "38.2.0");
+	expect_label(l, "edgegpu.io/board.jetpack", "7.0");
+	expect_label(l, "edgegpu.io/board.power-mode", "MAXN");
+	free(l);
 
 	/*
-	 * The same lines: no write. Others: a write. Back: a write. (Had the same lines started
-	 * a write, the second write counted would be theirs, and the file would not hold b.)
+	 * With a discrete card: as on any node, the labels describe the first GPU and count them
+	 * all; the board's stay. iGPU listed first: Thor's model, memory and family.
 	 */
-	assert_int_equal(labels_writer_set(w, lines_a, strlen(lines_a)), 0);
-	assert_int_equal(labels_writer_writes(w), 1);
-	assert_int_equal(labels_writer_set(w, lines_b, strlen(lines_b)), 0);
-	wait_writes(&f, w, 2);
-	s = slurp(f.path);
-	assert_string_equal(strstr(s, "nvidia.com/"), lines_b);
-	free(s);
-	assert_int_equal(labels_writer_set(w, lines_a, strlen(lines_a)), 0);
-	wait_writes(&f, w, 3);
-	/* A missing last newline is added; the same lines then. */
-	assert_int_equal(labels_writer_set(w, lines_a, strlen(lines_a) - 1), 0);
-	assert_int_equal(labels_writer_writes(w), 3);
-	/* A NUL byte is refused. */
-	assert_int_equal(labels_writer_set(w, "a=b\0c=d\n", 8), -EINVAL);
-	assert_int_equal(labels_writer_writes(w), 3);
-
-	/* Freed: the file stays. */
-	w = labels_writer_free(w);
-	assert_null(w);
-	s = slurp(f.path);
-	assert_string_equal(strstr(s, "nvidia.com/"), lines_a);
-	free(s);
-
-	/* Expiry 0: no directive. */
-	assert_int_equal(labels_writer_new(f.loop, f.path, 0, &w), 0);
-	assert_int_equal(labels_writer_set(w, lines_b, strlen(lines_b)), 0);
-	wait_writes(&f, w, 1);
-	s = slurp(f.path);
-	assert_null(strstr(s, "expiry"));
-	assert_string_equal(strstr(s, "nvidia.com/"), lines_b);
-	free(s);
-	labels_writer_free(w);
-
-	assert_int_equal(labels_writer_new(f.loop, "/tmp/", 0, &w), -EINVAL);
-	wfix_release(&f);
-}
-
-struct seen {
-	char created[8][64];
-	int n_created;
-	char moved_to[8][64];
-	int n_moved;
-};
-
-static void on_watch(struct loop_watch *wt, const char *name, uint32_t mask, void *userdata)
-{
-	struct seen *s = userdata;
-
-	if ((mask & IN_CREATE) && s->n_created < 8)
-		(void)snprintf(s->created[s->n_created++], 64, "%s", name);
-	if ((mask & IN_MOVED_TO) && s->n_moved < 8)
-		(void)snprintf(s->moved_to[s->n_moved++], 64, "%s", name);
-}
-
-static void test_writer_atomic(void **state)
-{
-	struct labels_writer *w = NULL;
-	struct loop_watch *watch = NULL;
-	struct seen seen = { 0 };
-	struct stat st1, st2;
-	struct wfix f;
-	char old[4096];
-	ssize_t n;
-	int fd;
-
-	wfix_init(&f);
-	/*
-	 * A symlink planted where a temporary file could go is never followed: each write makes
-	 * a new dotfile, O_EXCL, under a name of its own.
-	 */
+	info = info_of(devs, 2);
+	info.board = thor;
+	l = build(&info, &c, NULL);
+	expect_label(l, "nvidia.com/gpu.count", "2");
+	expect_label(l, "nvidia.com/gpu.product", "NVIDIA-Thor");
+	expect_label(l, "nvidia.com/gpu.memory", "125772");
+	expect_label(l, "nvidia.com/gpu.compute.major", "11");
+	expect_label(l, "edgegpu.io/board.soc", "tegra264");
+	free(l);
+	/* the dGPU first: its model and compute capability */
 	{
-		char *tmp = path_join(f.dir, ".edgegpu.tmp"), *victim = path_join(f.dir, "victim");
+		struct gpu_device swapped[2] = { devs[1], devs[0] };
 
-		assert_int_equal(file_write_atomic(victim, "keep\n", 5, 0644, NULL), 0);
-		assert_int_equal(symlink(victim, tmp), 0);
-		assert_int_equal(labels_writer_new(f.loop, f.path, 0, &w), 0);
-		assert_int_equal(labels_writer_set(w, lines_b, strlen(lines_b)), 0);
-		wait_writes(&f, w, 1);
-		w = labels_writer_free(w);
-		assert_int_equal(lstat(tmp, &st1), 0);
-		assert_true(S_ISLNK(st1.st_mode));
-		assert_int_equal(unlink(tmp), 0);
-		free(tmp);
-		tmp = slurp(victim);
-		assert_string_equal(tmp, "keep\n");
-		free(tmp);
-		assert_int_equal(unlink(victim), 0);
-		free(victim);
+		info = info_of(swapped, 2);
+		info.board = thor;
+		l = build(&info, &c, NULL);
+		expect_label(l, "nvidia.com/gpu.count", "2");
+		expect_label(l, "nvidia.com/gpu.product", "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q");
+		expect_label(l, "nvidia.com/gpu.compute.major", "12");
+		expect_label(l, "nvidia.com/gpu.family", "blackwell");
+		expect_label(l, "edgegpu.io/board.model", "NVIDIA-Jetson-AGX-Thor-Developer-Kit");
+		free(l);
 	}
-	assert_int_equal(
-		loop_watch_new(f.loop, f.dir, IN_CREATE | IN_MOVED_TO, on_watch, &seen, &watch), 0);
-	assert_int_equal(labels_writer_new(f.loop, f.path, 600 * USEC_PER_SEC, &w), 0);
-	assert_int_equal(labels_writer_set(w, lines_a, strlen(lines_a)), 0);
-	wait_writes(&f, w, 1);
-	assert_int_equal(stat(f.path, &st1), 0);
-	assert_int_equal(st1.st_mode & 0777, 0644);
-	/* A reader holding the old file keeps reading all of it after the replacement: the file
-	 * is never rewritten in place. */
-	fd = open(f.path, O_RDONLY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	assert_int_equal(labels_writer_set(w, lines_b, strlen(lines_b)), 0);
-	wait_writes(&f, w, 2);
-	n = pread(fd, old, sizeof(old) - 1, 0);
-	assert_true(n > 0);
-	old[n] = 0;
-	assert_string_equal(strstr(old, "nvidia.com/"), lines_a);
-	close(fd);
-	assert_int_equal(stat(f.path, &st2), 0);
-	assert_true(st1.st_ino != st2.st_ino);
-	/* What inotify saw: only dotfiles created, each write renamed onto the file. */
-	while (seen.n_moved < 2)
-		assert_int_equal(loop_run_once(f.loop, 5 * USEC_PER_SEC), 0);
-	assert_true(seen.n_created >= 2);
-	for (int i = 0; i < seen.n_created; i++)
-		assert_true(startswith(seen.created[i], ".edgegpu."));
-	assert_string_equal(seen.moved_to[0], "edgegpu");
-	assert_string_equal(seen.moved_to[1], "edgegpu");
-	/* No temporary left behind: the file is all there is. */
-	{
-		DIR *d = opendir(f.dir);
-		struct dirent *de;
-
-		assert_non_null(d);
-		while ((de = readdir(d)))
-			if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
-				assert_string_equal(de->d_name, "edgegpu");
-		closedir(d);
-	}
-	labels_writer_free(w);
-	loop_watch_free(watch);
-	wfix_release(&f);
+	config_release(&c);
 }
 
-static void test_writer_expiry_moves(void **state)
+/* Board strings as a device tree or a hand-edited file may hold them: always valid values. */
+static void test_tegra_hostile_board(void **state)
 {
-	struct labels_writer *w = NULL;
-	struct wfix f;
-	time_t e1, e2;
-	char *s;
+	struct gpu_device d = igpu("Xavier", 7765, 7, 2);
+	struct gpu_info info = info_of(&d, 1);
+	char model[sizeof(info.board.model)], want[64];
+	struct config c;
+	char *l;
 
-	wfix_init(&f);
-	/* Expiry 2 s: rewritten every second, the directive a second further each time. */
-	assert_int_equal(labels_writer_new(f.loop, f.path, 2 * USEC_PER_SEC, &w), 0);
-	assert_int_equal(labels_writer_set(w, lines_a, strlen(lines_a)), 0);
-	wait_writes(&f, w, 1);
-	s = slurp(f.path);
-	e1 = expiry_of(s);
-	free(s);
-	wait_writes(&f, w, 2);
-	s = slurp(f.path);
-	e2 = expiry_of(s);
-	assert_string_equal(strstr(s, "nvidia.com/"), lines_a);
-	free(s);
-	assert_true(e2 > e1);
-	labels_writer_free(w);
-	wfix_release(&f);
+	load(&c, "version: v1\n");
+	info.board = board("  NVIDIA \"Jetson\" Xavier NX\n(P3668)=x/y\\z \xc3\xa9 ", "tegra194\n",
+			   "R35 (release)", "", "MODE 20W/6CORE=\"\"");
+	l = build(&info, &c, NULL); /* build() checks every value against Kubernetes' rules */
+	expect_label(l, "edgegpu.io/board.model",
+		     "NVIDIA-Jetson-Xavier-NXP3668xyz" /* the newline is no space */);
+	expect_label(l, "edgegpu.io/board.soc", "tegra194");
+	expect_label(l, "edgegpu.io/board.l4t", "R35-release");
+	expect_label(l, "edgegpu.io/board.jetpack", NULL); /* unknown: left out */
+	expect_label(l, "edgegpu.io/board.power-mode", "MODE-20W6CORE");
+	free(l);
+
+	/* nothing usable left, and a model filling its array: "unknown", and cut to 63 */
+	info.board = board("\xe6\x97\xa5 --- ...", "tegra194", "", "", "___");
+	l = build(&info, &c, NULL);
+	expect_label(l, "edgegpu.io/board.model", "unknown");
+	expect_label(l, "edgegpu.io/board.power-mode", "unknown");
+	expect_label(l, "edgegpu.io/board.l4t", NULL);
+	free(l);
+	memset(model, 'M', sizeof(model) - 1);
+	model[sizeof(model) - 1] = 0;
+	model[62] = '-';
+	info.board = board(model, "", "", "", "");
+	l = build(&info, &c, NULL);
+	memset(want, 'M', 62);
+	want[62] = 0;
+	expect_label(l, "edgegpu.io/board.model", want); /* cut at 63, the trailing '-' gone */
+	expect_label(l, "edgegpu.io/board.soc", NULL);
+	free(l);
+	config_release(&c);
 }
 
-static void test_writer_missing_dir(void **state)
+/* Not a Tegra board (an arm64 server, an x86 node): no board label, whatever the struct holds. */
+static void test_not_tegra(void **state)
 {
-	struct labels_writer *w = NULL;
-	struct wfix f;
-	char *dir, *path, *s;
+	struct gpu_device d = gpu("NVIDIA L4", 23034, 8, 9);
+	struct gpu_info info = info_of(&d, 1);
+	struct config c;
+	char *l;
 
-	wfix_init(&f);
-	dir = path_join(f.dir, "features.d");
-	path = path_join(dir, "edgegpu");
-	assert_int_equal(labels_writer_new(f.loop, path, 600 * USEC_PER_SEC, &w), 0);
-	/* Not there yet: accepted, retried. */
-	assert_int_equal(labels_writer_set(w, lines_a, strlen(lines_a)), 0);
-	assert_int_equal(labels_writer_writes(w), 0);
-	assert_int_equal(loop_run_once(f.loop, 0), 0);
-	assert_int_equal(labels_writer_writes(w), 0);
-	/* Newer lines while waiting replace the pending ones. */
-	assert_int_equal(labels_writer_set(w, lines_b, strlen(lines_b)), 0);
-	assert_int_equal(mkdir(dir, 0755), 0);
-	wait_writes(&f, w, 1);
-	s = slurp(path);
-	assert_string_equal(strstr(s, "nvidia.com/"), lines_b);
-	free(s);
-	labels_writer_free(w);
-	free(path);
-	free(dir);
-	wfix_release(&f);
-}
-
-/* Lines of @path holding @needle. */
-static int count_lines(const char *path, const char *needle)
-{
-	char *s = NULL;
-	int n = 0;
-
-	assert_int_equal(read_file(path, 1 << 20, &s, NULL), 0);
-	for (const char *p = s; (p = strstr(p, needle)); p += strlen(needle))
-		n++;
-	free(s);
-	return n;
-}
-
-static void test_writer_logs_once(void **state)
-{
-	struct labels_writer *w = NULL;
-	char *dir, *path, *log;
-	int saved, fd;
-	usec_t deadline = now_usec() + 20 * USEC_PER_SEC;
-	struct wfix f;
-
-	wfix_init(&f);
-	dir = path_join(f.dir, "features.d");
-	path = path_join(dir, "edgegpu");
-	log = path_join(f.dir, "stderr");
-	fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	assert_true(fd >= 0);
-	saved = dup(STDERR_FILENO);
-	assert_true(saved >= 0 && dup2(fd, STDERR_FILENO) >= 0);
-	log_max_level = LOG_LEVEL_DEBUG;
-	assert_int_equal(labels_writer_new(f.loop, path, 600 * USEC_PER_SEC, &w), 0);
-	assert_int_equal(labels_writer_set(w, lines_a, strlen(lines_a)), 0);
-	/* Three failed tries: one warning, then debug lines. */
-	while (count_lines(log, "cannot write the labels file") < 3) {
-		assert_true(now_usec() < deadline);
-		assert_int_equal(loop_run_once(f.loop, 100 * USEC_PER_MSEC), 0);
-	}
-	assert_int_equal(mkdir(dir, 0755), 0);
-	wait_writes(&f, w, 1);
-	log_max_level = LOG_LEVEL_ERROR;
-	assert_true(dup2(saved, STDERR_FILENO) >= 0);
-	close(saved);
-	close(fd);
-	assert_int_equal(
-		count_lines(
-			log,
-			"level=warn module=labels msg=\"cannot write the labels file, retrying\""),
-		1);
-	assert_true(
-		count_lines(
-			log,
-			"level=debug module=labels msg=\"cannot write the labels file, retrying\"") >=
-		2);
-	assert_int_equal(count_lines(log, "errno=2"), count_lines(log, "cannot write the labels"));
-	/* The recovery is said once, at info. */
-	assert_int_equal(count_lines(log, "level=info module=labels msg=\"labels file written\""),
-			 1);
-	labels_writer_free(w);
-	free(log);
-	free(path);
-	free(dir);
-	wfix_release(&f);
-}
-
-static void test_writer_size_limit(void **state)
-{
-	struct labels_writer *w = NULL;
-	size_t len = LABELS_FILE_MAX;
-	struct wfix f;
-	char *big, *s;
-
-	wfix_init(&f);
-	assert_int_equal(labels_writer_new(f.loop, f.path, 600 * USEC_PER_SEC, &w), 0);
-	assert_int_equal(labels_writer_set(w, lines_a, strlen(lines_a)), 0);
-	wait_writes(&f, w, 1);
-	big = malloc(len + 1);
-	assert_non_null(big);
-	for (size_t i = 0; i < len; i++)
-		big[i] = i % 32 == 31 ? '\n' : 'x';
-	big[len] = 0;
-	/* The lines alone fit 64 KiB, with the header they do not: refused, the old file stays. */
-	assert_int_equal(labels_writer_set(w, big, len), -EFBIG);
-	assert_int_equal(labels_writer_writes(w), 1);
-	s = slurp(f.path);
-	assert_string_equal(strstr(s, "nvidia.com/"), lines_a);
-	free(s);
-	/* Just under the limit is fine. */
-	assert_int_equal(labels_writer_set(w, big, len - 200), 0);
-	wait_writes(&f, w, 2);
-	s = slurp(f.path);
-	assert_true(strlen(s) <= LABELS_FILE_MAX);
-	free(s);
-	free(big);
-	labels_writer_free(w);
-	wfix_release(&f);
+	load(&c, "version: v1\n");
+	l = build(&info, &c, NULL);
+	assert_null(strstr(l, "edgegpu.io/"));
+	expect_label(l, "nvidia.com/gpu.product", "NVIDIA-L4");
+	free(l);
+	info.board = board("leftover", "tegra234", "36.4.3", "6.2", "MAXN");
+	info.board.tegra = false;
+	l = build(&info, &c, NULL);
+	assert_null(strstr(l, "edgegpu.io/"));
+	free(l);
+	/* a Tegra board without a GPU served: no labels at all, as on any node */
+	info.board.tegra = true;
+	info.n_devices = 0;
+	l = build(&info, &c, NULL);
+	assert_string_equal(l, "");
+	free(l);
+	config_release(&c);
 }
 
 int main(void)
@@ -866,12 +688,10 @@ int main(void)
 		cmocka_unit_test(test_time_slicing),
 		cmocka_unit_test(test_gpumem),
 		cmocka_unit_test(test_versions_memory_machine),
-		cmocka_unit_test(test_writer_content_and_changes),
-		cmocka_unit_test(test_writer_atomic),
-		cmocka_unit_test(test_writer_expiry_moves),
-		cmocka_unit_test(test_writer_missing_dir),
-		cmocka_unit_test(test_writer_logs_once),
-		cmocka_unit_test(test_writer_size_limit),
+		cmocka_unit_test(test_tegra_orin),
+		cmocka_unit_test(test_tegra_thor),
+		cmocka_unit_test(test_tegra_hostile_board),
+		cmocka_unit_test(test_not_tegra),
 	};
 
 	log_max_level = LOG_LEVEL_ERROR;

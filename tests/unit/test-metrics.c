@@ -1,7 +1,9 @@
 /*
  * The metrics collector without its HTTP server: pod attribution from a pod-resources answer
  * and from GPU processes' cgroups, and the exposition rendered from them (labels, the holder of
- * a whole GPU, sums per container, unattributed processes, families written once each).
+ * a whole GPU, sums per container, unattributed processes, families written once each); and a
+ * Tegra board's: an integrated GPU's sample under DCGM's names, the clock bounds, board power
+ * and rails (hostile names), absent readings and -256 left out, the text format checked.
  */
 #include <errno.h>
 #include <ftw.h>
@@ -460,6 +462,317 @@ static void test_attribution_handoff(void **state)
 	e->m.loop = e->loop;
 }
 
+/* --- a Tegra board: an integrated GPU's sample, the board's power and rails --- */
+
+#define TEGRA "tegra"
+/* The iGPU's labels: no PCI address, no /dev/nvidia node, no driver version without NVML. */
+#define IGPU                                                                                 \
+	"{gpu=\"0\",UUID=\"tegra\",pci_bus_id=\"\",device=\"\",modelName=\"Orin\",Hostname=" \
+	"\"edge-1\",DCGM_FI_DRIVER_VERSION=\"\"}"
+
+/*
+ * GPU 0 becomes an Orin's iGPU as the Tegra backend gives it (ID "tegra", no PCI address, no
+ * /dev/nvidia node), GPU 1 stays a discrete card (a Thor with one has both), on a board with
+ * @model.
+ */
+static void tegra_gpus(struct env *e, const char *model)
+{
+	struct gpu_device *d = &e->devs[0];
+
+	(void)snprintf(d->uuid, sizeof(d->uuid), TEGRA);
+	(void)snprintf(d->name, sizeof(d->name), "Orin");
+	d->pci_bus_id[0] = 0;
+	d->integrated = true;
+	d->mem_total = 7620 * MIB;
+	e->info.board = (struct gpu_board){ .tegra = true, .chip_id = 35, .l4t_major = 36 };
+	(void)snprintf(e->info.board.model, sizeof(e->info.board.model), "%s", model);
+	(void)snprintf(e->info.board.soc, sizeof(e->info.board.soc), "tegra234");
+	(void)snprintf(e->info.board.l4t, sizeof(e->info.board.l4t), "36.4.3");
+	(void)snprintf(e->info.board.jetpack, sizeof(e->info.board.jetpack), "6.2");
+	(void)snprintf(e->info.board.power_mode, sizeof(e->info.board.power_mode), "15W");
+	e->info.driver_version[0] = 0; /* no NVML */
+	e->info.cuda_driver_version = 0;
+	assert_int_equal(metrics_set_gpus(&e->m, &e->info), 0);
+}
+
+static void add_rail(struct gpu_sample *s, const char *name, double watts)
+{
+	assert_true(s->n_rails < GPU_SAMPLE_RAILS_MAX);
+	(void)snprintf(s->rails[s->n_rails].name, sizeof(s->rails[0].name), "%s", name);
+	s->rails[s->n_rails++].watts = watts;
+}
+
+/*
+ * The text format's shape, line by line: comments are HELP or TYPE, a sample's family was
+ * typed before it, label values end where their escaping says, the value is a number. And no
+ * value is NaN or -256: an absent reading is left out, never written as a sentinel.
+ */
+static void check_exposition(const struct env *e)
+{
+	const char *p = (const char *)e->out.data;
+	char typed[4096] = " ";
+	size_t tl = 1;
+
+	while (*p) {
+		const char *eol = strchr(p, '\n'), *q = p;
+		char name[128], *end;
+		size_t n = 0;
+		double v;
+
+		assert_non_null(eol);
+		if (startswith(p, "# TYPE ")) {
+			const char *sp = strchr(p + 7, ' ');
+
+			assert_true(sp && sp < eol && tl + (size_t)(sp - p) < sizeof(typed));
+			tl += (size_t)snprintf(typed + tl, sizeof(typed) - tl, "%.*s ",
+					       (int)(sp - p - 7), p + 7);
+		} else if (!startswith(p, "# HELP ")) {
+			assert_true(*p != '#');
+			name[0] = ' ';
+			for (n = 1; q < eol && *q != '{' && *q != ' '; q++) {
+				assert_true(n + 2 < sizeof(name));
+				name[n++] = *q;
+			}
+			name[n++] = ' ';
+			name[n] = 0;
+			if (!strstr(typed, name))
+				fail_msg("untyped sample: %.*s", (int)(eol - p), p);
+			if (*q == '{') {
+				for (q++; *q != '}'; q++) {
+					const char *eq = strchr(q, '=');
+
+					assert_true(eq && eq < eol && eq[1] == '"');
+					for (q = eq + 2; *q != '"'; q++) {
+						assert_true(q < eol);
+						if (*q == '\\') {
+							assert_non_null(strchr("\\\"n", q[1]));
+							q++;
+						}
+					}
+					if (q[1] == ',')
+						q++;
+				}
+				q++;
+			}
+			assert_int_equal(*q, ' ');
+			v = strtod(q + 1, &end);
+			assert_true(end == eol);
+			if (isnan(v) || v == -256)
+				fail_msg("a sentinel: %.*s", (int)(eol - p), p);
+		}
+		p = eol + 1;
+	}
+}
+
+static bool has(const struct env *e, const char *needle)
+{
+	return strstr((const char *)e->out.data, needle) != NULL;
+}
+
+/* Every field of an Orin's sample, under DCGM's name where it means the same, ours where not. */
+static void test_tegra_sample(void **state)
+{
+	struct env *e = *state;
+	struct gpu_sample s[2];
+	int r[2] = { 0, 0 };
+
+	tegra_gpus(e, "NVIDIA Jetson Orin Nano Developer Kit");
+	gpu_sample_init(&s[0]);
+	gpu_sample_init(&s[1]);
+	s[0].temperature_c = 47.5;
+	s[0].power_w = 3.25; /* VDD_CPU_GPU_CV, the rail the GPU is on */
+	s[0].mem_total = 7620 * MIB;
+	s[0].mem_used = 2000 * MIB;
+	s[0].mem_free = 5000 * MIB; /* not total - used: what the backend read */
+	s[0].util_gpu = 37.5;
+	s[0].util_mem = 12;	      /* EMC load */
+	s[0].sm_clock_mhz = 612;      /* devfreq cur_freq */
+	s[0].mem_clock_mhz = 2133;    /* EMC */
+	s[0].sm_clock_min_mhz = 306;  /* devfreq min_freq */
+	s[0].sm_clock_max_mhz = 1020; /* devfreq max_freq */
+	s[0].board_power_w = 7.75;
+	add_rail(&s[0], "VDD_IN", 7.75);
+	add_rail(&s[0], "VDD_CPU_GPU_CV", 3.25);
+	add_rail(&s[0], "VDD_SOC", 1.5);
+	s[1].temperature_c = 50;
+	s[1].board_power_w = 99; /* a second board reading (there is none): the first GPU's wins */
+	metrics_cache_store(&e->m, s, r, 2);
+	render(e);
+	check_exposition(e);
+
+	assert_true(value(e, "DCGM_FI_DEV_GPU_TEMP" IGPU) == 47.5);
+	assert_true(value(e, "DCGM_FI_DEV_POWER_USAGE" IGPU) == 3.25);
+	assert_true(value(e, "DCGM_FI_DEV_FB_USED" IGPU) == 2000);
+	assert_true(value(e, "DCGM_FI_DEV_FB_FREE" IGPU) == 5000);
+	assert_true(value(e, "DCGM_FI_DEV_FB_TOTAL" IGPU) == 7620);
+	assert_true(value(e, "DCGM_FI_DEV_GPU_UTIL" IGPU) == 37.5);
+	assert_true(value(e, "DCGM_FI_DEV_MEM_COPY_UTIL" IGPU) == 12);
+	assert_true(value(e, "DCGM_FI_DEV_SM_CLOCK" IGPU) == 612);
+	assert_true(value(e, "DCGM_FI_DEV_MEM_CLOCK" IGPU) == 2133);
+	assert_true(value(e, "edgegpu_gpu_clock_min_hertz" IGPU) == 306e6);
+	assert_true(value(e, "edgegpu_gpu_clock_max_hertz" IGPU) == 1020e6);
+	assert_true(has(e, "# TYPE edgegpu_gpu_clock_max_hertz gauge\n"));
+	/* the discrete card keeps its device node and lacks the bounds */
+	assert_true(value(e, "DCGM_FI_DEV_GPU_TEMP{gpu=\"1\",UUID=\"" UUID1
+			     "\",pci_bus_id=\"00000000:02:00.0\",device=\"nvidia1\"") == 50);
+	assert_int_equal(count_lines(e, "edgegpu_gpu_clock_max_hertz{"), 1);
+
+	/* the board's: Hostname only, once per node */
+	assert_true(value(e, "edgegpu_board_power_watts{Hostname=\"edge-1\"} ") == 7.75);
+	assert_int_equal(count_lines(e, "edgegpu_board_power_watts{"), 1);
+	assert_true(
+		value(e, "edgegpu_board_rail_power_watts{Hostname=\"edge-1\",rail=\"VDD_IN\"} ") ==
+		7.75);
+	assert_true(value(e, "edgegpu_board_rail_power_watts{Hostname=\"edge-1\",rail="
+			     "\"VDD_CPU_GPU_CV\"} ") == 3.25);
+	assert_true(value(e, "edgegpu_board_rail_power_watts{Hostname=\"edge-1\",rail="
+			     "\"VDD_SOC\"} ") == 1.5);
+	assert_int_equal(count_lines(e, "# TYPE edgegpu_board_rail_power_watts gauge\n"), 1);
+	assert_true(value(e, "edgegpu_board_info{Hostname=\"edge-1\",model=\"NVIDIA Jetson Orin "
+			     "Nano Developer Kit\",soc=\"tegra234\",l4t=\"36.4.3\",jetpack=\"6.2\","
+			     "power_mode=\"15W\"} ") == 1);
+
+	/* FB_FREE falls back to total - used when the backend gives no free figure */
+	s[0].mem_free = UINT64_MAX;
+	metrics_cache_store(&e->m, s, r, 2);
+	render(e);
+	assert_true(value(e, "DCGM_FI_DEV_FB_FREE" IGPU) == 5620);
+}
+
+/*
+ * An Orin without NVML on a board whose GPU zone reads -256 (offline), with no rails: what is
+ * missing is left out family by family, what is there stays.
+ */
+static void test_tegra_some_absent(void **state)
+{
+	struct env *e = *state;
+	struct gpu_sample s[2];
+	int r[2] = { 0, 0 };
+
+	tegra_gpus(e, "NVIDIA Jetson AGX Orin");
+	gpu_sample_init(&s[0]);
+	gpu_sample_init(&s[1]);
+	s[0].temperature_c = -256; /* the backend gives NaN; a sentinel passed on is dropped too */
+	s[0].util_gpu = 5;
+	s[0].sm_clock_max_mhz = 1300;
+	s[0].mem_used = 100 * MIB; /* no total, no free: FB_FREE cannot be known */
+	s[1].temperature_c = NAN;
+	s[1].temp_slowdown_c = -300;
+	metrics_cache_store(&e->m, s, r, 2);
+	render(e);
+	check_exposition(e);
+	assert_false(has(e, "DCGM_FI_DEV_GPU_TEMP"));
+	assert_false(has(e, "DCGM_FI_DEV_SLOWDOWN_TEMP"));
+	assert_false(has(e, "-256"));
+	assert_false(has(e, "DCGM_FI_DEV_FB_FREE"));
+	assert_false(has(e, "DCGM_FI_DEV_FB_TOTAL"));
+	assert_true(value(e, "DCGM_FI_DEV_FB_USED" IGPU) == 100);
+	assert_true(value(e, "DCGM_FI_DEV_GPU_UTIL" IGPU) == 5);
+	assert_true(value(e, "edgegpu_gpu_clock_max_hertz" IGPU) == 1300e6);
+	assert_false(has(e, "edgegpu_gpu_clock_min_hertz"));
+	assert_false(has(e, "DCGM_FI_DEV_MEM_CLOCK"));
+	assert_false(has(e, "edgegpu_board_power_watts"));
+	assert_false(has(e, "edgegpu_board_rail_power_watts"));
+	assert_false(has(e, "edgegpu_pod_gpu_memory_used_bytes")); /* no process list: no usage */
+
+	/* rails but no input rail and no sum (NaN): the rails alone */
+	add_rail(&s[0], "VDD_GPU_SOC", 4);
+	metrics_cache_store(&e->m, s, r, 2);
+	render(e);
+	check_exposition(e);
+	assert_false(has(e, "edgegpu_board_power_watts"));
+	assert_true(value(e, "edgegpu_board_rail_power_watts{") == 4);
+
+	/* the power mode unreadable: an empty label value, the rest as found */
+	e->info.board.power_mode[0] = 0;
+	assert_int_equal(metrics_set_gpus(&e->m, &e->info), 0);
+	metrics_cache_store(&e->m, s, r, 2);
+	render(e);
+	assert_true(has(e, "jetpack=\"6.2\",power_mode=\"\"} 1\n"));
+}
+
+/* Rail names as a monitor gives them: escaped, cut, never a duplicate or an empty series. */
+static void test_tegra_rail_names(void **state)
+{
+	struct env *e = *state;
+	struct gpu_sample s[2];
+	int r[2] = { 0, 0 };
+
+	tegra_gpus(e, "Evil \"Board\"\\\n");
+	gpu_sample_init(&s[0]);
+	gpu_sample_init(&s[1]);
+	add_rail(&s[0], "VDD_\"GPU\"\\\n", 1);
+	add_rail(&s[0], "", 2);		  /* no name: which rail? left out */
+	add_rail(&s[0], "VDD_SOC", NAN);  /* no reading */
+	add_rail(&s[0], "VDD_SOC", 3);	  /* the first readable one */
+	add_rail(&s[0], "VDD_SOC", 4);	  /* named twice: a duplicate series otherwise */
+	add_rail(&s[0], "VIN", INFINITY); /* garbage */
+	add_rail(&s[0], "x", 6);
+	memset(s[0].rails[6].name, 'R', sizeof(s[0].rails[6].name)); /* no NUL: cut */
+	add_rail(&s[0], "\xff\xfe", 5);				     /* not UTF-8 */
+	metrics_cache_store(&e->m, s, r, 2);
+	render(e);
+	check_exposition(e);
+	assert_true(value(e, "edgegpu_board_rail_power_watts{Hostname=\"edge-1\",rail="
+			     "\"VDD_\\\"GPU\\\"\\\\\\n\"} ") == 1);
+	assert_true(value(e, "edgegpu_board_rail_power_watts{Hostname=\"edge-1\",rail="
+			     "\"VDD_SOC\"} ") == 3);
+	assert_true(value(e, "edgegpu_board_rail_power_watts{Hostname=\"edge-1\",rail=\"RRRRRRRRRRR"
+			     "RRRRRRRRRRRRRRRRRRRR\"} ") == 6);
+	assert_int_equal(count_lines(e, "edgegpu_board_rail_power_watts{"), 4);
+	assert_false(has(e, "rail=\"\""));
+	assert_true(value(e, "edgegpu_board_rail_power_watts{Hostname=\"edge-1\",rail="
+			     "\"\xef\xbf\xbd\xef\xbf\xbd\"} ") == 5);
+	assert_true(has(e, "model=\"Evil \\\"Board\\\"\\\\\\n\""));
+}
+
+/* A Tegra sample with nothing in it: no telemetry family at all, only what the board is. */
+static void test_tegra_nan_everywhere(void **state)
+{
+	struct env *e = *state;
+	struct gpu_sample s[2];
+	int r[2] = { 0, 0 };
+	static const char *const families[] = {
+		"DCGM_FI_DEV_GPU_TEMP",
+		"DCGM_FI_DEV_POWER_USAGE",
+		"DCGM_FI_DEV_FB_USED",
+		"DCGM_FI_DEV_FB_FREE",
+		"DCGM_FI_DEV_FB_TOTAL",
+		"DCGM_FI_DEV_GPU_UTIL",
+		"DCGM_FI_DEV_MEM_COPY_UTIL",
+		"DCGM_FI_DEV_SM_CLOCK",
+		"DCGM_FI_DEV_MEM_CLOCK",
+		"edgegpu_gpu_clock_min_hertz",
+		"edgegpu_gpu_clock_max_hertz",
+		"edgegpu_board_power_watts",
+		"edgegpu_board_rail_power_watts",
+		"DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+		"edgegpu_pod_gpu_memory_used_bytes",
+	};
+
+	tegra_gpus(e, "NVIDIA Jetson Nano Developer Kit");
+	gpu_sample_init(&s[0]);
+	gpu_sample_init(&s[1]);
+	metrics_cache_store(&e->m, s, r, 2);
+	render(e);
+	check_exposition(e);
+	for (size_t i = 0; i < ELEMENTSOF(families); i++)
+		if (has(e, families[i]))
+			fail_msg("%s rendered from NaN", families[i]);
+	assert_true(value(e, "edgegpu_board_info{") == 1);
+	assert_true(value(e, "DCGM_FI_DEV_XID_ERRORS" IGPU) == 0); /* always: 0 is "none" */
+
+	/* Not a Tegra node: no board family at all. */
+	e->info.board = (struct gpu_board){ 0 };
+	e->devs[0].integrated = false;
+	assert_int_equal(metrics_set_gpus(&e->m, &e->info), 0);
+	metrics_cache_store(&e->m, s, r, 2);
+	render(e);
+	check_exposition(e);
+	assert_false(has(e, "edgegpu_board_"));
+	assert_true(has(e, "device=\"nvidia0\""));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -467,6 +780,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unsupported_left_out, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_clock_events, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_attribution_handoff, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tegra_sample, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tegra_some_absent, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tegra_rail_names, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tegra_nan_everywhere, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("metrics", tests, NULL, NULL);
