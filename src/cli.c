@@ -181,6 +181,25 @@ static int discover_json(const struct gpu_info *info, struct resource *const *re
 	json_string(&j, info->lib_version);
 	json_key(&j, "skipped");
 	json_uint(&j, info->n_skipped);
+	if (info->board.tegra) {
+		const struct gpu_board *b = &info->board;
+
+		json_key(&j, "board");
+		json_object_open(&j);
+		json_key(&j, "model");
+		json_string(&j, b->model);
+		json_key(&j, "soc");
+		json_string(&j, b->soc);
+		json_key(&j, "chip_id");
+		json_uint(&j, b->chip_id);
+		json_key(&j, "l4t");
+		json_string(&j, b->l4t);
+		json_key(&j, "jetpack");
+		json_string(&j, b->jetpack);
+		json_key(&j, "power_mode");
+		json_string(&j, b->power_mode);
+		json_object_close(&j);
+	}
 	json_key(&j, "gpus");
 	json_array_open(&j);
 	for (unsigned i = 0; i < info->n_devices; i++) {
@@ -268,8 +287,7 @@ static int discover_gpus(const struct cli_args *a, struct config *c, struct gpu_
 
 	if (build_config(a, c) < 0)
 		return 1;
-	o.lib_path = c->nvml_lib;
-	o.driver_root = c->container_driver_root;
+	config_backend_opts(c, &o);
 	o.sysfs_root = getenv("EDGEGPU_SYSFS_ROOT"); /* tests: a fake /sys */
 	r = gpu_backend_open(&o, b, &err);
 	if (r < 0) {
@@ -310,6 +328,13 @@ static int verb_discover(int argc, char **argv)
 		printf("driver %s, CUDA driver %d.%d, %u GPU(s)%s\n", info.driver_version,
 		       info.cuda_driver_version / 1000, info.cuda_driver_version % 1000 / 10,
 		       info.n_devices, info.n_skipped ? " (some MIG-enabled GPUs skipped)" : "");
+		if (info.board.tegra)
+			printf("board %s, SoC %s, L4T %s, JetPack %s, power mode %s\n",
+			       info.board.model[0] ? info.board.model : "unknown",
+			       info.board.soc[0] ? info.board.soc : "unknown",
+			       info.board.l4t[0] ? info.board.l4t : "unknown",
+			       info.board.jetpack[0] ? info.board.jetpack : "unknown",
+			       info.board.power_mode[0] ? info.board.power_mode : "unknown");
 		for (unsigned i = 0; i < info.n_devices; i++) {
 			const struct gpu_device *g = &info.devices[i];
 

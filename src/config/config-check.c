@@ -228,10 +228,62 @@ int config_finish_file(struct ctx *x, struct config *c)
 	return 0;
 }
 
+/*
+ * A `devices` entry that names a device by a name of ours (not "GPU-..."): only the Tegra
+ * iGPU's configured ID is one. @key_fmt names the list, "%zu" its entry.
+ */
+static int check_named_refs(struct ctx *x, const struct config *c, const struct config_devices *d,
+			    const char *list)
+{
+	char key[KEY_MAX], q[96], id[96];
+
+	for (size_t k = 0; k < d->n_refs && !x->stop; k++) {
+		const struct config_device_ref *ref = &d->refs[k];
+		int r;
+
+		if (!ref->uuid || strncmp(ref->uuid, "GPU-", 4) == 0 ||
+		    streq_ptr(ref->uuid, c->tegra_device_id))
+			continue;
+		(void)snprintf(key, sizeof(key), "%s[%zu]", list, k);
+		r = config_pos_err(x, ref->pos, key,
+				   "expected a GPU index, a GPU UUID (\"GPU-...\") or the Tegra "
+				   "device ID %s (edgegpu.tegra.deviceId), got %s",
+				   config_quote(id, sizeof(id), c->tegra_device_id),
+				   config_quote(q, sizeof(q), ref->uuid));
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* edgegpu.tegra.deviceId: a CDI device name and a device-plugin ID alike. */
+static int check_tegra(struct ctx *x, const struct config *c)
+{
+	char key[KEY_MAX], q[96];
+	int r = 0;
+
+	if (c->tegra_device_id && !gpu_device_id_valid(c->tegra_device_id))
+		return config_pos_err(x, c->tegra_device_id_pos, "edgegpu.tegra.deviceId",
+				      "invalid device ID %s: letters, digits and \"_.:-\" between "
+				      "a first and a last letter or digit, no \"::\", at most %d "
+				      "characters",
+				      config_quote(q, sizeof(q), c->tegra_device_id),
+				      GPU_UUID_MAX - 1);
+	for (size_t i = 0; i < c->time_slicing.n_resources && r >= 0; i++) {
+		(void)snprintf(key, sizeof(key), "sharing.timeSlicing.resources[%zu].devices", i);
+		r = check_named_refs(x, c, &c->time_slicing.resources[i].devices, key);
+	}
+	if (r >= 0)
+		r = check_named_refs(x, c, &c->gpumem.devices, "edgegpu.sharing.memory.devices");
+	return r;
+}
+
 int config_check(struct ctx *x, struct config *c)
 {
-	int r = check_time_slicing(x, c);
+	int r = check_tegra(x, c);
 
+	if (r >= 0)
+		r = check_time_slicing(x, c);
 	if (r >= 0)
 		r = check_gpumem(x, c);
 	return r;

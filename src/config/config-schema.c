@@ -32,11 +32,11 @@ static const struct enum_value id_values[] = {
 	{ NULL },
 };
 
-/* We discover with NVML: "auto" and "nvml" describe what we do, Tegra comes later. */
+/* NVIDIA's names: auto (its rule: Tegra on a Jetson, NVML elsewhere), nvml, tegra. */
 static const struct enum_value discovery_values[] = {
-	{ "auto", 0, NULL, true },
-	{ "nvml", 0, NULL, true },
-	{ "tegra", 0, "the Tegra backend is not supported by edgegpu yet" },
+	{ "auto", CONFIG_DISCOVERY_AUTO },
+	{ "nvml", CONFIG_DISCOVERY_NVML },
+	{ "tegra", CONFIG_DISCOVERY_TEGRA },
 	{ NULL },
 };
 
@@ -114,7 +114,7 @@ static const struct field flags_fields[] = {
 	{ "gdrcopyEnabled", K_UNSUP_BOOL, NOOFF, .min = false, .flag = { "gdrcopy-enabled" },
 	  .env = { "GDRCOPY_ENABLED" } },
 	{ "useNodeFeatureAPI", K_UNSUP_BOOL, NOOFF, .min = false },
-	{ "deviceDiscoveryStrategy", K_ENUM, NOOFF, .arg = discovery_values,
+	{ "deviceDiscoveryStrategy", K_ENUM, C(discovery), .arg = discovery_values,
 	  .flag = { "device-discovery-strategy" }, .env = { "DEVICE_DISCOVERY_STRATEGY" } },
 	{ "plugin", K_SECTION, 0, .arg = plugin_fields },
 	{ "gfd", K_SECTION, 0, .arg = gfd_fields },
@@ -240,6 +240,13 @@ static const struct field edgegpu_sharing_fields[] = {
 	{ NULL },
 };
 
+static const struct field tegra_fields[] = {
+	{ "deviceId", K_STR, C(tegra_device_id), POS(struct config, tegra_device_id_pos),
+	  .min = STR_NONEMPTY },
+	{ "memoryMiB", K_U64, C(tegra_mem_mib), .min = 0, .max = 1u << 24 },
+	{ NULL },
+};
+
 static const struct field edgegpu_fields[] = {
 	{ "logLevel", K_ENUM, C(log_level), .arg = log_values, .flag = { "log-level" },
 	  .env = { "EDGEGPU_LOG_LEVEL" } },
@@ -255,6 +262,9 @@ static const struct field edgegpu_fields[] = {
 	  .flag = { "cdi-spec-dir" }, .env = { "CDI_SPEC_DIR" } },
 	{ "rediscoverInterval", K_DURATION, C(rediscover_interval), .min = USEC_PER_SEC,
 	  .max = USEC_PER_SEC * 24 * 3600, .flag = { "rediscover-interval" } },
+	{ "hostRoot", K_STR, C(host_root), .min = STR_EMPTY_IGNORED, .flag = { "host-root" },
+	  .env = { "EDGEGPU_HOST_ROOT" } },
+	{ "tegra", K_SECTION, 0, .arg = tegra_fields },
 	{ "health", K_SECTION, 0, .arg = health_fields },
 	{ "grpc", K_SECTION, 0, .arg = grpc_fields },
 	{ "sharing", K_SECTION, 0, .arg = edgegpu_sharing_fields },

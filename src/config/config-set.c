@@ -410,8 +410,10 @@ static int parse_ref(struct ctx *x, const struct src *s, struct config_device_re
 	if (strncmp(t, "MIG-", 4) == 0 || strchr(t, ':'))
 		return config_add_err(x, s, "MIG devices are not supported by edgegpu yet, got %s",
 				      config_quote(q, sizeof(q), t));
-	if (strncmp(t, "GPU-", 4) == 0 && strlen(t) > 4 && strlen(t) < GPU_UUID_MAX &&
-	    !strpbrk(t, " \t\r\n")) {
+	/* A name of ours (the Tegra iGPU's "tegra") is checked against the config later. */
+	if ((strncmp(t, "GPU-", 4) == 0 && strlen(t) > 4 && strlen(t) < GPU_UUID_MAX &&
+	     !strpbrk(t, " \t\r\n")) ||
+	    gpu_device_id_valid(t)) {
 		ref->uuid = strdup(t);
 		return ref->uuid ? 0 : -ENOMEM;
 	}

@@ -56,10 +56,12 @@ int config_init(struct config *c)
 	c->metrics.host_proc = strdup("/proc");
 	c->metrics.pod_log_dir = strdup("/var/log");
 	c->labels.file = strdup(CONFIG_DEFAULT_LABELS_FILE);
-	if (!c->driver_root || !c->container_driver_root || !c->device_plugin_path ||
-	    !c->pod_resources_socket || !c->cdi_spec_dir || !c->gpumem.resource_name ||
-	    !c->metrics.address || !c->metrics.host_proc || !c->metrics.pod_log_dir ||
-	    !c->labels.file) {
+	c->host_root = strdup("/");
+	c->tegra_device_id = strdup("tegra");
+	if (!c->host_root || !c->tegra_device_id || !c->driver_root || !c->container_driver_root ||
+	    !c->device_plugin_path || !c->pod_resources_socket || !c->cdi_spec_dir ||
+	    !c->gpumem.resource_name || !c->metrics.address || !c->metrics.host_proc ||
+	    !c->metrics.pod_log_dir || !c->labels.file) {
 		config_release(c);
 		return -ENOMEM;
 	}
@@ -242,6 +244,26 @@ int config_dump(const struct config *c, struct buf *out)
 	return r;
 }
 
+void config_backend_opts(const struct config *c, struct gpu_backend_opts *ret)
+{
+	static const enum gpu_backend_kind kinds[] = {
+		[CONFIG_DISCOVERY_AUTO] = GPU_BACKEND_AUTO,
+		[CONFIG_DISCOVERY_NVML] = GPU_BACKEND_NVML,
+		[CONFIG_DISCOVERY_TEGRA] = GPU_BACKEND_TEGRA,
+	};
+
+	*ret = (struct gpu_backend_opts){
+		.kind = c->discovery >= 0 && c->discovery < CONFIG_DISCOVERY_COUNT ?
+				kinds[c->discovery] :
+				GPU_BACKEND_AUTO,
+		.lib_path = c->nvml_lib,
+		.driver_root = c->container_driver_root,
+		.host_root = c->host_root,
+		.tegra_device_id = c->tegra_device_id,
+		.tegra_mem_mib = c->tegra_mem_mib,
+	};
+}
+
 int config_restart_needed(const struct config *old, const struct config *new, const char **ret_keys,
 			  size_t max)
 {
@@ -253,6 +275,8 @@ int config_restart_needed(const struct config *old, const struct config *new, co
 		{ "flags.plugin.containerDriverRoot",
 		  offsetof(struct config, container_driver_root) },
 		{ "edgegpu.nvmlLib", offsetof(struct config, nvml_lib) },
+		{ "edgegpu.hostRoot", offsetof(struct config, host_root) },
+		{ "edgegpu.tegra.deviceId", offsetof(struct config, tegra_device_id) },
 	};
 	size_t n = 0;
 
@@ -264,6 +288,17 @@ int config_restart_needed(const struct config *old, const struct config *new, co
 			continue;
 		if (n < max)
 			ret_keys[n] = restart[i].key;
+		n++;
+	}
+	/* The backend is chosen and opened once: its settings too. */
+	if (old->discovery != new->discovery) {
+		if (n < max)
+			ret_keys[n] = "flags.deviceDiscoveryStrategy";
+		n++;
+	}
+	if (old->tegra_mem_mib != new->tegra_mem_mib) {
+		if (n < max)
+			ret_keys[n] = "edgegpu.tegra.memoryMiB";
 		n++;
 	}
 	return (int)n;

@@ -42,6 +42,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "gpu-backend.h"
 #include "log.h"
 #include "util.h"
 
@@ -83,6 +84,14 @@ enum config_device_id_strategy {
 	CONFIG_DEVICE_ID_COUNT,
 };
 
+/* flags.deviceDiscoveryStrategy: NVIDIA's names; what gpu-open.h's backend kinds do. */
+enum config_discovery {
+	CONFIG_DISCOVERY_AUTO, /* default: NVIDIA's rule */
+	CONFIG_DISCOVERY_NVML,
+	CONFIG_DISCOVERY_TEGRA,
+	CONFIG_DISCOVERY_COUNT,
+};
+
 enum config_on_split {
 	CONFIG_ON_SPLIT_REJECT, /* default: FAILED_PRECONDITION */
 	CONFIG_ON_SPLIT_ALLOW,
@@ -102,7 +111,8 @@ struct config_pos {
 
 /* One entry of a `devices` list: a GPU index or a GPU UUID (MIG references are refused). */
 struct config_device_ref {
-	char *uuid;	/* "GPU-...", or NULL for an index */
+	char *uuid;	/* "GPU-..." or the Tegra device ID (checked against edgegpu.tegra.deviceId),
+			   or NULL for an index */
 	unsigned index; /* NVML index, when uuid is NULL */
 	struct config_pos pos;
 };
@@ -207,6 +217,7 @@ struct config {
 	bool fail_on_init_error; /* true */
 	char *driver_root;	 /* host driver root, "/" */
 	char *dev_root;		 /* host /dev root; NULL until validated: = driver_root */
+	enum config_discovery discovery; /* flags.deviceDiscoveryStrategy */
 	/* flags.plugin: */
 	bool pass_device_specs;
 	unsigned device_list_strategy; /* CONFIG_DLS_* bits */
@@ -233,6 +244,12 @@ struct config {
 	struct config_gpumem gpumem;
 	struct config_metrics metrics;
 	struct config_labels labels;
+	/* The host's root as we see it ("/"; the Tegra backend reads the board below it). */
+	char *host_root;
+	/* edgegpu.tegra: */
+	char *tegra_device_id;	/* "tegra": the iGPU's device ID (NVIDIA's) */
+	uint64_t tegra_mem_mib; /* 0: MemTotal */
+	struct config_pos tegra_device_id_pos;
 };
 
 /* One problem. Every string is owned by the diag that holds it. */
@@ -398,6 +415,14 @@ int config_args_build(const struct config_args *a, char *const *envp, struct con
 int config_dump(const struct config *c, struct buf *out) WARN_UNUSED;
 
 /* --- helpers for the daemon --- */
+
+/*
+ * The GPU backend's options from @c (the daemon's and `discover`'s): the kind
+ * (flags.deviceDiscoveryStrategy), the NVML library and driver root, the host root and the
+ * Tegra iGPU's ID and memory. The strings point into @c. The caller adds what tests override
+ * (sysfs_root). Any thread.
+ */
+void config_backend_opts(const struct config *c, struct gpu_backend_opts *ret);
 
 /*
  * The settings a SIGHUP reload cannot apply, because the process holds what they chose: the

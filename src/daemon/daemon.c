@@ -117,6 +117,16 @@ static int apply_monitor_opts(struct daemon *d)
 
 static void log_gpus(struct daemon *d)
 {
+	const struct gpu_board *b = &d->info.board;
+
+	if (b->tegra && !d->board_logged) {
+		log_info("found Tegra board",
+			 "model=%s soc=%s chip_id=%u l4t=%s jetpack=%s power_mode=%s",
+			 log_q(b->model[0] ? b->model : "unknown"), b->soc[0] ? b->soc : "unknown",
+			 b->chip_id, b->l4t[0] ? b->l4t : "unknown",
+			 b->jetpack[0] ? b->jetpack : "unknown", log_q(b->power_mode));
+		d->board_logged = true;
+	}
 	for (unsigned i = 0; i < d->info.n_devices; i++) {
 		const struct gpu_device *g = &d->info.devices[i];
 
@@ -887,11 +897,8 @@ int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flag
 		 d.cfg.kubelet_socket && *d.cfg.kubelet_socket ? d.cfg.kubelet_socket :
 								 "(registration off)");
 	/* The monitor keeps its own copy: a thread stuck in the driver may outlive us. */
-	nvml_opts = (struct gpu_backend_opts){
-		.lib_path = d.cfg.nvml_lib,
-		.driver_root = d.cfg.container_driver_root,
-		.sysfs_root = getenv("EDGEGPU_SYSFS_ROOT"), /* tests: a fake /sys */
-	};
+	config_backend_opts(&d.cfg, &nvml_opts);
+	nvml_opts.sysfs_root = getenv("EDGEGPU_SYSFS_ROOT"); /* tests: a fake /sys */
 	r = gpu_monitor_new(d.loop, &nvml_opts, NULL, on_health, on_discovered, &d, &d.monitor);
 	if (r < 0) {
 		log_error_errno(r, "starting the GPU monitor failed", NULL);

@@ -17,6 +17,23 @@ void gpu_info_release(struct gpu_info *info)
 	memset(info, 0, sizeof(*info));
 }
 
+bool gpu_device_id_valid(const char *id)
+{
+	size_t n = id ? strlen(id) : 0;
+
+	if (n == 0 || n >= GPU_UUID_MAX || strstr(id, "::"))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = id[i];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			     (c >= '0' && c <= '9');
+
+		if (!alnum && (i == 0 || i == n - 1 || !strchr("_.:-", c)))
+			return false;
+	}
+	return true;
+}
+
 void gpu_sample_init(struct gpu_sample *s)
 {
 	*s = (struct gpu_sample){

@@ -120,6 +120,13 @@ struct gpu_info {
 	struct gpu_board board; /* Tegra boards; zero elsewhere */
 };
 
+/*
+ * Whether @id can be a device's ID we choose ourselves (the Tegra iGPU's, "tegra"): a CDI
+ * device name and a device-plugin ID alike: a letter or digit first and last, letters,
+ * digits and "_.:-" between, no "::" (a replica's separator), shorter than GPU_UUID_MAX.
+ */
+bool gpu_device_id_valid(const char *id);
+
 /* Frees what @info holds and zeroes it. NULL-safe. */
 void gpu_info_release(struct gpu_info *info);
 

@@ -8,8 +8,11 @@
 #include "gpu-backend.h"
 
 /*
- * Opens the backend @o->kind names (@o NULL: defaults, AUTO). AUTO tries each backend in
- * turn and takes the first that opens; when none does, the first one's error is returned.
+ * Opens the backend @o->kind names (@o NULL: defaults, AUTO). AUTO follows NVIDIA's rule:
+ * NVML is loaded, then the Tegra backend opened over it (tegra_open()), which takes it on a
+ * Tegra board whose NVML lists an integrated GPU or has no NVML at all; elsewhere NVML alone,
+ * and when neither opens NVML's error. GPU_BACKEND_NVML: NVML only. GPU_BACKEND_TEGRA: the
+ * Tegra backend, wrapping NVML when it loads (-ENODEV on a host without Tegra files).
  * NVML: loads the library with dlopen and initialises it. Returns 0, -ENOENT (library not
  * found), -ENOSYS (a required symbol missing), -EXDEV (driver/library version mismatch),
  * -EINVAL (unknown kind) or another -errno; @reterr gets a heap message that names what is

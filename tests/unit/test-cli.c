@@ -589,6 +589,31 @@ static void test_discover_without_nvml(void **state)
 	run_release(&r);
 }
 
+/* A Jetson without NVML (the Orin fixture board): the iGPU and the board, from --host-root. */
+static void test_discover_jetson(void **state)
+{
+	char root[512];
+	struct run r;
+
+	(void)snprintf(root, sizeof(root), "%s/orin-nano-r36", TEGRA_BOARDS);
+	r = run_cli("discover", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1", "--host-root", root,
+		    NULL);
+	if (r.rc != 0)
+		print_error("%s", r.err);
+	assert_int_equal(r.rc, 0);
+	assert_non_null(strstr(r.out, "board NVIDIA Jetson Orin Nano Engineering Reference "
+				      "Developer Kit Super, SoC tegra234, L4T 36.4.3, JetPack 6.2, "
+				      "power mode MAXN_SUPER\n"));
+	assert_non_null(strstr(r.out, "  0  tegra  Orin "));
+	run_release(&r);
+	r = run_cli("discover", "--json", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1",
+		    "--host-root", root, NULL);
+	assert_int_equal(r.rc, 0);
+	assert_non_null(strstr(r.out, "\"l4t\":\"36.4.3\""));
+	assert_non_null(strstr(r.out, "\"uuid\":\"tegra\""));
+	run_release(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -598,6 +623,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_command_and_flag),
 		cmocka_unit_test(test_discover_json),
 		cmocka_unit_test(test_discover_without_nvml),
+		cmocka_unit_test(test_discover_jetson),
 		cmocka_unit_test(test_labels),
 		cmocka_unit_test(test_doctor_usage),
 	};

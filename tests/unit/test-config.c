@@ -152,13 +152,57 @@ static void test_defaults(void **state)
 	config_release(&c); /* release is safe on a released struct */
 }
 
+/* The Tegra keys: discovery strategy, host root, the iGPU's ID and carve-out, ID references. */
+static void test_tegra_keys(void **state)
+{
+	struct config c;
+
+	assert_int_equal(config_init(&c), 0);
+	assert_int_equal(c.discovery, CONFIG_DISCOVERY_AUTO);
+	assert_string_equal(c.host_root, "/");
+	assert_string_equal(c.tegra_device_id, "tegra");
+	assert_int_equal(c.tegra_mem_mib, 0);
+	config_release(&c);
+	load_ok(&c, "flags:\n  deviceDiscoveryStrategy: tegra\nedgegpu:\n  hostRoot: /host\n"
+		    "  tegra:\n    deviceId: jetson-0\n    memoryMiB: 4096\n"
+		    "  sharing:\n    memory:\n      devices: [jetson-0]\n");
+	assert_int_equal(c.discovery, CONFIG_DISCOVERY_TEGRA);
+	assert_string_equal(c.host_root, "/host");
+	assert_string_equal(c.tegra_device_id, "jetson-0");
+	assert_int_equal(c.tegra_mem_mib, 4096);
+	assert_string_equal(c.gpumem.devices.refs[0].uuid, "jetson-0");
+	config_release(&c);
+	/* The default ID where a GPU UUID goes, before the section that could change it. */
+	load_ok(&c, "sharing:\n  timeSlicing:\n    resources:\n      - {name: gpu, replicas: 2, "
+		    "devices: [tegra]}\n");
+	assert_string_equal(c.time_slicing.resources[0].devices.refs[0].uuid, "tegra");
+	config_release(&c);
+	load_ok(&c, "flags:\n  deviceDiscoveryStrategy: nvml\n");
+	assert_int_equal(c.discovery, CONFIG_DISCOVERY_NVML);
+	config_release(&c);
+	expect_error("edgegpu:\n  tegra:\n    deviceId: \"a::b\"\n",
+		     "t.yaml:3:15: edgegpu.tegra.deviceId: invalid device ID \"a::b\": letters, "
+		     "digits and \"_.:-\" between a first and a last letter or digit, no \"::\", "
+		     "at most 95 characters");
+	expect_error("edgegpu:\n  tegra:\n    deviceId: tegra-\n",
+		     "t.yaml:3:15: edgegpu.tegra.deviceId: invalid device ID \"tegra-\": letters, "
+		     "digits and \"_.:-\" between a first and a last letter or digit, no \"::\", "
+		     "at most 95 characters");
+	expect_error("edgegpu:\n  tegra:\n    memoryMiB: -1\n",
+		     "t.yaml:3:16: edgegpu.tegra.memoryMiB: must not be negative, got \"-1\"");
+	expect_error("edgegpu:\n  tegra:\n    deviceId: jetson\n  sharing:\n    memory:\n"
+		     "      devices: [tegra]\n",
+		     "t.yaml:6:17: edgegpu.sharing.memory.devices[0]: expected a GPU index, a GPU "
+		     "UUID (\"GPU-...\") or the Tegra device ID \"jetson\" "
+		     "(edgegpu.tegra.deviceId), got \"tegra\"");
+}
+
 static void test_full_nvidia(void **state)
 {
 	static const char *const warned[] = {
 		"flags.mpsRoot",
 		"flags.gdsEnabled",
 		"flags.mofedEnabled",
-		"flags.deviceDiscoveryStrategy",
 		"flags.plugin.cdiAnnotationPrefix",
 		"flags.plugin.nvidiaCTKPath",
 		"flags.gfd.oneshot",
@@ -183,6 +227,8 @@ static void test_full_nvidia(void **state)
 	assert_true(c.pass_device_specs);
 	assert_int_equal(c.device_list_strategy, CONFIG_DLS_ENVVAR | CONFIG_DLS_CDI_CRI);
 	assert_int_equal(c.device_id_strategy, CONFIG_DEVICE_ID_INDEX);
+	/* Acted on since the Tegra backend: no warning. */
+	assert_int_equal(c.discovery, CONFIG_DISCOVERY_AUTO);
 	assert_string_equal(c.container_driver_root, "/host-driver");
 	assert_int_equal(c.n_gpus, 2);
 	assert_string_equal(c.gpus[0].pattern, "*A100*");
@@ -211,7 +257,7 @@ static void test_full_nvidia(void **state)
 		s, FX("full-nvidia.yaml") ":9:15: flags.gdsEnabled: is not supported by "
 					  "edgegpu and is ignored (it is set to its default)");
 	free(s);
-	s = fmt_error(&d.warnings[9]);
+	s = fmt_error(&d.warnings[8]);
 	assert_string_equal(
 		s, FX("full-nvidia.yaml") ":25:20: flags.gfd.sleepInterval: is not "
 					  "supported by edgegpu and is ignored (it is set to its "
@@ -746,8 +792,9 @@ static void test_more_errors(void **state)
 	expect_error(
 		"sharing:\n  timeSlicing:\n    resources:\n      - {name: gpu, replicas: 2, "
 		"devices: [gpu0]}\n",
-		"t.yaml:4:44: sharing.timeSlicing.resources[0].devices[0]: expected a GPU index "
-		"or a GPU UUID (\"GPU-...\"), got \"gpu0\"");
+		"t.yaml:4:44: sharing.timeSlicing.resources[0].devices[0]: expected a GPU index, "
+		"a GPU UUID (\"GPU-...\") or the Tegra device ID \"tegra\" "
+		"(edgegpu.tegra.deviceId), got \"gpu0\"");
 	expect_error(
 		"sharing:\n  timeSlicing:\n    resources:\n      - {name: GPU_Big, replicas: 2}\n",
 		"t.yaml:4:16: sharing.timeSlicing.resources[0].name: invalid resource name "
@@ -807,10 +854,6 @@ static void test_more_errors(void **state)
 	expect_error("flags:\n  plugin:\n    sharedDevicesAllocationPolicy: packed\n",
 		     "t.yaml:3:36: flags.plugin.sharedDevicesAllocationPolicy: only the "
 		     "\"distributed\" policy is supported by edgegpu");
-	expect_error(
-		"flags:\n  deviceDiscoveryStrategy: tegra\n",
-		"t.yaml:2:28: flags.deviceDiscoveryStrategy: the Tegra backend is not supported "
-		"by edgegpu yet");
 	expect_error(
 		"flags:\n  deviceDiscoveryStrategy: gpu\n",
 		"t.yaml:2:28: flags.deviceDiscoveryStrategy: invalid value \"gpu\", expected one "
@@ -1584,6 +1627,7 @@ int main(void)
 		cmocka_unit_test(test_error_kinds),
 		cmocka_unit_test(test_warning_at_default),
 		cmocka_unit_test(test_more_errors),
+		cmocka_unit_test(test_tegra_keys),
 		cmocka_unit_test(test_yaml_limits),
 		cmocka_unit_test(test_more_warnings),
 		cmocka_unit_test(test_error_cap),
