@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the fuzz targets added with it (toml, allocate, preferred, podres,
-cgroup, lognames) into fuzz/corpus/<target>/, reproducibly: the protobuf messages are encoded
+cgroup, lognames, tegra) into fuzz/corpus/<target>/, reproducibly: the protobuf messages are encoded
 here by hand (no protobuf package needed), the text seeds are literal. Run it from anywhere;
 it replaces only the files it names (crash inputs added to a corpus by hand stay).
 
@@ -190,6 +190,34 @@ C = {
 }
 for name, body in C.items():
     write('cgroup', name, body)
+
+
+# --- Tegra sysfs / procfs files (one file's bytes, given to every parser) ---
+G = {
+    'load': '372\n',
+    'freq-hz': '1020000000\n',
+    'u64-max': '18446744073709551615\n',
+    'u64-over': '18446744073709551616\n',
+    'temp': '47500\n',
+    'temp-sentinel': '-256000\n',
+    'int-min': '-2147483648',
+    'of-name': 'gv11b\0',
+    'zone-type': 'GPU-therm\n',
+    'rail-nc': 'NC\n',
+    'name-long': 'VDD_' + 'X' * 40 + '\n',
+    'nul-inside': '1\x002\n',
+    'garbage': b'\x01\xfe12abc\n',
+    'two-newlines': '1\n\n',
+    'meminfo': 'MemTotal:        7802332 kB\nMemFree:         2600777 kB\n'
+               'MemAvailable:    3300777 kB\nBuffers:           12345 kB\n'
+               'Cached:           654321 kB\nNvMapMemUsed:     310000 kB\n',
+    'meminfo-old': 'MemTotal: 100 kB\nMemFree: 10 kB\nBuffers: 1 kB\nCached: 2 kB\n',
+    'meminfo-dup': 'MemTotal: 100 kB\nMemTotal: 5 kB\nMemAvailable: 5 MB\nMemAvailable: 8 kB\n',
+    'meminfo-overflow': 'MemTotal: 18014398509481984 kB\nMemAvailable: 1 kB\n',
+    'meminfo-no-newline': 'MemTotal: 100 kB\nMemAvailable: 9 kB',
+}
+for name, body in G.items():
+    write('tegra', name, body)
 
 
 # --- log names: containers/ links, pods/ directories, container directory names ---
