@@ -681,6 +681,23 @@ char *path_join(const char *dir, const char *name)
 	return p;
 }
 
+bool path_is_clean_absolute(const char *path)
+{
+	if (path[0] != '/')
+		return false;
+	for (const char *p = path; *p;) {
+		size_t n;
+
+		while (*p == '/')
+			p++;
+		n = strcspn(p, "/");
+		if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return false;
+		p += n;
+	}
+	return true;
+}
+
 int path_split(const char *path, char **ret_parent, char **ret_name)
 {
 	size_t n = strlen(path);

@@ -147,6 +147,11 @@ int mkdir_parents(const char *dir, unsigned mode) WARN_UNUSED;
 char *path_trim(const char *path) WARN_UNUSED;
 /* Joins a directory and a file name with exactly one '/'; returns a heap string or NULL. */
 char *path_join(const char *dir, const char *name) WARN_UNUSED;
+/*
+ * True when @path is absolute and none of its components is "." or "..": joined to a root,
+ * it names something under that root (links aside), whatever the root is.
+ */
+bool path_is_clean_absolute(const char *path);
 
 /*
  * Splits @path into its parent directory and last component, trailing slashes dropped: "a/b/"

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "deviceplugin.pb-c.h"
+#include "devnode.h"
 #include "gpu.h"
 #include "pbwire.h"
 
@@ -146,21 +146,24 @@ out_free:
 	return r;
 }
 
-/* Adds a "rw" DeviceSpec for @path under dev_root; @must_exist: only if it is there. */
+/*
+ * Adds a "rw" DeviceSpec for @path under dev_root; @must_exist: only if it is there
+ * (devnode_present()).
+ */
 static int add_device(struct builder *b, const char *dev_root, const char *path, bool must_exist)
 {
 	V1beta1__DeviceSpec *d = NULL;
 	char *c = NULL, *h = NULL, *p = NULL;
-	struct stat st;
 	int r;
 
+	if (must_exist) {
+		r = devnode_present(dev_root, path);
+		if (r <= 0)
+			return r;
+	}
 	h = root_join(dev_root, path);
 	if (!h)
 		return -ENOMEM;
-	if (must_exist && stat(h, &st) < 0) {
-		r = 0;
-		goto out_free;
-	}
 	if (!alloc_utf8_valid(h)) {
 		r = -EINVAL;
 		goto out_free;
@@ -387,12 +390,15 @@ static ssize_t dedup_gpus(const struct gpu_device *const *gpus, size_t n, const 
 	return (ssize_t)n_uniq;
 }
 
-/* Sizes the arrays for the worst case of this request (see struct builder). */
+/*
+ * Sizes the arrays for the worst case of this request (see struct builder); @n_globbed: the
+ * nodes the patterns matched, known only once they are expanded.
+ */
 static int builder_init(struct builder *b, const struct gpu_device *const *uniq, size_t n_uniq,
-			const struct alloc_extra *extra)
+			size_t n_globbed, const struct alloc_extra *extra)
 {
 	V1beta1__ContainerAllocateResponse *r;
-	size_t n_nodes = 0;
+	size_t n_nodes = n_globbed;
 
 	assert(n_uniq > 0);
 	for (size_t i = 0; i < n_uniq; i++)
@@ -430,12 +436,30 @@ static bool ctl_node_added(const struct gpu_device *const *uniq, size_t i, const
 	return false;
 }
 
+/* Is @path a control node or an own node of one of the @n GPUs? */
+static bool node_named(const struct gpu_device *const *uniq, size_t n, const char *path)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct gpu_container *c = uniq[i]->container;
+
+		for (size_t k = 0; c && k < c->n_ctl_nodes; k++)
+			if (streq(c->ctl_nodes[k], path))
+				return true;
+		for (unsigned k = 0; k < MIN(uniq[i]->n_nodes, GPU_NODES_MAX); k++)
+			if (streq(uniq[i]->nodes[k], path))
+				return true;
+	}
+	return false;
+}
+
 /*
  * The control nodes the GPUs' backends name, each once, in the order of the first GPU that
- * names it, and only those present under @dev_root; then each GPU's own nodes.
+ * names it, and only those present under @dev_root; then the nodes their patterns matched
+ * (@globbed, sorted) that are not named otherwise; then each GPU's own nodes.
  */
 static int add_device_nodes(struct builder *b, const char *dev_root,
-			    const struct gpu_device *const *uniq, size_t n)
+			    const struct gpu_device *const *uniq, size_t n,
+			    const struct devnode_set *globbed)
 {
 	int r;
 
@@ -452,6 +476,14 @@ static int add_device_nodes(struct builder *b, const char *dev_root,
 			if (r < 0)
 				return r;
 		}
+	}
+	for (size_t i = 0; i < globbed->n; i++) {
+		if (node_named(uniq, n, globbed->paths[i]))
+			continue;
+		/* Present when expanded, a moment ago: not stat()ed twice. */
+		r = add_device(b, dev_root, globbed->paths[i], false);
+		if (r < 0)
+			return r;
 	}
 	for (size_t i = 0; i < n; i++)
 		for (unsigned k = 0; k < MIN(uniq[i]->n_nodes, GPU_NODES_MAX); k++) {
@@ -507,7 +539,8 @@ out:
 }
 
 static int add_devices(struct builder *b, const struct alloc_opts *o, unsigned strategies,
-		       const struct gpu_device *const *uniq, size_t n)
+		       const struct gpu_device *const *uniq, size_t n,
+		       const struct devnode_set *globbed)
 {
 	char **ids = NULL, *value = NULL;
 	size_t n_ids = 0;
@@ -545,7 +578,7 @@ static int add_devices(struct builder *b, const struct alloc_opts *o, unsigned s
 		}
 	}
 	if (o->pass_device_specs) {
-		r = add_device_nodes(b, o->dev_root, uniq, n);
+		r = add_device_nodes(b, o->dev_root, uniq, n, globbed);
 		if (r < 0)
 			goto out;
 	}
@@ -558,13 +591,39 @@ out:
 	return r;
 }
 
+/*
+ * Expands the node patterns of each container description of the @n GPUs (each description
+ * once) under @dev_root into @set.
+ */
+static int glob_nodes(const char *dev_root, const struct gpu_device *const *uniq, size_t n,
+		      struct devnode_set *set)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct gpu_container *c = uniq[i]->container;
+		bool seen = false;
+		int r;
+
+		for (size_t j = 0; c && j < i && !seen; j++)
+			seen = uniq[j]->container == c;
+		if (!c || seen || c->n_node_globs == 0)
+			continue;
+		r = devnode_set_glob(set, dev_root, c->node_globs, c->n_node_globs);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 int alloc_response_new(const struct alloc_opts *o, const struct gpu_device *const *gpus,
 		       size_t n_gpus, const struct alloc_extra *extra,
 		       V1beta1__ContainerAllocateResponse **ret)
 {
 	static const struct alloc_extra no_extra = { 0 };
 	unsigned strategies = o->strategies ? o->strategies : ALLOC_ENVVAR;
+	bool device_specs = o->pass_device_specs &&
+			    (strategies & (ALLOC_ENVVAR | ALLOC_VOLUME_MOUNTS));
 	const struct gpu_device **uniq = NULL;
+	struct devnode_set globbed = { 0 };
 	struct builder b = { 0 };
 	uint64_t *limits = NULL;
 	ssize_t n_uniq;
@@ -585,7 +644,13 @@ int alloc_response_new(const struct alloc_opts *o, const struct gpu_device *cons
 		r = (int)n_uniq;
 		goto out;
 	}
-	r = builder_init(&b, uniq, (size_t)n_uniq, extra);
+	/* Only DeviceSpecs use the patterns: a CDI-only or plain envvar response skips the glob. */
+	if (device_specs) {
+		r = glob_nodes(o->dev_root, uniq, (size_t)n_uniq, &globbed);
+		if (r < 0)
+			goto out;
+	}
+	r = builder_init(&b, uniq, (size_t)n_uniq, globbed.n, extra);
 	if (r < 0)
 		goto out;
 	if (strategies & (ALLOC_CDI_ANNOTATIONS | ALLOC_CDI_CRI)) {
@@ -595,7 +660,7 @@ int alloc_response_new(const struct alloc_opts *o, const struct gpu_device *cons
 	}
 	/* CDI-only: no env, no mounts and no DeviceSpecs even with passDeviceSpecs (1.5). */
 	if (strategies & (ALLOC_ENVVAR | ALLOC_VOLUME_MOUNTS)) {
-		r = add_devices(&b, o, strategies, uniq, (size_t)n_uniq);
+		r = add_devices(&b, o, strategies, uniq, (size_t)n_uniq, &globbed);
 		if (r < 0)
 			goto out;
 	}
@@ -606,6 +671,7 @@ int alloc_response_new(const struct alloc_opts *o, const struct gpu_device *cons
 	b.r = NULL;
 out:
 	alloc_response_free(b.r);
+	devnode_set_release(&globbed);
 	free(uniq);
 	free(limits);
 	return r;

@@ -4,7 +4,8 @@
  * Builds the ContainerAllocateResponse for a set of GPUs, exactly as NVIDIA's plugin does for
  * each deviceListStrategy (nvidia-plugin.md section 2), plus edgegpu's per-allocation extras
  * (gpumem limits, extra env, mounts and files). Pure: no NVML, no I/O except stat() of the
- * control device nodes under dev_root.
+ * control device nodes under dev_root and glob(3) of the backend's node patterns there
+ * (devnode.h), both only for DeviceSpecs (passDeviceSpecs).
  */
 
 #include <stdbool.h>
@@ -75,8 +76,10 @@ struct alloc_extra {
  * EDGEGPU_GPUMEM_LIMIT_MIB=<sum> and CUDA_DEVICE_MEMORY_LIMIT_<i>=<n>m per GPU in
  * NVIDIA_VISIBLE_DEVICES order (so CUDA_DEVICE_MEMORY_LIMIT_0 for a single GPU).
  * Env entries keep insertion order. With passDeviceSpecs (and a non-CDI strategy) the device
- * nodes come from the GPUs (gpu.h: their container's control nodes, each once and only when
- * stat() finds it under dev_root on this call, then each GPU's own nodes).
+ * nodes come from the GPUs (gpu.h): their containers' control nodes, each once and only when
+ * present under dev_root on this call (devnode_present(): not a directory); then what their
+ * node patterns match there on this call (devnode_set_glob()), sorted, each once, less the
+ * nodes named otherwise; then each GPU's own nodes.
  * Returns 0, -ENOMEM, or -EINVAL (no GPUs, a string that is not valid UTF-8, an extra env entry
  * without "KEY=", a relative mount path, a limit sum that overflows); the caller frees with
  * alloc_response_free(). @ret is set only on success.

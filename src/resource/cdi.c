@@ -9,9 +9,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "devnode.h"
 #include "file-read.h"
 #include "file-writer.h"
 #include "gpu.h"
+#include "log.h"
+#include "mount-specs.h"
+
+#define LOG_MODULE "cdi"
 
 #define CDI_VERSION "0.5.0"
 
@@ -26,20 +31,20 @@ struct spec {
 	const char *host_root;	       /* the same driver root on the host: the spec's host paths */
 	const char *host_dev_root;     /* the same dev root on the host */
 	const struct gpu_container *c; /* the backend's files and nodes (NULL: none) */
-	struct spec_mount *mounts;     /* room for 2 per library and 1 per binary */
-	size_t n_mounts;
+	struct spec_mount *mounts;     /* each container path once */
+	size_t n_mounts, cap_mounts;
 	const char **lib_dirs; /* container dirs holding mounted libraries */
 	size_t n_lib_dirs;
+	/* Common nodes besides the control nodes: pattern and CSV `dev` matches (devnode.h). */
+	struct devnode_set nodes;
 };
 
 static int spec_init(struct spec *s)
 {
-	size_t n_libs = s->c ? s->c->n_libs : 0, n_bins = s->c ? s->c->n_bins : 0;
 	size_t n_dirs = s->c ? s->c->n_lib_dirs : 0;
 
-	s->mounts = calloc(2 * n_libs + n_bins + 1, sizeof(*s->mounts));
 	s->lib_dirs = calloc(n_dirs + 1, sizeof(*s->lib_dirs));
-	return s->mounts && s->lib_dirs ? 0 : -ENOMEM;
+	return s->lib_dirs ? 0 : -ENOMEM;
 }
 
 static void spec_release(struct spec *s)
@@ -48,13 +53,17 @@ static void spec_release(struct spec *s)
 		free(s->mounts[i].host_path);
 		free(s->mounts[i].container_path);
 	}
-	s->n_mounts = 0;
+	s->n_mounts = s->cap_mounts = 0;
 	s->mounts = mfree(s->mounts);
 	s->lib_dirs = mfree(s->lib_dirs);
+	devnode_set_release(&s->nodes);
 }
 
-/* Returns 1 if <root><path> exists (as a regular file when @regular), 0 if not, or -ENOMEM. */
-static int exists(const char *root, const char *path, bool regular)
+/*
+ * Returns 1 if <root><path> is a regular file, 0 if not, or -ENOMEM. (Device nodes:
+ * devnode_present().)
+ */
+static int exists(const char *root, const char *path)
 {
 	struct stat st;
 	char *p = root_join(root, path);
@@ -62,15 +71,24 @@ static int exists(const char *root, const char *path, bool regular)
 
 	if (!p)
 		return -ENOMEM;
-	r = stat(p, &st) == 0 && (!regular || S_ISREG(st.st_mode));
+	r = stat(p, &st) == 0 && S_ISREG(st.st_mode);
 	free(p);
 	return r;
 }
 
+/* Mounts <host root>@path at @container_path, unless something is mounted there already. */
 static int spec_add_mount(struct spec *s, const char *path, const char *container_path)
 {
-	struct spec_mount *m = &s->mounts[s->n_mounts];
+	struct spec_mount *m;
+	int r;
 
+	for (size_t i = 0; i < s->n_mounts; i++)
+		if (streq(s->mounts[i].container_path, container_path))
+			return 0;
+	r = array_grow((void **)&s->mounts, &s->cap_mounts, s->n_mounts, sizeof(*s->mounts));
+	if (r < 0)
+		return r;
+	m = &s->mounts[s->n_mounts];
 	m->host_path = root_join(s->host_root, path);
 	m->container_path = strdup(container_path);
 	if (!m->host_path || !m->container_path) {
@@ -96,7 +114,7 @@ static int spec_find_mount(struct spec *s, const char *const *dirs, size_t n_dir
 		int r;
 
 		(void)snprintf(path, sizeof(path), "%s/%s", dirs[i], file);
-		r = exists(s->look_root, path, true);
+		r = exists(s->look_root, path);
 		if (r < 0)
 			return r;
 		if (r == 0)
@@ -156,6 +174,102 @@ static int spec_find_files(struct spec *s, const char *version, char **reterr)
 			return r;
 	}
 	return 0;
+}
+
+/*
+ * Is the CSV entry @m there, inside the look root @root_fd (links resolved inside it), as its
+ * type wants: a regular file for lib, a directory for dir, either for sym (a dangling link is
+ * not there)? Returns 1, 0 or -ENOMEM.
+ */
+static int spec_csv_present(int root_fd, const struct mount_spec *m)
+{
+	struct stat st;
+	int fd, r;
+
+	fd = root_open(root_fd, m->path, 0, NULL);
+	if (fd == -ENOMEM)
+		return fd;
+	if (fd < 0)
+		return 0;
+	r = fstat(fd, &st);
+	fd_close(fd);
+	if (r < 0)
+		return 0;
+	switch (m->type) {
+	case MOUNT_SPEC_LIB:
+		return S_ISREG(st.st_mode);
+	case MOUNT_SPEC_DIR:
+		return S_ISDIR(st.st_mode);
+	case MOUNT_SPEC_SYM:
+		return S_ISREG(st.st_mode) || S_ISDIR(st.st_mode);
+	default:
+		return 0;
+	}
+}
+
+/*
+ * The backend's CSV mount specs (gpu_container.mount_specs_dir, under the look root): lib, sym
+ * and dir entries that are there become mounts at the same path, dev entries are expanded
+ * into s->nodes like node patterns. Only -ENOMEM fails: a root or directory that cannot be
+ * read is logged (mount-specs.h) and leaves the spec without those files.
+ */
+static int spec_read_mount_specs(struct spec *s)
+{
+	struct mount_specs ms = { 0 };
+	const char **devs = NULL;
+	size_t n_devs = 0;
+	int root_fd, r;
+
+	root_fd = open(s->look_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root_fd < 0) {
+		(void)log_warn_errno(-errno, "driver root unreadable, CSV mount specs not read",
+				     "root=%s dir=%s", log_q(s->look_root),
+				     log_q(s->c->mount_specs_dir));
+		return 0;
+	}
+	r = mount_specs_read(&ms, root_fd, s->look_root, s->c->mount_specs_dir);
+	if (r < 0)
+		goto out;
+	devs = calloc(ms.n + 1, sizeof(*devs));
+	if (!devs) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < ms.n; i++) {
+		const struct mount_spec *m = &ms.v[i];
+
+		if (m->type == MOUNT_SPEC_DEV) {
+			devs[n_devs++] = m->path;
+			continue;
+		}
+		r = spec_csv_present(root_fd, m);
+		if (r == 0)
+			log_debug("CSV mount spec entry not found, not mounted", "root=%s path=%s",
+				  log_q(s->look_root), log_q(m->path));
+		if (r > 0)
+			r = spec_add_mount(s, m->path, m->path);
+		if (r < 0)
+			goto out;
+	}
+	r = devnode_set_glob(&s->nodes, s->look_dev_root, devs, n_devs);
+out:
+	free(devs);
+	mount_specs_release(&ms);
+	fd_close(root_fd);
+	return r < 0 ? r : 0;
+}
+
+/* The backend's node patterns and CSV mount specs, after its libraries and binaries. */
+static int spec_find_more(struct spec *s)
+{
+	int r;
+
+	if (!s->c)
+		return 0;
+	r = devnode_set_glob(&s->nodes, s->look_dev_root, s->c->node_globs, s->c->n_node_globs);
+	if (r >= 0 && s->c->mount_specs_dir)
+		r = spec_read_mount_specs(s);
+	return r < 0 ? r : 0;
 }
 
 /* CDI's rule (ValidateDeviceName): [A-Za-z0-9] first and last, [A-Za-z0-9_.:-] between. */
@@ -231,10 +345,57 @@ static void spec_devices(struct json_writer *j, const struct cdi_opts *o,
 	json_array_close(j);
 }
 
-static void spec_common_edits(struct json_writer *j, const struct cdi_opts *o, const struct spec *s)
+/* Is @path a control node of the spec or a GPU's own node (in a device's edits)? */
+static bool spec_node_named(const struct spec *s, const struct gpu_info *info, const char *path)
+{
+	for (size_t i = 0; s->c && i < s->c->n_ctl_nodes; i++)
+		if (streq(s->c->ctl_nodes[i], path))
+			return true;
+	for (unsigned i = 0; i < info->n_devices; i++)
+		for (unsigned k = 0; k < MIN(info->devices[i].n_nodes, GPU_NODES_MAX); k++)
+			if (streq(info->devices[i].nodes[k], path))
+				return true;
+	return false;
+}
+
+static void spec_node(struct json_writer *j, const struct spec *s, bool *any_node, const char *path)
+{
+	if (!*any_node) {
+		json_key(j, "deviceNodes");
+		json_array_open(j);
+		*any_node = true;
+	}
+	spec_device_node(j, s->host_dev_root, path);
+}
+
+/*
+ * The common device nodes: the control nodes present (devnode_present()), in the backend's
+ * order; then the pattern and CSV matches (sorted) not named otherwise. No key when none.
+ */
+static void spec_common_nodes(struct json_writer *j, const struct spec *s,
+			      const struct gpu_info *info)
+{
+	bool any_node = false;
+
+	for (size_t i = 0; s->c && i < s->c->n_ctl_nodes; i++) {
+		int r = devnode_present(s->look_dev_root, s->c->ctl_nodes[i]);
+
+		if (r < 0)
+			json_fail(j, r);
+		if (r > 0)
+			spec_node(j, s, &any_node, s->c->ctl_nodes[i]);
+	}
+	for (size_t i = 0; i < s->nodes.n; i++)
+		if (!spec_node_named(s, info, s->nodes.paths[i]))
+			spec_node(j, s, &any_node, s->nodes.paths[i]);
+	if (any_node)
+		json_array_close(j);
+}
+
+static void spec_common_edits(struct json_writer *j, const struct cdi_opts *o, const struct spec *s,
+			      const struct gpu_info *info)
 {
 	static const char *const options[] = { "ro", "nosuid", "nodev", "bind" };
-	bool any_node = false;
 
 	json_key(j, "containerEdits");
 	json_object_open(j);
@@ -242,22 +403,7 @@ static void spec_common_edits(struct json_writer *j, const struct cdi_opts *o, c
 	json_array_open(j);
 	spec_str(j, "NVIDIA_VISIBLE_DEVICES=void");
 	json_array_close(j);
-	for (size_t i = 0; s->c && i < s->c->n_ctl_nodes; i++) {
-		int r = exists(s->look_dev_root, s->c->ctl_nodes[i], false);
-
-		if (r < 0)
-			json_fail(j, r);
-		if (r <= 0)
-			continue;
-		if (!any_node) {
-			json_key(j, "deviceNodes");
-			json_array_open(j);
-			any_node = true;
-		}
-		spec_device_node(j, s->host_dev_root, s->c->ctl_nodes[i]);
-	}
-	if (any_node)
-		json_array_close(j);
+	spec_common_nodes(j, s, info);
 	json_key(j, "mounts");
 	json_array_open(j);
 	for (size_t i = 0; i < s->n_mounts; i++) {
@@ -350,6 +496,8 @@ int cdi_spec_render(const struct cdi_opts *o, const struct gpu_info *info, struc
 	r = spec_init(&s);
 	if (r == 0)
 		r = spec_find_files(&s, ver, reterr);
+	if (r == 0)
+		r = spec_find_more(&s);
 	if (r == -ENOMEM)
 		(void)set_error(reterr, r, "out of memory rendering the CDI spec");
 	if (r < 0)
@@ -359,7 +507,7 @@ int cdi_spec_render(const struct cdi_opts *o, const struct gpu_info *info, struc
 	spec_kv(&j, "cdiVersion", CDI_VERSION);
 	spec_kv(&j, "kind", ALLOC_CDI_KIND_DEFAULT);
 	spec_devices(&j, o, info, dev_root);
-	spec_common_edits(&j, o, &s);
+	spec_common_edits(&j, o, &s, info);
 	json_object_close(&j);
 	r = j.r;
 	if (r == 0)

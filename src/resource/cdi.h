@@ -3,8 +3,11 @@
 /*
  * Writes the CDI spec for the discovered GPUs (cdiVersion 0.5.0, kind
  * k8s.device-plugin.nvidia.com/gpu): one device per GPU named by UUID or index with its own
- * device nodes, common edits for the control nodes that exist and for the driver libraries
- * and binaries found under driver_root. The nodes and file names are the backend's
+ * device nodes, common edits for the control nodes that exist, the nodes the backend's
+ * patterns match (gpu_container.node_globs, devnode.h), the driver libraries and binaries
+ * found under driver_root, and the lib/sym/dir entries that exist and dev entries that match
+ * of the backend's CSV mount specs (gpu_container.mount_specs_dir, mount-specs.h; mounted
+ * read-only like the libraries). The nodes and file names are the backend's
  * (gpu_device.nodes, gpu_info.container): nothing here is NVML's but the kind and the env. Written atomically as <dir>/k8s.device-plugin.nvidia.com-gpu.json.
  *
  * No hooks by default: edgegpu does not depend on nvidia-ctk. Each library is also mounted at
@@ -44,7 +47,9 @@ struct cdi_opts {
 /*
  * Generates the spec JSON and appends it to @out (the bytes cdi_spec_write_file() writes, and
  * what cdi_spec_verify() compares against; also for tests and `edgegpu discover`). Only reads
- * the filesystem (stat under the roots of @o); no globals, so it may run on any thread. @out is
+ * the filesystem (stat and glob under the roots of @o, the CSV mount specs); no globals, so it
+ * may run on any thread. What it skips (a bad CSV line, an unreadable CSV directory) it logs
+ * (modules "mount-specs", "devnode", "cdi") without failing. @out is
  * left as it was on failure. Returns 0, -ENOMEM, -ENOENT (a required library, libcuda.so.<driver version> for NVML, not found
  * under the driver root, or under container_driver_root when that is mounted), or -EINVAL (no
  * driver version, a device name CDI refuses, a string that is not UTF-8). On failure @reterr

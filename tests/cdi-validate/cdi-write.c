@@ -6,6 +6,8 @@
  *   DIR/cdi-hook/k8s.device-plugin.nvidia.com-gpu.json   the same with the ldcache hook
  *   DIR/cdi-ctr/k8s.device-plugin.nvidia.com-gpu.json    DIR/root as the container driver root
  *                            of a host /run/nvidia/driver (host paths in the spec)
+ *   DIR/cdi-csv/k8s.device-plugin.nvidia.com-gpu.json    an integrated GPU described by node
+ *                            patterns and CSV mount specs (as a Jetson's) over DIR/root-csv
  *   DIR/allocate-cdi.pb      a packed ContainerAllocateResponse, cdi-annotations + cdi-cri
  *   DIR/allocate-envvar.pb   one with envvar, volume-mounts, passDeviceSpecs and gpumem extras
  *   DIR/expect               "device <name> <minor>" per GPU, for the validator
@@ -61,6 +63,53 @@ fail:
 	(void)fprintf(stderr, "cdi-write: %s: %m%s\n", path,
 		      node && errno == EPERM ? " (mknod needs root or CAP_MKNOD)" : "");
 	return -1;
+}
+
+/*
+ * The spec of a GPU whose description has node patterns and CSV mount specs, over DIR/root-csv:
+ * pattern and CSV `dev` matches as real nodes, a CSV library, a bad CSV line.
+ */
+static int write_csv_spec(const char *dir)
+{
+	static const char *const globs[] = { "/dev/nvhost-*" };
+	static const struct gpu_container c = { .node_globs = globs,
+						.n_node_globs = ELEMENTSOF(globs),
+						.mount_specs_dir = "/etc/csv.d" };
+	static const char csv[] = "lib, /usr/lib/tegra/libcuda.so.1.1\r\n"
+				  "dev, /dev/nvmap\r\n"
+				  "a line without a comma\r\n";
+	struct gpu_device igpu = {
+		.uuid = "tegra", .nodes = { "/dev/nvhost-gpu" }, .n_nodes = 1, .container = &c
+	};
+	struct gpu_info info = {
+		.driver_version = "36.4.3", .n_devices = 1, .devices = &igpu, .container = &c
+	};
+	char root[400], spec_dir[400], path[500];
+	char *err = NULL;
+	FILE *f;
+	int r;
+
+	(void)snprintf(root, sizeof(root), "%s/root-csv", dir);
+	(void)snprintf(spec_dir, sizeof(spec_dir), "%s/cdi-csv", dir);
+	if (make(root, "/dev/nvhost-gpu", true) < 0 || make(root, "/dev/nvhost-ctrl", true) < 0 ||
+	    make(root, "/dev/nvmap", true) < 0 ||
+	    make(root, "/usr/lib/tegra/libcuda.so.1.1", false) < 0 ||
+	    make(root, "/etc/csv.d/drivers.csv", false) < 0)
+		return -1;
+	(void)snprintf(path, sizeof(path), "%s/etc/csv.d/drivers.csv", root);
+	f = fopen(path, "we");
+	if (!f || fputs(csv, f) < 0 || fclose(f) != 0) {
+		(void)fprintf(stderr, "cdi-write: %s: %m\n", path);
+		return -1;
+	}
+	r = cdi_spec_write(&(struct cdi_opts){ .spec_dir = spec_dir, .driver_root = root }, &info,
+			   &err);
+	if (r < 0) {
+		(void)fprintf(stderr, "cdi-write: %s: %s\n", spec_dir, err ? err : strerror(-r));
+		free(err);
+		return -1;
+	}
+	return 0;
 }
 
 static int write_response(const char *dir, const char *name, const struct alloc_opts *o,
@@ -174,6 +223,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	if (write_csv_spec(argv[1]) < 0)
+		return 1;
 	if (write_response(argv[1], "allocate-cdi.pb",
 			   &(struct alloc_opts){ .strategies = ALLOC_CDI_ANNOTATIONS | ALLOC_CDI_CRI,
 						 .pass_device_specs = true,

@@ -507,6 +507,183 @@ static void test_other_backend_nodes(void **state)
 	assert_int_equal(unlink(path), 0);
 }
 
+/* Creates <dev_root><rel> as an empty file, or a directory when @rel ends in '/'; parents too. */
+static void make_node(const char *rel)
+{
+	char path[256];
+	size_t len;
+
+	(void)snprintf(path, sizeof(path), "%s%s", dev_root, rel);
+	len = strlen(path);
+	for (size_t i = strlen(dev_root) + 1; i < len; i++)
+		if (path[i] == '/') {
+			path[i] = '\0';
+			assert_true(mkdir(path, 0755) == 0 || errno == EEXIST);
+			path[i] = '/';
+		}
+	if (path[len - 1] != '/') {
+		int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+		assert_true(fd >= 0);
+		close(fd);
+	}
+}
+
+static void remove_node(const char *rel)
+{
+	char path[256];
+
+	(void)snprintf(path, sizeof(path), "%s%s", dev_root, rel);
+	assert_int_equal(remove(path), 0);
+}
+
+/* The Tegra-like container of the pattern tests: built here, not taken from a backend. */
+static const char *const glob_ctl[] = { "/dev/nvmap", "/dev/nvhost-ctrl" };
+static const char *const glob_patterns[] = {
+	"/dev/nvhost-*",     "/dev/dri/renderD*", "/dev/none-*", /* matches nothing */
+	"dev/nvhost-*",						 /* not absolute */
+	"/etc/host*",						 /* not under /dev */
+	"/dev/../etc/host*",					 /* climbs out */
+	"/dev/.*",						 /* matches . and .. */
+	"/dev/gpudir*",						 /* matches a directory */
+};
+static const struct gpu_container glob_container = { .ctl_nodes = glob_ctl,
+						     .n_ctl_nodes = ELEMENTSOF(glob_ctl),
+						     .node_globs = glob_patterns,
+						     .n_node_globs = ELEMENTSOF(glob_patterns) };
+
+/*
+ * Node patterns (gpu_container.node_globs): matches under the dev root delivered "rw" after the
+ * control nodes, sorted, each once (a control node or an own node a pattern also matches is not
+ * repeated); what cannot or must not be delivered is skipped, never an error.
+ */
+static void test_node_globs(void **state)
+{
+	static const char *const files[] = {
+		"/dev/nvmap",	      "/dev/nvhost-ctrl",     "/dev/nvhost-gpu",
+		"/dev/nvhost-as-gpu", "/dev/dri/renderD129",  "/dev/dri/renderD128",
+		"/dev/dri/card0",     "/dev/nvhost-\xff\xfe", "/dev/gpudir0/",
+		"/etc/hostname",
+	};
+	struct gpu_device igpu = { .index = 0,
+				   .uuid = "tegra",
+				   .nodes = { "/dev/nvhost-gpu" },
+				   .n_nodes = 1,
+				   .container = &glob_container };
+	struct gpu_device twin = igpu;
+	struct alloc_opts o = { .strategies = ALLOC_ENVVAR,
+				.pass_device_specs = true,
+				.dev_root = dev_root };
+	V1beta1__ContainerAllocateResponse *r;
+
+	for (size_t i = 0; i < ELEMENTSOF(files); i++)
+		make_node(files[i]);
+	r = build(&o, (const struct gpu_device *const[]){ &igpu }, 1, NULL);
+	assert_int_equal(r->n_devices, 6);
+	assert_device(r, 0, dev_root, "/dev/nvmap");
+	assert_device(r, 1, dev_root, "/dev/nvhost-ctrl");
+	assert_device(r, 2, dev_root, "/dev/dri/renderD128");
+	assert_device(r, 3, dev_root, "/dev/dri/renderD129");
+	assert_device(r, 4, dev_root, "/dev/nvhost-as-gpu");
+	assert_device(r, 5, dev_root, "/dev/nvhost-gpu");
+	alloc_response_free(r);
+
+	/* Two GPUs with the same description and an NVML one: every node once. */
+	(void)snprintf(twin.uuid, sizeof(twin.uuid), "tegra-1");
+	(void)snprintf(twin.nodes[0], sizeof(twin.nodes[0]), "/dev/nvhost-as-gpu");
+	r = build(&o, (const struct gpu_device *const[]){ &igpu, &twin, &gpu1 }, 3, NULL);
+	assert_int_equal(r->n_devices, 9);
+	assert_device(r, 0, dev_root, "/dev/nvmap");
+	assert_device(r, 1, dev_root, "/dev/nvhost-ctrl");
+	assert_device(r, 2, dev_root, "/dev/nvidiactl");
+	assert_device(r, 3, dev_root, "/dev/nvidia-uvm");
+	assert_device(r, 4, dev_root, "/dev/dri/renderD128");
+	assert_device(r, 5, dev_root, "/dev/dri/renderD129");
+	assert_device(r, 6, dev_root, "/dev/nvhost-gpu");
+	assert_device(r, 7, dev_root, "/dev/nvhost-as-gpu");
+	assert_device(r, 8, dev_root, "/dev/nvidia5");
+	alloc_response_free(r);
+
+	/* One match, then none: the count follows what is there on each call. */
+	remove_node("/dev/dri/renderD129");
+	remove_node("/dev/nvhost-as-gpu");
+	r = build(&o, (const struct gpu_device *const[]){ &igpu }, 1, NULL);
+	assert_int_equal(r->n_devices, 4);
+	assert_device(r, 2, dev_root, "/dev/dri/renderD128");
+	alloc_response_free(r);
+	remove_node("/dev/dri/renderD128");
+	r = build(&o, (const struct gpu_device *const[]){ &igpu }, 1, NULL);
+	assert_int_equal(r->n_devices, 3);
+	assert_device(r, 2, dev_root, "/dev/nvhost-gpu");
+	alloc_response_free(r);
+
+	/* No DeviceSpecs without passDeviceSpecs or with CDI only: no pattern is expanded. */
+	make_node("/dev/dri/renderD128");
+	o.pass_device_specs = false;
+	r = build(&o, (const struct gpu_device *const[]){ &igpu }, 1, NULL);
+	assert_nothing_but_envs(r);
+	alloc_response_free(r);
+	o.pass_device_specs = true;
+	o.strategies = ALLOC_CDI_CRI;
+	r = build(&o, (const struct gpu_device *const[]){ &igpu }, 1, NULL);
+	assert_int_equal(r->n_devices, 0);
+	alloc_response_free(r);
+
+	remove_node("/dev/dri/renderD128");
+	for (size_t i = 0; i < ELEMENTSOF(files); i++)
+		if (!strstr(files[i], "renderD12") && !streq(files[i], "/dev/nvhost-as-gpu"))
+			remove_node(files[i]);
+	remove_node("/dev/dri");
+	remove_node("/etc");
+}
+
+/* A dev root holding glob(3)'s special characters is taken literally. */
+static void test_node_globs_odd_root(void **state)
+{
+	static const char *const pat[] = { "/dev/nvhost-*" };
+	static const struct gpu_container c = { .node_globs = pat, .n_node_globs = 1 };
+	struct gpu_device igpu = { .uuid = "tegra", .container = &c };
+	struct alloc_opts o = { .strategies = ALLOC_ENVVAR, .pass_device_specs = true };
+	V1beta1__ContainerAllocateResponse *r;
+	char root[128];
+
+	(void)snprintf(root, sizeof(root), "%s/[a]*?\\", dev_root);
+	make_node("/[a]*?\\/dev/nvhost-ctrl");
+	make_node("/a/dev/nvhost-other"); /* what "[a]" would match as a pattern */
+	o.dev_root = root;
+	r = build(&o, (const struct gpu_device *const[]){ &igpu }, 1, NULL);
+	assert_int_equal(r->n_devices, 1);
+	assert_device(r, 0, root, "/dev/nvhost-ctrl");
+	alloc_response_free(r);
+	remove_node("/[a]*?\\/dev/nvhost-ctrl");
+	remove_node("/[a]*?\\/dev");
+	remove_node("/[a]*?\\");
+	remove_node("/a/dev/nvhost-other");
+	remove_node("/a/dev");
+	remove_node("/a");
+}
+
+/*
+ * The presence rule (devnode_present()): a control node that is a directory is not a device
+ * node and is not delivered (it was, before node patterns shared the rule).
+ */
+static void test_ctl_node_directory(void **state)
+{
+	struct alloc_opts o = { .strategies = ALLOC_ENVVAR,
+				.pass_device_specs = true,
+				.dev_root = dev_root };
+	V1beta1__ContainerAllocateResponse *r;
+
+	make_node("/dev/nvidia-modeset/");
+	r = build(&o, (const struct gpu_device *const[]){ &gpu0 }, 1, NULL);
+	assert_int_equal(r->n_devices, 3);
+	assert_device(r, 0, dev_root, "/dev/nvidiactl");
+	assert_device(r, 1, dev_root, "/dev/nvidia-uvm");
+	assert_device(r, 2, dev_root, "/dev/nvidia2");
+	alloc_response_free(r);
+	remove_node("/dev/nvidia-modeset");
+}
+
 static void test_dedup(void **state)
 {
 	/* Two replicas of GPU 0 (one a copy of the struct, as a replica table might hold). */
@@ -766,6 +943,44 @@ static void test_names(void **state)
 }
 
 /* Every allocation failure gives -ENOMEM, no response and (under valgrind/ASan) no leak. */
+/* Out of memory while the patterns are expanded and their nodes added: -ENOMEM, no leak. */
+static void test_oom_globs(void **state)
+{
+	struct gpu_device igpu = { .uuid = "tegra",
+				   .nodes = { "/dev/nvhost-gpu" },
+				   .n_nodes = 1,
+				   .container = &glob_container };
+	struct alloc_opts o = { .strategies = ALLOC_ENVVAR,
+				.pass_device_specs = true,
+				.dev_root = dev_root };
+	long n;
+
+	make_node("/dev/nvhost-ctrl");
+	make_node("/dev/nvhost-as-gpu");
+	make_node("/dev/dri/renderD128");
+	for (n = 0;; n++) {
+		V1beta1__ContainerAllocateResponse *r = NULL;
+		int ret;
+
+		oom_fail_at(n);
+		ret = alloc_response_new(&o, (const struct gpu_device *const[]){ &igpu }, 1, NULL,
+					 &r);
+		oom_off();
+		if (ret == 0) {
+			assert_int_equal(r->n_devices, 4);
+			alloc_response_free(r);
+			break;
+		}
+		assert_int_equal(ret, -ENOMEM);
+		assert_null(r);
+	}
+	assert_true(n > 10);
+	remove_node("/dev/nvhost-ctrl");
+	remove_node("/dev/nvhost-as-gpu");
+	remove_node("/dev/dri/renderD128");
+	remove_node("/dev/dri");
+}
+
 static void test_oom(void **state)
 {
 	struct gpu_device copy1 = gpu1;
@@ -896,6 +1111,10 @@ int main(void)
 		cmocka_unit_test(test_cdi_only_ignores_pass_device_specs),
 		cmocka_unit_test(test_pass_device_specs),
 		cmocka_unit_test(test_other_backend_nodes),
+		cmocka_unit_test(test_node_globs),
+		cmocka_unit_test(test_node_globs_odd_root),
+		cmocka_unit_test(test_ctl_node_directory),
+		cmocka_unit_test(test_oom_globs),
 		cmocka_unit_test(test_dedup),
 		cmocka_unit_test(test_gpumem_one_gpu),
 		cmocka_unit_test(test_gpumem_two_gpus),

@@ -17,7 +17,9 @@
 #include "file-read.h"
 #include "file-writer.h"
 #include "gpu.h"
+#include "log.h"
 #include "loop.h"
+#include "mount-specs.h"
 #include "nvml-int.h"
 #include "oom.h"
 #include "unit.h"
@@ -414,6 +416,243 @@ static void test_other_backend(void **state)
 	assert_non_null(strstr(err, "libnvrm_gpu.so.36.4.3"));
 	assert_int_equal(out.len, 0);
 	free(err);
+}
+
+#define CSV_DIR "/etc/nvidia-container-runtime/host-files-for-container.d"
+#define TEGRA	"/usr/lib/aarch64-linux-gnu/tegra"
+
+/* Writes @text as <base><rel> (parents made by make()). */
+static void write_at(const char *base, const char *rel, const char *text, size_t len)
+{
+	char path[512];
+	FILE *f;
+
+	make(base, rel);
+	(void)snprintf(path, sizeof(path), "%s%s", base, rel);
+	f = fopen(path, "we");
+	assert_non_null(f);
+	assert_int_equal(fwrite(text, 1, len, f), len);
+	assert_int_equal(fclose(f), 0);
+}
+
+static void symlink_at(const char *base, const char *rel, const char *target)
+{
+	char path[512];
+
+	make(base, rel);
+	(void)snprintf(path, sizeof(path), "%s%s", base, rel);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(symlink(target, path), 0);
+}
+
+/* Renders with stderr (the log) captured into @log (NUL-terminated, @size bytes). */
+static int render_logged(const struct cdi_opts *o, const struct gpu_info *i, struct buf *out,
+			 char *log, size_t size)
+{
+	enum log_level level = log_max_level;
+	FILE *f = tmpfile();
+	int saved, r;
+	size_t len;
+
+	assert_non_null(f);
+	saved = dup(STDERR_FILENO);
+	assert_true(saved >= 0 && dup2(fileno(f), STDERR_FILENO) >= 0);
+	log_max_level = LOG_LEVEL_INFO;
+	r = cdi_spec_render(o, i, out, NULL);
+	log_max_level = level;
+	assert_true(dup2(saved, STDERR_FILENO) >= 0);
+	close(saved);
+	rewind(f);
+	len = fread(log, 1, size - 1, f);
+	log[len] = '\0';
+	(void)fclose(f);
+	return r;
+}
+
+/*
+ * A container description with node patterns and CSV mount specs (as a Jetson's, built here):
+ * the patterns' and the CSV dev lines' matches join the control nodes (each once, sorted, a
+ * GPU's own node left to its device), the CSV lib/sym/dir entries that are there inside the
+ * root are mounted like libraries (each once), and every bad file or line is skipped, logged
+ * with its file and line.
+ */
+static void test_node_globs_and_csv(void **state)
+{
+	static const char *const ctl[] = { "/dev/nvmap" };
+	static const char *const globs[] = { "/dev/nvhost-*", "/dev/none*", "nvhost-*" };
+	static const struct gpu_container tegra = { .ctl_nodes = ctl,
+						    .n_ctl_nodes = ELEMENTSOF(ctl),
+						    .node_globs = globs,
+						    .n_node_globs = ELEMENTSOF(globs),
+						    .mount_specs_dir = CSV_DIR };
+	static const char devices_csv[] = "dev, /dev/nvgpu/igpu0/*\r\n"
+					  "dev, /dev/nvmap\r\n"
+					  "dev, /dev/nvhost-ctrl\r\n"
+					  "dev, /dev/gpudir*\r\n"
+					  "dev, /dev/v4l2-none\r\n";
+	static const char drivers_csv[] = "lib, " TEGRA "/libcuda.so.1.1\n"
+					  "sym, " TEGRA "/libcuda.so\n"
+					  "sym, /usr/lib/dangling.so\n"
+					  "dir, /usr/share/nvidia\n"
+					  "lib, /usr/lib/missing.so\n"
+					  "dir, " TEGRA "/libcuda.so.1.1\n" /* not a directory */
+					  "  lib ,\t" TEGRA "/libcuda.so.1.1  \n"
+					  "# a comment\n"
+					  "\n"
+					  "lib /usr/lib/no-comma.so\n"
+					  "foo, /usr/lib/x.so\n"
+					  "lib, ../etc/hostname\n"
+					  "lib, /usr/../../etc/hostname\n"
+					  "lib, usr/lib/relative.so\n"
+					  "lib, /\n"
+					  "lib,\n"
+					  "lib, /usr/lib/\xff.so\n";
+	static const char l4t_csv[] = "lib, " TEGRA "/libcuda.so.1.1\n"
+				      "sym, /usr/lib/abs.so\n"
+				      "sym, /usr/lib/out.so\n";
+	struct gpu_device igpu = {
+		.uuid = "tegra", .nodes = { "/dev/nvhost-gpu" }, .n_nodes = 1, .container = &tegra
+	};
+	struct gpu_info ti = {
+		.driver_version = "36.4.3", .n_devices = 1, .devices = &igpu, .container = &tegra
+	};
+	char r2[128], outside[160], log[8192];
+	struct cdi_opts o = { .driver_root = r2 };
+	struct buf out = { 0 }, huge = { 0 };
+	char *want;
+
+	(void)snprintf(r2, sizeof(r2), "%s/tegra", tmp);
+	(void)snprintf(outside, sizeof(outside), "%s/outside.so", tmp);
+	make(tmp, "/outside.so");
+	for (const char *const *f =
+		     (const char *const[]){ "/dev/nvmap", "/dev/nvhost-ctrl", "/dev/nvhost-gpu",
+					    "/dev/nvgpu/igpu0/ctrl", "/dev/nvgpu/igpu0/as",
+					    "/dev/gpudir0/", TEGRA "/libcuda.so.1.1",
+					    "/usr/share/nvidia/", "/usr/lib/hidden.so",
+					    "/etc/hostname", NULL };
+	     *f; f++)
+		make(r2, *f);
+	symlink_at(r2, TEGRA "/libcuda.so", "libcuda.so.1.1");
+	symlink_at(r2, "/usr/lib/dangling.so", "/nowhere/libx.so");
+	symlink_at(r2, "/usr/lib/abs.so", TEGRA "/libcuda.so.1.1"); /* resolved in the root */
+	symlink_at(r2, "/usr/lib/out.so", outside); /* there outside the root only */
+	write_at(r2, CSV_DIR "/devices.csv", devices_csv, sizeof(devices_csv) - 1);
+	write_at(r2, CSV_DIR "/drivers.csv", drivers_csv, sizeof(drivers_csv) - 1);
+	write_at(r2, CSV_DIR "/l4t.csv", l4t_csv, sizeof(l4t_csv) - 1);
+	write_at(r2, CSV_DIR "/.csv", "lib, /usr/lib/hidden.so\n", 24);
+	write_at(r2, CSV_DIR "/notes.txt", "lib, /usr/lib/hidden.so\n", 24);
+	write_at(r2, CSV_DIR "/devices.csv.bak", "lib, /usr/lib/hidden.so\n", 24);
+	make(r2, CSV_DIR "/dir.csv/");
+	while (huge.len <= MOUNT_SPECS_FILE_MAX)
+		assert_int_equal(buf_append(&huge, "lib, /usr/lib/hidden.so\n", 24), 0);
+	write_at(r2, CSV_DIR "/huge.csv", (const char *)huge.data, huge.len);
+	buf_release(&huge);
+
+	want = expand(
+		"{\n"
+		"  \"cdiVersion\": \"0.5.0\",\n"
+		"  \"kind\": \"k8s.device-plugin.nvidia.com/gpu\",\n"
+		"  \"devices\": [\n" DEVICE(
+			"tegra",
+			"/dev/nvhost-gpu") "\n"
+					   "  ],\n"
+					   "  \"containerEdits\": {\n"
+					   "    \"env\": [\n"
+					   "      \"NVIDIA_VISIBLE_DEVICES=void\"\n"
+					   "    ],\n"
+					   "    \"deviceNodes\": [\n" NODE("/dev/nvmap") ",\n" NODE("/dev/nvgpu/igpu0/as") ",\n" NODE("/dev/nvgpu/igpu0/ctrl") ",\n" NODE(
+						   "/dev/"
+						   "nvhost-"
+						   "ctrl") "\n"
+							   "    ],\n"
+							   "    \"mounts\": [\n" MOUNT(TEGRA "/libcuda.so.1.1", TEGRA "/libcuda.so.1.1") ",\n" MOUNT(
+								   TEGRA "/libcuda.so", TEGRA
+								   "/libcuda.so") ",\n" MOUNT("/usr/share/nvidia",
+											      "/usr/share/"
+											      "nvidia") ",\n" MOUNT("/usr/lib/"
+														    "abs.so",
+														    "/usr/lib/"
+														    "abs.so") "\n"
+															      "    ]\n"
+															      "  }\n"
+															      "}\n",
+		r2, r2);
+	assert_int_equal(render_logged(&o, &ti, &out, log, sizeof(log)), 0);
+	assert_int_equal(buf_append(&out, "", 1), 0);
+	assert_string_equal((char *)out.data, want);
+	free(want);
+	buf_release(&out);
+	/* One line per bad file, naming it and its first bad line. */
+	assert_non_null(strstr(log,
+			       "msg=\"invalid lines skipped in a CSV mount spec\" file=\"" CSV_DIR
+			       "/drivers.csv\" line=10 reason=\"no comma"));
+	assert_non_null(strstr(log, "invalid_lines=8"));
+	assert_non_null(strstr(log, "msg=\"CSV mount spec too large, skipped\""));
+	assert_non_null(strstr(log, "file=\"" CSV_DIR "/huge.csv\" max_bytes=1048576"));
+	assert_non_null(strstr(log, "file=\"" CSV_DIR "/dir.csv\" is=\"a directory\""));
+	assert_null(strstr(log, "hidden"));
+	assert_null(strstr(log, "level=error"));
+
+	/* A missing directory is normal; a file in its place is logged; neither fails. */
+	{
+		static const struct gpu_container missing = { .mount_specs_dir = "/etc/missing.d" };
+		static const struct gpu_container file = { .mount_specs_dir = "/etc/hostname" };
+		struct gpu_info mi = ti;
+
+		igpu.container = mi.container = &missing;
+		assert_int_equal(render_logged(&o, &mi, &out, log, sizeof(log)), 0);
+		assert_int_equal(buf_append(&out, "", 1), 0);
+		assert_null(strstr((char *)out.data, "libcuda.so.1.1"));
+		assert_null(strstr(log, "level=warn"));
+		buf_release(&out);
+		igpu.container = mi.container = &file;
+		assert_int_equal(render_logged(&o, &mi, &out, log, sizeof(log)), 0);
+		assert_non_null(strstr(log, "level=warn module=mount-specs msg=\"CSV mount specs "
+					    "directory unreadable, its files not mounted\""));
+		assert_non_null(strstr(log, "dir=\"/etc/hostname\""));
+		buf_release(&out);
+	}
+}
+
+/* Out of memory anywhere in the patterns and CSV files: -ENOMEM, nothing half written. */
+static void test_csv_oom(void **state)
+{
+	static const char csv[] = "lib, " TEGRA "/libcuda.so.1.1\ndev, /dev/nvhost-gpu\nbad\n";
+	static const char *const globs[] = { "/dev/nvhost-*" };
+	static const struct gpu_container tegra = { .node_globs = globs,
+						    .n_node_globs = ELEMENTSOF(globs),
+						    .mount_specs_dir = CSV_DIR };
+	struct gpu_device igpu = { .uuid = "tegra", .container = &tegra };
+	struct gpu_info ti = {
+		.driver_version = "36.4.3", .n_devices = 1, .devices = &igpu, .container = &tegra
+	};
+	char r2[128];
+	struct cdi_opts o = { .driver_root = r2 };
+	long n;
+
+	(void)snprintf(r2, sizeof(r2), "%s/tegra-oom", tmp);
+	make(r2, "/dev/nvhost-ctrl");
+	make(r2, "/dev/nvhost-gpu");
+	make(r2, TEGRA "/libcuda.so.1.1");
+	write_at(r2, CSV_DIR "/drivers.csv", csv, sizeof(csv) - 1);
+	for (n = 0;; n++) {
+		struct buf out = { 0 };
+		int r;
+
+		oom_fail_at(n);
+		r = cdi_spec_render(&o, &ti, &out, NULL);
+		oom_off();
+		if (r == 0) {
+			assert_int_equal(buf_append(&out, "", 1), 0);
+			assert_non_null(strstr((char *)out.data, "/dev/nvhost-gpu"));
+			assert_non_null(strstr((char *)out.data, "libcuda.so.1.1"));
+			buf_release(&out);
+			break;
+		}
+		assert_int_equal(r, -ENOMEM);
+		assert_int_equal(out.len, 0);
+	}
+	assert_true(n > 10);
 }
 
 static void test_invalid(void **state)
@@ -893,6 +1132,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ldcache_hook, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_missing_libcuda, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_other_backend, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_node_globs_and_csv, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_csv_oom, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_invalid, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_escaping, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write, setup, teardown),

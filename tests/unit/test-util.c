@@ -519,6 +519,20 @@ static void test_path_trim(void **state)
 	}
 }
 
+static void test_path_is_clean_absolute(void **state)
+{
+	static const char *const good[] = { "/",      "/a",	"/a/b/", "//a//b", "/a/.b",
+					    "/a/..b", "/a/b..", "/...",	 "/a/b.c" };
+	static const char *const bad[] = { "",	     "a",	"a/b",	 "./a",	 "/.",	    "/..",
+					   "/a/./b", "/a/../b", "/a/..", "/a/.", "/a//../b" };
+
+	(void)state;
+	for (size_t i = 0; i < ELEMENTSOF(good); i++)
+		assert_true(path_is_clean_absolute(good[i]));
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+		assert_false(path_is_clean_absolute(bad[i]));
+}
+
 /* path_split(): the parent and last component; trailing slashes dropped, "/" has neither. */
 static void test_path_split(void **state)
 {
@@ -571,6 +585,7 @@ int main(void)
 		cmocka_unit_test(test_root_open_walk),
 		cmocka_unit_test(test_path_trim),
 		cmocka_unit_test(test_path_split),
+		cmocka_unit_test(test_path_is_clean_absolute),
 		cmocka_unit_test(test_thread_start),
 	};
 
