@@ -1,6 +1,7 @@
 /*
  * The doctor's runtime layer, second part (doctor-runtime.h): the NVIDIA Container Toolkit
- * (runtime.toolkit), CDI specs (runtime.cdi) and Docker's daemon.json (runtime.docker).
+ * (runtime.toolkit), CDI specs (runtime.cdi), the toolkit's mode on a Jetson (runtime.tegra-mode)
+ * and Docker's daemon.json (runtime.docker).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -9,6 +10,7 @@
 
 #include "doctor-runtime.h"
 #include "doctor-toml.h"
+#include "file-read.h"
 #include "ytree.h"
 
 #define FIX_TOOLKIT_MISSING                                                                \
@@ -41,6 +43,27 @@
 #define FIX_DOCKER_JSON                                                                        \
 	"Fix the JSON of /etc/docker/daemon.json at the line shown (dockerd refuses to start " \
 	"with it), then systemctl restart docker"
+
+#define FIX_TEGRA_NO_CONFIG                                                                      \
+	"Install the NVIDIA Container Toolkit from JetPack (apt install nvidia-container, or "   \
+	"nvidia-container-toolkit): it writes /etc/nvidia-container-runtime/config.toml, whose " \
+	"mode auto is csv on a Jetson. In CSV mode run containers with --runtime=nvidia: "       \
+	"docker --gpus is not supported there."
+#define FIX_TEGRA_CSV                                                                               \
+	"In CSV mode the runtime mounts what devices.csv, drivers.csv and l4t.csv name: reinstall " \
+	"the JetPack packages that ship them (apt install --reinstall nvidia-container "            \
+	"nvidia-l4t-core), or set mode = \"cdi\" in /etc/nvidia-container-runtime/config.toml "     \
+	"with a CDI spec for the board. Run containers with --runtime=nvidia: docker --gpus is "    \
+	"not supported in CSV mode."
+#define FIX_TEGRA_CDI                                                                               \
+	"In CDI mode the runtime needs a spec that names the integrated GPU: start edgegpu with "   \
+	"a CDI device list strategy (it writes /var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json " \
+	"with the device tegra, the ID pods get), or set mode = \"csv\" in "                        \
+	"/etc/nvidia-container-runtime/config.toml."
+#define FIX_TEGRA_MODE                                                                              \
+	"Set mode = \"csv\" (or \"auto\", or \"cdi\" with a CDI spec for the board) under "         \
+	"[nvidia-container-runtime] in /etc/nvidia-container-runtime/config.toml: the legacy mode " \
+	"needs NVML and a discrete GPU."
 
 #define MAX_SPECS 256
 #define MAX_NAMES 4096
@@ -305,6 +328,136 @@ void doctor_runtime_cdi(struct doctor *dr)
 	for (size_t i = 0; i < s->n_names; i++)
 		free(s->names[i]);
 	free(s);
+}
+
+/* --- runtime.tegra-mode --- */
+
+/*
+ * On a Jetson the toolkit runs in CSV mode (mode auto resolves to csv on Tegra) or CDI mode.
+ * CSV: the mount specs (devices.csv, drivers.csv, l4t.csv) must be where config.toml says;
+ * CDI: a spec must name the integrated GPU, "tegra" as edgegpu and NVIDIA's plugin call it.
+ */
+void doctor_runtime_tegra_mode(struct doctor *dr)
+{
+	static const char *const cfg = "/etc/nvidia-container-runtime/config.toml";
+	static const char *const csvs[] = { "devices.csv", "drivers.csv", "l4t.csv" };
+	static const char *const k_mode[] = { "nvidia-container-runtime", "mode" };
+	static const char *const k_specs[] = { "nvidia-container-runtime", "modes", "csv",
+					       "mount-spec-path" };
+	const char *dir = "/etc/nvidia-container-runtime/host-files-for-container.d";
+	const char *dirs[2] = { "/etc/cdi", "/var/run/cdi" };
+	struct doctor_runtime_notes n = { 0 };
+	const struct doctor_toml_entry *e;
+	struct doctor_toml *t = NULL;
+	struct buf missing = { 0 };
+	struct cdi_scan *s = NULL;
+	char mode[32] = "auto";
+	struct stat st;
+	int r;
+
+	if (!doctor_facts(dr)->board.tegra) {
+		(void)doctor_add(
+			dr, "runtime.tegra-mode", DOCTOR_SKIP,
+			"not a Jetson/Tegra board: the toolkit's mode is runtime.toolkit's");
+		return;
+	}
+	if (doctor_stat(dr, cfg, &st, NULL) < 0) {
+		doctor_runtime_note(&n, "%s: absent (mode auto, csv on a Jetson)", cfg);
+		doctor_runtime_emit(dr, &n, "runtime.tegra-mode", DOCTOR_WARN,
+				    "no NVIDIA Container Toolkit config on this Jetson: the "
+				    "runtime's mode is not set",
+				    FIX_TEGRA_NO_CONFIG);
+		return;
+	}
+	r = doctor_runtime_toml_load(dr, &n, cfg, &t, NULL);
+	if (r < 0) {
+		doctor_runtime_emit(dr, &n, "runtime.tegra-mode", DOCTOR_FAIL,
+				    "the toolkit's config cannot be read: its mode is unknown",
+				    r == -EINVAL ? FIX_TOML : FIX_TOOLKIT_PARTIAL);
+		return;
+	}
+	e = doctor_toml_get(t, k_mode, ELEMENTSOF(k_mode));
+	if (e && e->value)
+		(void)snprintf(mode, sizeof(mode), "%s", e->value);
+	e = doctor_toml_get(t, k_specs, ELEMENTSOF(k_specs));
+	if (e && e->value && e->value[0] == '/')
+		dir = e->value;
+	doctor_runtime_note(&n, "%s: mode %s%s", cfg, mode,
+			    streq(mode, "auto") ? " (csv on a Jetson)" : "");
+	if (streq(mode, "auto") || streq(mode, "csv")) {
+		doctor_runtime_note(&n, "docker --gpus is not supported in CSV mode: use "
+					"--runtime=nvidia");
+		for (size_t i = 0; i < ELEMENTSOF(csvs); i++) {
+			char *p = path_join(dir, csvs[i]);
+			int fd = p ? doctor_open(dr, p, 0, NULL) : -ENOMEM;
+			int rr = fd >= 0 ? fd_check_regular(fd) : fd;
+
+			fd_close(fd);
+			doctor_runtime_note(&n, "%s: %s", p ? p : csvs[i],
+					    rr == 0 ? "present" : doctor_strerror(rr));
+			if (rr < 0 &&
+			    buf_printf(&missing, "%s%s", missing.len ? ", " : "", csvs[i]) < 0)
+				buf_release(&missing);
+			free(p);
+		}
+		if (missing.len) {
+			char summary[256];
+
+			(void)snprintf(summary, sizeof(summary),
+				       "CSV mode but the mount specs are missing: %s",
+				       (const char *)missing.data);
+			doctor_runtime_emit(dr, &n, "runtime.tegra-mode", DOCTOR_FAIL, summary,
+					    FIX_TEGRA_CSV);
+		} else {
+			doctor_runtime_emit(
+				dr, &n, "runtime.tegra-mode", DOCTOR_PASS,
+				"CSV mode: devices.csv, drivers.csv and l4t.csv are there", NULL);
+		}
+	} else if (streq(mode, "cdi")) {
+		const char *id = "tegra";
+
+		s = calloc(1, sizeof(*s));
+		if (!s) {
+			doctor_runtime_emit(dr, &n, "runtime.tegra-mode", DOCTOR_FAIL,
+					    "out of memory", NULL);
+			goto out;
+		}
+		for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
+			cdi_dir(dr, s, dirs[i]);
+		/* The notes of the scan are runtime.cdi's; this check says only what it found. */
+		doctor_runtime_note(&n,
+				    "CDI specs in /etc/cdi and /var/run/cdi: %u, of a GPU kind: %u",
+				    s->files, s->gpu_specs);
+		if (has_name(s, id)) {
+			doctor_runtime_emit(dr, &n, "runtime.tegra-mode", DOCTOR_PASS,
+					    "CDI mode: a CDI spec names the integrated GPU (tegra)",
+					    NULL);
+		} else {
+			doctor_runtime_note(&n,
+					    "no device named %s in a spec of kind nvidia.com/gpu "
+					    "or k8s.device-plugin.nvidia.com/gpu",
+					    id);
+			doctor_runtime_emit(dr, &n, "runtime.tegra-mode", DOCTOR_FAIL,
+					    "CDI mode but no CDI spec names the integrated GPU: "
+					    "containers get no GPU",
+					    FIX_TEGRA_CDI);
+		}
+		buf_release(&s->n.b);
+	} else {
+		doctor_runtime_emit(
+			dr, &n, "runtime.tegra-mode",
+			streq(mode, "legacy") ? DOCTOR_FAIL : DOCTOR_WARN,
+			streq(mode, "legacy") ?
+				"mode legacy does not work on a Jetson" :
+				"the toolkit's mode is neither csv nor cdi on this Jetson",
+			FIX_TEGRA_MODE);
+	}
+out:
+	for (size_t i = 0; s && i < s->n_names; i++)
+		free(s->names[i]);
+	free(s);
+	buf_release(&missing);
+	doctor_toml_free(t);
 }
 
 /* --- runtime.docker --- */

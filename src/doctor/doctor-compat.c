@@ -176,19 +176,19 @@ enum doctor_cuda_verdict doctor_cuda_judge(unsigned req_major, unsigned req_mino
 	return DOCTOR_CUDA_MINOR;
 }
 
-int doctor_l4t_cuda(const char *l4t_release, unsigned *ret_major, unsigned *ret_minor,
+int doctor_l4t_cuda(const char *l4t, unsigned *ret_major, unsigned *ret_minor,
 		    unsigned *ret_compat_minor)
 {
-	const char *rev;
 	unsigned long r, rev_major = 0;
 	char *end;
 
-	if (!l4t_release || l4t_release[0] != 'R' || !isdigit((unsigned char)l4t_release[1]))
+	if (!l4t || !isdigit((unsigned char)l4t[0]))
 		return -EINVAL;
-	r = strtoul(l4t_release + 1, &end, 10);
-	rev = strstr(end, "REVISION:");
-	if (rev)
-		rev_major = strtoul(rev + strlen("REVISION:"), NULL, 10);
+	r = strtoul(l4t, &end, 10);
+	if (*end == '.')
+		rev_major = strtoul(end + 1, NULL, 10);
+	else if (*end)
+		return -EINVAL;
 	/* edge-metrics.md (jtop's table) and JetPack release notes: R32 = JetPack 4 (10.2),
 	 * R34/R35 = JetPack 5 (11.4, 11.8 through cuda-compat), R36 = JetPack 6 (12.2; 12.6 from
 	 * 6.1 = R36.4), R38 = JetPack 7.0/7.1 on Thor (13.0), R39 = JetPack 7.2 (13.2, per
@@ -215,6 +215,17 @@ int doctor_l4t_cuda(const char *l4t_release, unsigned *ret_major, unsigned *ret_
 	}
 }
 
+void doctor_l4t_text(const struct gpu_board *b, char *buf, size_t size)
+{
+	const char *rev = strchr(b->l4t, '.');
+
+	if (!b->l4t[0] || b->l4t_major <= 0)
+		(void)snprintf(buf, size, "unknown");
+	else
+		(void)snprintf(buf, size, "R%d (release), REVISION: %s", b->l4t_major,
+			       rev ? rev + 1 : "0");
+}
+
 const char *doctor_arch_name(const char *machine)
 {
 	static const char *const map[][2] = {
@@ -232,38 +243,46 @@ const char *doctor_arch_name(const char *machine)
 
 /* --- compat.cuda --- */
 
-static void cuda_tegra(struct doctor *dr, unsigned rmaj, unsigned rmin)
+static void cuda_tegra(struct doctor *dr, const char *id, unsigned rmaj, unsigned rmin,
+		       const char *source)
 {
-	const struct doctor_facts *f = doctor_facts(dr);
+	const struct gpu_board *b = &doctor_facts(dr)->board;
 	unsigned maj, min, cmin;
 	struct doctor_check *c;
+	char l4t[64];
 
-	if (doctor_l4t_cuda(f->l4t_release, &maj, &min, &cmin) < 0) {
-		c = doctor_add(dr, "compat.cuda", DOCTOR_SKIP,
+	doctor_l4t_text(b, l4t, sizeof(l4t));
+	if (doctor_l4t_cuda(b->l4t, &maj, &min, &cmin) < 0) {
+		c = doctor_add(dr, id, DOCTOR_SKIP,
 			       "the L4T release is unknown: cannot tell which CUDA it ships");
-		doctor_evidence(c, "L4T release: %s",
-				f->l4t_release[0] ? f->l4t_release : "unknown");
+		doctor_evidence(c, "L4T release: %s", l4t);
+		if (source)
+			doctor_evidence(c, "%s", source);
 		return;
 	}
 	if (rmaj < maj || (rmaj == maj && rmin <= min)) {
-		c = doctor_add(dr, "compat.cuda", DOCTOR_PASS,
+		c = doctor_add(dr, id, DOCTOR_PASS,
 			       "CUDA %u.%u runs on this L4T release (it ships CUDA %u.%u)", rmaj,
 			       rmin, maj, min);
 	} else if (rmaj == maj && rmin <= cmin) {
-		c = doctor_add(dr, "compat.cuda", DOCTOR_WARN,
+		c = doctor_add(dr, id, DOCTOR_WARN,
 			       "CUDA %u.%u needs the cuda-compat package on this L4T release "
 			       "(it ships CUDA %u.%u)",
 			       rmaj, rmin, maj, min);
 		doctor_fix(c, FIX_CUDA_TEGRA_COMPAT);
 	} else {
-		c = doctor_add(dr, "compat.cuda", DOCTOR_FAIL,
+		c = doctor_add(dr, id, DOCTOR_FAIL,
 			       "CUDA %u.%u is newer than this L4T release supports (CUDA %u.%u)",
 			       rmaj, rmin, maj, min);
 		doctor_evidence(c, "the container would fail with \"CUDA driver version is "
 				   "insufficient for CUDA runtime version\"");
 		doctor_fix(c, FIX_CUDA_TEGRA_OLD);
 	}
-	doctor_evidence(c, "Tegra board, L4T release: %s", f->l4t_release);
+	if (source)
+		doctor_evidence(c, "%s", source);
+	doctor_evidence(c, "Tegra board, L4T release: %s", l4t);
+	if (b->jetpack[0])
+		doctor_evidence(c, "JetPack: %s", b->jetpack);
 	doctor_evidence(c, "CUDA shipped with this release: %u.%u", maj, min);
 	if (cmin == UINT_MAX)
 		doctor_evidence(c, "cuda-compat for Jetson: any CUDA %u.x", maj);
@@ -271,54 +290,52 @@ static void cuda_tegra(struct doctor *dr, unsigned rmaj, unsigned rmin)
 		doctor_evidence(c, "cuda-compat for Jetson: up to CUDA %u.%u", maj, cmin);
 	else
 		doctor_evidence(c, "no cuda-compat package for this release");
+	/* JetPack 5 and later support Xavier and Orin only: a Nano or TX2 stays on CUDA 10.2. */
+	if (b->l4t_major == 32 && rmaj > maj)
+		doctor_evidence(c, "L4T R32 (JetPack 4) is the last release for Jetson Nano and "
+				   "TX2: on those boards only an image built for CUDA 10.2 runs");
 }
 
-static void check_cuda(struct doctor *dr)
+/*
+ * Judges CUDA @rmaj.@rmin against the driver (or, on a Jetson, the L4T release) as check @id;
+ * @source (NULL: none) is an evidence line saying where that CUDA version came from.
+ */
+static void judge_cuda(struct doctor *dr, const char *id, unsigned rmaj, unsigned rmin,
+		       const char *source)
 {
-	const struct doctor_opts *o = doctor_opts(dr);
 	const struct doctor_facts *f = doctor_facts(dr);
 	const char *drv = f->driver_version, *min, *floor;
-	unsigned rmaj, rmin, nmaj = 0, nmin = 0;
+	unsigned nmaj = 0, nmin = 0;
 	struct doctor_check *c = NULL;
 	enum doctor_cuda_verdict v;
 
-	if (!o->cuda_version) {
-		doctor_add(dr, "compat.cuda", DOCTOR_SKIP, "no --cuda-version given");
-		return;
-	}
-	if (doctor_cuda_parse(o->cuda_version, &rmaj, &rmin) < 0) {
-		c = doctor_add(dr, "compat.cuda", DOCTOR_FAIL,
-			       "--cuda-version '%s' is not a CUDA version (MAJOR.MINOR)",
-			       o->cuda_version);
-		doctor_fix(c, FIX_CUDA_VERSION);
-		return;
-	}
-	if (f->tegra) {
-		cuda_tegra(dr, rmaj, rmin);
+	if (f->board.tegra) {
+		cuda_tegra(dr, id, rmaj, rmin, source);
 		return;
 	}
 	if (f->cuda_driver_version > 0) {
 		nmaj = (unsigned)f->cuda_driver_version / 1000;
 		nmin = (unsigned)f->cuda_driver_version % 1000 / 10;
 	} else if (!drv[0] || doctor_cuda_for_driver(drv, &nmaj, &nmin) < 0) {
-		c = doctor_add(dr, "compat.cuda", DOCTOR_SKIP,
+		c = doctor_add(dr, id, DOCTOR_SKIP,
 			       "the driver version is unknown (NVML did not answer): cannot tell "
 			       "whether it supports CUDA %u.%u",
 			       rmaj, rmin);
 		if (drv[0])
 			doctor_evidence(c, "driver %s is older than CUDA 10.0's minimum", drv);
+		if (source)
+			doctor_evidence(c, "%s", source);
 		return;
 	}
 	v = doctor_cuda_judge(rmaj, rmin, nmaj, nmin, drv);
 	switch (v) {
 	case DOCTOR_CUDA_NATIVE:
-		c = doctor_add(dr, "compat.cuda", DOCTOR_PASS,
-			       "the driver supports CUDA %u.%u (up to %u.%u)", rmaj, rmin, nmaj,
-			       nmin);
+		c = doctor_add(dr, id, DOCTOR_PASS, "the driver supports CUDA %u.%u (up to %u.%u)",
+			       rmaj, rmin, nmaj, nmin);
 		break;
 	case DOCTOR_CUDA_MINOR:
 		c = doctor_add(
-			dr, "compat.cuda", DOCTOR_WARN,
+			dr, id, DOCTOR_WARN,
 			"CUDA %u.%u runs only through minor version compatibility (the driver "
 			"supports up to %u.%u)",
 			rmaj, rmin, nmaj, nmin);
@@ -327,11 +344,11 @@ static void check_cuda(struct doctor *dr)
 	case DOCTOR_CUDA_TOO_NEW:
 	case DOCTOR_CUDA_BELOW_FLOOR:
 		if (v == DOCTOR_CUDA_TOO_NEW)
-			c = doctor_add(dr, "compat.cuda", DOCTOR_FAIL,
+			c = doctor_add(dr, id, DOCTOR_FAIL,
 				       "CUDA %u.%u is newer than the driver supports (up to %u.%u)",
 				       rmaj, rmin, nmaj, nmin);
 		else
-			c = doctor_add(dr, "compat.cuda", DOCTOR_FAIL,
+			c = doctor_add(dr, id, DOCTOR_FAIL,
 				       "the driver is older than CUDA %u.x's minor version "
 				       "compatibility floor: CUDA %u.%u does not run (up to %u.%u)",
 				       rmaj, rmaj, rmin, nmaj, nmin);
@@ -342,6 +359,8 @@ static void check_cuda(struct doctor *dr)
 		doctor_fix(c, FIX_CUDA_TOO_NEW);
 		break;
 	}
+	if (source)
+		doctor_evidence(c, "%s", source);
 	doctor_evidence(c, "driver version: %s", drv[0] ? drv : "unknown");
 	if (f->cuda_driver_version > 0)
 		doctor_evidence(c, "NVML CUDA driver version: %d (CUDA %u.%u)",
@@ -360,6 +379,26 @@ static void check_cuda(struct doctor *dr)
 	if (v == DOCTOR_CUDA_TOO_NEW || v == DOCTOR_CUDA_BELOW_FLOOR)
 		doctor_evidence(c, "forward compatibility: the cuda-compat package runs a newer "
 				   "CUDA on datacenter GPUs only (not GeForce, not Jetson)");
+}
+
+static void check_cuda(struct doctor *dr)
+{
+	const struct doctor_opts *o = doctor_opts(dr);
+	unsigned rmaj, rmin;
+	struct doctor_check *c;
+
+	if (!o->cuda_version) {
+		doctor_add(dr, "compat.cuda", DOCTOR_SKIP, "no --cuda-version given");
+		return;
+	}
+	if (doctor_cuda_parse(o->cuda_version, &rmaj, &rmin) < 0) {
+		c = doctor_add(dr, "compat.cuda", DOCTOR_FAIL,
+			       "--cuda-version '%s' is not a CUDA version (MAJOR.MINOR)",
+			       o->cuda_version);
+		doctor_fix(c, FIX_CUDA_VERSION);
+		return;
+	}
+	judge_cuda(dr, "compat.cuda", rmaj, rmin, NULL);
 }
 
 /* --- compat.arch --- */
@@ -383,6 +422,17 @@ static const char *node_arch(struct doctor *dr, char *buf, size_t size, char *fr
 		}
 	}
 	free(text);
+	/* Under another host root uname() is this machine's: a Jetson's userland is aarch64. */
+	if (doctor_facts(dr)->board.tegra) {
+		(void)snprintf(buf, size, "arm64");
+		(void)snprintf(from, from_size,
+			       "a Jetson/Tegra board (%s): L4T is aarch64 (%s: %s)",
+			       doctor_facts(dr)->board.soc[0] ? doctor_facts(dr)->board.soc :
+								"SoC unknown",
+			       path ? path : "", r < 0 ? doctor_strerror(r) : "empty");
+		free(path);
+		return buf;
+	}
 	if (uname(&u) < 0) {
 		free(path);
 		return NULL;
@@ -454,7 +504,17 @@ struct store_result {
 	struct image_info info;
 };
 
-static void check_image(struct doctor *dr, const char *arch)
+/* The image's CUDA (struct image_info.cuda_version) and the store that said it. */
+struct image_cuda {
+	char version[32];
+	char from[320];
+};
+
+/*
+ * compat.image: --image in the local stores, and for which architectures. *@ic gets the
+ * image's CUDA version when a store's config names one.
+ */
+static void check_image(struct doctor *dr, const char *arch, struct image_cuda *ic)
 {
 	const struct doctor_opts *o = doctor_opts(dr);
 	struct store_result s[2] = { { .store = "docker" }, { .store = "containerd (k8s.io)" } };
@@ -499,6 +559,15 @@ static void check_image(struct doctor *dr, const char *arch)
 		if (s[i].r > 0) {
 			found++;
 			matching += image_runs_on(&s[i].info, arch);
+			if (!ic->version[0] && s[i].info.cuda_version[0]) {
+				(void)snprintf(ic->version, sizeof(ic->version), "%s",
+					       s[i].info.cuda_version);
+				(void)snprintf(
+					ic->from, sizeof(ic->from),
+					"the image's CUDA: CUDA_VERSION=%s in its config (%s "
+					"at %s)",
+					s[i].info.cuda_version, s[i].store, s[i].where);
+			}
 		}
 	}
 	if (found == 0)
@@ -531,7 +600,8 @@ static void check_image(struct doctor *dr, const char *arch)
 		}
 	}
 	if (found && matching < found)
-		doctor_evidence(c, "a container from it fails with \"exec format error\"");
+		doctor_evidence(c, "a container from it fails with \"exec format error\": the pod "
+				   "restarts again and again (CrashLoopBackOff)");
 	doctor_fix(c, found == 0 ? FIX_IMAGE_ABSENT : matching < found ? FIX_IMAGE_ARCH : NULL);
 	for (size_t i = 0; i < ELEMENTSOF(s); i++) {
 		fd_close(s[i].fd);
@@ -539,6 +609,42 @@ static void check_image(struct doctor *dr, const char *arch)
 		free(s[i].err);
 	}
 	free(name);
+}
+
+/*
+ * compat.image-cuda: the CUDA the image is built for (CUDA_VERSION in its config, as NVIDIA's
+ * CUDA and L4T images set it) against the driver or the L4T release, as compat.cuda judges
+ * --cuda-version. On a Jetson the classic failure: a CUDA 12 image on an L4T R32 board.
+ */
+static void check_image_cuda(struct doctor *dr, const struct image_cuda *ic)
+{
+	unsigned maj, min;
+	char mm[16];
+	struct doctor_check *c;
+
+	if (!doctor_opts(dr)->image) {
+		doctor_add(dr, "compat.image-cuda", DOCTOR_SKIP, "no --image given");
+		return;
+	}
+	/* "12.2.0" -> "12.2": the major.minor the driver tables speak. */
+	(void)snprintf(mm, sizeof(mm), "%.*s", (int)strspn(ic->version, "0123456789"), ic->version);
+	if (ic->version[strlen(mm)] == '.')
+		(void)snprintf(mm + strlen(mm), sizeof(mm) - strlen(mm), ".%.*s",
+			       (int)strspn(ic->version + strlen(mm) + 1, "0123456789"),
+			       ic->version + strlen(mm) + 1);
+	if (!ic->version[0] || doctor_cuda_parse(mm, &maj, &min) < 0) {
+		c = doctor_add(dr, "compat.image-cuda", DOCTOR_SKIP,
+			       "the image's CUDA version is unknown: its config sets no "
+			       "CUDA_VERSION that the doctor could read");
+		doctor_evidence(c, "%s",
+				ic->version[0] ? ic->from :
+						 "CUDA_VERSION: not found (an image not "
+						 "in a local store, one not built from "
+						 "NVIDIA's CUDA images, or a multi-arch "
+						 "index whose configs are not read)");
+		return;
+	}
+	judge_cuda(dr, "compat.image-cuda", maj, min, ic->from);
 }
 
 /*
@@ -593,6 +699,7 @@ static void check_models(struct doctor *dr)
 
 void doctor_compat(struct doctor *dr)
 {
+	struct image_cuda ic = { "", "" };
 	char arch[64], from[512];
 	struct doctor_check *c;
 
@@ -604,9 +711,11 @@ void doctor_compat(struct doctor *dr)
 		doctor_evidence(c, "uname: %s", strerror(errno));
 		doctor_add(dr, "compat.image", DOCTOR_SKIP,
 			   "the node's architecture is unknown: nothing to compare --image with");
+		check_image_cuda(dr, &ic);
 		return;
 	}
 	c = doctor_add(dr, "compat.arch", DOCTOR_PASS, "the node is linux/%s", arch);
 	doctor_evidence(c, "%s", from);
-	check_image(dr, arch);
+	check_image(dr, arch, &ic);
+	check_image_cuda(dr, &ic);
 }

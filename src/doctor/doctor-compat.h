@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 
+#include "gpu.h"
 #include "util.h"
 
 /* "12.4" -> 12, 4. Only MAJOR.MINOR, digits, no sign or space. Returns 0 or -EINVAL. */
@@ -43,13 +44,19 @@ enum doctor_cuda_verdict doctor_cuda_judge(unsigned req_major, unsigned req_mino
 					   const char *driver);
 
 /*
- * Jetson: the CUDA an L4T release ships ("R36 (release), REVISION: 4.0" -> 12.6) and the newest
+ * Jetson: the CUDA an L4T release ships (gpu_board.l4t: "36.4.0" -> 12.6) and the newest
  * minor of that major NVIDIA's cuda-compat package for Jetson brings (R35: 11.8; R36 and later:
  * any minor of the major, *ret_compat_minor = UINT_MAX; R32: none, = the shipped minor).
- * Returns 0, or -EINVAL (not "R<n>...") / -ENOENT (a release not in the table).
+ * Returns 0, or -EINVAL (not "<major>[.<revision>]") / -ENOENT (a release not in the table).
  */
-int doctor_l4t_cuda(const char *l4t_release, unsigned *ret_major, unsigned *ret_minor,
+int doctor_l4t_cuda(const char *l4t, unsigned *ret_major, unsigned *ret_minor,
 		    unsigned *ret_compat_minor) WARN_UNUSED;
+
+/*
+ * The L4T release of @b as nv_tegra_release words it and jtop and NVIDIA's forums quote it:
+ * "36.4.3" -> "R36 (release), REVISION: 4.3"; "unknown" without one. Into @buf (@size).
+ */
+void doctor_l4t_text(const struct gpu_board *b, char *buf, size_t size);
 
 /* uname machine -> OCI architecture: x86_64 -> amd64, aarch64 -> arm64, ...; else @machine. */
 const char *doctor_arch_name(const char *machine);

@@ -232,8 +232,9 @@ static void check_nvml(struct doctor_driver *d)
 				   "the GPU, then reboot.");
 		return;
 	}
-	if (d->tegra) {
-		bool expected = r == -ENOENT && d->l4t_major > 0 && d->l4t_major < 38;
+	if (d->f->board.tegra) {
+		bool expected = r == -ENOENT && d->f->board.l4t_major > 0 &&
+				d->f->board.l4t_major < 38;
 
 		c = doctor_add(
 			dr, "driver.nvml", expected ? DOCTOR_SKIP : DOCTOR_WARN,
@@ -243,7 +244,7 @@ static void check_nvml(struct doctor_driver *d)
 				       "and later ship it; driver.tegra checks the integrated GPU" :
 				       "NVML does not work on this Jetson (L4T R%d): driver.tegra "
 				       "checks the integrated GPU",
-			d->l4t_major);
+			d->f->board.l4t_major);
 		nvml_failed(d, c);
 		if (!expected)
 			doctor_fix(
@@ -410,7 +411,7 @@ static void check_versions(struct doctor_driver *d)
 			       nvml[0] ? nvml :
 					 "unknown");
 		doctor_fix(c, fix_mismatch);
-	} else if (d->kmod_r < 0 && d->tegra) {
+	} else if (d->kmod_r < 0 && d->f->board.tegra) {
 		c = doctor_add(
 			d->dr, "driver.versions", DOCTOR_SKIP,
 			"no /proc/driver/nvidia/version: a Jetson before Thor runs the nvgpu "
@@ -486,7 +487,7 @@ static void check_devices(struct doctor_driver *d)
 	unsigned n_nodes = 0, n_gpu_ok = 0, highest = 0;
 	bool nvml = d->nvml_r >= 0 && !d->nvml_hung;
 
-	if (d->tegra) {
+	if (d->f->board.tegra) {
 		(void)doctor_add(d->dr, "driver.devices", DOCTOR_SKIP,
 				 "a Jetson's integrated GPU: driver.tegra checks its device nodes");
 		return;
@@ -747,6 +748,7 @@ void doctor_driver(struct doctor *dr)
 	check_versions(&d);
 	check_devices(&d);
 	doctor_check_tegra(&d);
+	doctor_check_tegra_nodes(&d);
 	doctor_check_smi(&d);
 	doctor_check_persistence(&d);
 	doctor_check_boot(&d);

@@ -29,17 +29,28 @@ struct doctor_driver {
 	/* /proc/driver/nvidia/version: read (0), or -errno (-ENOENT: absent); its first line */
 	int kmod_r;
 	char *kmod_line;
-	/* Tegra */
-	bool tegra;
-	int l4t_major; /* 36 for "R36 (release), REVISION: 4.3"; 0 unknown */
-	char soc[32];  /* "tegra234", "" unknown */
-	char model[128];
-	struct buf unreadable; /* "<path>: <why>\n" for each Tegra file there but unreadable */
+	/* Tegra (the board itself is facts->board) */
+	struct buf unreadable; /* "<path>: <why>\n" for each board file there but unreadable */
 };
 
-/* Before NVML: fills tegra, l4t_major, soc, model and facts->tegra, facts->l4t_release. */
+/* The most of one host file the driver layer reads (unit files, release files, pid files). */
+#define DOCTOR_HOST_FILE_MAX ((size_t)64 * 1024)
+
+/* Whether @path exists under the host root (links followed inside it). */
+bool doctor_host_exists(const struct doctor *dr, const char *path);
+/* Appends "<path>: cannot read: <why>\n" to @b for a file that is there but unreadable (@r). */
+void doctor_note_unreadable(struct buf *b, const char *path, int r);
+/* The lines doctor_note_unreadable() gathered in @b, each as evidence of @c; releases @b. */
+void doctor_evidence_unreadable(struct doctor_check *c, struct buf *b);
+
+/*
+ * doctor-tegra.c. Before NVML: facts->board from tegra_board_read() under the host root (the
+ * board's one reader, shared with the Tegra backend), and the board files that are there but
+ * cannot be read noted in d->unreadable.
+ */
 void doctor_tegra_detect(struct doctor_driver *d);
 void doctor_check_tegra(struct doctor_driver *d);	/* driver.tegra */
+void doctor_check_tegra_nodes(struct doctor_driver *d); /* driver.tegra-nodes */
 void doctor_check_smi(struct doctor_driver *d);		/* driver.nvidia-smi */
 void doctor_check_persistence(struct doctor_driver *d); /* driver.persistence */
 void doctor_check_boot(struct doctor_driver *d);	/* driver.boot */

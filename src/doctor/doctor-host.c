@@ -1,7 +1,6 @@
 /*
- * The driver layer's host checks (doctor-driver.h): a Jetson/Tegra board and its L4T release,
- * nvidia-smi on the PATH, persistence mode, and whether the driver and the container runtime
- * come back after a reboot (systemd units, the kernel module for the running kernel). Every
+ * The driver layer's host checks (doctor-driver.h): nvidia-smi on the PATH, persistence mode,
+ * and whether the driver and the container runtime come back after a reboot (systemd units, the kernel module for the running kernel). Every
  * file is read under the host root; symlinks are followed inside it.
  */
 #include <dirent.h>
@@ -17,26 +16,21 @@
 
 #include "doctor-driver.h"
 
-/* The most of one host file the driver layer reads (unit files, release files, pid files). */
-#define HOST_FILE_MAX ((size_t)64 * 1024)
-
-static bool host_exists(const struct doctor *dr, const char *path)
+bool doctor_host_exists(const struct doctor *dr, const char *path)
 {
 	struct stat st;
 
 	return doctor_stat(dr, path, &st, NULL) == 0;
 }
 
-/* Appends "<path>: cannot read: <why>\n" to @b for a file that is there but unreadable. */
-static void note_unreadable(struct buf *b, const char *path, int r)
+void doctor_note_unreadable(struct buf *b, const char *path, int r)
 {
 	if (r < 0 && r != -ENOENT &&
 	    buf_printf(b, "%s: cannot read: %s\n", path, doctor_strerror(r)) < 0)
 		buf_release(b);
 }
 
-/* The lines note_unreadable() gathered in @b, each as evidence of @c; releases @b. */
-static void evidence_unreadable(struct doctor_check *c, struct buf *b)
+void doctor_evidence_unreadable(struct doctor_check *c, struct buf *b)
 {
 	for (const char *p = (const char *)b->data; p && *p;) {
 		size_t n = strcspn(p, "\n");
@@ -45,130 +39,6 @@ static void evidence_unreadable(struct doctor_check *c, struct buf *b)
 		p += n + (p[n] == '\n');
 	}
 	buf_release(b);
-}
-
-/* --- Tegra --- */
-
-/* doctor_read(), with a file that is there but cannot be read noted for driver.tegra. */
-static int tegra_read(struct doctor_driver *d, const char *path, char **ret, size_t *ret_len)
-{
-	int r = doctor_read(d->dr, path, HOST_FILE_MAX, ret, ret_len);
-
-	note_unreadable(&d->unreadable, path, r);
-	return r;
-}
-
-void doctor_tegra_detect(struct doctor_driver *d)
-{
-	char *text = NULL;
-	size_t len = 0;
-
-	/* "# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, ..." */
-	if (tegra_read(d, "/etc/nv_tegra_release", &text, &len) == 0) {
-		const char *p = text + strspn(text, "# ");
-		size_t n = strcspn(p, "\n");
-		const char *gcid = strstr(p, ", GCID");
-
-		if (gcid && (size_t)(gcid - p) < n)
-			n = (size_t)(gcid - p);
-		d->tegra = true;
-		(void)snprintf(d->f->l4t_release, sizeof(d->f->l4t_release), "%.*s", (int)n, p);
-		if (p[0] == 'R' && p[1] >= '0' && p[1] <= '9')
-			d->l4t_major = (int)strtol(p + 1, NULL, 10);
-	}
-	text = mfree(text);
-	/* NUL-separated: "nvidia,p3768-0000+p3767-0005\0nvidia,tegra234\0" */
-	if (tegra_read(d, "/proc/device-tree/compatible", &text, &len) == 0) {
-		for (size_t i = 0; i < len; i += strlen(text + i) + 1)
-			if (startswith(text + i, "nvidia,tegra")) {
-				d->tegra = true;
-				(void)snprintf(d->soc, sizeof(d->soc), "%s", text + i + 7);
-			}
-	}
-	text = mfree(text);
-	if (tegra_read(d, "/proc/device-tree/model", &text, &len) == 0)
-		(void)snprintf(d->model, sizeof(d->model), "%.*s", (int)strcspn(text, "\n"), text);
-	text = mfree(text);
-	if (tegra_read(d, "/sys/devices/soc0/family", &text, &len) == 0 &&
-	    strncasecmp(text, "tegra", 5) == 0)
-		d->tegra = true;
-	free(text);
-	d->f->tegra = d->tegra;
-}
-
-void doctor_check_tegra(struct doctor_driver *d)
-{
-	static const char *const nvgpu_any[] = { "/dev/nvhost-ctrl-gpu", "/dev/nvgpu/igpu0/ctrl" };
-	static const char *const openrm[] = { "/dev/nvidiactl", "/dev/nvidia0" };
-	bool thor = d->l4t_major >= 38 || streq(d->soc, "tegra264");
-	struct doctor_check *c;
-	const char *missing = NULL;
-	bool any = false;
-
-	if (!d->tegra) {
-		c = doctor_add(d->dr, "driver.tegra", DOCTOR_SKIP, "not a Jetson/Tegra board");
-		doctor_evidence(c, "no /etc/nv_tegra_release, no nvidia,tegra* in "
-				   "/proc/device-tree/compatible");
-		evidence_unreadable(c, &d->unreadable);
-		return;
-	}
-	if (thor) {
-		for (size_t i = 0; i < ELEMENTSOF(openrm) && !missing; i++)
-			if (!host_exists(d->dr, openrm[i]))
-				missing = openrm[i];
-	} else {
-		for (size_t i = 0; i < ELEMENTSOF(nvgpu_any); i++)
-			any = any || host_exists(d->dr, nvgpu_any[i]);
-		if (!host_exists(d->dr, "/dev/nvmap"))
-			missing = "/dev/nvmap";
-		else if (!any)
-			missing = nvgpu_any[0];
-	}
-	if (missing) {
-		c = doctor_add(
-			d->dr, "driver.tegra", DOCTOR_FAIL,
-			"Jetson board but the integrated GPU's device node %s is missing: the "
-			"GPU driver did not come up",
-			missing);
-		doctor_fix(c,
-			   "The L4T GPU driver did not load: check lsmod | grep -e nvgpu -e "
-			   "nvidia and dmesg | grep -i -e nvgpu -e nvrm; reinstall the L4T kernel "
-			   "packages (apt install --reinstall nvidia-l4t-kernel "
-			   "nvidia-l4t-kernel-dtbs) or reflash the board with its JetPack "
-			   "release, then reboot.");
-	} else if (!d->f->l4t_release[0]) {
-		c = doctor_add(d->dr, "driver.tegra", DOCTOR_WARN,
-			       "Jetson board (%s) but the L4T release is unknown: "
-			       "/etc/nv_tegra_release is missing",
-			       d->soc[0] ? d->soc : "Tegra");
-		doctor_fix(c, "/etc/nv_tegra_release comes with the nvidia-l4t-core package (apt "
-			      "install --reinstall nvidia-l4t-core); where the doctor or a device "
-			      "plugin runs in a container, mount the host's /etc/nv_tegra_release "
-			      "read-only: NVIDIA's tools do not detect the board without it.");
-	} else {
-		c = doctor_add(d->dr, "driver.tegra", DOCTOR_PASS,
-			       "Jetson board: L4T %s, SoC %s, integrated GPU nodes present",
-			       d->f->l4t_release, d->soc[0] ? d->soc : "unknown");
-	}
-	if (d->model[0])
-		doctor_evidence(c, "model: %s", d->model);
-	doctor_evidence(c, "L4T: %s", d->f->l4t_release[0] ? d->f->l4t_release : "unknown");
-	doctor_evidence(c, "SoC: %s (/proc/device-tree/compatible)",
-			d->soc[0] ? d->soc : "unknown");
-	doctor_evidence(c, "GPU driver: %s",
-			thor ? "OpenRM (/dev/nvidia*), L4T R38 and later" :
-			       "nvgpu (/dev/nvhost-*, /dev/nvmap)");
-	for (size_t i = 0; i < (thor ? ELEMENTSOF(openrm) : ELEMENTSOF(nvgpu_any)); i++) {
-		const char *p = thor ? openrm[i] : nvgpu_any[i];
-
-		doctor_evidence(c, "%s: %s", p, host_exists(d->dr, p) ? "present" : "missing");
-	}
-	if (!thor)
-		doctor_evidence(c, "/dev/nvmap: %s",
-				host_exists(d->dr, "/dev/nvmap") ? "present" : "missing");
-	evidence_unreadable(c, &d->unreadable);
-	if (!missing && !d->f->nvml_ok)
-		d->f->n_gpus = 1;
 }
 
 /* --- nvidia-smi --- */
@@ -180,10 +50,10 @@ void doctor_check_smi(struct doctor_driver *d)
 	struct doctor_check *c;
 	char *found = NULL, *noexec = NULL;
 
-	if (d->tegra && d->l4t_major > 0 && d->l4t_major < 36) {
+	if (d->f->board.tegra && d->f->board.l4t_major > 0 && d->f->board.l4t_major < 36) {
 		(void)doctor_add(d->dr, "driver.nvidia-smi", DOCTOR_SKIP,
 				 "L4T R%d ships no nvidia-smi (tegrastats shows the GPU)",
-				 d->l4t_major);
+				 d->f->board.l4t_major);
 		return;
 	}
 	for (size_t i = 0; i < ELEMENTSOF(dirs) && !found; i++) {
@@ -305,7 +175,7 @@ static enum unit_state unit_state(const struct doctor *dr, const char *name, cha
 	for (size_t i = 0; i < ELEMENTSOF(unit_dirs) && !*ret_where; i++) {
 		char *p = path_join(unit_dirs[i], name);
 
-		if (p && host_exists(dr, p))
+		if (p && doctor_host_exists(dr, p))
 			*ret_where = p;
 		else
 			free(p);
@@ -341,15 +211,15 @@ static int persistenced_pid(const struct doctor *dr, struct buf *why)
 	for (size_t i = 0; i < ELEMENTSOF(pidfiles) && !pid; i++) {
 		char *text = NULL, *comm = NULL, *path = NULL;
 		unsigned v;
-		int r = doctor_read(dr, pidfiles[i], HOST_FILE_MAX, &text, NULL);
+		int r = doctor_read(dr, pidfiles[i], DOCTOR_HOST_FILE_MAX, &text, NULL);
 
-		note_unreadable(why, pidfiles[i], r);
+		doctor_note_unreadable(why, pidfiles[i], r);
 		if (r == 0) {
 			text[strcspn(text, " \n")] = 0;
 			if (safe_atou(text, &v) == 0 && v > 0 && v < INT_MAX &&
 			    (path = strdup_printf("/proc/%u/comm", v))) {
-				r = doctor_read(dr, path, HOST_FILE_MAX, &comm, NULL);
-				note_unreadable(why, path, r);
+				r = doctor_read(dr, path, DOCTOR_HOST_FILE_MAX, &comm, NULL);
+				doctor_note_unreadable(why, path, r);
 				if (r == 0 && startswith(comm, "nvidia-persiste"))
 					pid = (int)v;
 			}
@@ -369,7 +239,7 @@ void doctor_check_persistence(struct doctor_driver *d)
 	enum unit_state us;
 	int pid;
 
-	if (d->tegra) {
+	if (d->f->board.tegra) {
 		(void)doctor_add(d->dr, "driver.persistence", DOCTOR_SKIP,
 				 "a Jetson's integrated GPU has no persistence mode");
 		return;
@@ -392,7 +262,7 @@ void doctor_check_persistence(struct doctor_driver *d)
 			      "enable --now nvidia-persistenced.service (it comes with the driver; "
 			      "nvidia-smi -pm 1 also works, until the next reboot).");
 	}
-	evidence_unreadable(c, &why);
+	doctor_evidence_unreadable(c, &why);
 	doctor_evidence(c, "nvidia-persistenced.service: %s%s%s%s", unit_state_name[us],
 			where ? " (" : "", where ? where : "", where ? ")" : "");
 	free(where);
@@ -497,7 +367,7 @@ static void boot_units(struct boot *b)
 	bool k3s_any = false, k3s_on = false, own;
 	enum unit_state mk;
 
-	if (!b->d->tegra)
+	if (!b->d->f->board.tegra)
 		(void)boot_unit(b, &u_persistenced, DOCTOR_WARN, true);
 	/* A node runs k3s or k3s-agent: one of them enabled is enough. */
 	for (size_t i = 0; i < ELEMENTSOF(u_k3s); i++) {
@@ -581,11 +451,11 @@ static void boot_module(struct boot *b)
 	DIR *d = NULL;
 	int r;
 
-	if (b->d->tegra) {
+	if (b->d->f->board.tegra) {
 		boot_line(b, "kernel module: the Jetson's GPU driver comes with the L4T kernel");
 		return;
 	}
-	r = doctor_read(dr, "/proc/sys/kernel/osrelease", HOST_FILE_MAX, &rel, NULL);
+	r = doctor_read(dr, "/proc/sys/kernel/osrelease", DOCTOR_HOST_FILE_MAX, &rel, NULL);
 	if (r < 0) {
 		line = strdup_printf("kernel release: unknown (/proc/sys/kernel/osrelease: %s)",
 				     r == -ENOENT ? "missing" : doctor_strerror(r));
@@ -636,12 +506,12 @@ void doctor_check_boot(struct doctor_driver *d)
 	else
 		boot_line(&b, "no systemd unit directory: the start at boot of the services was "
 			      "not checked");
-	if (b.st == DOCTOR_PASS && !units && d->tegra)
+	if (b.st == DOCTOR_PASS && !units && d->f->board.tegra)
 		b.st = DOCTOR_SKIP;
 	if (b.st == DOCTOR_PASS || b.st == DOCTOR_SKIP)
 		(void)snprintf(b.summary, sizeof(b.summary), "%s",
 			       units ? "the NVIDIA driver and the container runtime start at boot" :
-			       d->tegra ?
+			       d->f->board.tegra ?
 				       "no systemd here: nothing to check" :
 				       "the NVIDIA kernel module is built for the running kernel "
 				       "(no systemd: the services were not checked)");

@@ -121,6 +121,20 @@ static void add_platform(struct image_info *info, const char *os, const char *ar
 	copy_str(pl->variant, sizeof(pl->variant), variant);
 }
 
+/* CUDA_VERSION=<v> in the Env list of @config (an image config's "config", Docker's "Config"). */
+static void cuda_from_env(const struct ytree *t, const struct ytree_node *config,
+			  struct image_info *info)
+{
+	const struct ytree_node *env = get(t, config, "Env", NULL);
+
+	for (size_t i = 0; env && env->kind == YTREE_SEQ && i < env->n_kids; i++) {
+		const char *e = ytree_str(ytree_kid(t, env, i));
+
+		if (e && startswith(e, "CUDA_VERSION=") && e[13])
+			copy_str(info->cuda_version, sizeof(info->cuda_version), e + 13);
+	}
+}
+
 int image_json_platforms(const char *json, size_t len, struct image_info *info, char **ret_config)
 {
 	const struct ytree_node *root, *n;
@@ -155,6 +169,7 @@ int image_json_platforms(const char *json, size_t len, struct image_info *info, 
 	if (ytree_str(n)) {
 		add_platform(info, ytree_str(get(&t, root, "os", "Os")), ytree_str(n),
 			     ytree_str(get(&t, root, "variant", "Variant")));
+		cuda_from_env(&t, get(&t, root, "config", "Config"), info);
 		r = 0;
 		goto out;
 	}

@@ -25,9 +25,10 @@ struct image_platform {
 };
 
 struct image_info {
-	char media_type[128]; /* containerd: the target's media type; Docker: "" */
-	char digest[96];      /* containerd: the target's digest; Docker: the image id */
-	unsigned n_platforms; /* platforms found, at most IMAGE_MAX_PLATFORMS kept */
+	char media_type[128];  /* containerd: the target's media type; Docker: "" */
+	char digest[96];       /* containerd: the target's digest; Docker: the image id */
+	char cuda_version[32]; /* CUDA_VERSION in the config's Env ("12.2.0"), "" none/unknown */
+	unsigned n_platforms;  /* platforms found, at most IMAGE_MAX_PLATFORMS kept */
 	struct image_platform platforms[IMAGE_MAX_PLATFORMS];
 };
 
@@ -42,7 +43,8 @@ int image_ref_normalize(const char *ref, char **ret) WARN_UNUSED;
 /*
  * Reads image JSON: an OCI index or Docker manifest list (platforms of every entry, entries for
  * "unknown" platforms, as attestations, left out), an image config or Docker's image inspect
- * (its one platform: architecture/Architecture, os/Os, variant/Variant), or a manifest (no
+ * (its one platform: architecture/Architecture, os/Os, variant/Variant, and CUDA_VERSION from
+ * config.Env/Config.Env into info->cuda_version, as NVIDIA's CUDA images set it), or a manifest (no
  * platform: *@ret_config gets the config's digest, heap; NULL otherwise). Returns 0, -EBADMSG
  * (not JSON, or none of these) or -ENOMEM. @info's platforms are appended to.
  */

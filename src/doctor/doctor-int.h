@@ -50,13 +50,12 @@ struct doctor_facts {
 	char uuids[DOCTOR_MAX_GPUS][96]; /* their UUIDs, in NVML order */
 	char names[DOCTOR_MAX_GPUS][96]; /* their product names, in NVML order */
 	char product_label[96];		 /* nvidia.com/gpu.product's value (labels.c, from GPU 0) */
-	bool tegra;			 /* a Jetson/Tegra board */
-	char l4t_release[64];		 /* "R36 (release), REVISION: 4.0", from nv_tegra_release */
-	char runtime[16];		 /* "containerd", "docker", "" */
-	char containerd_config[256];	 /* host path of the containerd config found, "" none */
-	char containerd_socket[256];	 /* host path of the containerd socket for that layout */
-	char layout[16];		 /* "kubeadm", "k3s", "microk8s", "kubeedge", "" */
-	bool plugin_ready;		 /* the running daemon's /readyz said 200 */
+	struct gpu_board board;	     /* a Jetson/Tegra board (tegra_board_read()); zero elsewhere */
+	char runtime[16];	     /* "containerd", "docker", "" */
+	char containerd_config[256]; /* host path of the containerd config found, "" none */
+	char containerd_socket[256]; /* host path of the containerd socket for that layout */
+	char layout[16];	     /* "kubeadm", "k3s", "microk8s", "kubeedge", "" */
+	bool plugin_ready;	     /* the running daemon's /readyz said 200 */
 };
 
 /*

@@ -539,5 +539,6 @@ void doctor_runtime(struct doctor *dr)
 	check_containerd(dr, &rt);
 	doctor_runtime_toolkit(dr);
 	doctor_runtime_cdi(dr);
+	doctor_runtime_tegra_mode(dr);
 	doctor_runtime_docker(dr);
 }

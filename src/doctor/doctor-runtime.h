@@ -68,6 +68,7 @@ int doctor_runtime_toml_load(const struct doctor *dr, struct doctor_runtime_note
 /* Whether Docker is installed here; *@why (of @size) says what showed it. */
 bool doctor_runtime_docker_present(const struct doctor *dr, char *why, size_t size);
 
-void doctor_runtime_toolkit(struct doctor *dr); /* runtime.toolkit */
-void doctor_runtime_cdi(struct doctor *dr);	/* runtime.cdi */
-void doctor_runtime_docker(struct doctor *dr);	/* runtime.docker */
+void doctor_runtime_toolkit(struct doctor *dr);	   /* runtime.toolkit */
+void doctor_runtime_cdi(struct doctor *dr);	   /* runtime.cdi */
+void doctor_runtime_tegra_mode(struct doctor *dr); /* runtime.tegra-mode */
+void doctor_runtime_docker(struct doctor *dr);	   /* runtime.docker */

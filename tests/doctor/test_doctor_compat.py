@@ -56,7 +56,7 @@ def put_blob(layout, data):
     return {"digest": "sha256:" + d, "size": len(data)}
 
 
-def image_manifest(layout, arch):
+def image_manifest(layout, arch, env=None):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as t:
         data = f"built for {arch}\n".encode()
@@ -65,7 +65,8 @@ def image_manifest(layout, arch):
         t.addfile(ti, io.BytesIO(data))
     layer = buf.getvalue()
     ldesc = dict(mediaType=MT_LAYER, **put_blob(layout, layer))
-    config = {"architecture": arch, "os": "linux", "config": {"Cmd": ["/hello"]},
+    config = {"architecture": arch, "os": "linux",
+              "config": dict({"Cmd": ["/hello"]}, **({"Env": env} if env else {})),
               "rootfs": {"type": "layers", "diff_ids": [ldesc["digest"]]}}
     cdesc = dict(mediaType=MT_CONFIG, **put_blob(layout, json.dumps(config).encode()))
     manifest = {"schemaVersion": 2, "mediaType": MT_MANIFEST, "config": cdesc,
@@ -74,14 +75,15 @@ def image_manifest(layout, arch):
                 platform={"architecture": arch, "os": "linux"})
 
 
-def make_archive(work, name, archs):
+def make_archive(work, name, archs, env=None):
     """An oci-archive holding image `name` (full containerd name, tag included) for `archs`:
-    one manifest for one architecture, an index of manifests for several."""
+    one manifest for one architecture, an index of manifests for several; `env` the config's
+    Env (NVIDIA's CUDA images set CUDA_VERSION there)."""
     layout = os.path.join(work, "layout-" + name.replace("/", "_").replace(":", "_"))
     os.makedirs(os.path.join(layout, "blobs", "sha256"))
     with open(os.path.join(layout, "oci-layout"), "w") as f:
         json.dump({"imageLayoutVersion": "1.0.0"}, f)
-    descs = [image_manifest(layout, a) for a in archs]
+    descs = [image_manifest(layout, a, env) for a in archs]
     if len(descs) == 1:
         top = descs[0]
     else:
@@ -200,6 +202,58 @@ def image_tests(work, dk_sock, cd_sock):
           f"bad ref: a usage error (exit 2), got {r.returncode}: {r.stderr}")
 
 
+CUDA12_ENV = ["PATH=/usr/local/cuda/bin:/usr/bin:/bin", "CUDA_VERSION=12.2.0",
+              "NVIDIA_REQUIRE_CUDA=cuda>=12.2"]
+
+
+def board_root(work, name, docker_sock, containerd_sock):
+    """A copy of the Jetson fixture board `name` (make-board) with the engine's sockets in it;
+    no /proc/sys/kernel/arch there: the doctor knows a Jetson is arm64 by its board."""
+    root = os.path.join(work, "board-" + name)
+    shutil.copytree(os.path.join(os.environ["TEGRA_BOARDS"], name), root, symlinks=True)
+    os.makedirs(os.path.join(root, "run/containerd"), exist_ok=True)
+    if not os.path.lexists(os.path.join(root, "var/run")):
+        os.makedirs(os.path.join(root, "var"), exist_ok=True)
+        os.symlink("/run", os.path.join(root, "var/run"))
+    os.link(docker_sock, os.path.join(root, "run/docker.sock"))
+    os.link(containerd_sock, os.path.join(root, "run/containerd/containerd.sock"))
+    return root
+
+
+def tegra_tests(work, dk_sock, cd_sock):
+    """The seed's edge failures on Jetson boards: an amd64-only image (exec format error, a
+    crash loop) and a CUDA 12 image on an L4T R32 board."""
+    if not os.environ.get("TEGRA_BOARDS"):
+        check(False, "TEGRA_BOARDS is not set: the Jetson boards were not built")
+        return
+    nano = board_root(work, "nano-r32", dk_sock, cd_sock)
+    orin = board_root(work, "orin-nano-r36", dk_sock, cd_sock)
+    c = find(doctor(nano)[1], "compat.arch")
+    check(c["status"] == "pass" and c["summary"].endswith("linux/arm64")
+          and any("Jetson/Tegra board" in e for e in c["evidence"]), f"compat.arch on nano: {c}")
+    c = expect_image(nano, "edgegpu-compat-amd64:1", "fail", "docker", "arm64")
+    check(any("CrashLoopBackOff" in e for e in c["evidence"]), f"no crash loop words: {c}")
+    expect_image(nano, "edgegpu-compat-amd64:2", "fail", "containerd", "arm64")
+    # The classic one: arm64 (so compat.image passes), CUDA 12.2, on L4T R32 (CUDA 10.2).
+    for ref, store in (("edgegpu-compat-cuda12:1", "docker"),
+                       ("edgegpu-compat-cuda12:2", "containerd")):
+        expect_image(nano, ref, "pass", store, "arm64")
+        doc = doctor(nano, "--image", ref)[1]
+        c = find(doc, "compat.image-cuda")
+        ev = "\n".join(c["evidence"])
+        check(c["status"] == "fail" and "newer than this L4T release supports (CUDA 10.2)"
+              in c["summary"], f"{ref} on nano: {c}")
+        check("CUDA_VERSION=12.2.0" in ev and store in ev and "R32 (release)" in ev,
+              f"{ref} on nano: evidence {ev}")
+        check(c.get("fix", "").startswith("On Jetson the CUDA driver comes with the L4T "
+                                          "release"), f"{ref} on nano: fix {c.get('fix')}")
+        c = find(doctor(orin, "--image", ref)[1], "compat.image-cuda")
+        check(c["status"] == "pass" and "ships CUDA 12.6" in c["summary"], f"{ref} on orin: {c}")
+    # No CUDA_VERSION in the config: nothing to judge.
+    c = find(doctor(orin, "--image", "edgegpu-compat-arm64:1")[1], "compat.image-cuda")
+    check(c["status"] == "skip" and "CUDA_VERSION" in c["summary"], f"no CUDA image: {c}")
+
+
 def cuda_tests(work):
     root = host_root(work, "cuda", "x86_64", None, None)
     env = {"EDGEGPU_FAKE_NVML_FIXTURE": fixture_path("two-gpus.conf")}  # 550.54.15, 12040
@@ -254,12 +308,18 @@ def main():
             run(["skopeo", "copy", "--quiet", f"oci-archive:{a}",
                  f"docker-daemon:edgegpu-compat-{arch}:1", "--dest-daemon-host",
                  "unix://" + dk_sock])
-        for name, archs in (("amd64", ["amd64"]), ("arm64", ["arm64"]),
-                            ("multi", ["amd64", "arm64"])):
-            a = make_archive(work, f"docker.io/library/edgegpu-compat-{name}:2", archs)
+        a = make_archive(work, "docker.io/library/edgegpu-compat-cuda12:1", ["arm64"],
+                         CUDA12_ENV)
+        run(["skopeo", "copy", "--quiet", f"oci-archive:{a}",
+             "docker-daemon:edgegpu-compat-cuda12:1", "--dest-daemon-host", "unix://" + dk_sock])
+        for name, archs, env in (("amd64", ["amd64"], None), ("arm64", ["arm64"], None),
+                                 ("multi", ["amd64", "arm64"], None),
+                                 ("cuda12", ["arm64"], CUDA12_ENV)):
+            a = make_archive(work, f"docker.io/library/edgegpu-compat-{name}:2", archs, env)
             run(["ctr", "--address", cd_sock, "-n", "k8s.io", "images", "import",
                  "--all-platforms", "--no-unpack", a])
         image_tests(work, dk_sock, cd_sock)
+        tegra_tests(work, dk_sock, cd_sock)
         cuda_tests(work)
     finally:
         subprocess.run([engine, "stop", dk], capture_output=True, timeout=60)

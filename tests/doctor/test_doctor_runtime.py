@@ -189,7 +189,8 @@ class RuntimeLayer(unittest.TestCase):
         rep = Report(r)
         ids = [c["id"] for c in rep.doc["checks"] if c["layer"] == "runtime"]
         self.assertEqual(ids, ["runtime.layout", "runtime.containerd-nvidia", "runtime.toolkit",
-                               "runtime.cdi", "runtime.docker"], "the runtime checks, in order")
+                               "runtime.cdi", "runtime.tegra-mode", "runtime.docker"],
+                         "the runtime checks, in order")
         failed = [c["id"] for c in rep.doc["checks"] if c["status"] == "fail"]
         self.assertEqual(rep.rc, 1 if failed else 0, f"exit status with failures {failed}")
         self.assertEqual(rep.doc["ok"], not failed)

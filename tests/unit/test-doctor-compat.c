@@ -99,25 +99,47 @@ static void test_l4t(void **state)
 	unsigned maj = 0, min = 0, cmin = 0;
 
 	(void)state;
-	assert_int_equal(doctor_l4t_cuda("R35 (release), REVISION: 4.1", &maj, &min, &cmin), 0);
+	assert_int_equal(doctor_l4t_cuda("35.4.1", &maj, &min, &cmin), 0);
 	assert_int_equal(maj, 11);
 	assert_int_equal(min, 4);
 	assert_int_equal(cmin, 8);
-	assert_int_equal(doctor_l4t_cuda("R36 (release), REVISION: 2.0", &maj, &min, &cmin), 0);
+	assert_int_equal(doctor_l4t_cuda("36.2.0", &maj, &min, &cmin), 0);
 	assert_int_equal(maj, 12);
 	assert_int_equal(min, 2);
 	assert_int_equal(cmin, UINT_MAX);
-	assert_int_equal(doctor_l4t_cuda("R36 (release), REVISION: 4.3", &maj, &min, &cmin), 0);
+	assert_int_equal(doctor_l4t_cuda("36.4.3", &maj, &min, &cmin), 0);
 	assert_int_equal(min, 6);
-	assert_int_equal(doctor_l4t_cuda("R38 (release), REVISION: 2.0", &maj, &min, &cmin), 0);
+	assert_int_equal(doctor_l4t_cuda("38.2.0", &maj, &min, &cmin), 0);
 	assert_int_equal(maj, 13);
 	assert_int_equal(min, 0);
-	assert_int_equal(doctor_l4t_cuda("R32 (release), REVISION: 7.4", &maj, &min, &cmin), 0);
+	assert_int_equal(doctor_l4t_cuda("32.7.4", &maj, &min, &cmin), 0);
 	assert_int_equal(maj, 10);
 	assert_int_equal(cmin, 2);
-	assert_int_equal(doctor_l4t_cuda("R28 (release)", &maj, &min, &cmin), -ENOENT);
+	assert_int_equal(doctor_l4t_cuda("28.1", &maj, &min, &cmin), -ENOENT);
 	assert_int_equal(doctor_l4t_cuda("", &maj, &min, &cmin), -EINVAL);
 	assert_int_equal(doctor_l4t_cuda("release 36", &maj, &min, &cmin), -EINVAL);
+	/* gpu_board.l4t: digits and dots only; a major alone is its .0 */
+	assert_int_equal(doctor_l4t_cuda("R36 (release), REVISION: 4.3", &maj, &min, &cmin),
+			 -EINVAL);
+	assert_int_equal(doctor_l4t_cuda("36x", &maj, &min, &cmin), -EINVAL);
+	assert_int_equal(doctor_l4t_cuda("39", &maj, &min, &cmin), 0);
+	assert_int_equal(min, 2);
+}
+
+static void test_l4t_text(void **state)
+{
+	struct gpu_board b = { .tegra = true, .l4t = "36.4.3", .l4t_major = 36 };
+	char buf[64];
+
+	(void)state;
+	doctor_l4t_text(&b, buf, sizeof(buf));
+	assert_string_equal(buf, "R36 (release), REVISION: 4.3");
+	b = (struct gpu_board){ .tegra = true, .l4t = "32", .l4t_major = 32 };
+	doctor_l4t_text(&b, buf, sizeof(buf));
+	assert_string_equal(buf, "R32 (release), REVISION: 0");
+	b = (struct gpu_board){ .tegra = true };
+	doctor_l4t_text(&b, buf, sizeof(buf));
+	assert_string_equal(buf, "unknown");
 }
 
 static void test_arch(void **state)
@@ -206,6 +228,28 @@ static void test_json_platforms(void **state)
 	assert_int_equal(image_json_platforms(inspect, strlen(inspect), &info, &cfg), 0);
 	assert_int_equal(info.n_platforms, 1);
 	assert_string_equal(info.platforms[0].arch, "amd64");
+
+	assert_string_equal(info.cuda_version, "");
+
+	/* NVIDIA's CUDA images: CUDA_VERSION in the config's Env (OCI) or Config.Env (Docker). */
+	static const char cuda_config[] =
+		"{\"architecture\":\"arm64\",\"os\":\"linux\",\"config\":{\"Env\":[\"PATH=/bin\","
+		"\"CUDA_VERSION=12.2.0\",\"NVIDIA_REQUIRE_CUDA=cuda>=12.2\"]}}";
+	static const char cuda_inspect[] =
+		"{\"Architecture\":\"amd64\",\"Os\":\"linux\",\"Config\":{\"Env\":"
+		"[\"CUDA_VERSION=10.2.460\"]}}";
+	static const char odd_env[] = "{\"architecture\":\"arm64\",\"config\":{\"Env\":"
+				      "[1,{\"a\":2},\"CUDA_VERSION=\",\"XCUDA_VERSION=9\"]}}";
+
+	memset(&info, 0, sizeof(info));
+	assert_int_equal(image_json_platforms(cuda_config, strlen(cuda_config), &info, &cfg), 0);
+	assert_string_equal(info.cuda_version, "12.2.0");
+	memset(&info, 0, sizeof(info));
+	assert_int_equal(image_json_platforms(cuda_inspect, strlen(cuda_inspect), &info, &cfg), 0);
+	assert_string_equal(info.cuda_version, "10.2.460");
+	memset(&info, 0, sizeof(info));
+	assert_int_equal(image_json_platforms(odd_env, strlen(odd_env), &info, &cfg), 0);
+	assert_string_equal(info.cuda_version, "");
 
 	assert_int_equal(image_json_platforms("{\"a\":1}", 7, &info, &cfg), -EBADMSG);
 	assert_int_equal(image_json_platforms("[1,2]", 5, &info, &cfg), -EBADMSG);
@@ -470,11 +514,11 @@ static void test_containerd(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_cuda_parse),     cmocka_unit_test(test_cuda_table),
-		cmocka_unit_test(test_cuda_judge),     cmocka_unit_test(test_l4t),
-		cmocka_unit_test(test_arch),	       cmocka_unit_test(test_ref_normalize),
-		cmocka_unit_test(test_json_platforms), cmocka_unit_test(test_docker_http),
-		cmocka_unit_test(test_containerd),
+		cmocka_unit_test(test_cuda_parse),    cmocka_unit_test(test_cuda_table),
+		cmocka_unit_test(test_cuda_judge),    cmocka_unit_test(test_l4t),
+		cmocka_unit_test(test_l4t_text),      cmocka_unit_test(test_arch),
+		cmocka_unit_test(test_ref_normalize), cmocka_unit_test(test_json_platforms),
+		cmocka_unit_test(test_docker_http),   cmocka_unit_test(test_containerd),
 	};
 
 	log_max_level = LOG_LEVEL_ERROR;
