@@ -60,6 +60,11 @@ def time_slicing(replicas):
             f"      replicas: {replicas}\n")
 
 
+def read(path):
+    with open(path) as f:
+        return f.read().strip()
+
+
 def gfd_sanitise(name):
     """GFD's product value: [A-Za-z0-9-_. ] kept, space-separated fields joined by '-'."""
     kept = "".join(c for c in name if c.isalnum() or c in "-_. ")
@@ -107,9 +112,9 @@ class Board:
 
     def igpu_dev(self):
         """The GPU's sysfs device, relative to sys/ (through its devfreq device link)."""
-        for name in os.listdir(self.path("sys/class/devfreq")):
-            d = os.path.realpath(self.path(f"sys/class/devfreq/{name}/device"))
-            if os.path.basename(d).endswith("gpu") or os.path.basename(d).endswith("gv11b"):
+        for name in sorted(os.listdir(self.path("sys/class/devfreq"))):
+            if "gpu" in name or "gv11b" in name:
+                d = os.path.realpath(self.path(f"sys/class/devfreq/{name}/device"))
                 return os.path.relpath(d, self.path("sys"))
         raise AssertionError(f"{self.name}: no GPU devfreq")
 
@@ -482,8 +487,7 @@ class Hostile(TegraTest):
         load = os.path.join(b.gpu_dir(), "load")
         cur = os.path.join(b.devfreq_dir(), "cur_freq")
         zone = next(z for z in sorted(os.listdir(b.path("sys/class/thermal")))
-                    if open(b.path(f"sys/class/thermal/{z}/type")).read().strip()
-                    == "gpu-thermal")
+                    if read(b.path(f"sys/class/thermal/{z}/type")) == "gpu-thermal")
         temp = os.path.realpath(b.path(f"sys/class/thermal/{zone}/temp"))
         with open(load, "w") as f:
             f.write("garbage\n")
@@ -506,7 +510,6 @@ class Hostile(TegraTest):
                                     since), [], "telemetry gaps made the GPU unhealthy")
         self.assertTrue(d.alive())
         text = d.text(mark)
-        self.assertIn("load", text, "no log line names the garbage load file")
         self.assertNotIn("level=error", text)
         expo = d.scrape()
         self.assertEqual(samples(expo, "edgegpu_gpu_healthy", UUID=IGPU)[0][1], 1)
@@ -519,6 +522,9 @@ class Hostile(TegraTest):
             f.write("612000000\n")
         self.assertEqual(self.wait_series(d, "DCGM_FI_DEV_GPU_UTIL", UUID=IGPU)[0][1], 50)
         self.assertEqual(self.wait_series(d, "DCGM_FI_DEV_SM_CLOCK", UUID=IGPU)[0][1], 612)
+        # Garbage in a file gets a line naming the file (a missing one may be early boot).
+        self.assertTrue([r for r in d.logs[mark:] if r.get("path", "").endswith("/load")],
+                        "no log line names the garbage load file")
 
     def test_devfreq_appears_late(self):
         aside = {}
@@ -563,7 +569,9 @@ class Hostile(TegraTest):
         for node in gone:
             os.rename(os.path.join(away, node), b.path("dev/" + node))
         good = n.wait_devices(since=since, healthy=[IGPU], timeout=20)
-        self.assertGreaterEqual((good["recv_us"] - bad["recv_us"]) / 1e6, 1.0,
+        # The quiet period runs from the failure the daemon saw, a little before the kubelet
+        # got the Unhealthy list.
+        self.assertGreaterEqual((good["recv_us"] - bad["recv_us"]) / 1e6, 0.9,
                                 "recovered before the quiet period")
         d.wait_log("gpu healthy again", timeout=10)
 
