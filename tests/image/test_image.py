@@ -15,7 +15,9 @@ plugin register, list the fixture's GPUs Healthy and answer an Allocate; `docker
 it cleanly (exit 0, socket removed). The container runs with --network none, since unix
 sockets on the bind mount are all it needs; /healthz and /readyz are checked in a second run
 with --network host, as an image without a shell leaves no `docker exec` to reach a port in a
-private network namespace.
+private network namespace. The arm64 image also runs on each Jetson fixture board
+(tests/fixtures/tegra/make-board) mounted read-only at /host with --host-root /host, as the
+jetson overlay runs it: registration, the board's GPUs, an Allocate, the GPU and board series.
 
 Missing Docker or binfmt is a failure, not a skip: CI installs both.
 """
@@ -25,11 +27,13 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import socket
 import struct
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 import unittest
 import urllib.error
@@ -237,6 +241,15 @@ def free_port():
         return s.getsockname()[1]
 
 
+def http_get(url):
+    """The body of a 200 answer as text, else None."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.read().decode() if r.status == 200 else None
+    except OSError:
+        return None
+
+
 def http_status(url):
     try:
         with urllib.request.urlopen(url, timeout=5) as r:
@@ -347,6 +360,68 @@ class RunAmd64(Run, unittest.TestCase):
 
 class RunArm64(Run, unittest.TestCase):
     arch = "arm64"
+
+    def start_board(self, emu, board, port):
+        """The image on a Jetson fixture board mounted at /host (read-only) as the jetson
+        overlay mounts the host, --host-root /host; the fake NVML under the driver root where
+        the board has NVML. Host network: the emulator's sockets and the metrics port."""
+        name = f"edgegpu-image-test-tegra-{os.path.basename(board)}-{os.getpid()}"
+        docker("rm", "-f", name, check=False)
+        args = ["run", "-d", "--name", name, "--platform", "linux/arm64", "--network", "host",
+                "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+                "-v", f"{emu.dir}:/var/lib/kubelet/device-plugins", "-v", f"{board}:/host:ro"]
+        if os.path.exists(os.path.join(board, "nvml.conf")):
+            args += ["-v", f"{self.fake}:/driver-root/usr/lib/aarch64-linux-gnu/libnvidia-ml.so.1:ro",
+                     "-e", "EDGEGPU_FAKE_NVML_FIXTURE=/host/nvml.conf"]
+        docker(*args, self.tag, "serve", "--host-root", "/host",
+               "--metrics-address", f"127.0.0.1:{port}")
+        self.addCleanup(docker, "rm", "-f", name, check=False)
+        return name
+
+    def test_tegra_boards(self):
+        """Each Jetson fixture board (tests/fixtures/tegra/make-board): registration, the
+        board's GPUs Healthy (`tegra` for the iGPU), one Allocate (NVIDIA_VISIBLE_DEVICES), the
+        GPU series and the board's on /metrics."""
+        make = os.path.join(TOP, "tests", "fixtures", "tegra", "make-board")
+        top = tempfile.mkdtemp(prefix="edgegpu-image-boards-")
+        self.addCleanup(shutil.rmtree, top, ignore_errors=True)
+        os.chmod(top, 0o755)  # the container's user reads the boards
+        for b in ("nano-r32", "xavier-nx-r35", "orin-nano-r36", "agx-thor-r38", "thor-dgpu"):
+            with self.subTest(board=b):
+                board = os.path.join(top, b)
+                subprocess.run([sys.executable, make, b, board], check=True)
+                with open(os.path.join(board, "expect.json")) as f:
+                    ids = sorted(g["id"] for g in json.load(f)["gpus"])
+                port = free_port()
+                with Emulator(env("KUBELET_EMULATOR")) as emu:
+                    self.addCleanup(lambda e=emu: e.proc.stdout.close())
+                    name = self.start_board(emu, board, port)
+                    try:
+                        emu.wait_registered(RESOURCE, timeout=60)
+                        emu.wait_devices(RESOURCE, len(ids), timeout=60)
+                    except Exception as e:
+                        raise AssertionError(f"{b}: {e}\ncontainer log:\n{self.logs(name)[-2000:]}")
+                    ev = emu.last_devices(RESOURCE)
+                    self.assertEqual(sorted(ev["healthy"]), ids)
+                    adm = emu.admit("pod1", f"c1:{RESOURCE}=1")
+                    self.assertTrue(adm["ok"], adm)
+                    al = emu.allocations("pod1")[0]
+                    self.assertTrue(al["ok"], al)
+                    self.assertIn(al["ids"][0], ids)
+                    self.assertEqual(al["response"]["envs"]["NVIDIA_VISIBLE_DEVICES"],
+                                     al["ids"][0])
+                    url = f"http://127.0.0.1:{port}/metrics"
+                    deadline = time.monotonic() + 30
+                    while True:
+                        body = http_get(url)
+                        if body and "DCGM_FI_DEV_GPU_TEMP{" in body and 'UUID="tegra"' in body \
+                                and "edgegpu_board_info{" in body:
+                            break
+                        self.assertLess(time.monotonic(), deadline,
+                                        f"{b}: no GPU series on /metrics\n{(body or '')[:1500]}")
+                        time.sleep(0.1)
+                    self.assertNotIn(" -256\n", body)
+                    self.stop_clean(emu, name)
 
 
 if __name__ == "__main__":
