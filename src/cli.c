@@ -325,9 +325,13 @@ static int verb_discover(int argc, char **argv)
 		if (r < 0)
 			(void)fprintf(stderr, "edgegpu: %s\n", strerror(-r));
 	} else {
-		printf("driver %s, CUDA driver %d.%d, %u GPU(s)%s\n", info.driver_version,
-		       info.cuda_driver_version / 1000, info.cuda_driver_version % 1000 / 10,
-		       info.n_devices, info.n_skipped ? " (some MIG-enabled GPUs skipped)" : "");
+		if (info.driver_version[0])
+			printf("driver %s, CUDA driver %d.%d, %u GPU(s)%s\n", info.driver_version,
+			       info.cuda_driver_version / 1000,
+			       info.cuda_driver_version % 1000 / 10, info.n_devices,
+			       info.n_skipped ? " (some MIG-enabled GPUs skipped)" : "");
+		else /* a Jetson without NVML: the L4T release on the board line says it */
+			printf("no NVML driver, %u GPU(s)\n", info.n_devices);
 		if (info.board.tegra)
 			printf("board %s, SoC %s, L4T %s, JetPack %s, power mode %s\n",
 			       info.board.model[0] ? info.board.model : "unknown",
@@ -340,9 +344,9 @@ static int verb_discover(int argc, char **argv)
 
 			printf("  %u  %s  %-24s %6llu MiB  %s  pci %s  numa %d  cc %d.%d%s\n",
 			       g->index, g->uuid, g->name, (unsigned long long)(g->mem_total >> 20),
-			       g->n_nodes ? g->nodes[0] : "-", g->pci_bus_id, g->numa_node,
-			       g->cc_major, g->cc_minor,
-			       g->events_supported ? "" : "  (no events: polled)");
+			       g->n_nodes ? g->nodes[0] : "-",
+			       g->pci_bus_id[0] ? g->pci_bus_id : "-", g->numa_node, g->cc_major,
+			       g->cc_minor, g->events_supported ? "" : "  (no events: polled)");
 		}
 		for (int i = 0; i < n; i++) {
 			printf("resource %s (%s): %u devices", res[i]->name,

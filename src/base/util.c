@@ -223,6 +223,17 @@ int utf8_seq(const unsigned char *s)
 	return n;
 }
 
+uint32_t fnv1a(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *s; s++) {
+		h ^= (unsigned char)*s;
+		h *= 16777619u;
+	}
+	return h;
+}
+
 bool utf8_valid(const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;

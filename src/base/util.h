@@ -84,6 +84,8 @@ int buf_json_string(struct buf *b, const char *s) WARN_UNUSED;
  * past U+10FFFF). A NUL is a sequence of 1.
  */
 int utf8_seq(const unsigned char *s);
+/* The 32-bit FNV-1a hash of @s: stable across runs and builds (device letters depend on it). */
+uint32_t fnv1a(const char *s);
 /* True if @s is well-formed UTF-8 throughout (utf8_seq() at each step). */
 bool utf8_valid(const char *s);
 /* The one UTF-8 encoder: appends code point @c (at most U+10FFFF) to @b. 0 or -ENOMEM. */

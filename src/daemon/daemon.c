@@ -142,7 +142,8 @@ static void log_gpus(struct daemon *d)
 		log_warn("GPU skipped", "reason=%s",
 			 log_q(d->info.skipped && d->info.skipped[i] ? d->info.skipped[i] : "?"));
 	log_info("GPU discovery done", "gpus=%u driver=%s cuda_driver=%d", d->info.n_devices,
-		 d->info.driver_version, d->info.cuda_driver_version);
+		 d->info.driver_version[0] ? d->info.driver_version : "none",
+		 d->info.cuda_driver_version);
 }
 
 /* A discovery failed: keep what we have; with nothing, retry (and say so now and then). */

@@ -423,6 +423,16 @@ static bool ctl_node_added(const struct gpu_device *const *uniq, size_t i, const
 	return false;
 }
 
+/* Is @path one of the @n GPUs' own nodes? */
+static bool own_node(const struct gpu_device *const *uniq, size_t n, const char *path)
+{
+	for (size_t i = 0; i < n; i++)
+		for (unsigned k = 0; k < MIN(uniq[i]->n_nodes, GPU_NODES_MAX); k++)
+			if (streq(uniq[i]->nodes[k], path))
+				return true;
+	return false;
+}
+
 /* Is @path a control node or an own node of one of the @n GPUs? */
 static bool node_named(const struct gpu_device *const *uniq, size_t n, const char *path)
 {
@@ -432,11 +442,8 @@ static bool node_named(const struct gpu_device *const *uniq, size_t n, const cha
 		for (size_t k = 0; c && k < c->n_ctl_nodes; k++)
 			if (streq(c->ctl_nodes[k], path))
 				return true;
-		for (unsigned k = 0; k < MIN(uniq[i]->n_nodes, GPU_NODES_MAX); k++)
-			if (streq(uniq[i]->nodes[k], path))
-				return true;
 	}
-	return false;
+	return own_node(uniq, n, path);
 }
 
 /*
@@ -457,7 +464,9 @@ static int add_device_nodes(struct builder *b, const char *look_root, const char
 		for (size_t j = 0; c && j < i && !seen; j++)
 			seen = uniq[j]->container == c;
 		for (size_t k = 0; c && !seen && k < c->n_ctl_nodes; k++) {
-			if (ctl_node_added(uniq, i, c->ctl_nodes[k]))
+			/* Named twice (another backend's, or a GPU's own node): delivered once. */
+			if (ctl_node_added(uniq, i, c->ctl_nodes[k]) ||
+			    own_node(uniq, n, c->ctl_nodes[k]))
 				continue;
 			r = add_device(b, look_root, dev_root, c->ctl_nodes[k], true);
 			if (r < 0)

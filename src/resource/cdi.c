@@ -345,17 +345,23 @@ static void spec_devices(struct json_writer *j, const struct cdi_opts *o,
 	json_array_close(j);
 }
 
+/* Is @path a GPU's own node (in that device's edits)? */
+static bool spec_own_node(const struct gpu_info *info, const char *path)
+{
+	for (unsigned i = 0; i < info->n_devices; i++)
+		for (unsigned k = 0; k < MIN(info->devices[i].n_nodes, GPU_NODES_MAX); k++)
+			if (streq(info->devices[i].nodes[k], path))
+				return true;
+	return false;
+}
+
 /* Is @path a control node of the spec or a GPU's own node (in a device's edits)? */
 static bool spec_node_named(const struct spec *s, const struct gpu_info *info, const char *path)
 {
 	for (size_t i = 0; s->c && i < s->c->n_ctl_nodes; i++)
 		if (streq(s->c->ctl_nodes[i], path))
 			return true;
-	for (unsigned i = 0; i < info->n_devices; i++)
-		for (unsigned k = 0; k < MIN(info->devices[i].n_nodes, GPU_NODES_MAX); k++)
-			if (streq(info->devices[i].nodes[k], path))
-				return true;
-	return false;
+	return spec_own_node(info, path);
 }
 
 static void spec_node(struct json_writer *j, const struct spec *s, bool *any_node, const char *path)
@@ -369,8 +375,8 @@ static void spec_node(struct json_writer *j, const struct spec *s, bool *any_nod
 }
 
 /*
- * The common device nodes: the control nodes present (devnode_present()), in the backend's
- * order; then the pattern and CSV matches (sorted) not named otherwise. No key when none.
+ * The common device nodes: the control nodes present (devnode_present()) that are no GPU's
+ * own, in the backend's order; then the pattern and CSV matches (sorted) not named otherwise. No key when none.
  */
 static void spec_common_nodes(struct json_writer *j, const struct spec *s,
 			      const struct gpu_info *info)
@@ -378,7 +384,12 @@ static void spec_common_nodes(struct json_writer *j, const struct spec *s,
 	bool any_node = false;
 
 	for (size_t i = 0; s->c && i < s->c->n_ctl_nodes; i++) {
-		int r = devnode_present(s->look_dev_root, s->c->ctl_nodes[i]);
+		int r;
+
+		/* A GPU's own node is in that device's edits, not twice in the spec. */
+		if (spec_own_node(info, s->c->ctl_nodes[i]))
+			continue;
+		r = devnode_present(s->look_dev_root, s->c->ctl_nodes[i]);
 
 		if (r < 0)
 			json_fail(j, r);
@@ -453,7 +464,9 @@ int cdi_spec_render(const struct cdi_opts *o, const struct gpu_info *info, struc
 			  .c = info->container };
 	int r;
 
-	if (!ver[0] || strchr(ver, '/') || !utf8_valid(ver)) {
+	/* The version names the libraries' files: needed only where the backend lists some. */
+	if ((info->container && info->container->n_libs > 0 && !ver[0]) || strchr(ver, '/') ||
+	    !utf8_valid(ver)) {
 		return set_error(reterr, -EINVAL, "invalid driver version \"%s\" for the CDI spec",
 				 ver);
 	}

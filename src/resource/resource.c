@@ -28,17 +28,6 @@ struct resource *resource_free(struct resource *r)
 	return NULL;
 }
 
-static uint32_t fnv1a(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 16777619u;
-	}
-	return h;
-}
-
 static int cmp_uuid_slot(const void *a, const void *b, void *arg)
 {
 	const struct resource *r = arg;

@@ -487,6 +487,89 @@ static void test_hostile(void **state)
  * again) finds it. A zone numbered 10 whose type is also the GPU's does not win over zone 2
  * (numbers, not names, order the zones).
  */
+/* Counts the lines of @path holding both @a and @b. */
+static unsigned count_lines(const char *path, const char *a, const char *b)
+{
+	char line[2048];
+	unsigned n = 0;
+	FILE *f = fopen(path, "r");
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, a) && strstr(line, b);
+	(void)fclose(f);
+	return n;
+}
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	assert_true(fputs(text, f) >= 0);
+	assert_int_equal(fclose(f), 0);
+}
+
+/*
+ * A file that turns to garbage is said once at warn however many samples read it, its return
+ * once at info; a file the board never had (Orin's EMC load) is never said; a file read well
+ * that vanishes is said once.
+ */
+static void test_bad_file_said_once(void **state)
+{
+	char tmp[256], root[512], cmd[2048], log[512], load[PATH_MAX + 512];
+	struct tegra_paths p = { 0 };
+	struct gpu_sample s;
+	struct expect e;
+	int saved, fd;
+
+	(void)state;
+	unit_tmpdir("edgegpu-tegra-log", tmp, sizeof(tmp));
+	snprintf(root, sizeof(root), "%s/orin-nano-r36", tmp);
+	snprintf(cmd, sizeof(cmd), "cp -a '%s/orin-nano-r36' '%s'", boards_dir(), root);
+	assert_int_equal(system(cmd), 0);
+	snprintf(log, sizeof(log), "%s/stderr.log", tmp);
+	expect_load("orin-nano-r36", &e);
+	sample_board(root, &e, &p, &s);
+	assert_true((size_t)snprintf(load, sizeof(load), "%s%s/load", root, p.gpu_dir) <
+		    sizeof(load));
+
+	fflush(stderr);
+	saved = dup(STDERR_FILENO);
+	fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(saved >= 0 && fd >= 0);
+	assert_true(dup2(fd, STDERR_FILENO) >= 0);
+	write_text(load, "garbage\n");
+	for (int i = 0; i < 5; i++) {
+		gpu_sample_init(&s);
+		tegra_sample_read(&p, &s);
+		assert_true(isnan(s.util_gpu));
+	}
+	write_text(load, "250\n");
+	for (int i = 0; i < 3; i++) {
+		gpu_sample_init(&s);
+		tegra_sample_read(&p, &s);
+		assert_true(s.util_gpu == 25.0);
+	}
+	assert_int_equal(unlink(load), 0);
+	for (int i = 0; i < 3; i++) {
+		gpu_sample_init(&s);
+		tegra_sample_read(&p, &s);
+	}
+	fflush(stderr);
+	assert_true(dup2(saved, STDERR_FILENO) >= 0);
+	close(saved);
+	close(fd);
+
+	assert_int_equal(count_lines(log, "level=warn", "/load\""), 2);
+	assert_int_equal(count_lines(log, "level=warn", "errno=22"), 1);     /* the garbage */
+	assert_int_equal(count_lines(log, "level=warn", "No such file"), 1); /* vanished */
+	assert_int_equal(count_lines(log, "level=info", "/load\""), 1);	     /* back */
+	/* Only the load file went bad: no other file was said, at any level. */
+	assert_int_equal(count_lines(log, "a Tegra telemetry file", ""), 3);
+	unit_rm_tree(tmp);
+}
+
 static void test_late_devfreq(void **state)
 {
 	char tmp[64], cmd[PATH_MAX * 3], root[PATH_MAX], link_path[PATH_MAX * 2], target[PATH_MAX];
@@ -634,7 +717,7 @@ int main(void)
 		cmocka_unit_test(test_parse_meminfo), cmocka_unit_test(test_boards),
 		cmocka_unit_test(test_arm64_server),  cmocka_unit_test(test_nvml_kept),
 		cmocka_unit_test(test_carve_out),     cmocka_unit_test(test_hostile),
-		cmocka_unit_test(test_late_devfreq),
+		cmocka_unit_test(test_late_devfreq),  cmocka_unit_test(test_bad_file_said_once),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -73,6 +73,15 @@ static void test_json_string(void **state)
 }
 
 /* Invalid UTF-8 comes out as U+FFFD (EF BF BD), one per maximal ill-formed subpart. */
+static void test_fnv1a(void **state)
+{
+	(void)state;
+	/* The published FNV-1a 32-bit test vectors: device letters must not move between builds. */
+	assert_int_equal(fnv1a(""), 0x811c9dc5u);
+	assert_int_equal(fnv1a("a"), 0xe40c292cu);
+	assert_int_equal(fnv1a("foobar"), 0xbf9cf968u);
+}
+
 static void test_utf8_valid(void **state)
 {
 	(void)state;
@@ -591,6 +600,7 @@ int main(void)
 		cmocka_unit_test(test_helpers),
 		cmocka_unit_test(test_json_writer),
 		cmocka_unit_test(test_json_writer_error),
+		cmocka_unit_test(test_fnv1a),
 		cmocka_unit_test(test_utf8_valid),
 		cmocka_unit_test(test_json_string_utf8),
 		/* In this order: the second one takes openat2 away for good. */

@@ -202,6 +202,56 @@ static int read_rel(int root_fd, const char *dir, const char *name, size_t max, 
 	return r;
 }
 
+/* The paths a sample on this thread reads, for note_read(); NULL while finding them. */
+static _Thread_local struct tegra_paths *sampling;
+
+/* The record of @key in @p, added when new; NULL when the table is full. Under files_lock. */
+static struct tegra_file_seen *file_seen(struct tegra_paths *p, uint32_t key)
+{
+	for (unsigned i = 0; i < p->n_files; i++)
+		if (p->files[i].key == key)
+			return &p->files[i];
+	if (p->n_files >= ELEMENTSOF(p->files))
+		return NULL;
+	p->files[p->n_files] = (struct tegra_file_seen){ .key = key };
+	return &p->files[p->n_files++];
+}
+
+/*
+ * Says, once per change, that <@dir>/<@name> went bad (@r < 0: unreadable or garbage, or
+ * missing after it was read well: a file a board never had stays quiet) or is good again.
+ */
+static void note_read(const char *dir, const char *name, int r)
+{
+	struct tegra_paths *p = sampling;
+	struct tegra_file_seen *f;
+	bool warn = false, back = false;
+	char path[PATH_MAX];
+
+	if (!p || !dir[0])
+		return;
+	(void)snprintf(path, sizeof(path), "%s/%s", dir, name);
+	while (atomic_flag_test_and_set_explicit(&p->files_lock, memory_order_acquire))
+		;
+	f = file_seen(p, fnv1a(path));
+	if (f && r >= 0) {
+		back = f->bad;
+		f->good = true;
+		f->bad = false;
+	} else if (f && !f->bad && (r != -ENOENT || f->good)) {
+		warn = f->bad = true;
+	}
+	atomic_flag_clear_explicit(&p->files_lock, memory_order_release);
+	if (back)
+		log_info("a Tegra telemetry file reads again", "path=%s", log_q(path));
+	if (warn)
+		(void)log_warn_errno(
+			r,
+			"a Tegra telemetry file is gone or holds garbage: its metric is "
+			"left out until it reads again; the GPU stays healthy",
+			"path=%s", log_q(path));
+}
+
 /* A number file: into *@u (unsigned), or with @u NULL into *@i (signed). */
 static int read_number(int root_fd, const char *dir, const char *name, uint64_t *u, int *i)
 {
@@ -212,6 +262,7 @@ static int read_number(int root_fd, const char *dir, const char *name, uint64_t 
 	if (r == 0)
 		r = u ? tegra_parse_u64(buf, len, u) : tegra_parse_int(buf, len, i);
 	free(buf);
+	note_read(dir, name, r);
 	return r;
 }
 
@@ -229,6 +280,7 @@ static int read_name(int root_fd, const char *dir, const char *name, char *out, 
 	if (r == 0)
 		r = tegra_parse_name(buf, len, out, size);
 	free(buf);
+	note_read(dir, name, r);
 	return r;
 }
 
@@ -663,6 +715,7 @@ static void sample_memory(int root_fd, const struct tegra_paths *p, struct gpu_s
 	if (r == 0)
 		r = tegra_parse_meminfo(buf, len, &mi_total, &avail);
 	free(buf);
+	note_read("/proc", "meminfo", r);
 	if (r < 0)
 		return;
 	total = s->mem_total;
@@ -672,7 +725,7 @@ static void sample_memory(int root_fd, const struct tegra_paths *p, struct gpu_s
 		s->mem_used = total - MIN(s->mem_free, total);
 }
 
-void tegra_sample_read(const struct tegra_paths *p, struct gpu_sample *s)
+void tegra_sample_read(struct tegra_paths *p, struct gpu_sample *s)
 {
 	const char *root = p->host_root[0] ? p->host_root : "/";
 	int root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -681,6 +734,7 @@ void tegra_sample_read(const struct tegra_paths *p, struct gpu_sample *s)
 		(void)log_debug_errno(-errno, "host root unreadable", "root=%s", log_q(root));
 		return;
 	}
+	sampling = p;
 	fill_load(root_fd, p->gpu_dir, "load", &s->util_gpu);
 	fill_mhz(root_fd, p->devfreq_dir, "cur_freq", &s->sm_clock_mhz);
 	fill_mhz(root_fd, p->devfreq_dir, "min_freq", &s->sm_clock_min_mhz);
@@ -691,5 +745,6 @@ void tegra_sample_read(const struct tegra_paths *p, struct gpu_sample *s)
 	sample_temperature(root_fd, p, s);
 	sample_power(root_fd, p, s);
 	sample_memory(root_fd, p, s);
+	sampling = NULL;
 	fd_close(root_fd);
 }

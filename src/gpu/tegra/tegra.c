@@ -403,10 +403,13 @@ static int tegra_discover(struct gpu_backend *b, struct gpu_info *ret, char **re
 		(void)snprintf(info.lib_version, sizeof(info.lib_version), "%s", nv.lib_version);
 		info.cuda_driver_version = nv.cuda_driver_version;
 	} else {
-		/* No NVML: the driver is the L4T release's. */
-		(void)snprintf(info.driver_version, sizeof(info.driver_version), "%s",
-			       info.board.l4t[0] ? info.board.l4t : "unknown");
-		(void)snprintf(info.lib_version, sizeof(info.lib_version), "unknown");
+		/*
+		 * No NVML: no driver version to give. The L4T release is not one (GFD's labels
+		 * would read "32.7.4" as CUDA driver 32.7): it is in info.board, and the CUDA
+		 * driver labels are left out.
+		 */
+		info.driver_version[0] = 0;
+		info.lib_version[0] = 0;
 	}
 	root_fd = open_root(t->host_root);
 	if (root_fd < 0) {
@@ -460,6 +463,17 @@ static int tegra_discover(struct gpu_backend *b, struct gpu_info *ret, char **re
 		log_warn("none of the Tegra GPU's device nodes is under the host's /dev: it is "
 			 "unhealthy until one appears (is /dev mounted?)",
 			 "root=%s", t->host_root);
+	/*
+	 * Without a /dev/nvidia<N> (L4T before R36) the iGPU's own node is its primary one, so
+	 * that its CDI device has an edit of its own (a spec with an empty device is invalid);
+	 * Allocate and the spec leave a control node that is a GPU's own node to the GPU.
+	 */
+	for (unsigned i = 0; i < n; i++)
+		if (slots[i].igpu && info.devices[i].n_nodes == 0 && primary[0]) {
+			(void)snprintf(info.devices[i].nodes[0], sizeof(info.devices[i].nodes[0]),
+				       "%s", primary);
+			info.devices[i].n_nodes = 1;
+		}
 	(void)pthread_mutex_lock(&t->mu);
 	old_slots = t->slots;
 	old_paths = t->paths;
