@@ -507,6 +507,19 @@ static void test_other_backend_nodes(void **state)
 	assert_device(r, 5, dev_root, "/dev/nvidia5");
 	alloc_response_free(r);
 
+	/* A control node that is also the GPU's own node (a Jetson's primary node): once. */
+	(void)snprintf(igpu.nodes[0], sizeof(igpu.nodes[0]), "/dev/nvhost-ctrl");
+	igpu.n_nodes = 1;
+	touch_node("/dev/nvhost-ctrl");
+	r = build(&o, (const struct gpu_device *const[]){ &igpu }, 1, NULL);
+	assert_int_equal(r->n_devices, 3);
+	assert_device(r, 0, dev_root, "/dev/nvmap");
+	assert_device(r, 1, dev_root, "/dev/nvidiactl");
+	assert_device(r, 2, dev_root, "/dev/nvhost-ctrl");
+	alloc_response_free(r);
+	(void)snprintf(path, sizeof(path), "%s/dev/nvhost-ctrl", dev_root);
+	assert_int_equal(unlink(path), 0);
+
 	/* No container description and no nodes: nothing to deliver but the env. */
 	igpu.container = NULL;
 	igpu.n_nodes = 0;

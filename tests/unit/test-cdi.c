@@ -388,6 +388,38 @@ static void test_other_backend(void **state)
 	assert_non_null(strstr(err, "libnvrm_gpu.so.36.4.3"));
 	assert_int_equal(out.len, 0);
 	free(err);
+	err = NULL;
+
+	/*
+	 * A control node that is the GPU's own node (an R32 Jetson's primary node) is in the
+	 * device's edits only; a backend that lists no library needs no driver version.
+	 */
+	{
+		static const struct gpu_container no_libs = { .ctl_nodes = ctl,
+							      .n_ctl_nodes = ELEMENTSOF(ctl) };
+		const char *first;
+
+		o.driver_root = root;
+		igpu.container = &no_libs;
+		ti.container = &no_libs;
+		(void)snprintf(igpu.nodes[0], sizeof(igpu.nodes[0]), "/dev/nvmap");
+		igpu.n_nodes = 1;
+		ti.driver_version[0] = 0;
+		assert_int_equal(cdi_spec_render(&o, &ti, &out, &err), 0);
+		assert_null(err);
+		assert_int_equal(buf_append(&out, "", 1), 0);
+		first = strstr((char *)out.data, "\"/dev/nvmap\"");
+		assert_non_null(first);
+		assert_null(strstr(first + 1, "\"/dev/nvmap\""));
+		assert_true(first < strstr((char *)out.data, "\"NVIDIA_VISIBLE_DEVICES=void\""));
+		buf_release(&out);
+		/* With libraries listed, an empty version is still refused. */
+		ti.container = &tegra;
+		igpu.container = &tegra;
+		assert_int_equal(cdi_spec_render(&o, &ti, &out, &err), -EINVAL);
+		assert_non_null(strstr(err, "driver version"));
+		free(err);
+	}
 }
 
 #define CSV_DIR "/etc/nvidia-container-runtime/host-files-for-container.d"
