@@ -275,6 +275,17 @@ class PerBoard(TegraTest):
         self.assertGreater(used, 0)
         self.assertGreater(free, 0)
         self.assertLessEqual(used + free, total + 1)
+        # Per-process memory where NVML lists the iGPU's processes (Thor): it flows through
+        # the Tegra backend's merge to the attribution; elsewhere there is none to show.
+        procs = b.nvml_value("processes", "nvmlDeviceGetComputeRunningProcesses_v3")
+        if procs:
+            pid, mem = procs.split(",")[0].split(":")
+            got = self.wait_series(d, "edgegpu_unattributed_gpu_memory_used_bytes",
+                                   UUID=IGPU, pid=pid)
+            self.assertEqual(got[0][1], float(mem))
+        else:
+            self.assertEqual(samples(expo, "edgegpu_unattributed_gpu_memory_used_bytes",
+                                     UUID=IGPU), [])
         # The governor's bounds (Hz), the board's power (the input rail alone) and each rail.
         self.assertEqual(one("edgegpu_gpu_clock_min_hertz"), g["clock_min_mhz"] * 1e6)
         self.assertEqual(one("edgegpu_gpu_clock_max_hertz"), g["clock_max_mhz"] * 1e6)
