@@ -229,7 +229,7 @@ static bool check_line(struct check *c, const char *s, const char *end)
 			s = read_value(s + n + 2, end, c->values[c->n_labels],
 				       sizeof(c->values[0]));
 			if (!s || !oracle_utf8_valid((const unsigned char *)c->values[c->n_labels],
-					      strlen(c->values[c->n_labels])))
+						     strlen(c->values[c->n_labels])))
 				return false;
 			c->n_labels++;
 			s++; /* the closing quote */

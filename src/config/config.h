@@ -111,7 +111,7 @@ struct config_pos {
 
 /* One entry of a `devices` list: a GPU index or a GPU UUID (MIG references are refused). */
 struct config_device_ref {
-	char *uuid;	/* "GPU-..." or the Tegra device ID (checked against edgegpu.tegra.deviceId),
+	char *uuid; /* "GPU-..." or the Tegra device ID (checked against edgegpu.tegra.deviceId),
 			   or NULL for an index */
 	unsigned index; /* NVML index, when uuid is NULL */
 	struct config_pos pos;
@@ -214,9 +214,9 @@ struct config {
 
 	/* flags: */
 	enum config_mig_strategy mig_strategy;
-	bool fail_on_init_error; /* true */
-	char *driver_root;	 /* host driver root, "/" */
-	char *dev_root;		 /* host /dev root; NULL until validated: = driver_root */
+	bool fail_on_init_error;	 /* true */
+	char *driver_root;		 /* host driver root, "/" */
+	char *dev_root;			 /* host /dev root; NULL until validated: = driver_root */
 	enum config_discovery discovery; /* flags.deviceDiscoveryStrategy */
 	/* flags.plugin: */
 	bool pass_device_specs;

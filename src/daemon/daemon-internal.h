@@ -59,7 +59,7 @@ struct daemon {
 	struct config cfg;
 
 	usec_t backend_err_logged;
-	bool board_logged; /* the Tegra board was logged (once: it does not change) */
+	bool board_logged;    /* the Tegra board was logged (once: it does not change) */
 	bool discovered_once; /* a discovery has finished (failOnInitError applies before) */
 	int discovery_r;      /* the last discovery's result: 0, or -errno (discovery_err) */
 	char *discovery_err;  /* why it failed, for /readyz; NULL after a success */

@@ -96,14 +96,14 @@ struct gpu_device {
  * "" when unknown.
  */
 struct gpu_board {
-	bool tegra;	    /* a Tegra SoC was detected */
-	char model[96];	    /* device-tree model: "NVIDIA Jetson Orin Nano Developer Kit" */
-	char soc[32];	    /* "tegra234" (the device-tree compatible, or from the chip id) */
-	unsigned chip_id;   /* soc0/soc_id: 33 T210, 24 T186, 25 T194, 35 T234, 38 T264; 0 unknown */
-	char l4t[32];	    /* "36.4.3" from nv_tegra_release ("R36" + "REVISION: 4.3"); "" none */
-	int l4t_major;	    /* 36; 0 unknown */
-	char jetpack[16];   /* "6.2" derived from the L4T release where known; "" otherwise */
-	char power_mode[64];/* nvpmodel mode name ("15W", "MAXN"), when readable; "" otherwise */
+	bool tegra;	  /* a Tegra SoC was detected */
+	char model[96];	  /* device-tree model: "NVIDIA Jetson Orin Nano Developer Kit" */
+	char soc[32];	  /* "tegra234" (the device-tree compatible, or from the chip id) */
+	unsigned chip_id; /* soc0/soc_id: 33 T210, 24 T186, 25 T194, 35 T234, 38 T264; 0 unknown */
+	char l4t[32];	  /* "36.4.3" from nv_tegra_release ("R36" + "REVISION: 4.3"); "" none */
+	int l4t_major;	  /* 36; 0 unknown */
+	char jetpack[16]; /* "6.2" derived from the L4T release where known; "" otherwise */
+	char power_mode[64]; /* nvpmodel mode name ("15W", "MAXN"), when readable; "" otherwise */
 };
 
 struct gpu_info {
@@ -181,11 +181,11 @@ struct gpu_sample {
 	double util_gpu, util_mem;    /* percent */
 	double sm_clock_mhz, mem_clock_mhz;
 	double sm_clock_min_mhz, sm_clock_max_mhz; /* the governor's current bounds (devfreq) */
-	double power_limit_w;			 /* enforced limit */
-	double temp_slowdown_c, temp_shutdown_c; /* thresholds */
-	uint64_t ecc_corrected, ecc_uncorrected; /* volatile totals; UINT64_MAX without ECC */
-	uint64_t energy_mj;			 /* since the driver loaded */
-	uint64_t clock_reasons;			 /* NVML clock-event (throttle) bitmask */
+	double power_limit_w;			   /* enforced limit */
+	double temp_slowdown_c, temp_shutdown_c;   /* thresholds */
+	uint64_t ecc_corrected, ecc_uncorrected;   /* volatile totals; UINT64_MAX without ECC */
+	uint64_t energy_mj;			   /* since the driver loaded */
+	uint64_t clock_reasons;			   /* NVML clock-event (throttle) bitmask */
 	/*
 	 * The board's power (Tegra): board_power_w is the input rail (VDD_IN, POM_5V_IN, VIN)
 	 * where there is one, else the sum of the rails; never an input rail plus its sub-rails.

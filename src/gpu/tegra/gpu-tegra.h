@@ -27,5 +27,5 @@ int tegra_board_read(const char *host_root, struct gpu_board *ret);
  * Returns 0, -ENODEV when this is no Tegra board by NVIDIA's rule (then @nvml is still the
  * caller's), or another -errno; @reterr gets a heap message.
  */
-int tegra_open(const struct gpu_backend_opts *o, struct gpu_backend *nvml,
-	       struct gpu_backend **ret, char **reterr);
+int tegra_open(const struct gpu_backend_opts *o, struct gpu_backend *nvml, struct gpu_backend **ret,
+	       char **reterr);

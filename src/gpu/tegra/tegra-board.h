@@ -39,7 +39,6 @@ int tegra_parse_chip_id(const char *buf, size_t len, unsigned *ret);
 int tegra_parse_nvpmodel(const char *conf, size_t conf_len, const char *status, size_t status_len,
 			 char *name, size_t size);
 
-
 /* The SoC of a chip id (33 -> "tegra210", ...); "" for one not known. */
 const char *tegra_soc_of_chip(unsigned chip_id);
 
