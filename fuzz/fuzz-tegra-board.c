@@ -50,7 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	r = tegra_parse_compatible(buf, size, soc, sizeof(soc), &tegra);
 	if ((r != 0 && r != -EBADMSG) || (r == 0) != (tegra != 0) ||
 	    strnlen(soc, sizeof(soc)) == sizeof(soc) ||
-	    (soc[0] && (strncmp(soc, "tegra", 5) || !digits_dots(soc + 5) || strchr(soc, '.'))) ||
+	    (soc[0] &&
+	     (strncmp(soc, "tegra", 5) != 0 || !digits_dots(soc + 5) || strchr(soc, '.'))) ||
 	    (soc[0] && !tegra))
 		abort();
 	r = tegra_parse_model(buf, size, model, sizeof(model));

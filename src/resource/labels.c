@@ -149,7 +149,11 @@ static void board_labels(struct label_set *s, const struct gpu_board *b)
 		{ LABELS_BOARD_PREFIX "board.jetpack", b->jetpack },
 		{ LABELS_BOARD_PREFIX "board.power-mode", b->power_mode },
 	};
-	char value[sizeof(b->model) + 2];
+	/*
+	 * Zeroed, though gfd_sanitise() always ends it with a NUL: the analyzer cannot tell that
+	 * strlen() stops there and reports label_value_fix() reading bytes past it.
+	 */
+	char value[sizeof(b->model) + 2] = "";
 
 	if (!b->tegra)
 		return;

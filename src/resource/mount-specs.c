@@ -243,7 +243,7 @@ static int read_one(struct mount_specs *specs, int root_fd, const char *root_nam
 	if (r == -ENOMEM)
 		return r;
 	if (r == -EFBIG) {
-		log_warn("CSV mount spec too large, skipped", "root=%s file=%s max_bytes=%d",
+		log_warn("CSV mount spec too large, skipped", "root=%s file=%s max_bytes=%zu",
 			 log_q(root_name), log_q(path), MOUNT_SPECS_FILE_MAX);
 		return 0;
 	}

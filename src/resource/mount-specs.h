@@ -17,7 +17,7 @@
 #include "util.h"
 
 /* A file larger than this is skipped whole (L4T's largest, l4t.csv, is tens of KiB). */
-#define MOUNT_SPECS_FILE_MAX (1024 * 1024)
+#define MOUNT_SPECS_FILE_MAX ((size_t)1024 * 1024)
 /* A longer line is invalid: a path longer than PATH_MAX could not be mounted anyway. */
 #define MOUNT_SPECS_LINE_MAX 4096
 /* Entries kept over all files of a directory (L4T lists under a thousand); the rest dropped. */

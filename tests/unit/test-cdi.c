@@ -531,11 +531,11 @@ static void test_node_globs_and_csv(void **state)
 	for (const char *const *f =
 		     (const char *const[]){ "/dev/nvmap", "/dev/nvhost-ctrl", "/dev/nvhost-gpu",
 					    "/dev/nvgpu/igpu0/ctrl", "/dev/nvgpu/igpu0/as",
-					    "/dev/gpudir0/", TEGRA "/libcuda.so.1.1",
-					    "/usr/share/nvidia/", "/usr/lib/hidden.so",
-					    "/etc/hostname", NULL };
+					    "/dev/gpudir0/", "/usr/share/nvidia/",
+					    "/usr/lib/hidden.so", "/etc/hostname", NULL };
 	     *f; f++)
 		unit_make_path(r2, *f);
+	unit_make_path(r2, TEGRA "/libcuda.so.1.1");
 	symlink_at(r2, TEGRA "/libcuda.so", "libcuda.so.1.1");
 	symlink_at(r2, "/usr/lib/dangling.so", "/nowhere/libx.so");
 	symlink_at(r2, "/usr/lib/abs.so", TEGRA "/libcuda.so.1.1"); /* resolved in the root */

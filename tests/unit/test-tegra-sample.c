@@ -28,6 +28,10 @@ static const char *const tegra_boards[] = { "nano-r32", "xavier-nx-r35", "orin-n
 
 #define RAILS_MAX 8
 
+/* snprintf() into the array @buf; a text that does not fit fails the test. */
+#define fmt_fits(buf, ...) \
+	assert_true((size_t)snprintf(buf, sizeof(buf), __VA_ARGS__) < sizeof(buf))
+
 /* What expect.json says of the iGPU; NaN where it says null or nothing. */
 struct expect {
 	double load, clock, clock_min, clock_max, temp, board_w, gpu_w, emc;
@@ -54,7 +58,7 @@ static double json_num(const char *j, const char *key)
 	const char *p;
 	double v;
 
-	snprintf(pat, sizeof(pat), "\"%s\": ", key);
+	fmt_fits(pat, "\"%s\": ", key);
 	p = strstr(j, pat);
 	if (!p)
 		return NAN;
@@ -71,7 +75,7 @@ static void expect_load(const char *board, struct expect *e)
 	char path[PATH_MAX], *j = NULL;
 	const char *p, *w;
 
-	snprintf(path, sizeof(path), "%s/%s/expect.json", boards_dir(), board);
+	fmt_fits(path, "%s/%s/expect.json", boards_dir(), board);
 	assert_int_equal(read_file(path, 1 << 20, &j, NULL), 0);
 	*e = (struct expect){
 		.load = json_num(j, "load_pct"),
@@ -205,7 +209,7 @@ static void test_boards(void **state)
 		struct gpu_sample s;
 		struct expect e;
 
-		snprintf(root, sizeof(root), "%s/%s", boards_dir(), tegra_boards[i]);
+		fmt_fits(root, "%s/%s", boards_dir(), tegra_boards[i]);
 		expect_load(tegra_boards[i], &e);
 		sample_board(root, &e, &p, &s);
 		assert_string_equal(p.host_root, root);
@@ -226,7 +230,7 @@ static void test_arm64_server(void **state)
 	struct gpu_sample s, empty;
 
 	(void)state;
-	snprintf(root, sizeof(root), "%s/arm64-server", boards_dir());
+	fmt_fits(root, "%s/arm64-server", boards_dir());
 	assert_int_equal(tegra_paths_find(root, "", &p), 0);
 	assert_int_equal(p.n_power_dirs, 0);
 	gpu_sample_init(&s);
@@ -235,6 +239,29 @@ static void test_arm64_server(void **state)
 	assert_memory_equal(&s, &empty, sizeof(s));
 	/* A root that is not there: nothing, no crash. */
 	assert_int_equal(tegra_paths_find("/nonexistent/edgegpu-tegra", "tegra234", &p), 0);
+	tegra_sample_read(&p, &s);
+	assert_memory_equal(&s, &empty, sizeof(s));
+}
+
+/* A host root too long for a path: cut, it would name another directory; none is read. */
+static void test_root_too_long(void **state)
+{
+	char root[PATH_MAX + 16];
+	struct tegra_paths p = { 0 };
+	struct gpu_sample s, empty;
+
+	(void)state;
+	fmt_fits(root, "%s/orin-nano-r36", boards_dir());
+	assert_true(tegra_paths_find(root, "tegra234", &p) >= 4);
+	/* A tail of "/." past PATH_MAX: cut or not, the board's root; refused for its length. */
+	for (size_t n = strlen(root); n + 2 < sizeof(root); n += 2)
+		memcpy(root + n, "/.", 3);
+	p.mem_total = 1ull << 30;
+	assert_int_equal(tegra_paths_find(root, "tegra234", &p), 0);
+	assert_string_equal(p.host_root, "");
+	assert_int_equal(p.mem_total, 0);
+	gpu_sample_init(&s);
+	gpu_sample_init(&empty);
 	tegra_sample_read(&p, &s);
 	assert_memory_equal(&s, &empty, sizeof(s));
 }
@@ -248,7 +275,7 @@ static void test_nvml_kept(void **state)
 	struct expect e;
 
 	(void)state;
-	snprintf(root, sizeof(root), "%s/orin-nano-r36", boards_dir());
+	fmt_fits(root, "%s/orin-nano-r36", boards_dir());
 	expect_load("orin-nano-r36", &e);
 	p.mem_total = e.mem_total;
 	assert_true(tegra_paths_find(root, "tegra234", &p) >= 4);
@@ -260,7 +287,7 @@ static void test_nvml_kept(void **state)
 	s.board_power_w = 99;
 	s.mem_free = 123;
 	s.n_rails = 1;
-	snprintf(s.rails[0].name, sizeof(s.rails[0].name), "NVML");
+	(void)snprintf(s.rails[0].name, sizeof(s.rails[0].name), "NVML");
 	tegra_sample_read(&p, &s);
 	assert_true(s.util_gpu == 37 && s.temperature_c == 50 && s.power_w == 31);
 	assert_true(s.sm_clock_mhz == 999 && s.board_power_w == 99);
@@ -280,7 +307,7 @@ static void test_carve_out(void **state)
 	struct gpu_sample s;
 
 	(void)state;
-	snprintf(root, sizeof(root), "%s/orin-nano-r36", boards_dir());
+	fmt_fits(root, "%s/orin-nano-r36", boards_dir());
 	p.mem_total = 1ull << 30;
 	(void)tegra_paths_find(root, "tegra234", &p);
 	assert_int_equal(p.mem_total, 1ull << 30);
@@ -308,12 +335,12 @@ static void target_add(struct targets *t, const char *root, const char *dir, con
 {
 	char path[PATH_MAX * 3], *real;
 
-	snprintf(path, sizeof(path), "%s/%s/%s", root, dir, name);
+	fmt_fits(path, "%s/%s/%s", root, dir, name);
 	real = realpath(path, NULL);
 	if (!real)
 		return; /* not on this board (Thor: no load, no of_node) */
 	assert_true(t->n < ELEMENTSOF(t->v) && strlen(real) < PATH_MAX);
-	snprintf(t->v[t->n].path, PATH_MAX, "%s", real);
+	fmt_fits(t->v[t->n].path, "%s", real);
 	t->v[t->n++].group = group;
 	free(real);
 }
@@ -334,12 +361,12 @@ static void targets_list(const char *root, const struct tegra_paths *p, struct t
 		target_add(t, root, p->emc_dir, "cur_freq", F_EMC);
 	target_add(t, root, p->thermal_zone, "temp", F_TEMP);
 	target_add(t, root, p->thermal_zone, "type", F_TEMP);
-	snprintf(pat, sizeof(pat), "%s%s/*", root, p->power_dirs[0]);
+	fmt_fits(pat, "%s%s/*", root, p->power_dirs[0]);
 	assert_int_equal(glob(pat, 0, NULL, &g), 0);
 	for (size_t i = 0; i < g.gl_pathc; i++)
 		target_add(t, "", "", g.gl_pathv[i], F_POWER);
 	globfree(&g);
-	snprintf(pat, sizeof(pat), "%s/sys/bus/i2c/devices/*/name", root);
+	fmt_fits(pat, "%s/sys/bus/i2c/devices/*/name", root);
 	assert_int_equal(glob(pat, 0, NULL, &g), 0);
 	for (size_t i = 0; i < g.gl_pathc; i++)
 		target_add(t, "", "", g.gl_pathv[i], F_POWER);
@@ -416,8 +443,7 @@ static void mutate(const char *root, const char *path, enum mutation m, const ch
 		for (const char *c = path + strlen(root); *c; c++)
 			if (*c == '/') {
 				assert_true(n + 3 + sizeof("outside") < sizeof(target));
-				memcpy(target + n, "../", 3);
-				n += 3;
+				n += (size_t)snprintf(target + n, sizeof(target) - n, "../");
 			}
 		memcpy(target + n, "outside", sizeof("outside"));
 		assert_int_equal(symlink(target, path), 0);
@@ -437,7 +463,7 @@ static void test_hostile(void **state)
 
 	(void)state;
 	unit_tmpdir("edgegpu-tegra", tmp, sizeof(tmp));
-	snprintf(outside, sizeof(outside), "%s/outside", tmp);
+	fmt_fits(outside, "%s/outside", tmp);
 	write_file(outside, "1\n", 2);
 	for (size_t b = 0; b < ELEMENTSOF(tegra_boards); b++) {
 		struct tegra_paths clean = { 0 }, p;
@@ -445,9 +471,8 @@ static void test_hostile(void **state)
 		struct expect e;
 
 		expect_load(tegra_boards[b], &e);
-		snprintf(root, sizeof(root), "%s/%s", tmp, tegra_boards[b]);
-		snprintf(cmd, sizeof(cmd), "cp -a '%s/%s' '%s'", boards_dir(), tegra_boards[b],
-			 root);
+		fmt_fits(root, "%s/%s", tmp, tegra_boards[b]);
+		fmt_fits(cmd, "cp -a '%s/%s' '%s'", boards_dir(), tegra_boards[b], root);
 		assert_int_equal(system(cmd), 0);
 		sample_board(root, &e, &clean, &s);
 		check_sample(&e, &s, 0, "copy");
@@ -459,8 +484,8 @@ static void test_hostile(void **state)
 
 			assert_int_equal(read_file(t.v[i].path, 1 << 20, &orig, &orig_len), 0);
 			for (enum mutation m = 0; m < M_N; m++) {
-				snprintf(ctx, sizeof(ctx), "%s: %s %s", tegra_boards[b],
-					 t.v[i].path + strlen(root), mutation_names[m]);
+				(void)snprintf(ctx, sizeof(ctx), "%s: %s %s", tegra_boards[b],
+					       t.v[i].path + strlen(root), mutation_names[m]);
 				mutate(root, t.v[i].path, m, outside);
 				/* Paths found before the change (a file changing under us)... */
 				gpu_sample_init(&s);
@@ -521,20 +546,20 @@ static void test_bad_file_said_once(void **state)
 	struct tegra_paths p = { 0 };
 	struct gpu_sample s;
 	struct expect e;
-	int saved, fd;
+	int saved, fd, flushed;
 
 	(void)state;
 	unit_tmpdir("edgegpu-tegra-log", tmp, sizeof(tmp));
-	snprintf(root, sizeof(root), "%s/orin-nano-r36", tmp);
-	snprintf(cmd, sizeof(cmd), "cp -a '%s/orin-nano-r36' '%s'", boards_dir(), root);
+	fmt_fits(root, "%s/orin-nano-r36", tmp);
+	fmt_fits(cmd, "cp -a '%s/orin-nano-r36' '%s'", boards_dir(), root);
 	assert_int_equal(system(cmd), 0);
-	snprintf(log, sizeof(log), "%s/stderr.log", tmp);
+	fmt_fits(log, "%s/stderr.log", tmp);
 	expect_load("orin-nano-r36", &e);
 	sample_board(root, &e, &p, &s);
 	assert_true((size_t)snprintf(load, sizeof(load), "%s%s/load", root, p.gpu_dir) <
 		    sizeof(load));
 
-	fflush(stderr);
+	assert_int_equal(fflush(stderr), 0);
 	saved = dup(STDERR_FILENO);
 	fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	assert_true(saved >= 0 && fd >= 0);
@@ -556,10 +581,12 @@ static void test_bad_file_said_once(void **state)
 		gpu_sample_init(&s);
 		tegra_sample_read(&p, &s);
 	}
-	fflush(stderr);
+	/* Checked once stderr is back, where a failure can be read. */
+	flushed = fflush(stderr);
 	assert_true(dup2(saved, STDERR_FILENO) >= 0);
 	close(saved);
 	close(fd);
+	assert_int_equal(flushed, 0);
 
 	assert_int_equal(count_lines(log, "level=warn", "/load\""), 2);
 	assert_int_equal(count_lines(log, "level=warn", "errno=22"), 1);     /* the garbage */
@@ -580,18 +607,18 @@ static void test_late_devfreq(void **state)
 
 	(void)state;
 	unit_tmpdir("edgegpu-tegra-late", tmp, sizeof(tmp));
-	snprintf(root, sizeof(root), "%s/nano-r32", tmp);
-	snprintf(cmd, sizeof(cmd), "cp -a '%s/nano-r32' '%s'", boards_dir(), root);
+	fmt_fits(root, "%s/nano-r32", tmp);
+	fmt_fits(cmd, "cp -a '%s/nano-r32' '%s'", boards_dir(), root);
 	assert_int_equal(system(cmd), 0);
 	expect_load("nano-r32", &e);
-	snprintf(cmd, sizeof(cmd),
+	fmt_fits(cmd,
 		 "d='%s/sys/devices/virtual/thermal/thermal_zone10' && mkdir -p \"$d\" && "
 		 "echo gpu_extra > \"$d/type\" && echo 99000 > \"$d/temp\" && "
 		 "ln -s ../../devices/virtual/thermal/thermal_zone10 "
 		 "'%s/sys/class/thermal/thermal_zone10'",
 		 root, root);
 	assert_int_equal(system(cmd), 0);
-	snprintf(link_path, sizeof(link_path), "%s/sys/class/devfreq/57000000.gpu", root);
+	fmt_fits(link_path, "%s/sys/class/devfreq/57000000.gpu", root);
 	n = readlink(link_path, target, sizeof(target) - 1);
 	assert_true(n > 0);
 	target[n] = 0;
@@ -713,11 +740,17 @@ static void test_parse_meminfo(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_numbers), cmocka_unit_test(test_parse_name),
-		cmocka_unit_test(test_parse_meminfo), cmocka_unit_test(test_boards),
-		cmocka_unit_test(test_arm64_server),  cmocka_unit_test(test_nvml_kept),
-		cmocka_unit_test(test_carve_out),     cmocka_unit_test(test_hostile),
-		cmocka_unit_test(test_late_devfreq),  cmocka_unit_test(test_bad_file_said_once),
+		cmocka_unit_test(test_parse_numbers),
+		cmocka_unit_test(test_parse_name),
+		cmocka_unit_test(test_parse_meminfo),
+		cmocka_unit_test(test_boards),
+		cmocka_unit_test(test_arm64_server),
+		cmocka_unit_test(test_root_too_long),
+		cmocka_unit_test(test_nvml_kept),
+		cmocka_unit_test(test_carve_out),
+		cmocka_unit_test(test_hostile),
+		cmocka_unit_test(test_late_devfreq),
+		cmocka_unit_test(test_bad_file_said_once),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

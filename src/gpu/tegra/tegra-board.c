@@ -20,7 +20,7 @@
 #include "util.h"
 
 /* The largest file the board's reader takes: each is a line or a few dozen. */
-#define BOARD_FILE_MAX (64 * 1024)
+#define BOARD_FILE_MAX ((size_t)64 * 1024)
 
 /* The line of @buf that starts at @p, up to @end: its length without the newline. */
 static size_t line_len(const char *p, const char *end)

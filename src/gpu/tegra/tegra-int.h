@@ -54,6 +54,7 @@ void tegra_sample_read(struct tegra_paths *p, struct gpu_sample *s);
 /*
  * Finds the telemetry files under @host_root for a board of SoC @soc ("tegra234", may be ""),
  * filling @p (host_root and mem_total are the caller's, kept). Returns the number of paths
- * found; a board where none is found yet (early boot) is still served.
+ * found; a board where none is found yet (early boot) is still served. A @host_root of
+ * PATH_MAX bytes or more finds none and clears @p whole, mem_total too: nothing is sampled.
  */
 unsigned tegra_paths_find(const char *host_root, const char *soc, struct tegra_paths *p);

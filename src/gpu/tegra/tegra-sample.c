@@ -37,7 +37,7 @@
 /* A sysfs value: a number or a name, far shorter than this; a longer file is garbage. */
 #define TEGRA_VALUE_MAX 256
 /* /proc/meminfo is about 1.5 KiB; room for a kernel that adds keys. */
-#define TEGRA_MEMINFO_MAX (64 * 1024)
+#define TEGRA_MEMINFO_MAX ((size_t)64 * 1024)
 /* Channels probed per monitor: INA3221's hwmon has in1..in6 and in7 (the shunt sum, skipped). */
 #define TEGRA_CHANNELS_MAX 8
 
@@ -390,7 +390,8 @@ static void find_devfreq(int root_fd, struct tegra_paths *p)
 		const char *x = ls.v[i];
 		int rank;
 
-		snprintf(dir, sizeof(dir), "sys/class/devfreq/%s", x);
+		if ((size_t)snprintf(dir, sizeof(dir), "sys/class/devfreq/%s", x) >= sizeof(dir))
+			continue;
 		(void)read_name(root_fd, dir, "device/of_node/name", of_name, sizeof(of_name));
 		if (!p->emc_dir[0] && (strstr(x, "emc") || strstr(of_name, "emc"))) {
 			(void)resolve_dir(root_fd, dir, p->emc_dir);
@@ -403,8 +404,9 @@ static void find_devfreq(int root_fd, struct tegra_paths *p)
 			continue;
 		best = rank;
 		/* The device dir: where `load` is (none on Thor), as realpath() sees it. */
-		snprintf(dir, sizeof(dir), "sys/class/devfreq/%s/device", x);
-		if (resolve_dir(root_fd, dir, p->gpu_dir) < 0)
+		if ((size_t)snprintf(dir, sizeof(dir), "sys/class/devfreq/%s/device", x) >=
+			    sizeof(dir) ||
+		    resolve_dir(root_fd, dir, p->gpu_dir) < 0)
 			p->gpu_dir[0] = 0;
 	}
 	free(ls.v);
@@ -431,14 +433,17 @@ static void find_thermal(int root_fd, struct tegra_paths *p)
 		if (!startswith(ls.v[i], "thermal_zone") ||
 		    safe_atou(ls.v[i] + strlen("thermal_zone"), &z) < 0 || z >= best)
 			continue;
-		snprintf(dir, sizeof(dir), "sys/class/thermal/%s", ls.v[i]);
+		if ((size_t)snprintf(dir, sizeof(dir), "sys/class/thermal/%s", ls.v[i]) >=
+		    sizeof(dir))
+			continue;
 		if (read_name(root_fd, dir, "type", type, sizeof(type)) == 0 && gpu_zone_type(type))
 			best = z;
 	}
 	free(ls.v);
 	if (best == UINT_MAX)
 		return;
-	snprintf(dir, sizeof(dir), "sys/class/thermal/thermal_zone%u", best);
+	/* A short fixed path: it fits. */
+	(void)snprintf(dir, sizeof(dir), "sys/class/thermal/thermal_zone%u", best);
 	if (resolve_dir(root_fd, dir, p->thermal_zone) < 0)
 		p->thermal_zone[0] = 0;
 }
@@ -450,8 +455,8 @@ static int find_child(int root_fd, const char *dev, const char *sub, const char 
 	struct names ls;
 	int r = -ENOENT;
 
-	snprintf(dir, sizeof(dir), "%s%s", dev, sub);
-	if (list_dir(root_fd, dir, &ls) < 0)
+	if ((size_t)snprintf(dir, sizeof(dir), "%s%s", dev, sub) >= sizeof(dir) ||
+	    list_dir(root_fd, dir, &ls) < 0)
 		return -ENOENT;
 	for (unsigned i = 0; i < ls.n && r < 0; i++)
 		if (startswith(ls.v[i], prefix)) {
@@ -480,8 +485,9 @@ static void find_power(int root_fd, struct tegra_paths *p)
 		char *out = p->power_dirs[p->n_power_dirs];
 		int r = -ENOENT;
 
-		snprintf(dev, sizeof(dev), "sys/bus/i2c/devices/%s", ls.v[i]);
-		if (read_name(root_fd, dev, "name", name, sizeof(name)) < 0)
+		if ((size_t)snprintf(dev, sizeof(dev), "sys/bus/i2c/devices/%s", ls.v[i]) >=
+			    sizeof(dev) ||
+		    read_name(root_fd, dev, "name", name, sizeof(name)) < 0)
 			continue;
 		if (streq(name, "ina3221x"))
 			r = find_child(root_fd, dev, "", "iio:device", out);
@@ -501,10 +507,18 @@ unsigned tegra_paths_find(const char *host_root, const char *soc, struct tegra_p
 	char root[PATH_MAX];
 	unsigned n;
 	int root_fd;
+	bool fits;
 
 	/* @host_root may be p->host_root itself: copy it before @p is cleared. */
-	snprintf(root, sizeof(root), "%s", host_root && host_root[0] ? host_root : "/");
+	fits = (size_t)snprintf(root, sizeof(root), "%s",
+				host_root && host_root[0] ? host_root : "/") < sizeof(root);
 	memset(p, 0, sizeof(*p));
+	if (!fits) {
+		/* Cut, it would name another directory: nothing to sample, not even meminfo. */
+		log_debug("host root path too long: no telemetry paths", "max_bytes=%d",
+			  PATH_MAX - 1);
+		return 0;
+	}
 	memcpy(p->host_root, root, sizeof(root));
 	p->mem_total = mem_total;
 	root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -550,7 +564,7 @@ static void sample_temperature(int root_fd, const struct tegra_paths *p, struct 
 	int mc;
 
 	if (!isnan(s->temperature_c) ||
-	    read_number(root_fd, p->thermal_zone, "temp", NULL, &mc) < 0)
+	    read_number(root_fd, p->thermal_zone, "temp", NULL, &mc) != 0)
 		return;
 	/*
 	 * -256000 is the "no reading" sentinel (an idle AGX Orin's GPU zone); nothing at or below
@@ -593,7 +607,7 @@ static int volt_amp(int root_fd, const char *dir, const char *v_file, const char
 {
 	uint64_t mv, ma;
 
-	if (read_u64(root_fd, dir, v_file, &mv) < 0 || read_u64(root_fd, dir, i_file, &ma) < 0)
+	if (read_u64(root_fd, dir, v_file, &mv) != 0 || read_u64(root_fd, dir, i_file, &ma) != 0)
 		return -ENODATA;
 	*ret = (double)mv * (double)ma / 1e6;
 	return 0;
@@ -603,16 +617,17 @@ static int volt_amp(int root_fd, const char *dir, const char *v_file, const char
 static void rails_iio(int root_fd, const char *dir, struct rails *rs)
 {
 	for (unsigned k = 0; k < TEGRA_CHANNELS_MAX; k++) {
+		/* Names of a few bytes and a channel number: they fit. */
 		char f[64], v[64], i[64], name[GPU_RAIL_NAME_MAX];
 		uint64_t mw;
 		double w;
 
-		snprintf(f, sizeof(f), "rail_name_%u", k);
+		(void)snprintf(f, sizeof(f), "rail_name_%u", k);
 		if (rail_name(root_fd, dir, f, name) < 0)
 			continue;
-		snprintf(v, sizeof(v), "in_voltage%u_input", k);
-		snprintf(i, sizeof(i), "in_current%u_input", k);
-		snprintf(f, sizeof(f), "in_power%u_input", k);
+		(void)snprintf(v, sizeof(v), "in_voltage%u_input", k);
+		(void)snprintf(i, sizeof(i), "in_current%u_input", k);
+		(void)snprintf(f, sizeof(f), "in_power%u_input", k);
 		/* V x I first: the driver's in_power is the same product rounded to a mW. */
 		if (volt_amp(root_fd, dir, v, i, &w) == 0)
 			rail_add(rs, name, w);
@@ -632,16 +647,17 @@ static void rails_hwmon(int root_fd, const char *dir, struct rails *rs)
 	uint64_t uw;
 
 	for (unsigned k = 1; k <= TEGRA_CHANNELS_MAX; k++) {
+		/* Names of a few bytes and a channel number: they fit. */
 		char f[64], v[64], i[64], name[GPU_RAIL_NAME_MAX];
 		double w;
 
 		if (k == 7)
 			continue;
-		snprintf(f, sizeof(f), "in%u_label", k);
+		(void)snprintf(f, sizeof(f), "in%u_label", k);
 		if (rail_name(root_fd, dir, f, name) < 0)
 			continue;
-		snprintf(v, sizeof(v), "in%u_input", k);
-		snprintf(i, sizeof(i), "curr%u_input", k);
+		(void)snprintf(v, sizeof(v), "in%u_input", k);
+		(void)snprintf(i, sizeof(i), "curr%u_input", k);
 		if (volt_amp(root_fd, dir, v, i, &w) == 0)
 			rail_add(rs, name, w);
 	}

@@ -179,10 +179,16 @@ static struct paths_ref *paths_get(struct paths_ref *r)
 	return r;
 }
 
+/* Drops @n references to @r at once, freeing it with the last. */
+static void paths_put_n(struct paths_ref *r, unsigned n)
+{
+	if (r && atomic_fetch_sub(&r->refs, n) == n)
+		free(r);
+}
+
 static void paths_put(struct paths_ref *r)
 {
-	if (r && atomic_fetch_sub(&r->refs, 1) == 1)
-		free(r);
+	paths_put_n(r, 1);
 }
 
 /* Whether @path (container path "/dev/...") is there under the host root @root_fd. */
@@ -302,7 +308,7 @@ static uint64_t igpu_memory(struct tegra_backend *t)
 
 	if (t->mem_mib)
 		return t->mem_mib * MIB;
-	r = root_read_file(t->host_root, "proc/meminfo", 1024 * 1024, &text, &len);
+	r = root_read_file(t->host_root, "proc/meminfo", (size_t)1024 * 1024, &text, &len);
 	if (r < 0)
 		log_warn_errno(r,
 			       "cannot read the host's meminfo: the Tegra GPU's memory is 0 "
@@ -605,8 +611,7 @@ static struct paths_ref *paths_look_again(struct tegra_backend *t, struct paths_
 	}
 	t->paths = n;
 	(void)pthread_mutex_unlock(&t->mu);
-	paths_put(cur); /* the backend's reference */
-	paths_put(cur); /* ours */
+	paths_put_n(cur, 2); /* the backend's reference and ours, in one step */
 	log_info("the Tegra GPU's devfreq directory appeared: reporting its clocks and load",
 		 "dir=%s", n->p.devfreq_dir);
 	return n;
