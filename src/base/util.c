@@ -389,6 +389,30 @@ int fd_reopen(int fd, int flags)
 	return r < 0 ? -errno : r;
 }
 
+int root_opendir(int root_fd, const char *path, DIR **ret)
+{
+	int fd = root_open(root_fd, path, O_DIRECTORY, NULL), dfd, r;
+	DIR *d;
+
+	if (fd < 0)
+		return fd;
+	/* root_open() gives an O_PATH fd, which readdir cannot use: "." through it is the same
+	   directory (no path walked again, no /proc needed). */
+	dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
+	r = -errno;
+	fd_close(fd);
+	if (dfd < 0)
+		return r;
+	d = fdopendir(dfd);
+	if (!d) {
+		r = -errno;
+		fd_close(dfd);
+		return r;
+	}
+	*ret = d;
+	return 0;
+}
+
 /* 1: openat2 works here; -1: it does not (ENOSYS: before 5.6; EPERM: a seccomp filter). */
 static atomic_int openat2_state;
 

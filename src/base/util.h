@@ -2,6 +2,7 @@
 
 /* Small helpers shared by every module: time, fds, number parsing, growable buffers. */
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -141,6 +142,12 @@ const char *fd_path(int fd, char buf[FD_PATH_MAX]);
  * file this way once its type is checked). Returns the fd or -errno.
  */
 int fd_reopen(int fd, int flags) WARN_UNUSED;
+/*
+ * Opens the directory @path inside the directory @root_fd (root_open(): links and ".." stay
+ * inside) for readdir: *@ret is the caller's to closedir(). Non-blocking, close-on-exec.
+ * Returns 0 or -errno (root_open()'s, -ENOTDIR, -ENOMEM, ...).
+ */
+int root_opendir(int root_fd, const char *path, DIR **ret) WARN_UNUSED;
 /*
  * mkdir -p: creates @dir and each missing parent with @mode, whatever the umask (each one made
  * is chmod'ed). Thread-safe. Returns 0, or -errno (-ENOTDIR: a file in the way, -EACCES, ...).

@@ -90,23 +90,12 @@ int doctor_readlink(const struct doctor *dr, const char *path, char *buf, size_t
 
 DIR *doctor_opendir(const struct doctor *dr, const char *path, int *reterr)
 {
-	int fd = doctor_open(dr, path, O_DIRECTORY, NULL), dfd = -1;
 	DIR *d = NULL;
+	int r = dr->fs.fd < 0 ? dr->fs.fd : root_opendir(dr->fs.fd, path, &d);
 
-	if (fd >= 0) {
-		dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
-		if (dfd < 0)
-			dfd = -errno;
-		fd_close(fd);
-	}
-	if (fd < 0 || dfd < 0) {
-		*reterr = fd < 0 ? fd : dfd;
+	if (r < 0) {
+		*reterr = r;
 		return NULL;
-	}
-	d = fdopendir(dfd);
-	if (!d) {
-		*reterr = -errno;
-		fd_close(dfd);
 	}
 	return d;
 }

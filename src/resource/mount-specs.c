@@ -174,21 +174,11 @@ static int list_csv(int root_fd, const char *dir, char ***ret, size_t *ret_n, bo
 	size_t n = 0, cap = 0;
 	struct dirent *de;
 	DIR *d = NULL;
-	int fd, dfd, r = 0;
+	int r;
 
-	fd = root_open(root_fd, dir, O_DIRECTORY, NULL);
-	if (fd < 0)
-		return fd;
-	dfd = fd_reopen(fd, O_RDONLY | O_DIRECTORY);
-	fd_close(fd);
-	if (dfd < 0)
-		return dfd;
-	d = fdopendir(dfd);
-	if (!d) {
-		r = -errno;
-		fd_close(dfd);
+	r = root_opendir(root_fd, dir, &d);
+	if (r < 0)
 		return r;
-	}
 	*ret_more = false;
 	/*
 	 * Every *.csv name is kept until sorted, so "the first in name order" holds whatever

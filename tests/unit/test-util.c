@@ -400,6 +400,46 @@ static void expect_path(int root_fd, const char *path, int flags, const char *wa
 	(void)close(fd);
 }
 
+/* The names root_opendir() lists in @path below @root_fd, sorted, "," between; or "-errno". */
+static void expect_dir(int root_fd, const char *path, const char *want)
+{
+	char got[256] = "", *names[16];
+	struct dirent *de;
+	size_t n = 0;
+	DIR *d = NULL;
+	int r = root_opendir(root_fd, path, &d);
+
+	if (r < 0) {
+		(void)snprintf(got, sizeof(got), "%d", r);
+		assert_null(d);
+		assert_string_equal(got, want);
+		return;
+	}
+	while ((de = readdir(d)))
+		if (!streq(de->d_name, ".") && !streq(de->d_name, "..")) {
+			assert_true(n < ELEMENTSOF(names));
+			names[n] = strdup(de->d_name);
+			assert_non_null(names[n++]);
+		}
+	assert_int_equal(closedir(d), 0);
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i + 1; j < n; j++)
+			if (strcmp(names[j], names[i]) < 0) {
+				char *x = names[i];
+
+				names[i] = names[j];
+				names[j] = x;
+			}
+	for (size_t i = 0, len = 0; i < n; i++) {
+		int k = snprintf(got + len, sizeof(got) - len, "%s%s", i ? "," : "", names[i]);
+
+		assert_true(k > 0 && (size_t)k < sizeof(got) - len);
+		len += (size_t)k;
+		free(names[i]);
+	}
+	assert_string_equal(got, want);
+}
+
 /* The same resolution, whichever of openat2 and the walk does it. */
 static void root_cases(void)
 {
@@ -464,6 +504,16 @@ static void root_cases(void)
 	assert_int_equal(fstat(fd, &st), 0);
 	assert_true(S_ISLNK(st.st_mode));
 	(void)close(fd);
+
+	/* A directory listed from below the root: links followed inside it, never out of it. */
+	expect_dir(root_fd, "/etc", "a");
+	expect_dir(root_fd, "/dir", "a");
+	expect_dir(root_fd, "/var", "k");
+	expect_dir(root_fd, "/top/etc", "a");
+	expect_dir(root_fd, "/outdir", "-2"); /* -ENOENT: this machine's dir is not reached */
+	expect_dir(root_fd, "/etc/a", "-20"); /* -ENOTDIR */
+	expect_dir(root_fd, "/fifo", "-20");  /* never opened for reading */
+	expect_dir(root_fd, "/loop", "-40");  /* -ELOOP */
 
 	(void)close(root_fd);
 	tree_remove(&t);

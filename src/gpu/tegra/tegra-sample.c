@@ -306,24 +306,12 @@ static int list_dir(int root_fd, const char *dir, struct names *ret)
 	struct dirent *de;
 	unsigned scanned = 0;
 	DIR *d;
-	int fd, dfd;
+	int r;
 
 	*ret = (struct names){ 0 };
-	fd = root_open(root_fd, dir, O_DIRECTORY, NULL);
-	if (fd < 0)
-		return fd;
-	/* root_open() gives an O_PATH fd, which readdir cannot use: open the same inode. */
-	dfd = fd_reopen(fd, O_RDONLY | O_DIRECTORY | O_NONBLOCK);
-	fd_close(fd);
-	if (dfd < 0)
-		return dfd;
-	d = fdopendir(dfd);
-	if (!d) {
-		int r = -errno;
-
-		fd_close(dfd);
+	r = root_opendir(root_fd, dir, &d);
+	if (r < 0)
 		return r;
-	}
 	ret->v = calloc(TEGRA_SCAN_MAX, sizeof(*ret->v));
 	if (!ret->v) {
 		closedir(d);

@@ -215,22 +215,12 @@ static int open_root(const char *root)
  */
 static int each_name(int root_fd, const char *path, int (*fn)(const char *name, void *u), void *u)
 {
-	int fd = root_open(root_fd, path, O_DIRECTORY, NULL), dfd, r = 0;
 	struct dirent *de;
 	DIR *d;
+	int r = root_opendir(root_fd, path, &d);
 
-	if (fd < 0)
-		return fd;
-	dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	(void)close(fd);
-	if (dfd < 0)
-		return -errno;
-	d = fdopendir(dfd);
-	if (!d) {
-		r = -errno;
-		(void)close(dfd);
+	if (r < 0)
 		return r;
-	}
 	while (r == 0 && (de = readdir(d)))
 		if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
 			r = fn(de->d_name, u);
