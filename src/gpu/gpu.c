@@ -17,14 +17,14 @@ void gpu_info_release(struct gpu_info *info)
 	memset(info, 0, sizeof(*info));
 }
 
-bool gpu_device_id_valid(const char *id)
+bool gpu_cdi_name_valid(const char *name)
 {
-	size_t n = id ? strlen(id) : 0;
+	size_t n = strlen(name);
 
-	if (n == 0 || n >= GPU_UUID_MAX || strstr(id, "::"))
+	if (n == 0)
 		return false;
 	for (size_t i = 0; i < n; i++) {
-		char c = id[i];
+		char c = name[i];
 		bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
 			     (c >= '0' && c <= '9');
 
@@ -32,6 +32,11 @@ bool gpu_device_id_valid(const char *id)
 			return false;
 	}
 	return true;
+}
+
+bool gpu_device_id_valid(const char *id)
+{
+	return id && strlen(id) < GPU_UUID_MAX && !strstr(id, "::") && gpu_cdi_name_valid(id);
 }
 
 void gpu_sample_init(struct gpu_sample *s)

@@ -121,9 +121,15 @@ struct gpu_info {
 };
 
 /*
+ * CDI's device-name rule (ValidateDeviceName): a letter or digit first and last, letters,
+ * digits and "_.:-" between. Every device ID must pass it: the ID is the CDI device's name.
+ */
+bool gpu_cdi_name_valid(const char *name);
+
+/*
  * Whether @id can be a device's ID we choose ourselves (the Tegra iGPU's, "tegra"): a CDI
- * device name and a device-plugin ID alike: a letter or digit first and last, letters,
- * digits and "_.:-" between, no "::" (a replica's separator), shorter than GPU_UUID_MAX.
+ * device name (gpu_cdi_name_valid()) and a device-plugin ID alike: no "::" (a replica's
+ * separator), shorter than GPU_UUID_MAX.
  */
 bool gpu_device_id_valid(const char *id);
 

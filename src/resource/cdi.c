@@ -272,26 +272,6 @@ static int spec_find_more(struct spec *s)
 	return r < 0 ? r : 0;
 }
 
-/* CDI's rule (ValidateDeviceName): [A-Za-z0-9] first and last, [A-Za-z0-9_.:-] between. */
-static bool cdi_device_name_valid(const char *n)
-{
-	size_t len = strlen(n);
-
-	if (len == 0)
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)n[i];
-		bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
-			     (c >= 'A' && c <= 'Z');
-
-		if (alnum)
-			continue;
-		if (i == 0 || i == len - 1 || !strchr("_-.:", c))
-			return false;
-	}
-	return true;
-}
-
 /* Every string of the spec goes through here: one that is not UTF-8 fails the spec. */
 static void spec_str(struct json_writer *j, const char *v)
 {
@@ -474,7 +454,7 @@ int cdi_spec_render(const struct cdi_opts *o, const struct gpu_info *info, struc
 		char id[GPU_UUID_MAX];
 
 		alloc_gpu_id(o->id_strategy, &info->devices[i], id, sizeof(id));
-		if (!cdi_device_name_valid(id)) {
+		if (!gpu_cdi_name_valid(id)) {
 			return set_error(reterr, -EINVAL, "invalid CDI device name for GPU %u",
 					 info->devices[i].index);
 		}

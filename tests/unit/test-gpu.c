@@ -1061,9 +1061,36 @@ static void test_info_release(void **state)
 	assert_int_equal(info.n_devices + info.n_skipped, 0);
 }
 
+/* The ID rules: CDI's device-name rule for every ID, and no "::" nor overlength for ours. */
+static void test_id_rules(void **state)
+{
+	char long_id[GPU_UUID_MAX + 1];
+
+	(void)state;
+	assert_true(gpu_cdi_name_valid("tegra"));
+	assert_true(gpu_cdi_name_valid("GPU-8d1f3c2a-5b6e"));
+	assert_true(gpu_cdi_name_valid("0"));
+	assert_true(gpu_cdi_name_valid("a::b")); /* CDI allows it; a device-plugin ID cannot */
+	assert_false(gpu_cdi_name_valid(""));
+	assert_false(gpu_cdi_name_valid("-tegra"));
+	assert_false(gpu_cdi_name_valid("tegra."));
+	assert_false(gpu_cdi_name_valid("te gra"));
+	assert_false(gpu_cdi_name_valid("te/gra"));
+	assert_true(gpu_device_id_valid("jetson-0"));
+	assert_false(gpu_device_id_valid("a::b"));
+	assert_false(gpu_device_id_valid("tegra-"));
+	assert_false(gpu_device_id_valid(NULL));
+	memset(long_id, 'a', sizeof(long_id) - 1);
+	long_id[sizeof(long_id) - 1] = 0;
+	assert_false(gpu_device_id_valid(long_id));
+	long_id[GPU_UUID_MAX - 1] = 0;
+	assert_true(gpu_device_id_valid(long_id));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_id_rules),
 		cmocka_unit_test_setup_teardown(test_xid_unhealthy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sample, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sample_many_processes, setup, teardown),
