@@ -133,10 +133,10 @@ int read_file(const char *path, size_t max, char **ret, size_t *ret_len)
 
 int root_read_file(const char *root, const char *path, size_t max, char **ret, size_t *ret_len)
 {
-	int root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC), r;
+	int root_fd = root_dir_open(root), r;
 
 	if (root_fd < 0)
-		return -errno;
+		return root_fd;
 	r = read_file_at(root_fd, path, READ_IN_ROOT, max, ret, ret_len, NULL);
 	fd_close(root_fd);
 	return r;

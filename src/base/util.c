@@ -389,6 +389,13 @@ int fd_reopen(int fd, int flags)
 	return r < 0 ? -errno : r;
 }
 
+int root_dir_open(const char *root)
+{
+	int fd = open(root && *root ? root : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
+}
+
 int root_opendir(int root_fd, const char *path, DIR **ret)
 {
 	int fd = root_open(root_fd, path, O_DIRECTORY, NULL), dfd, r;

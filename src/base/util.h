@@ -129,6 +129,12 @@ int fd_write_all(int fd, const void *data, size_t len) WARN_UNUSED;
  * under the root's, which only a deleted file or a moved root gives).
  */
 int root_open(int root_fd, const char *path, int flags, char **ret_path) WARN_UNUSED;
+/*
+ * Opens the directory @root (NULL or "": "/") as the O_PATH|O_CLOEXEC fd root_open() and
+ * root_opendir() start from; its own links are followed (the operator names it). Returns the
+ * fd (the caller closes it) or -errno.
+ */
+int root_dir_open(const char *root) WARN_UNUSED;
 /* Whether root_open() uses openat2 here (false: the walk). For tests and bench. */
 bool root_open_kernel(void);
 

@@ -18,9 +18,7 @@ void doctor_hostfs_open(struct doctor_hostfs *fs, const char *root)
 {
 	fs->root = root;
 	/* The operator names the root: its own links are followed, nothing below it escapes. */
-	fs->fd = open(root && *root ? root : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (fs->fd < 0)
-		fs->fd = -errno;
+	fs->fd = root_dir_open(root);
 }
 
 void doctor_hostfs_close(struct doctor_hostfs *fs)

@@ -220,9 +220,9 @@ static int spec_read_mount_specs(struct spec *s)
 	size_t n_devs = 0;
 	int root_fd, r;
 
-	root_fd = open(s->look_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	root_fd = root_dir_open(s->look_root);
 	if (root_fd < 0) {
-		(void)log_warn_errno(-errno, "driver root unreadable, CSV mount specs not read",
+		(void)log_warn_errno(root_fd, "driver root unreadable, CSV mount specs not read",
 				     "root=%s dir=%s", log_q(s->look_root),
 				     log_q(s->c->mount_specs_dir));
 		return 0;

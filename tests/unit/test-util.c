@@ -449,7 +449,7 @@ static void root_cases(void)
 	int root_fd, fd;
 
 	tree_make(&t);
-	root_fd = open(t.root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	root_fd = root_dir_open(t.root);
 	assert_true(root_fd >= 0);
 
 	expect_read(t.root, "/etc/a", 0, "A");

@@ -509,9 +509,9 @@ unsigned tegra_paths_find(const char *host_root, const char *soc, struct tegra_p
 	}
 	memcpy(p->host_root, root, sizeof(root));
 	p->mem_total = mem_total;
-	root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	root_fd = root_dir_open(root);
 	if (root_fd < 0) {
-		(void)log_debug_errno(-errno, "host root unreadable", "root=%s", log_q(root));
+		(void)log_debug_errno(root_fd, "host root unreadable", "root=%s", log_q(root));
 		return 0;
 	}
 	find_devfreq(root_fd, p);
@@ -732,10 +732,10 @@ static void sample_memory(int root_fd, const struct tegra_paths *p, struct gpu_s
 void tegra_sample_read(struct tegra_paths *p, struct gpu_sample *s)
 {
 	const char *root = p->host_root[0] ? p->host_root : "/";
-	int root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int root_fd = root_dir_open(root);
 
 	if (root_fd < 0) {
-		(void)log_debug_errno(-errno, "host root unreadable", "root=%s", log_q(root));
+		(void)log_debug_errno(root_fd, "host root unreadable", "root=%s", log_q(root));
 		return;
 	}
 	sampling = p;

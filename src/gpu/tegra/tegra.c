@@ -202,13 +202,6 @@ static bool node_exists(int root_fd, const char *path)
 	return true;
 }
 
-static int open_root(const char *root)
-{
-	int fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-
-	return fd < 0 ? -errno : fd;
-}
-
 /*
  * Calls @fn for each name in the directory @path under @root_fd (not "." and ".."), until it
  * returns nonzero; returns that, 0, or -errno when the directory cannot be read.
@@ -407,7 +400,7 @@ static int tegra_discover(struct gpu_backend *b, struct gpu_info *ret, char **re
 		info.driver_version[0] = 0;
 		info.lib_version[0] = 0;
 	}
-	root_fd = open_root(t->host_root);
+	root_fd = root_dir_open(t->host_root);
 	if (root_fd < 0) {
 		r = set_error(reterr, root_fd, "cannot open the host root %s: %s", t->host_root,
 			      strerror(-root_fd));
@@ -550,7 +543,7 @@ static int tegra_probe(struct gpu_backend *b, unsigned gpu)
 	if (!s.igpu)
 		return t->nvml->ops->probe(t->nvml, (unsigned)s.nvml);
 	gpu_backend_note_call(b, "tegra_probe");
-	root_fd = open_root(t->host_root);
+	root_fd = root_dir_open(t->host_root);
 	if (root_fd < 0)
 		return root_fd == -ENOENT ? -ENODEV : root_fd;
 	if (known ? !node_exists(root_fd, primary) : !find_primary(root_fd, NULL, primary)) {
