@@ -429,6 +429,14 @@ static void test_carve_out_and_id(void **state)
 	gpu_backend_close(e->b);
 	e->b = NULL;
 	assert_int_equal(open_root(e, GPU_BACKEND_AUTO, false, 0, "tegra::1"), -EINVAL);
+	/* A host root that is not there: said, whatever the kind (not taken for "no Tegra"). */
+	(void)snprintf(e->root, sizeof(e->root), "%s/no-such-root", e->dir);
+	assert_int_equal(open_root(e, GPU_BACKEND_TEGRA, false, 0, NULL), -ENOENT);
+	assert_non_null(strstr(e->err, "cannot open the host root"));
+	assert_non_null(strstr(e->err, "edgegpu.hostRoot"));
+	assert_int_equal(open_root(e, GPU_BACKEND_AUTO, false, 0, NULL), -ENOENT);
+	assert_non_null(strstr(e->err, "no-such-root"));
+	use_board(e, "xavier-nx-r35", false);
 	assert_int_equal(open_root(e, GPU_BACKEND_TEGRA, false, 0, "-tegra"), -EINVAL);
 	assert_false(gpu_device_id_valid("tegra/0"));
 	assert_false(gpu_device_id_valid(""));

@@ -751,6 +751,18 @@ int tegra_open(const struct gpu_backend_opts *o, struct gpu_backend *nvml, struc
 				 "invalid Tegra device ID \"%s\": letters, digits and _.:- between "
 				 "a first and last letter or digit, no \"::\"",
 				 id);
+	/*
+	 * A host root that cannot be opened is a mistake to say (the DaemonSet's /host mount
+	 * missing), not a machine without Tegra files: NVML would then serve a Jetson wrongly.
+	 */
+	r = root_dir_open(root);
+	if (r < 0)
+		return set_error(
+			reterr, r,
+			"cannot open the host root %s (edgegpu.hostRoot, --host-root): %s; "
+			"mount the host's root there, or leave it at /",
+			root, strerror(-r));
+	fd_close(r);
 	r = tegra_board_read(root, &board);
 	if (r < 0)
 		return set_error(reterr, r, "out of memory reading the Tegra board");
