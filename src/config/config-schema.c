@@ -188,6 +188,42 @@ static const struct field grpc_fields[] = {
 	{ NULL },
 };
 
+static const struct enum_value preload_values[] = {
+	{ "ldSoPreload", CONFIG_PRELOAD_LD_SO_PRELOAD },
+	{ "LD_PRELOAD", CONFIG_PRELOAD_ENV },
+	{ NULL },
+};
+
+static const struct enum_value managed_values[] = {
+	{ "count", CONFIG_MANAGED_COUNT },
+	{ "ignore", CONFIG_MANAGED_IGNORE },
+	{ NULL },
+};
+
+static const struct field backstop_fields[] = {
+	{ "enabled", K_BOOL, C(gpumem.enforcement.backstop.enabled) },
+	{ "tolerancePercent", K_U32, C(gpumem.enforcement.backstop.tolerance_percent), .min = 100,
+	  .max = 1000 },
+	{ "after", K_DURATION, C(gpumem.enforcement.backstop.after), .min = USEC_PER_SEC,
+	  .max = USEC_PER_SEC * 3600 },
+	{ "interval", K_DURATION, C(gpumem.enforcement.backstop.interval),
+	  .min = 100 * USEC_PER_MSEC, .max = USEC_PER_SEC * 60 },
+	{ NULL },
+};
+
+static const struct field enforcement_fields[] = {
+	{ "interposer", K_BOOL, C(gpumem.enforcement.interposer) },
+	{ "driver", K_BOOL, C(gpumem.enforcement.driver) },
+	{ "preload", K_ENUM, C(gpumem.enforcement.preload), .arg = preload_values },
+	{ "library", K_STR, C(gpumem.enforcement.library), .min = STR_NONEMPTY,
+	  .flag = { "interposer-lib" }, .env = { "EDGEGPU_INTERPOSER_LIB" } },
+	{ "stateDir", K_STR, C(gpumem.enforcement.state_dir), .min = STR_NONEMPTY,
+	  .flag = { "gpumem-state-dir" }, .env = { "EDGEGPU_GPUMEM_STATE_DIR" } },
+	{ "managed", K_ENUM, C(gpumem.enforcement.managed), .arg = managed_values },
+	{ "backstop", K_SECTION, 0, .arg = backstop_fields },
+	{ NULL },
+};
+
 static const struct field gpumem_fields[] = {
 	{ "resourceName", K_RESNAME, C(gpumem.resource_name),
 	  POS(struct config, gpumem.resource_name_pos) },
@@ -199,6 +235,7 @@ static const struct field gpumem_fields[] = {
 	{ "onSplit", K_ENUM, C(gpumem.on_split), .arg = split_values },
 	{ "placement", K_ENUM, C(gpumem.placement), .arg = placement_values },
 	{ "maskHysteresisMiB", K_U64, C(gpumem.mask_hysteresis_mib), .min = 0, .max = 1u << 24 },
+	{ "enforcement", K_SECTION, 0, .arg = enforcement_fields },
 	{ NULL },
 };
 

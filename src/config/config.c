@@ -36,6 +36,15 @@ int config_init(struct config *c)
 			.on_split = CONFIG_ON_SPLIT_REJECT,
 			.placement = CONFIG_PLACEMENT_MASK,
 			.mask_hysteresis_mib = 1024,
+			.enforcement = {
+				.interposer = true,
+				.driver = true,
+				.preload = CONFIG_PRELOAD_LD_SO_PRELOAD,
+				.managed = CONFIG_MANAGED_COUNT,
+				.backstop = { .tolerance_percent = 110,
+					      .after = 30 * USEC_PER_SEC,
+					      .interval = 2 * USEC_PER_SEC },
+			},
 		},
 		.metrics = {
 			.min_interval = USEC_PER_SEC,
@@ -58,7 +67,10 @@ int config_init(struct config *c)
 	c->labels.file = strdup(CONFIG_DEFAULT_LABELS_FILE);
 	c->host_root = strdup("/");
 	c->tegra_device_id = strdup("tegra");
-	if (!c->host_root || !c->tegra_device_id || !c->driver_root || !c->container_driver_root ||
+	c->gpumem.enforcement.library = strdup(CONFIG_DEFAULT_INTERPOSER_LIB);
+	c->gpumem.enforcement.state_dir = strdup(CONFIG_DEFAULT_GPUMEM_STATE_DIR);
+	if (!c->host_root || !c->tegra_device_id || !c->gpumem.enforcement.library ||
+	    !c->gpumem.enforcement.state_dir || !c->driver_root || !c->container_driver_root ||
 	    !c->device_plugin_path || !c->pod_resources_socket || !c->cdi_spec_dir ||
 	    !c->gpumem.resource_name || !c->metrics.address || !c->metrics.host_proc ||
 	    !c->metrics.pod_log_dir || !c->labels.file) {

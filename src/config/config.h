@@ -57,11 +57,13 @@
 /* Most replicas per time-sliced GPU. */
 #define CONFIG_REPLICAS_MAX 1024
 
-#define CONFIG_DEFAULT_RESOURCE	     "nvidia.com/gpu"
-#define CONFIG_DEFAULT_GPUMEM	     "nvidia.com/gpumem"
-#define CONFIG_DEFAULT_DEVICE_PLUGIN "/var/lib/kubelet/device-plugins"
-#define CONFIG_DEFAULT_POD_RESOURCES "/var/lib/kubelet/pod-resources/kubelet.sock"
-#define CONFIG_DEFAULT_LABELS_FILE   "/etc/kubernetes/node-feature-discovery/features.d/edgegpu"
+#define CONFIG_DEFAULT_RESOURCE		"nvidia.com/gpu"
+#define CONFIG_DEFAULT_GPUMEM		"nvidia.com/gpumem"
+#define CONFIG_DEFAULT_INTERPOSER_LIB	"/usr/lib/edgegpu/libedgegpu-cuda.so"
+#define CONFIG_DEFAULT_GPUMEM_STATE_DIR "/var/lib/edgegpu"
+#define CONFIG_DEFAULT_DEVICE_PLUGIN	"/var/lib/kubelet/device-plugins"
+#define CONFIG_DEFAULT_POD_RESOURCES	"/var/lib/kubelet/pod-resources/kubelet.sock"
+#define CONFIG_DEFAULT_LABELS_FILE	"/etc/kubernetes/node-feature-discovery/features.d/edgegpu"
 
 enum config_mig_strategy {
 	CONFIG_MIG_NONE,   /* the only one accepted: MIG is not supported yet */
@@ -155,6 +157,35 @@ struct config_time_slicing {
 	size_t n_resources;
 };
 
+enum config_preload {
+	CONFIG_PRELOAD_LD_SO_PRELOAD, /* a read-only /etc/ld.so.preload mount (default) */
+	CONFIG_PRELOAD_ENV,	      /* LD_PRELOAD in the container's environment */
+};
+
+enum config_managed {
+	CONFIG_MANAGED_COUNT,  /* cuMemAllocManaged counts against the limit (default) */
+	CONFIG_MANAGED_IGNORE, /* it does not (discrete GPUs that oversubscribe on purpose) */
+};
+
+/* edgegpu.sharing.memory.enforcement.backstop: the node-side kill policy (docs/sharing.md). */
+struct config_backstop {
+	bool enabled;		    /* false */
+	unsigned tolerance_percent; /* 110: above limit x 1.10 ... */
+	usec_t after;		    /* 30 s: ... continuously for this long */
+	usec_t interval;	    /* 2 s: sampling period */
+};
+
+/* edgegpu.sharing.memory.enforcement: how a gpumem limit is made to hold (docs/sharing.md). */
+struct config_enforcement {
+	bool interposer; /* true: mount libedgegpu-cuda.so into gpumem containers */
+	bool driver;	 /* true: use the driver's limits where the node has them */
+	enum config_preload preload;
+	char *library;	 /* "/usr/lib/edgegpu/libedgegpu-cuda.so": the source, in the image */
+	char *state_dir; /* "/var/lib/edgegpu": a host path, seen at the same path */
+	enum config_managed managed;
+	struct config_backstop backstop;
+};
+
 /* edgegpu.sharing.memory: the nvidia.com/gpumem resource. Off unless devices are listed. */
 struct config_gpumem {
 	char *resource_name;	       /* "nvidia.com/gpumem" */
@@ -164,6 +195,7 @@ struct config_gpumem {
 	enum config_on_split on_split;
 	enum config_placement placement;
 	uint64_t mask_hysteresis_mib; /* 1024 */
+	struct config_enforcement enforcement;
 	struct config_pos resource_name_pos, unit_pos, reserve_pos;
 };
 

@@ -70,6 +70,12 @@ struct gpu_container {
 	const char *mount_specs_dir;
 };
 
+enum gpu_mem_limits {
+	GPU_MEM_LIMITS_UNKNOWN,	    /* not asked (no NVML, an old library without the function) */
+	GPU_MEM_LIMITS_UNSUPPORTED, /* NOT_SUPPORTED, or any other error */
+	GPU_MEM_LIMITS_SUPPORTED,
+};
+
 struct gpu_device {
 	unsigned index;		 /* NVML index */
 	char uuid[GPU_UUID_MAX]; /* "GPU-8d1f..." */
@@ -83,6 +89,12 @@ struct gpu_device {
 	bool mig_enabled;	 /* such GPUs are skipped by discovery (logged) */
 	bool events_supported;	 /* false: health is polled */
 	bool integrated;	 /* Tegra iGPU, unified memory */
+	/*
+	 * Whether the driver enforces per-cgroup memory limits on this GPU (NVML
+	 * nvmlDeviceGetMemoryLimits_v1 answered SUCCESS at discovery; CUDA 13.4 drivers): the
+	 * gpumem "driver" enforcement (src/enforce/enforce-mode.h).
+	 */
+	enum gpu_mem_limits mem_limits;
 	/* The GPU's own device nodes, container paths ("/dev/nvidia0"), delivered "rw". */
 	char nodes[GPU_NODES_MAX][GPU_NODE_PATH_MAX];
 	unsigned n_nodes;
