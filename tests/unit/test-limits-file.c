@@ -135,6 +135,10 @@ static void test_parse_bad(void **state)
 	BAD("edgegpu-limits 1\nmode enforce\nmanaged count x\ngpu G 1\n", 3);
 	BAD("edgegpu-limits 1\nmode enforce\ngpu G\0 1\n", 3);
 	BAD("edgegpu-limits 1\nmode enforce\nfuture\0key\ngpu G 1\n", 3);
+	/* Control bytes in a UUID: limits_format() would refuse to write them (found by fuzzing). */
+	BAD("edgegpu-limits 1\nmode enforce\ngpu GPU-\001 1\n", 3);
+	BAD("edgegpu-limits 1\nmode enforce\ngpu GPU-\177 1\n", 3);
+	BAD("edgegpu-limits 1\nmode enforce\ngpu GPU-\r 1\n", 3);
 	/* Required lines missing: line 0. */
 	BAD("", 0);
 	BAD("\n\n", 0);
