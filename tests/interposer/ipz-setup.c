@@ -73,7 +73,9 @@ static int show(const char *path)
 /* "UUID:BYTES[,...]" into @l; the UUID is everything before the last ':' of each item. */
 static int parse_gpus(char *spec, struct limits *l)
 {
-	for (char *item = strtok(spec, ","); item; item = strtok(NULL, ",")) {
+	char *save = NULL;
+
+	for (char *item = strtok_r(spec, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
 		char *colon = strrchr(item, ':'), *end;
 		unsigned long long v;
 
