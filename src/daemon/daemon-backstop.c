@@ -29,7 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -572,31 +571,6 @@ static void on_answer(struct podres *p, const uint8_t *resp, size_t len, void *u
 
 /* --- state --- */
 
-/*
- * Whether we are in the host's PID namespace: our /proc/self/ns/pid and <hostProc>/1/ns/pid
- * name the same namespace (same device and inode). 1 yes, 0 no, -errno when it cannot be told
- * (then the backstop does not act either: it would kill by PIDs it cannot vouch for).
- */
-static int check_host_pid(const char *host_proc, const char **why)
-{
-	struct stat self, host;
-	char path[4096];
-
-	if (stat("/proc/self/ns/pid", &self) < 0) {
-		*why = "our /proc/self/ns/pid cannot be read";
-		return -errno;
-	}
-	(void)snprintf(path, sizeof(path), "%s/1/ns/pid", host_proc);
-	if (stat(path, &host) < 0) {
-		*why = "the host's /proc/1/ns/pid cannot be read (edgegpu.hostProc, --host-proc)";
-		return -errno;
-	}
-	if (self.st_dev == host.st_dev && self.st_ino == host.st_ino)
-		return 1;
-	*why = "the daemon is not in the host's PID namespace (hostPID: false): NVML's PIDs are not ours to signal";
-	return 0;
-}
-
 static bool gpumem_served(const struct daemon *d)
 {
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
@@ -624,7 +598,7 @@ static enum bs_state want_state(struct dbackstop *b)
 	if (!b->host_pid_root || !streq(b->host_pid_root, host_proc)) {
 		free(b->host_pid_root);
 		b->host_pid_root = strdup(host_proc);
-		b->host_pid = check_host_pid(host_proc, &b->host_pid_why);
+		b->host_pid = backstop_host_pid(host_proc, &b->host_pid_why);
 		if (b->host_pid <= 0)
 			log_error(
 				"the gpumem backstop is enabled but cannot act: deploy with hostPID (deployments/overlays/backstop)",
