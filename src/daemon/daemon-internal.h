@@ -18,8 +18,10 @@
 #include "gpu.h"
 #include "plugin.h"
 
+struct dbackstop;
 struct gpu_info;
 struct labels_writer;
+struct prom;
 struct metrics;
 struct resource;
 
@@ -87,6 +89,7 @@ struct daemon {
 	 */
 	void (*metrics_started)(struct daemon *d);
 	struct labels_writer *labels;
+	struct dbackstop *backstop;	   /* NULL: it could not start (logged) */
 	uint64_t kubelet_restarts;	   /* kubelet.sock (re)created */
 	struct config_watch *config_watch; /* the config file's; NULL: none */
 
@@ -118,6 +121,18 @@ void daemon_labels_start(struct daemon *d);
 void daemon_labels_update(struct daemon *d);
 void daemon_labels_reload(struct daemon *d, const struct config *old);
 void daemon_labels_stop(struct daemon *d);
+
+/*
+ * daemon-backstop.c: the gpumem backstop (docs/sharing.md "Backstop"), started after the
+ * monitor (it listens to its samples) and stopped before it; reloaded after a new config was
+ * applied; told of new GPUs or resources (daemon_backstop_gpus()); its families rendered by
+ * daemon-metrics.c. Off (state "disabled") unless the config enables it. Loop thread.
+ */
+void daemon_backstop_start(struct daemon *d);
+void daemon_backstop_reload(struct daemon *d);
+void daemon_backstop_gpus(struct daemon *d);
+void daemon_backstop_stop(struct daemon *d);
+void daemon_backstop_collect(const struct daemon *d, struct prom *p);
 
 /*
  * What GPU discovery left this node with (docs/failures.md, "Readiness"): GPUs to serve, a

@@ -219,6 +219,7 @@ static void on_discovered(struct gpu_monitor *m, int r, struct gpu_info *info, i
 	r = sync_plugins(d);
 	daemon_metrics_gpus(d);
 	daemon_labels_update(d);
+	daemon_backstop_gpus(d);
 	if (!d->discovered_once) {
 		/* The first bring-up: a config that cannot apply to these GPUs is an init error. */
 		d->discovered_once = true;
@@ -805,6 +806,7 @@ static void reload(struct daemon *d, const char *why)
 	(void)apply_monitor_opts(d);
 	daemon_metrics_reload(d, &old);
 	daemon_labels_reload(d, &old);
+	daemon_backstop_reload(d);
 	config_release(&old);
 	if (podres_changed)
 		podres_stop(d);
@@ -912,6 +914,7 @@ int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flag
 	d.metrics_started = update_podres;
 	daemon_metrics_start(&d);
 	daemon_labels_start(&d);
+	daemon_backstop_start(&d);
 	update_podres(&d);
 	watch_config(&d);
 	gpu_monitor_discover(d.monitor, false);
@@ -940,7 +943,8 @@ out:
 		dplugin_free(dp);
 	}
 	d.config_watch = config_watch_free(d.config_watch);
-	daemon_metrics_stop(&d); /* before what it borrows: the poller and the monitor */
+	daemon_metrics_stop(&d);  /* before what it borrows: the poller and the monitor */
+	daemon_backstop_stop(&d); /* before the monitor it listens to */
 	daemon_labels_stop(&d);
 	d.podres = podres_free(d.podres);
 	d.kubelet = kubelet_free(d.kubelet);

@@ -81,10 +81,11 @@ static inline struct doctor_facts *doctor_facts(struct doctor *dr)
 }
 
 /* The layers, in the order doctor_run() calls them; each adds its checks. */
-void doctor_driver(struct doctor *dr);	/* doctor-driver.c */
-void doctor_runtime(struct doctor *dr); /* doctor-runtime.c */
-void doctor_plugin(struct doctor *dr);	/* doctor-plugin.c */
-void doctor_compat(struct doctor *dr);	/* doctor-compat.c */
+void doctor_driver(struct doctor *dr);	 /* doctor-driver.c */
+void doctor_runtime(struct doctor *dr);	 /* doctor-runtime.c */
+void doctor_plugin(struct doctor *dr);	 /* doctor-plugin.c */
+void doctor_compat(struct doctor *dr);	 /* doctor-compat.c */
+void doctor_backstop(struct doctor *dr); /* doctor-backstop.c: plugin.backstop */
 
 /* Runs every layer with @o and prints the report on stdout. Returns the exit status (0 or 1). */
 int doctor_run(const struct doctor_opts *o);

@@ -442,11 +442,11 @@ void metrics_set_monitor(struct metrics *m, struct gpu_monitor *mon)
 	if (m->mon == mon)
 		return;
 	if (m->mon)
-		gpu_monitor_on_sampled(m->mon, NULL, NULL);
+		(void)gpu_monitor_on_sampled(m->mon, NULL, m);
 	m->mon = mon;
 	m->sample_pending = false;
 	if (mon)
-		gpu_monitor_on_sampled(mon, on_sampled, m);
+		(void)gpu_monitor_on_sampled(mon, on_sampled, m);
 	maybe_flush(m);
 }
 

@@ -99,6 +99,68 @@ out:
 	return r;
 }
 
+/* /proc/<pid>/stat is one line of a few hundred bytes; comm is at most 64 of them. */
+#define STAT_MAX 1024
+
+int podmap_parse_start_time(const char *text, size_t len, uint64_t *ret)
+{
+	const char *p = NULL, *end = text + len;
+	unsigned tok = 0;
+
+	/* comm may hold spaces and ')': the fields start after its last ')'. */
+	for (const char *s = text; s < end; s++)
+		if (*s == ')')
+			p = s + 1;
+	if (!p)
+		return -EBADMSG;
+	/* after "pid (comm)", " state" is token 0 (field 3): starttime (field 22) is token 19 */
+	for (; p < end; p++) {
+		uint64_t v = 0;
+		bool digits = false;
+
+		if (*p != ' ')
+			continue;
+		if (tok++ != 19)
+			continue;
+		for (p++; p < end && *p >= '0' && *p <= '9'; p++) {
+			if (v > (UINT64_MAX - 9) / 10)
+				return -EBADMSG;
+			v = v * 10 + (uint64_t)(*p - '0');
+			digits = true;
+		}
+		if (!digits || (p < end && *p != ' ' && *p != '\n'))
+			return -EBADMSG;
+		*ret = v;
+		return 0;
+	}
+	return -EBADMSG;
+}
+
+int podmap_read_start_time_at(int proc_fd, int pid, uint64_t *ret)
+{
+	char name[16], *text = NULL;
+	size_t len = 0;
+	int dfd, r;
+
+	if (pid <= 0)
+		return -EINVAL;
+	(void)snprintf(name, sizeof(name), "%d", pid);
+	dfd = open_dir_at(proc_fd, name);
+	if (dfd < 0)
+		return dfd == -ELOOP || dfd == -EINVAL ? dfd : -ESRCH;
+	r = read_file_at(dfd, "stat", READ_NOFOLLOW | READ_PREFIX, STAT_MAX, &text, &len, NULL);
+	fd_close(dfd);
+	if (r == -ENOENT || r == -ESRCH)
+		return -ESRCH;
+	if (r == -EISDIR || r == -EBADFD)
+		return -EINVAL;
+	if (r < 0)
+		return r;
+	r = podmap_parse_start_time(text, len, ret);
+	free(text);
+	return r;
+}
+
 /* --- the cache --- */
 
 enum entry_state {

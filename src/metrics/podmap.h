@@ -72,6 +72,17 @@ int podmap_parse_cgroup(const char *text, size_t len, struct podmap_id *ret) WAR
  */
 int podmap_read_pid_at(int proc_fd, int pid, size_t max, struct podmap_id *ret) WARN_UNUSED;
 
+/*
+ * The start time of a process (field 22 of /proc/<pid>/stat, clock ticks since boot), which
+ * with the pid names one process for good (a pid is reused, the pair is not). Pure parse of
+ * @len bytes of that file's text: 0, or -EBADMSG. The read: "<pid>" a directory and "stat" a
+ * regular file in @proc_fd, neither a symlink, at most 1 KiB read. Returns 0, -ESRCH (no such
+ * process), -EINVAL (pid <= 0, or not a directory / regular file), -ELOOP, -EBADMSG, -ENOMEM
+ * or -errno of the read.
+ */
+int podmap_parse_start_time(const char *text, size_t len, uint64_t *ret) WARN_UNUSED;
+int podmap_read_start_time_at(int proc_fd, int pid, uint64_t *ret) WARN_UNUSED;
+
 struct podmap_names {
 	char namespace_[64];
 	char pod[256];

@@ -87,8 +87,11 @@ struct gpu_monitor {
 	unsigned n_stuck;
 	bool want_discover, want_fresh, want_reinit, want_sample;
 	uint64_t want_probe;
-	gpu_sampled_fn *sampled_fn;
-	void *sampled_userdata;
+	/* the metrics and the backstop: each gets every sample (GPU_MONITOR_SAMPLED_MAX) */
+	struct {
+		gpu_sampled_fn *fn;
+		void *userdata;
+	} sampled[GPU_MONITOR_SAMPLED_MAX];
 
 	bool events_open; /* the worker's last word on the event set */
 	bool events_logged;
@@ -737,8 +740,9 @@ static void finish_sample(struct gpu_monitor *m, struct gpu_job *j)
 	for (unsigned i = 0; i < n; i++)
 		if (!((j->mask >> i) & 1))
 			j->sample_r[i] = m->gpus[i].hung ? -ETIMEDOUT : -ENODEV;
-	if (m->sampled_fn)
-		m->sampled_fn(m, j->samples, j->sample_r, n, m->sampled_userdata);
+	for (unsigned i = 0; i < GPU_MONITOR_SAMPLED_MAX; i++)
+		if (m->sampled[i].fn)
+			m->sampled[i].fn(m, j->samples, j->sample_r, n, m->sampled[i].userdata);
 }
 
 static void finish_job(struct gpu_monitor *m, struct gpu_job *j)
@@ -1000,10 +1004,25 @@ void gpu_monitor_discover(struct gpu_monitor *m, bool fresh)
 	kick(m);
 }
 
-void gpu_monitor_on_sampled(struct gpu_monitor *m, gpu_sampled_fn *fn, void *userdata)
+int gpu_monitor_on_sampled(struct gpu_monitor *m, gpu_sampled_fn *fn, void *userdata)
 {
-	m->sampled_fn = fn;
-	m->sampled_userdata = userdata;
+	int free_slot = -1;
+
+	for (unsigned i = 0; i < GPU_MONITOR_SAMPLED_MAX; i++) {
+		if (m->sampled[i].fn && m->sampled[i].userdata == userdata) {
+			m->sampled[i].fn = fn; /* replaced, or removed with NULL */
+			return 0;
+		}
+		if (!m->sampled[i].fn && free_slot < 0)
+			free_slot = (int)i;
+	}
+	if (!fn)
+		return 0;
+	if (free_slot < 0)
+		return -ENOSPC;
+	m->sampled[free_slot].fn = fn;
+	m->sampled[free_slot].userdata = userdata;
+	return 0;
 }
 
 bool gpu_monitor_sample(struct gpu_monitor *m)

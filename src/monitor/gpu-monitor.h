@@ -164,7 +164,14 @@ unsigned gpu_monitor_hung_calls(const struct gpu_monitor *m);
  */
 typedef void gpu_sampled_fn(struct gpu_monitor *m, const struct gpu_sample *samples, const int *r,
 			    unsigned n, void *userdata);
-void gpu_monitor_on_sampled(struct gpu_monitor *m, gpu_sampled_fn *fn, void *userdata);
+/*
+ * Registers @fn for @userdata (each listener is told apart by its userdata: the metrics and
+ * the backstop both listen); a new @fn for the same userdata replaces it, NULL removes it.
+ * Every sample, whoever asked for it, goes to every listener. Returns 0, or -ENOSPC past
+ * GPU_MONITOR_SAMPLED_MAX listeners.
+ */
+#define GPU_MONITOR_SAMPLED_MAX 4
+int gpu_monitor_on_sampled(struct gpu_monitor *m, gpu_sampled_fn *fn, void *userdata);
 /*
  * Asks the worker for one sample of every GPU, after the jobs that matter for health (requests
  * made while one waits are merged). A GPU whose call hangs is not asked (its entry is

@@ -44,7 +44,8 @@ DEPS = os.path.join(SRC, "build-deps")
 OPENAPI = os.path.join(DEPS, "k8s-openapi")
 CRD = os.path.join(DEPS, "k8s-crd")
 CRD_MODELS = os.path.join(CRD, "node_modules", "@kubernetes-models", "prometheus-operator")
-OVERLAYS = ["time-slicing", "gpumem", "jetson", "metrics", "k3s", "no-nvidia-runtime"]
+OVERLAYS = ["time-slicing", "gpumem", "jetson", "metrics", "k3s", "no-nvidia-runtime",
+            "backstop"]
 NAMESPACE = "kube-system"
 IMAGE = "ghcr.io/edgegpu/edgegpu"
 FLAGS = [
@@ -392,7 +393,8 @@ def daemonset_checks(docs, overlay):
          in pod.get("tolerations", [])),
         ("priorityClassName system-node-critical",
          pod.get("priorityClassName") == "system-node-critical"),
-        ("no hostPID, no hostNetwork", not pod.get("hostPID") and not pod.get("hostNetwork")),
+        ("no hostPID (but in the backstop overlay), no hostNetwork",
+         bool(pod.get("hostPID")) == (overlay == "backstop") and not pod.get("hostNetwork")),
         ("ServiceAccount edgegpu without a token",
          pod.get("serviceAccountName") == "edgegpu" and
          pod.get("automountServiceAccountToken") is False and
@@ -566,7 +568,10 @@ def check_overlay_specifics(overlay, docs, eff):
     exp = {
         "time-slicing": ts and ts["resources"][0]["name"] == "nvidia.com/gpu" and
         ts["resources"][0]["replicas"] >= 2 and not mem,
-        "gpumem": mem and mem["resourceName"] == "nvidia.com/gpumem" and not ts,
+        "gpumem": mem and mem["resourceName"] == "nvidia.com/gpumem" and not ts and
+        not mem["enforcement"]["backstop"]["enabled"],
+        "backstop": mem and mem["resourceName"] == "nvidia.com/gpumem" and not ts and
+        mem["enforcement"]["backstop"]["enabled"] is True,
         "jetson": eff["flags"]["failOnInitError"] is False and
         (eff.get("edgegpu") or {}).get("hostRoot") == "/host" and
         eff["flags"].get("deviceDiscoveryStrategy") == "auto" and

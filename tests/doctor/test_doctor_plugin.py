@@ -470,6 +470,40 @@ class DoctorPlugin(unittest.TestCase):
         self.assertIn(f"{RESOURCE}: 0 allocatable, 0 allocated, 0 free", a["evidence"])
         self.assertFix(a, FIX_NONE)
 
+    def test_backstop_policy_and_whether_it_can_act(self):
+        """plugin.backstop: off by default (skip); on without gpumem devices (warn); on in the
+        host's PID namespace (pass, with the policy); on without it (fail, with the fix)."""
+        root = tempfile.mkdtemp(prefix="dp-")
+        self.addCleanup(shutil.rmtree, root, True)
+        proc = os.path.join(root, "proc")
+        os.makedirs(os.path.join(proc, "1", "ns"))
+        gpumem = "  sharing:\n    memory:\n      devices: [0]\n"
+        on = ("    memory:\n      enforcement:\n        backstop:\n          enabled: true\n"
+              "          tolerancePercent: 120\n          after: 45s\n")
+
+        def backstop(cfg):
+            path = os.path.join(root, "config.yaml")
+            with open(path, "w") as f:
+                f.write("version: v1\nedgegpu:\n" + cfg)
+            _, checks, _ = run_doctor(["--metrics-address", "", "--config-file", path,
+                                       "--host-proc", proc], host_root=root)
+            return checks["plugin.backstop"]
+
+        c = backstop(gpumem)
+        self.assertEqual(c["status"], "skip", c)
+        c = backstop("  sharing:\n" + on)
+        self.assertEqual(c["status"], "warn", c)
+        both = "  sharing:\n    memory:\n      devices: [0]\n" + on.split("\n", 1)[1]
+        c = backstop(both)  # no <host-proc>/1/ns/pid: cannot tell, so it cannot act
+        self.assertEqual(c["status"], "fail", c)
+        self.assertFix(c, "deploy with deployments/overlays/backstop (hostPID: true)")
+        # The doctor's own PID namespace stands for the host's: it can act.
+        os.symlink("/proc/self/ns/pid", os.path.join(proc, "1", "ns", "pid"))
+        c = backstop(both)
+        self.assertEqual(c["status"], "pass", c)
+        self.assertIn("limit x 120% for 45 s", c["summary"])
+        self.assertNotIn("fix", c)
+
 
 if __name__ == "__main__":
     fixture_path("two-gpus.conf")  # fails early when the fake's fixtures are not there

@@ -317,7 +317,7 @@ static void test_sample(void **state)
 	unsigned power0;
 
 	start(e, "two-gpus.conf", NULL);
-	gpu_monitor_on_sampled(e->m, on_sampled, &sp);
+	(void)gpu_monitor_on_sampled(e->m, on_sampled, &sp);
 	power0 = ctl_number("count nvmlDeviceGetPowerUsage");
 	assert_int_equal(power0, 0); /* nothing sampled before asked */
 	ctl("set 0 energy 123456");
@@ -347,7 +347,7 @@ static void test_sample(void **state)
 	if (!run_until(e, sampled_once, &sp, 5 * USEC_PER_SEC))
 		fail_msg("no second sample");
 	assert_int_equal(ctl_number("count nvmlDeviceGetPowerUsage"), power0 + 4);
-	gpu_monitor_on_sampled(e->m, NULL, NULL);
+	(void)gpu_monitor_on_sampled(e->m, NULL, &sp);
 }
 
 /* More processes than a sample holds: the first ones, marked truncated. */
@@ -358,7 +358,7 @@ static void test_sample_many_processes(void **state)
 	struct buf b = { 0 };
 
 	start(e, "two-gpus.conf", NULL);
-	gpu_monitor_on_sampled(e->m, on_sampled, &sp);
+	(void)gpu_monitor_on_sampled(e->m, on_sampled, &sp);
 	assert_int_equal(buf_printf(&b, "set 1 processes "), 0);
 	for (unsigned i = 0; i < GPU_SAMPLE_PROCS_MAX + 5; i++)
 		assert_int_equal(buf_printf(&b, "%s%u:%u", i ? "," : "", 100 + i, i), 0);
@@ -371,7 +371,7 @@ static void test_sample_many_processes(void **state)
 	assert_int_equal(sp.s[1].n_procs, GPU_SAMPLE_PROCS_MAX);
 	assert_true(sp.s[1].procs_truncated);
 	assert_int_equal(sp.s[1].procs[0].pid, 100);
-	gpu_monitor_on_sampled(e->m, NULL, NULL);
+	(void)gpu_monitor_on_sampled(e->m, NULL, &sp);
 }
 
 /* Per-GPU records: XIDs by code, the last one, and health changes by reason. */
@@ -778,7 +778,7 @@ static void test_hung_call_one_gpu(void **state)
 
 	start(e, "eight-gpus.conf", &o);
 	threads0 = gpu_monitor_live_threads();
-	gpu_monitor_on_sampled(e->m, on_sampled, &sp);
+	(void)gpu_monitor_on_sampled(e->m, on_sampled, &sp);
 	ctl("block nvmlDeviceGetPowerUsage 2");
 	assert_true(gpu_monitor_sample(e->m));
 	if (!run_until(e, sampled_once, &sp, 10 * USEC_PER_SEC))
@@ -816,7 +816,7 @@ static void test_hung_call_one_gpu(void **state)
 	gpu_monitor_get_stats(e->m, &s);
 	assert_int_equal(s.hung_calls, 1);
 	assert_int_equal(s.worker_limit, 0);
-	gpu_monitor_on_sampled(e->m, NULL, NULL);
+	(void)gpu_monitor_on_sampled(e->m, NULL, &sp);
 }
 
 /*

@@ -781,6 +781,51 @@ static void test_hostile_tree(void **state)
 	free(outside);
 }
 
+static void test_start_time(void **state)
+{
+	/* comm with spaces and ')' in it; starttime is field 22 */
+	static const char stat[] =
+		"4242 (a) b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 1 0 987654321 1000 20 "
+		"18446744073709551615\n";
+	char *root = unit_tmpdir_dup("podmap-stat"), path[512];
+	uint64_t v = 0;
+	int fd;
+	FILE *f;
+
+	assert_int_equal(podmap_parse_start_time(stat, strlen(stat), &v), 0);
+	assert_int_equal(v, 987654321);
+	assert_int_equal(podmap_parse_start_time("1 (x) S 1 2", 11, &v), -EBADMSG);
+	assert_int_equal(podmap_parse_start_time("no paren", 8, &v), -EBADMSG);
+	assert_int_equal(
+		podmap_parse_start_time("1 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 x1 2",
+					57, &v),
+		-EBADMSG);
+	assert_int_equal(
+		podmap_parse_start_time(
+			"1 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 99999999999999999999999 2",
+			78, &v),
+		-EBADMSG);
+
+	unit_make_path(root, "/7/stat");
+	unit_make_path(root, "/8/stat/");
+	(void)snprintf(path, sizeof(path), "%s/7/stat", root);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	(void)fputs(stat, f);
+	(void)fclose(f);
+	fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	v = 0;
+	assert_int_equal(podmap_read_start_time_at(fd, 7, &v), 0);
+	assert_int_equal(v, 987654321);
+	assert_int_equal(podmap_read_start_time_at(fd, 9, &v), -ESRCH);
+	assert_int_equal(podmap_read_start_time_at(fd, 8, &v), -EINVAL); /* a directory */
+	assert_int_equal(podmap_read_start_time_at(fd, 0, &v), -EINVAL);
+	(void)close(fd);
+	unit_rm_tree(root);
+	free(root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -793,6 +838,7 @@ int main(void)
 		cmocka_unit_test(test_cache),
 		cmocka_unit_test(test_cache_new_container_of_known_pod),
 		cmocka_unit_test(test_hostile_tree),
+		cmocka_unit_test(test_start_time),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
