@@ -51,6 +51,8 @@ struct dplugin {
 	struct dplugin *next;
 };
 
+#define MEMLIMIT_HOOK_UNPROBED 2
+
 struct daemon {
 	struct loop *loop;
 	char *const *envp;
@@ -76,6 +78,13 @@ struct daemon {
 	struct podres *podres;
 	bool podres_mask; /* the poller runs for gpumem masking (periodic), not only metrics */
 	struct cdi_writer *cdi;
+	/*
+	 * nvidia-cdi-hook's apply-cuda-memory-limits: cdi_hook_has_memory_limits()'s answer since
+	 * the last discovery (MEMLIMIT_HOOK_UNPROBED: not asked yet), and whether the spec now
+	 * wanted carries the hook (for enforce_set_node()'s cdi_hook).
+	 */
+	int memlimit_hook_probe;
+	bool cdi_memlimit_hook;
 	struct metrics *metrics; /* NULL: off, or not started yet (metrics_retry) */
 	struct loop_timer *metrics_retry;
 	struct backoff metrics_backoff;
