@@ -114,7 +114,7 @@ void enforce_grant_release(struct enforce_grant *g);
 /*
  * A stable pod-resources answer (podres_fn): every allocation none of whose units a pod holds
  * now, and that is older than the grace period (2 min, for an Allocate whose pod is not
- * listed yet), is removed with its directory. Returns the number removed, or -EBADMSG.
+ * listed yet), is removed with its directory. Returns the number removed, -EBADMSG or -ENOMEM.
  */
 int enforce_set_live_podres(struct enforce *e, const uint8_t *resp, size_t len);
 
