@@ -537,6 +537,11 @@ void enforce_set_grace(struct enforce *e, usec_t grace)
 	e->grace = grace;
 }
 
+const struct config_enforcement *enforce_config(const struct enforce *e)
+{
+	return &e->cfg;
+}
+
 bool enforce_installed(const struct enforce *e)
 {
 	return e && e->installed;

@@ -123,6 +123,8 @@ int enforce_set_live_podres(struct enforce *e, const uint8_t *resp, size_t len);
  * Allocate is listed only once its container exists). Tests make it short.
  */
 void enforce_set_grace(struct enforce *e, usec_t grace);
+/* The config it was made from (its copy): a reload with another one makes a new state. */
+const struct config_enforcement *enforce_config(const struct enforce *e);
 /* Whether the library is installed now (the last enforce_install() worked). NULL: false. */
 bool enforce_installed(const struct enforce *e);
 /* The number of allocations held (the daemon polls pod-resources while there are any). */
