@@ -504,14 +504,15 @@ static void podres_stop(struct daemon *d)
  */
 static void update_podres(struct daemon *d)
 {
-	bool mask = d->enforce != NULL, want;
+	bool placement = false, mask, want;
 
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
 		const struct resource *r = plugin_resource(dp->plugin);
 
 		if (!dp->stopping && r->kind == RESOURCE_GPUMEM && r->n_gpus >= 2 && d->ctx.mask)
-			mask = true;
+			placement = true;
 	}
+	mask = placement || d->enforce;
 	want = (mask || d->metrics) && d->cfg.pod_resources_socket &&
 	       *d->cfg.pod_resources_socket && !d->stopping;
 	if (d->podres && (!want || d->podres_mask != mask))
@@ -522,9 +523,12 @@ static void update_podres(struct daemon *d)
 	    podres_new(d->loop, d->cfg.pod_resources_socket, mask ? PODRES_INTERVAL : 0,
 		       mask ? on_podres : NULL, d, &d->podres) == 0) {
 		d->podres_mask = mask;
-		if (mask)
-			log_info("watching pod-resources for gpumem placement and enforcement",
-				 "socket=%s", d->cfg.pod_resources_socket);
+		if (placement)
+			log_info("watching pod-resources for gpumem placement", "socket=%s",
+				 d->cfg.pod_resources_socket);
+		else if (mask)
+			log_info("watching pod-resources for gpumem enforcement", "socket=%s",
+				 d->cfg.pod_resources_socket);
 	}
 	if (d->metrics)
 		metrics_set_podres(d->metrics, d->podres);
