@@ -520,7 +520,8 @@ static void on_podres(struct podres *pr, const uint8_t *resp, size_t len, void *
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
 		int r;
 
-		if (plugin_resource(dp->plugin)->kind != RESOURCE_GPUMEM || dp->stopping)
+		if (plugin_resource(dp->plugin)->kind != RESOURCE_GPUMEM || dp->stopping ||
+		    !d->ctx.mask)
 			continue;
 		r = plugin_set_live_podres(dp->plugin, resp, len);
 		if (r == -EBADMSG)
@@ -528,6 +529,8 @@ static void on_podres(struct podres *pr, const uint8_t *resp, size_t len, void *
 		if (r < 0)
 			return;
 	}
+	/* The allocations of pods that are gone: their directories go (enforce.h). */
+	daemon_enforce_podres(d, resp, len);
 }
 
 static void podres_stop(struct daemon *d)
@@ -538,19 +541,22 @@ static void podres_stop(struct daemon *d)
 }
 
 /*
- * The pod-resources poller: periodic for gpumem masking, on demand (each scrape) for metrics
- * alone, off when neither wants it. Call when either changes; d->metrics_started too.
+ * The pod-resources poller: periodic for gpumem masking and for gpumem enforcement (the
+ * allocations of gone pods are removed; an Allocate may come at any time, so it polls while
+ * enforcement runs), on demand (each scrape) for metrics alone, off when none wants it. Call
+ * when any changes; d->metrics_started too.
  */
 static void update_podres(struct daemon *d)
 {
-	bool mask = false, want;
+	bool placement = false, mask, want;
 
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
 		const struct resource *r = plugin_resource(dp->plugin);
 
 		if (!dp->stopping && r->kind == RESOURCE_GPUMEM && r->n_gpus >= 2 && d->ctx.mask)
-			mask = true;
+			placement = true;
 	}
+	mask = placement || d->enforce;
 	want = (mask || d->metrics) && d->cfg.pod_resources_socket &&
 	       *d->cfg.pod_resources_socket && !d->stopping;
 	if (d->podres && (!want || d->podres_mask != mask))
@@ -561,8 +567,11 @@ static void update_podres(struct daemon *d)
 	    podres_new(d->loop, d->cfg.pod_resources_socket, mask ? PODRES_INTERVAL : 0,
 		       mask ? on_podres : NULL, d, &d->podres) == 0) {
 		d->podres_mask = mask;
-		if (mask)
+		if (placement)
 			log_info("watching pod-resources for gpumem placement", "socket=%s",
+				 d->cfg.pod_resources_socket);
+		else if (mask)
+			log_info("watching pod-resources for gpumem enforcement", "socket=%s",
 				 d->cfg.pod_resources_socket);
 	}
 	if (d->metrics)
@@ -620,6 +629,8 @@ static int sync_plugins(struct daemon *d)
 					"resource=%s", dp->name);
 				dplugin_stop(dp);
 			}
+		daemon_enforce_update(d);
+		update_podres(d);
 		return n;
 	}
 	write_cdi(d);
@@ -645,6 +656,7 @@ static int sync_plugins(struct daemon *d)
 	for (int j = 0; j < n; j++)
 		if (add[j])
 			(void)dplugin_add(d, res[j]);
+	daemon_enforce_update(d);
 	update_podres(d);
 	return n;
 }
@@ -987,6 +999,7 @@ out:
 		d.plugins = dp->next;
 		dplugin_free(dp);
 	}
+	daemon_enforce_free(&d); /* its files stay: the next start reads them back */
 	d.config_watch = config_watch_free(d.config_watch);
 	daemon_metrics_stop(&d); /* before what it borrows: the poller and the monitor */
 	daemon_labels_stop(&d);

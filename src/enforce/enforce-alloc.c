@@ -31,7 +31,8 @@ static void new_name(char ret[ENFORCE_NAME_LEN + 1])
 	uint64_t v;
 
 	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v))
-		v = (uint64_t)wall_usec() << 16 ^ (uint64_t)getpid() ^ ++counter * 0x9e3779b97f4a7c15u;
+		v = (uint64_t)wall_usec() << 16 ^ (uint64_t)getpid() ^
+		    ++counter * 0x9e3779b97f4a7c15u;
 	(void)snprintf(ret, ENFORCE_NAME_LEN + 1, "%016" PRIx64, v);
 }
 
@@ -159,17 +160,16 @@ static int write_dir(struct enforce *e, struct ealloc *a, enum enforce_mode mode
 	a->state_dir = state;
 	free(dir);
 	return 0;
-fail:
-	{
-		int fd = enforce_alloc_dir_open(e);
+fail : {
+	int fd = enforce_alloc_dir_open(e);
 
-		if (fd >= 0) {
-			if (rm_tree_at(fd, a->name, ENFORCE_TREE_DEPTH) < 0)
-				log_debug("cannot remove a half-made allocation directory",
-					  "path=%s/%s", e->alloc_dir, a->name);
-			(void)close(fd);
-		}
+	if (fd >= 0) {
+		if (rm_tree_at(fd, a->name, ENFORCE_TREE_DEPTH) < 0)
+			log_debug("cannot remove a half-made allocation directory", "path=%s/%s",
+				  e->alloc_dir, a->name);
+		(void)close(fd);
 	}
+}
 fail_nodir:
 	a->name[0] = '\0';
 	free(state);
@@ -300,11 +300,11 @@ int enforce_allocate(struct enforce *e, const struct gpu_info *info, const char 
 
 	enforce_verdict(e, info, gpus, limits_mib, n_gpus, &v);
 	g.mode = v.mode;
-	g.reason = v.mode == ENFORCE_BOTH	? "" :
-		   v.mode == ENFORCE_DRIVER	? v.interposer_reason :
-		   v.mode == ENFORCE_INTERPOSER ? v.driver_reason :
+	g.reason = v.mode == ENFORCE_BOTH	     ? "" :
+		   v.mode == ENFORCE_DRIVER	     ? v.interposer_reason :
+		   v.mode == ENFORCE_INTERPOSER	     ? v.driver_reason :
 		   streq(v.interposer_reason, "off") ? v.driver_reason :
-						  v.interposer_reason;
+						       v.interposer_reason;
 	/* A unit is held by one container at a time: its earlier holder's pod is gone. */
 	if (enforce_remove_holders(e, resource, ids, n_ids) == -ENOMEM)
 		return -ENOMEM;
@@ -325,7 +325,8 @@ int enforce_allocate(struct enforce *e, const struct gpu_info *info, const char 
 		}
 		if (r != e->write_err)
 			(void)log_warn_errno(
-				r, "cannot write a gpumem allocation's state, not enforced by the interposer",
+				r,
+				"cannot write a gpumem allocation's state, not enforced by the interposer",
 				"step=%s path=%s mode=%s", log_q(step), e->alloc_dir,
 				enforce_mode_name(g.mode));
 		e->write_err = r;

@@ -36,8 +36,8 @@ struct enforce {
 	struct enforce_node node;
 	char *lib_dir, *alloc_dir, *lib_path, *preload_path;
 	bool installed;
-	int install_err;	/* the last install failure logged (0: none) */
-	int write_err;		/* the last allocation-write failure logged (0: none) */
+	int install_err;	   /* the last install failure logged (0: none) */
+	int write_err;		   /* the last allocation-write failure logged (0: none) */
 	const char *logged_reason; /* the last per-container verdict logged */
 	enum enforce_mode logged_mode;
 	bool logged_any;
@@ -53,7 +53,6 @@ void ealloc_fill_view(struct ealloc *a);
 /* Removes alloc/<name>/ (when a->name is set), unlinks @a from @e and frees it. */
 void enforce_remove(struct enforce *e, struct ealloc *a);
 /* Removes every allocation of @resource holding one of @ids (a unit is held once). */
-int enforce_remove_holders(struct enforce *e, const char *resource, char *const *ids,
-			   size_t n_ids);
+int enforce_remove_holders(struct enforce *e, const char *resource, char *const *ids, size_t n_ids);
 /* Opens alloc/ (O_PATH-free directory fd, links not followed). Returns the fd or -errno. */
 int enforce_alloc_dir_open(const struct enforce *e);

@@ -19,8 +19,8 @@
 #include "log.h"
 
 /* A units file past this is not ours (65,536 one-MiB units of ~60 bytes fit). */
-#define UNITS_MAX   (8u << 20)
-#define SMALL_MAX   4096
+#define UNITS_MAX (8u << 20)
+#define SMALL_MAX 4096
 /* The library is read whole to compare and copy; a real one is a few hundred KiB. */
 #define LIBRARY_MAX (64u << 20)
 
@@ -90,6 +90,7 @@ void enforce_remove(struct enforce *e, struct ealloc *a)
 struct idset {
 	const char **res, **ids;
 	size_t mask;
+	bool owned; /* the set holds copies (freed with it) */
 };
 
 static uint32_t pair_hash(const char *res, const char *id)
@@ -116,20 +117,37 @@ static int idset_init(struct idset *s, size_t n)
 
 static void idset_release(struct idset *s)
 {
+	for (size_t i = 0; s->owned && i <= s->mask; i++)
+		free((char *)s->ids[i]); /* one block: the ID, then its resource */
 	free(s->res);
 	free(s->ids);
 }
 
-/* Adds the pair (the strings are borrowed); the set was sized for every add. */
-static void idset_add(struct idset *s, const char *res, const char *id)
+/*
+ * Adds the pair (borrowed, or copied when s->owned); the set was sized for every add.
+ * Returns 0 or -ENOMEM.
+ */
+static int idset_add(struct idset *s, const char *res, const char *id)
 {
 	size_t i = pair_hash(res, id) & s->mask;
 
 	for (; s->ids[i]; i = (i + 1) & s->mask)
 		if (streq(s->ids[i], id) && streq(s->res[i], res))
-			return;
+			return 0;
+	if (s->owned) {
+		size_t ni = strlen(id) + 1, nr = strlen(res) + 1;
+		char *p = malloc(ni + nr);
+
+		if (!p)
+			return -ENOMEM;
+		memcpy(p, id, ni);
+		memcpy(p + ni, res, nr);
+		id = p;
+		res = p + ni;
+	}
 	s->res[i] = res;
 	s->ids[i] = id;
+	return 0;
 }
 
 static bool idset_has(const struct idset *s, const char *res, const char *id)
@@ -148,8 +166,7 @@ static bool holds_any(const struct ealloc *a, const struct idset *s)
 	return false;
 }
 
-int enforce_remove_holders(struct enforce *e, const char *resource, char *const *ids,
-			   size_t n_ids)
+int enforce_remove_holders(struct enforce *e, const char *resource, char *const *ids, size_t n_ids)
 {
 	struct idset s;
 	int n = 0;
@@ -159,7 +176,7 @@ int enforce_remove_holders(struct enforce *e, const char *resource, char *const 
 	if (idset_init(&s, n_ids) < 0)
 		return -ENOMEM;
 	for (size_t i = 0; i < n_ids; i++)
-		idset_add(&s, resource, ids[i]);
+		(void)idset_add(&s, resource, ids[i]); /* borrowed: never fails */
 	for (struct ealloc *a = e->allocs, *next; a; a = next) {
 		next = a->next;
 		if (streq(a->resource, resource) && holds_any(a, &s)) {
@@ -202,8 +219,8 @@ int enforce_install(struct enforce *e)
 	}
 	if (file_equals(e->preload_path, preload_line, sizeof(preload_line) - 1) != 0) {
 		path = e->preload_path;
-		r = file_write_atomic(e->preload_path, preload_line, sizeof(preload_line) - 1,
-				      0644, &step);
+		r = file_write_atomic(e->preload_path, preload_line, sizeof(preload_line) - 1, 0644,
+				      &step);
 		if (r < 0)
 			goto fail;
 	}
@@ -250,9 +267,16 @@ static bool name_valid(const char *s)
 static const char *known_reason(const char *s)
 {
 	static const char *const reasons[] = {
-		"off",	      "integrated",  "driver-unsupported", "mig",
-		"cgroup-v1",  "not-cdi",     "no-cdi-hook",	   "unequal-limits",
-		"not-installed", "state-write-failed",
+		"off",
+		"integrated",
+		"driver-unsupported",
+		"mig",
+		"cgroup-v1",
+		"not-cdi",
+		"no-cdi-hook",
+		"unequal-limits",
+		"not-installed",
+		"state-write-failed",
 	};
 
 	for (size_t i = 0; i < ELEMENTSOF(reasons); i++)
@@ -423,7 +447,8 @@ static void load_allocs(struct enforce *e)
 		}
 		if (r < 0) {
 			/* Half-made (a crash) or damaged: nothing can use it any more. */
-			(void)log_warn_errno(r, "removing an unreadable gpumem allocation directory",
+			(void)log_warn_errno(r,
+					     "removing an unreadable gpumem allocation directory",
 					     "path=%s/%s", e->alloc_dir, de->d_name);
 			r = rm_tree_at(dirfd(d), de->d_name, ENFORCE_TREE_DEPTH);
 			if (r < 0)
@@ -468,7 +493,8 @@ int enforce_new(const struct config_enforcement *cfg, const char *host_root, str
 	r = mkdir_parents(e->alloc_dir, 0755);
 	if (r < 0)
 		(void)log_warn_errno(
-			r, "cannot create the gpumem state directory: limits are not enforced by the interposer",
+			r,
+			"cannot create the gpumem state directory: limits are not enforced by the interposer",
 			"path=%s", e->alloc_dir);
 	if (e->cfg.interposer)
 		(void)enforce_install(e);
@@ -511,6 +537,11 @@ void enforce_set_grace(struct enforce *e, usec_t grace)
 	e->grace = grace;
 }
 
+const struct config_enforcement *enforce_config(const struct enforce *e)
+{
+	return &e->cfg;
+}
+
 bool enforce_installed(const struct enforce *e)
 {
 	return e && e->installed;
@@ -549,11 +580,18 @@ void enforce_verdict(const struct enforce *e, const struct gpu_info *info,
 
 /* --- removal of allocations whose pods are gone --- */
 
+struct live_scan {
+	struct idset set;
+	int r;
+};
+
+/* The strings live during the call only: copied. */
 static void add_live(const char *resource, const char *id, void *userdata)
 {
-	struct idset *s = userdata;
+	struct live_scan *ls = userdata;
 
-	idset_add(s, resource, id);
+	if (ls->r >= 0)
+		ls->r = idset_add(&ls->set, resource, id);
 }
 
 static void count_pair(const char *resource, const char *id, void *userdata)
@@ -563,7 +601,7 @@ static void count_pair(const char *resource, const char *id, void *userdata)
 
 int enforce_set_live_podres(struct enforce *e, const uint8_t *resp, size_t len)
 {
-	struct idset s;
+	struct live_scan ls = { .r = 0 };
 	size_t n = 0;
 	usec_t now = now_usec();
 	int removed = 0, r;
@@ -573,20 +611,25 @@ int enforce_set_live_podres(struct enforce *e, const uint8_t *resp, size_t len)
 		return r;
 	if (!e->allocs)
 		return 0;
-	if (idset_init(&s, n) < 0)
+	if (idset_init(&ls.set, n) < 0)
 		return -ENOMEM;
-	(void)podres_for_each_device(resp, len, add_live, &s);
+	ls.set.owned = true;
+	(void)podres_for_each_device(resp, len, add_live, &ls);
+	if (ls.r < 0) {
+		idset_release(&ls.set);
+		return ls.r;
+	}
 	for (struct ealloc *a = e->allocs, *next; a; a = next) {
 		next = a->next;
 		/* An Allocate's pod is listed only once its container exists. */
-		if (now - a->created < e->grace || holds_any(a, &s))
+		if (now - a->created < e->grace || holds_any(a, &ls.set))
 			continue;
 		log_info("gpumem allocation's pod is gone, removing it", "name=%s resource=%s",
 			 a->name[0] ? a->name : "(none)", a->resource);
 		enforce_remove(e, a);
 		removed++;
 	}
-	idset_release(&s);
+	idset_release(&ls.set);
 	return removed;
 }
 

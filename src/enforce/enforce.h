@@ -114,7 +114,7 @@ void enforce_grant_release(struct enforce_grant *g);
 /*
  * A stable pod-resources answer (podres_fn): every allocation none of whose units a pod holds
  * now, and that is older than the grace period (2 min, for an Allocate whose pod is not
- * listed yet), is removed with its directory. Returns the number removed, or -EBADMSG.
+ * listed yet), is removed with its directory. Returns the number removed, -EBADMSG or -ENOMEM.
  */
 int enforce_set_live_podres(struct enforce *e, const uint8_t *resp, size_t len);
 
@@ -123,6 +123,8 @@ int enforce_set_live_podres(struct enforce *e, const uint8_t *resp, size_t len);
  * Allocate is listed only once its container exists). Tests make it short.
  */
 void enforce_set_grace(struct enforce *e, usec_t grace);
+/* The config it was made from (its copy): a reload with another one makes a new state. */
+const struct config_enforcement *enforce_config(const struct enforce *e);
 /* Whether the library is installed now (the last enforce_install() worked). NULL: false. */
 bool enforce_installed(const struct enforce *e);
 /* The number of allocations held (the daemon polls pod-resources while there are any). */

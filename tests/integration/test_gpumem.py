@@ -199,9 +199,14 @@ class Allocate(GpumemTest):
                           {GPUMEM: 15872})
         a = self.admit(n, "p1", 512)
         r = a["response"]
+        # Issue 19 added the toolkit's memory variables and the enforcement in force (no
+        # interposer library on this node: accounting, and no interposer mounts).
         self.assertEqual(r["envs"], {"NVIDIA_VISIBLE_DEVICES": "/var/run/nvidia-container-devices",
                                      "EDGEGPU_GPUMEM_LIMIT_MIB": "512",
-                                     "CUDA_DEVICE_MEMORY_LIMIT_0": "512m"})
+                                     "CUDA_DEVICE_MEMORY_LIMIT_0": "512m",
+                                     "NVIDIA_GPU_MEMORY_REQUEST": "512",
+                                     "NVIDIA_GPU_MEMORY_LIMIT": "512",
+                                     "EDGEGPU_GPUMEM_ENFORCEMENT": "accounting"})
         self.assertEqual([(m["container_path"], m["host_path"]) for m in r["mounts"]],
                          [(f"/var/run/nvidia-container-devices/{ONE[0]}", "/dev/null")])
 

@@ -323,7 +323,7 @@ static void test_restart_reads_back_and_survives_hostile_trees(void **state)
 	(void)snprintf(outside, sizeof(outside), "%s/outside", f->dir);
 	unit_make_path(f->dir, "/outside/keep");
 	(void)snprintf(p, sizeof(p), "%s/alloc/00000000000000aa", f->state);
-	assert_int_equal(symlink(outside, p), 0); /* a link with our kind of name */
+	assert_int_equal(symlink(outside, p), 0);	      /* a link with our kind of name */
 	unit_make_path(f->state, "/alloc/00000000000000bb/"); /* no units: half-made */
 	(void)snprintf(p, sizeof(p), "%s/alloc/00000000000000cc", f->state);
 	unit_make_path(f->state, "/alloc/00000000000000cc/");

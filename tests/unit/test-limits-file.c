@@ -14,11 +14,12 @@ static void test_round_trip(void **state)
 	unsigned line = 7;
 	int n;
 
-	strcpy(l.gpus[0].uuid, "GPU-8d1f0f7e-1111-2222-3333-444455556666");
+	snprintf(l.gpus[0].uuid, sizeof(l.gpus[0].uuid), "%s",
+		 "GPU-8d1f0f7e-1111-2222-3333-444455556666");
 	l.gpus[0].limit = 4294967296;
-	strcpy(l.gpus[1].uuid, "0");
+	snprintf(l.gpus[1].uuid, sizeof(l.gpus[1].uuid), "%s", "0");
 	l.gpus[1].limit = 0;
-	strcpy(l.gpus[2].uuid, "MIG-x");
+	snprintf(l.gpus[2].uuid, sizeof(l.gpus[2].uuid), "%s", "MIG-x");
 	l.gpus[2].limit = UINT64_MAX;
 	n = limits_format(&l, buf, sizeof(buf));
 	assert_true(n > 0);
@@ -60,7 +61,7 @@ static void test_format_errors(void **state)
 	struct limits l = { .n_gpus = 1 };
 	char buf[256];
 
-	strcpy(l.gpus[0].uuid, "GPU-a");
+	snprintf(l.gpus[0].uuid, sizeof(l.gpus[0].uuid), "%s", "GPU-a");
 	assert_int_equal(limits_format(&l, buf, 20), -ENOSPC);
 	assert_int_equal(limits_format(&l, buf, 50), -ENOSPC); /* the header fits, the GPU not */
 	l.n_gpus = 0;
@@ -68,7 +69,7 @@ static void test_format_errors(void **state)
 	l.n_gpus = REGION_GPUS_MAX + 1;
 	assert_int_equal(limits_format(&l, buf, sizeof(buf)), -EINVAL);
 	l.n_gpus = 1;
-	strcpy(l.gpus[0].uuid, "GPU a");
+	snprintf(l.gpus[0].uuid, sizeof(l.gpus[0].uuid), "%s", "GPU a");
 	assert_int_equal(limits_format(&l, buf, sizeof(buf)), -EINVAL);
 	l.gpus[0].uuid[0] = '\0';
 	assert_int_equal(limits_format(&l, buf, sizeof(buf)), -EINVAL);
@@ -135,6 +136,10 @@ static void test_parse_bad(void **state)
 	BAD("edgegpu-limits 1\nmode enforce\nmanaged count x\ngpu G 1\n", 3);
 	BAD("edgegpu-limits 1\nmode enforce\ngpu G\0 1\n", 3);
 	BAD("edgegpu-limits 1\nmode enforce\nfuture\0key\ngpu G 1\n", 3);
+	/* Control bytes in a UUID: limits_format() would refuse to write them (found by fuzzing). */
+	BAD("edgegpu-limits 1\nmode enforce\ngpu GPU-\001 1\n", 3);
+	BAD("edgegpu-limits 1\nmode enforce\ngpu GPU-\177 1\n", 3);
+	BAD("edgegpu-limits 1\nmode enforce\ngpu GPU-\r 1\n", 3);
 	/* Required lines missing: line 0. */
 	BAD("", 0);
 	BAD("\n\n", 0);

@@ -154,34 +154,37 @@ static void expect_refused(int err)
 
 	assert_int_equal(region_check_file(fx.path), err);
 	assert_int_equal(region_attach(fx.path, &h), err);
+	if (err == 0)
+		region_detach(&h);
 }
 
 static void test_mismatch(void **state)
 {
+	/* Each header field made wrong in turn, in a fresh region. */
+	static const struct {
+		size_t off, len;
+		uint64_t v;
+	} bad[] = {
+		{ offsetof(struct region, magic), 8, REGION_MAGIC + 1 },
+		{ offsetof(struct region, version), 4, REGION_VERSION + 1 },
+		{ offsetof(struct region, size), 4, sizeof(struct region) - 8 },
+		{ offsetof(struct region, n_gpus), 4, 0 },
+		{ offsetof(struct region, n_gpus), 4, REGION_GPUS_MAX + 1 },
+		{ offsetof(struct region, n_slots), 4, 0 },
+		{ offsetof(struct region, n_slots), 4, REGION_SLOTS + 1 },
+	};
 	struct region_init_gpu g = { "GPU-aaaa", 1 };
-	uint64_t bad64 = 1;
-	uint32_t bad32;
 
 	make(1, false);
-	bad64 = REGION_MAGIC + 1;
-	poke(offsetof(struct region, magic), &bad64, 8);
-	expect_refused(-EBADMSG);
-	assert_int_equal(region_create(fx.dir, &g, 1, false), 0);
-	bad32 = REGION_VERSION + 1;
-	poke(offsetof(struct region, version), &bad32, 4);
-	expect_refused(-EBADMSG);
-	assert_int_equal(region_create(fx.dir, &g, 1, false), 0);
-	bad32 = sizeof(struct region) - 8;
-	poke(offsetof(struct region, size), &bad32, 4);
-	expect_refused(-EBADMSG);
-	assert_int_equal(region_create(fx.dir, &g, 1, false), 0);
-	bad32 = 0;
-	poke(offsetof(struct region, n_gpus), &bad32, 4);
-	expect_refused(-EBADMSG);
-	assert_int_equal(region_create(fx.dir, &g, 1, false), 0);
-	bad32 = REGION_SLOTS + 1;
-	poke(offsetof(struct region, n_slots), &bad32, 4);
-	expect_refused(-EBADMSG);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		uint32_t v32 = (uint32_t)bad[i].v;
+
+		assert_int_equal(region_create(fx.dir, &g, 1, false), 0);
+		expect_refused(0);
+		poke((off_t)bad[i].off, bad[i].len == 8 ? (const void *)&bad[i].v : &v32,
+		     bad[i].len);
+		expect_refused(-EBADMSG);
+	}
 	/* Truncated: at one byte short, inside the header, empty. */
 	assert_int_equal(region_create(fx.dir, &g, 1, false), 0);
 	assert_int_equal(truncate(fx.path, sizeof(struct region) - 1), 0);
@@ -360,32 +363,62 @@ static void test_pid_reuse(void **state)
 	region_detach(&h);
 }
 
-static void test_zombie(void **state)
+enum child_then {
+	CHILD_EXIT,
+	CHILD_STAY,
+	CHILD_LOCK_AND_STAY
+};
+
+/*
+ * Forks a child that attaches, reserves @bytes on GPU 0 and tells us so through a pipe, then
+ * exits (without detaching), waits for ever, or (test-only) takes the region's mutex, leaves
+ * GPU 0's counter half-updated as a death mid-change would, and waits for ever. Returns its
+ * PID once it has done so (not reaped).
+ */
+static pid_t child_holding(uint64_t bytes, enum child_then then)
 {
-	struct region_handle h;
 	int p[2];
 	char c;
 
-	make(1000, false);
-	attach(&h);
 	assert_int_equal(pipe(p), 0);
 	pid_t pid = fork();
+	assert_true(pid >= 0);
 	if (pid == 0) {
 		struct region_handle ch;
 
-		if (region_attach(fx.path, &ch) < 0 || region_reserve(&ch, 0, 300) < 0)
+		if (region_attach(fx.path, &ch) < 0 || region_reserve(&ch, 0, bytes) < 0)
 			_exit(1);
-		_exit(write(p[1], "x", 1) == 1 ? 0 : 1);
+		if (then == CHILD_LOCK_AND_STAY) {
+			if (pthread_mutex_lock(&ch.r->lock) != 0)
+				_exit(1);
+			ch.r->gpus[0].used += 12345;
+		}
+		if (write(p[1], "x", 1) != 1)
+			_exit(1);
+		if (then == CHILD_EXIT)
+			_exit(0);
+		for (;;)
+			pause();
 	}
 	assert_int_equal(read(p[0], &c, 1), 1);
+	close(p[0]);
+	close(p[1]);
+	return pid;
+}
+
+static void test_zombie(void **state)
+{
+	struct region_handle h;
+	pid_t pid;
+
+	make(1000, false);
+	attach(&h);
+	pid = child_holding(300, CHILD_EXIT);
 	/* Not reaped: kill() still finds it, /proc says Z. */
 	for (int i = 0; i < 100000 && region_used(&h, 0) == 300 && region_collect(&h) == 0; i++)
 		usleep(100);
 	assert_int_equal(region_used(&h, 0), 0);
-	int ws;
-	assert_int_equal(waitpid(pid, &ws, 0), pid);
-	close(p[0]);
-	close(p[1]);
+	reap(pid);
 	region_detach(&h);
 }
 
@@ -429,31 +462,16 @@ static void test_start_time(void **state)
 static void test_slots_full(void **state)
 {
 	struct region_handle h;
-	int p[2];
-	char c;
+	pid_t pid;
 
 	make(1000, false);
 	attach(&h);
 	h.r->n_slots = 1; /* test-only: a table of one slot */
-	assert_int_equal(pipe(p), 0);
-	pid_t pid = fork();
-	if (pid == 0) {
-		struct region_handle ch;
-
-		if (region_attach(fx.path, &ch) < 0 || region_reserve(&ch, 0, 10) < 0)
-			_exit(1);
-		if (write(p[1], "x", 1) != 1)
-			_exit(1);
-		for (;;)
-			pause();
-	}
-	assert_int_equal(read(p[0], &c, 1), 1);
+	pid = child_holding(10, CHILD_STAY);
 	assert_int_equal(region_reserve(&h, 0, 10), -ENOSPC);
 	reap(pid);
 	assert_int_equal(region_reserve(&h, 0, 10), 0);
 	assert_int_equal(region_used(&h, 0), 10);
-	close(p[0]);
-	close(p[1]);
 	region_detach(&h);
 }
 
@@ -577,32 +595,14 @@ static void test_killed_holding_lock(void **state)
 {
 	struct region_handle h;
 	uint64_t gen;
-	int p[2], ws;
-	char c;
+	pid_t pid;
 
 	make(1000, false);
 	attach(&h);
 	assert_int_equal(region_reserve(&h, 0, 100), 0);
-	assert_int_equal(pipe(p), 0);
-	pid_t pid = fork();
-	if (pid == 0) {
-		struct region_handle ch;
-
-		if (region_attach(fx.path, &ch) < 0 || region_reserve(&ch, 0, 300) < 0)
-			_exit(1);
-		/* Test-only: hold the lock, and leave the counter half-updated as a death mid-change would. */
-		if (pthread_mutex_lock(&ch.r->lock) != 0)
-			_exit(1);
-		ch.r->gpus[0].used += 12345;
-		if (write(p[1], "x", 1) != 1)
-			_exit(1);
-		for (;;)
-			pause();
-	}
-	assert_int_equal(read(p[0], &c, 1), 1);
+	pid = child_holding(300, CHILD_LOCK_AND_STAY);
 	gen = h.r->generation;
-	assert_int_equal(kill(pid, SIGKILL), 0);
-	assert_int_equal(waitpid(pid, &ws, 0), pid);
+	reap(pid);
 	/* Without the robust mutex this would wait for ever: a watchdog fails the test instead. */
 	alarm(10);
 	assert_int_equal(region_reserve(&h, 0, 800), 0);
@@ -615,8 +615,6 @@ static void test_killed_holding_lock(void **state)
 	region_release(&h, 0, 900);
 	assert_int_equal(h.r->generation, gen + 1);
 	assert_int_equal(region_used(&h, 0), 0);
-	close(p[0]);
-	close(p[1]);
 	region_detach(&h);
 }
 
