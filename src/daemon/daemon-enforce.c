@@ -106,6 +106,7 @@ void daemon_enforce_node(struct daemon *d)
 		return;
 	d->enforce_logged = true;
 	d->enforce_verdict = v;
+	daemon_labels_update(d); /* edgegpu.io/gpumem.enforcement follows the verdict */
 	if (v.mode == ENFORCE_ACCOUNTING)
 		log_warn("gpumem limits are NOT enforced on this node: accounting only",
 			 "driver_reason=%s interposer_reason=%s", v.driver_reason,

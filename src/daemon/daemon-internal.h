@@ -81,11 +81,9 @@ struct daemon {
 	struct cdi_writer *cdi;
 	/*
 	 * nvidia-cdi-hook's apply-cuda-memory-limits: cdi_hook_has_memory_limits()'s answer since
-	 * the last discovery (MEMLIMIT_HOOK_UNPROBED: not asked yet), and whether the spec now
-	 * wanted carries the hook (for enforce_set_node()'s cdi_hook).
+	 * the last discovery (MEMLIMIT_HOOK_UNPROBED: not asked yet; daemon-enforce-info.c).
 	 */
 	int memlimit_hook_probe;
-	bool cdi_memlimit_hook;
 	struct metrics *metrics; /* NULL: off, or not started yet (metrics_retry) */
 	struct loop_timer *metrics_retry;
 	struct backoff metrics_backoff;
@@ -108,7 +106,8 @@ struct daemon {
 	struct buf enforce_podres;     /* that answer */
 	/*
 	 * Our CDI spec carries nvidia-cdi-hook apply-cuda-memory-limits: the driver path's hook
-	 * point (the CDI writer's owner sets it, then calls daemon_enforce_node()). False now.
+	 * point (write_cdi() sets it from daemon_cdi_memlimit_hook() before sync_plugins() calls
+	 * daemon_enforce_update()).
 	 */
 	bool enforce_cdi_hook;
 	bool enforce_logged; /* enforce_verdict was logged */
@@ -130,6 +129,19 @@ void daemon_enforce_update(struct daemon *d);
 void daemon_enforce_node(struct daemon *d);
 void daemon_enforce_podres(struct daemon *d, const uint8_t *resp, size_t len);
 void daemon_enforce_free(struct daemon *d);
+
+/*
+ * daemon-enforce-info.c: saying which gpumem enforcement is in force. Loop thread.
+ * daemon_cdi_memlimit_hook(): whether our CDI spec should carry the toolkit's
+ * apply-cuda-memory-limits hook (gpumem with driver enforcement on, a GPU whose driver limits
+ * memory per cgroup, and the host's nvidia-cdi-hook having the subcommand, searched once per
+ * discovery). daemon_enforce_mode(): the node's mode for the label, NULL while enforcement
+ * does not run (no gpumem resource). daemon_enforce_collect(): the enforcement metric families.
+ */
+bool daemon_cdi_memlimit_hook(struct daemon *d);
+const char *daemon_enforce_mode(const struct daemon *d);
+struct prom;
+void daemon_enforce_collect(const struct daemon *d, struct prom *p);
 
 /*
  * daemon-metrics.c: the metrics server, started (retrying while its port is taken; each start

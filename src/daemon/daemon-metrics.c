@@ -312,6 +312,7 @@ static void src_collect(struct prom *p, void *userdata)
 	collect_plugins(d, p);
 	collect_regs(d, p);
 	collect_allocs(d, p);
+	daemon_enforce_collect(d, p);
 }
 
 static const struct metrics_source source = {

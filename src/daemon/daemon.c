@@ -422,42 +422,6 @@ static void dplugin_stop(struct dplugin *dp)
 	plugin_shutdown(dp->plugin, STOP_GRACE, plugin_stopped, dp);
 }
 
-/*
- * Whether our CDI spec should carry the toolkit's apply-cuda-memory-limits hook: gpumem with
- * driver enforcement on, a GPU whose driver limits memory per cgroup, and a nvidia-cdi-hook
- * on the host that has the subcommand. The binary is searched once per discovery (bounded,
- * cdi_hook_has_memory_limits(); a page-cached read of ~10 MiB, on the loop like the rest of the
- * spec's rendering) and the answer kept until the next one (d->memlimit_hook_probe).
- */
-static bool memlimit_hook_wanted(struct daemon *d)
-{
-	bool any = false;
-
-	if (d->cfg.gpumem.devices.n_refs == 0 || !d->cfg.gpumem.enforcement.driver)
-		return false;
-	for (unsigned i = 0; i < d->info.n_devices; i++)
-		any |= d->info.devices[i].mem_limits == GPU_MEM_LIMITS_SUPPORTED;
-	if (!any)
-		return false;
-	if (d->memlimit_hook_probe == MEMLIMIT_HOOK_UNPROBED) {
-		int r = cdi_hook_has_memory_limits(d->cfg.host_root, CDI_MEMLIMIT_HOOK_PATH);
-
-		d->memlimit_hook_probe = r;
-		if (r < 0)
-			log_warn_errno(
-				r,
-				"GPUs limit memory per cgroup but nvidia-cdi-hook is not usable: gpumem limits not enforced by the driver",
-				"path=%s host_root=%s", CDI_MEMLIMIT_HOOK_PATH, d->cfg.host_root);
-		else if (r == 0)
-			log_warn(
-				"GPUs limit memory per cgroup but nvidia-cdi-hook lacks " CDI_MEMLIMIT_SUBCOMMAND
-				": gpumem limits not enforced by the driver",
-				"path=%s hint=\"install NVIDIA container toolkit 1.19 or later\"",
-				CDI_MEMLIMIT_HOOK_PATH);
-	}
-	return d->memlimit_hook_probe == 1;
-}
-
 /* The CDI spec for the current GPUs, when a cdi-* strategy wants one (written off the loop). */
 static void write_cdi(struct daemon *d)
 {
@@ -471,17 +435,17 @@ static void write_cdi(struct daemon *d)
 				       ALLOC_ID_UUID,
 	};
 
-	d->cdi_memlimit_hook = false;
+	/* The driver path's hook point: enforcement learns it in daemon_enforce_node(). */
+	d->enforce_cdi_hook = false;
 	if (!(d->cfg.device_list_strategy & (CONFIG_DLS_CDI_ANNOTATIONS | CONFIG_DLS_CDI_CRI))) {
 		cdi_writer_clear(d->cdi);
 		return;
 	}
-	if (memlimit_hook_wanted(d)) {
+	if (daemon_cdi_memlimit_hook(d)) {
 		o.memlimit_hook_path = CDI_MEMLIMIT_HOOK_PATH;
-		d->cdi_memlimit_hook = true;
+		d->enforce_cdi_hook = true;
 	}
 	(void)cdi_writer_set(d->cdi, &o, &d->info);
-	/* i19-plugin's enforcement state learns d->cdi_memlimit_hook from enforce_set_node(). */
 }
 
 static void apply_ctx_from_config(struct daemon *d)
