@@ -72,8 +72,10 @@ static void enforce_stop(struct daemon *d)
 {
 	d->enforce = enforce_free(d->enforce);
 	d->ctx.enforce = NULL;
-	loop_timer_disarm(d->enforce_retry);
-	loop_timer_disarm(d->enforce_gc);
+	if (d->enforce_retry)
+		loop_timer_disarm(d->enforce_retry);
+	if (d->enforce_gc)
+		loop_timer_disarm(d->enforce_gc);
 	buf_release(&d->enforce_podres);
 	d->enforce_logged = false;
 }

@@ -173,10 +173,14 @@ class Allocate(GpumemTest):
             with self.subTest(pod=pod):
                 a = self.admit(n, pod, size)
                 self.one_gpu(a, ONE[0])
+                # With issue 19's variables (no interposer library here: accounting).
                 self.assertEqual(a["response"]["envs"],
                                  {"NVIDIA_VISIBLE_DEVICES": ONE[0],
                                   "EDGEGPU_GPUMEM_LIMIT_MIB": str(size),
-                                  "CUDA_DEVICE_MEMORY_LIMIT_0": f"{size}m"})
+                                  "CUDA_DEVICE_MEMORY_LIMIT_0": f"{size}m",
+                                  "NVIDIA_GPU_MEMORY_REQUEST": str(size),
+                                  "NVIDIA_GPU_MEMORY_LIMIT": str(size),
+                                  "EDGEGPU_GPUMEM_ENFORCEMENT": "accounting"})
                 self.assertFalse(seen & set(a["ids"]), "a unit given twice")
                 seen |= set(a["ids"])
                 pref = n.emu.find(lambda e: e.get("event") == "preferred" and
