@@ -302,6 +302,30 @@ static void spec_device_node(struct json_writer *j, const char *dev_root, const 
 }
 
 /*
+ * A "hooks" list of one hook: opens it up to its args, whose first (argv[0]) is @argv0; the
+ * caller adds the others, then closes it with spec_hook_close().
+ */
+static void spec_hook_open(struct json_writer *j, const char *hook_name, const char *path,
+			   const char *argv0)
+{
+	json_key(j, "hooks");
+	json_array_open(j);
+	json_object_open(j);
+	spec_kv(j, "hookName", hook_name);
+	spec_kv(j, "path", path);
+	json_key(j, "args");
+	json_array_open(j);
+	spec_str(j, argv0);
+}
+
+static void spec_hook_close(struct json_writer *j)
+{
+	json_array_close(j); /* args */
+	json_object_close(j);
+	json_array_close(j); /* hooks */
+}
+
+/*
  * The toolkit's createRuntime hook that applies the container's gpumem limit on @g through
  * the driver (one per GPU, as the toolkit's own spec generator emits it): argv[0] is the
  * binary's name, then the subcommand, the host's driver root and the GPU's UUID.
@@ -309,22 +333,13 @@ static void spec_device_node(struct json_writer *j, const char *dev_root, const 
 static void spec_memlimit_hook(struct json_writer *j, const struct cdi_opts *o,
 			       const char *driver_root, const struct gpu_device *g)
 {
-	json_key(j, "hooks");
-	json_array_open(j);
-	json_object_open(j);
-	spec_kv(j, "hookName", "createRuntime");
-	spec_kv(j, "path", o->memlimit_hook_path);
-	json_key(j, "args");
-	json_array_open(j);
-	spec_str(j, "nvidia-cdi-hook");
+	spec_hook_open(j, "createRuntime", o->memlimit_hook_path, "nvidia-cdi-hook");
 	spec_str(j, CDI_MEMLIMIT_SUBCOMMAND);
 	spec_str(j, "--driver-root");
 	spec_str(j, driver_root);
 	spec_str(j, "--gpu-id");
 	spec_str(j, g->uuid);
-	json_array_close(j);
-	json_object_close(j);
-	json_array_close(j);
+	spec_hook_close(j);
 }
 
 static void spec_devices(struct json_writer *j, const struct cdi_opts *o,
@@ -438,23 +453,14 @@ static void spec_common_edits(struct json_writer *j, const struct cdi_opts *o, c
 	}
 	json_array_close(j);
 	if (o->ldcache_hook_path && s->n_lib_dirs > 0) {
-		json_key(j, "hooks");
-		json_array_open(j);
-		json_object_open(j);
-		spec_kv(j, "hookName", "createContainer");
-		spec_kv(j, "path", o->ldcache_hook_path);
-		json_key(j, "args");
-		json_array_open(j);
-		spec_str(j, "nvidia-ctk");
+		spec_hook_open(j, "createContainer", o->ldcache_hook_path, "nvidia-ctk");
 		spec_str(j, "hook");
 		spec_str(j, "update-ldcache");
 		for (size_t i = 0; i < s->n_lib_dirs; i++) {
 			spec_str(j, "--folder");
 			spec_str(j, s->lib_dirs[i]);
 		}
-		json_array_close(j);
-		json_object_close(j);
-		json_array_close(j);
+		spec_hook_close(j);
 	}
 	json_object_close(j);
 }

@@ -1128,21 +1128,6 @@ static void test_writer_first_attempt(void **state)
 	s.loop = loop_free(s.loop);
 }
 
-/* Writes @len bytes of @data, @n times over, as @root/@rel. */
-static void write_rep(const char *rel, const void *data, size_t len, unsigned n)
-{
-	char path[256];
-	FILE *f;
-
-	unit_make_path(root, rel);
-	(void)snprintf(path, sizeof(path), "%s%s", root, rel);
-	f = fopen(path, "we");
-	assert_non_null(f);
-	for (unsigned i = 0; i < n; i++)
-		assert_int_equal(fwrite(data, 1, len, f), len);
-	assert_int_equal(fclose(f), 0);
-}
-
 /* The apply-cuda-memory-limits hook: on the GPUs whose driver limits memory, and only those. */
 static void test_memlimit_hook(void **state)
 {
@@ -1193,10 +1178,10 @@ static void test_memlimit_hook(void **state)
 
 	/* The binary's scan: found, absent, across a 1 MiB seam, missing, a directory. */
 	memset(filler, 'x', sizeof(filler));
-	write_rep("/usr/bin/nvidia-cdi-hook", "\0update-ldcache\0apply-cuda-memory-limits\0", 42,
-		  1);
+	write_at(root, "/usr/bin/nvidia-cdi-hook", "\0update-ldcache\0apply-cuda-memory-limits\0",
+		 42);
 	assert_int_equal(cdi_hook_has_memory_limits(root, CDI_MEMLIMIT_HOOK_PATH), 1);
-	write_rep("/usr/bin/old-hook", "\0update-ldcache\0create-symlinks\0", 32, 1);
+	write_at(root, "/usr/bin/old-hook", "\0update-ldcache\0create-symlinks\0", 32);
 	assert_int_equal(cdi_hook_has_memory_limits(root, "/usr/bin/old-hook"), 0);
 	{
 		char path[256];
