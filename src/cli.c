@@ -395,7 +395,7 @@ static int verb_labels(int argc, char **argv)
 		goto out;
 	if (info.n_devices == 0)
 		(void)fprintf(stderr, "edgegpu: no usable GPU found: no labels\n");
-	r = labels_build(&info, &c, getenv("EDGEGPU_SYSFS_ROOT"), &out);
+	r = labels_build(&info, &c, getenv("EDGEGPU_SYSFS_ROOT"), NULL, &out);
 	if (r == 0 && out.len && fwrite(out.data, 1, out.len, stdout) != out.len)
 		r = -EIO;
 	if (r < 0) {

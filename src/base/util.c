@@ -1,6 +1,7 @@
 #include "util.h"
 
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -711,6 +712,55 @@ int mkdir_parents(const char *dir, unsigned mode)
 			break;
 	}
 	free(p);
+	return r;
+}
+
+/* Removes the entries of the open directory @dfd (taken: closed), @depth levels left. */
+static int rm_children(int dfd, unsigned depth)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *de;
+	int r = 0;
+
+	if (!d) {
+		r = -errno;
+		(void)close(dfd);
+		return r;
+	}
+	while ((errno = 0, de = readdir(d))) {
+		int q;
+
+		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+			continue;
+		q = rm_tree_at(dirfd(d), de->d_name, depth - 1);
+		if (q < 0 && r == 0)
+			r = q;
+	}
+	if (errno && r == 0)
+		r = -errno;
+	(void)closedir(d);
+	return r;
+}
+
+int rm_tree_at(int dfd, const char *name, unsigned depth)
+{
+	int fd, r;
+
+	if (unlinkat(dfd, name, 0) == 0)
+		return 0;
+	if (errno == ENOENT)
+		return 0;
+	if (errno != EISDIR && errno != EPERM)
+		return -errno;
+	if (depth == 0)
+		return -ELOOP;
+	/* O_NOFOLLOW|O_DIRECTORY: a link put where a directory was is never entered. */
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	r = rm_children(fd, depth);
+	if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
+		r = -errno;
 	return r;
 }
 

@@ -160,6 +160,14 @@ int root_opendir(int root_fd, const char *path, DIR **ret) WARN_UNUSED;
  */
 int mkdir_parents(const char *dir, unsigned mode) WARN_UNUSED;
 
+/*
+ * rm -r of @name inside the directory @dfd (AT_FDCWD: the working directory), links never
+ * followed: a link is removed itself, wherever it points. At most @depth directory levels
+ * are entered (-ELOOP past them; the rest is left). Nothing there is not an error.
+ * Thread-safe. Returns 0 or the first -errno met (the removal goes on past it).
+ */
+int rm_tree_at(int dfd, const char *name, unsigned depth) WARN_UNUSED;
+
 /* A copy of @path without trailing slashes ("/" stays "/"); a heap string or NULL. */
 char *path_trim(const char *path) WARN_UNUSED;
 /* Joins a directory and a file name with exactly one '/'; returns a heap string or NULL. */

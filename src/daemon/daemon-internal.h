@@ -15,6 +15,7 @@
 
 #include "backoff.h"
 #include "config.h"
+#include "enforce-mode.h"
 #include "gpu.h"
 #include "plugin.h"
 
@@ -53,6 +54,8 @@ struct dplugin {
 	struct dplugin *next;
 };
 
+#define MEMLIMIT_HOOK_UNPROBED 2
+
 struct daemon {
 	struct loop *loop;
 	char *const *envp;
@@ -76,8 +79,13 @@ struct daemon {
 	unsigned n_stopping;
 
 	struct podres *podres;
-	bool podres_mask; /* the poller runs for gpumem masking (periodic), not only metrics */
+	bool podres_mask; /* the poller runs periodically (gpumem masking, enforcement), not only for metrics */
 	struct cdi_writer *cdi;
+	/*
+	 * nvidia-cdi-hook's apply-cuda-memory-limits: cdi_hook_has_memory_limits()'s answer since
+	 * the last discovery (MEMLIMIT_HOOK_UNPROBED: not asked yet; daemon-enforce-info.c).
+	 */
+	int memlimit_hook_probe;
 	struct metrics *metrics; /* NULL: off, or not started yet (metrics_retry) */
 	struct loop_timer *metrics_retry;
 	struct backoff metrics_backoff;
@@ -93,12 +101,50 @@ struct daemon {
 	uint64_t kubelet_restarts;	   /* kubelet.sock (re)created */
 	struct config_watch *config_watch; /* the config file's; NULL: none */
 
+	/* gpumem enforcement (daemon-enforce.c); NULL while no gpumem resource is advertised */
+	struct enforce *enforce;
+	struct loop_timer *enforce_retry; /* enforce_install() again after a failure */
+	struct backoff enforce_backoff;
+	struct loop_timer *enforce_gc; /* the last stable pod-resources answer read again */
+	struct buf enforce_podres;     /* that answer */
+	/*
+	 * Our CDI spec carries nvidia-cdi-hook apply-cuda-memory-limits: the driver path's hook
+	 * point (write_cdi() sets it from daemon_cdi_memlimit_hook() before sync_plugins() calls
+	 * daemon_enforce_update()).
+	 */
+	bool enforce_cdi_hook;
+	bool enforce_logged; /* enforce_verdict was logged */
+	struct enforce_verdict enforce_verdict;
+
 	struct loop_timer *rediscover;
 	struct loop_timer *stop_deadline;
 	struct loop_timer *reap;
 	bool stopping;
 	int exit_code;
 };
+
+/*
+ * daemon-enforce.c: gpumem enforcement while a gpumem resource is advertised (after the
+ * plugins are synced: the config or the resources changed), the node's facts (call again
+ * when they change: a new CDI spec), and the stable pod-resources answers. Loop thread.
+ */
+void daemon_enforce_update(struct daemon *d);
+void daemon_enforce_node(struct daemon *d);
+void daemon_enforce_podres(struct daemon *d, const uint8_t *resp, size_t len);
+void daemon_enforce_free(struct daemon *d);
+
+/*
+ * daemon-enforce-info.c: saying which gpumem enforcement is in force. Loop thread.
+ * daemon_cdi_memlimit_hook(): whether our CDI spec should carry the toolkit's
+ * apply-cuda-memory-limits hook (gpumem with driver enforcement on, a GPU whose driver limits
+ * memory per cgroup, and the host's nvidia-cdi-hook having the subcommand, searched once per
+ * discovery). daemon_enforce_mode(): the node's mode for the label, NULL while enforcement
+ * does not run (no gpumem resource). daemon_enforce_collect(): the enforcement metric families.
+ */
+bool daemon_cdi_memlimit_hook(struct daemon *d);
+const char *daemon_enforce_mode(const struct daemon *d);
+struct prom;
+void daemon_enforce_collect(const struct daemon *d, struct prom *p);
 
 /*
  * daemon-metrics.c: the metrics server, started (retrying while its port is taken; each start

@@ -18,7 +18,8 @@ void daemon_labels_update(struct daemon *d)
 
 	if (!d->labels || !d->info.n_devices)
 		return;
-	if (labels_build(&d->info, &d->cfg, sysfs && *sysfs ? sysfs : "/sys", &b) < 0 ||
+	if (labels_build(&d->info, &d->cfg, sysfs && *sysfs ? sysfs : "/sys",
+			 daemon_enforce_mode(d), &b) < 0 ||
 	    labels_writer_set(d->labels, (const char *)b.data, b.len) < 0)
 		log_warn("node labels: out of memory", NULL);
 	buf_release(&b);

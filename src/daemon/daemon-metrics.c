@@ -313,6 +313,7 @@ static void src_collect(struct prom *p, void *userdata)
 	collect_regs(d, p);
 	collect_allocs(d, p);
 	daemon_backstop_collect(d, p);
+	daemon_enforce_collect(d, p);
 }
 
 static const struct metrics_source source = {

@@ -210,6 +210,7 @@ static void on_discovered(struct gpu_monitor *m, int r, struct gpu_info *info, i
 	d->ctx.info = &d->info;
 	d->ctx.numa = d->numa;
 	d->ctx.distance = d->distance;
+	d->memlimit_hook_probe = MEMLIMIT_HOOK_UNPROBED; /* a new toolkit may come with new GPUs */
 	log_gpus(d);
 	if (n == 0) {
 		log_warn("no devices found, retrying", "retry_s=%llu",
@@ -435,10 +436,17 @@ static void write_cdi(struct daemon *d)
 				       ALLOC_ID_UUID,
 	};
 
-	if (!(d->cfg.device_list_strategy & (CONFIG_DLS_CDI_ANNOTATIONS | CONFIG_DLS_CDI_CRI)))
+	/* The driver path's hook point: enforcement learns it in daemon_enforce_node(). */
+	d->enforce_cdi_hook = false;
+	if (!(d->cfg.device_list_strategy & (CONFIG_DLS_CDI_ANNOTATIONS | CONFIG_DLS_CDI_CRI))) {
 		cdi_writer_clear(d->cdi);
-	else
-		(void)cdi_writer_set(d->cdi, &o, &d->info);
+		return;
+	}
+	if (daemon_cdi_memlimit_hook(d)) {
+		o.memlimit_hook_path = CDI_MEMLIMIT_HOOK_PATH;
+		d->enforce_cdi_hook = true;
+	}
+	(void)cdi_writer_set(d->cdi, &o, &d->info);
 }
 
 static void apply_ctx_from_config(struct daemon *d)
@@ -477,7 +485,8 @@ static void on_podres(struct podres *pr, const uint8_t *resp, size_t len, void *
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
 		int r;
 
-		if (plugin_resource(dp->plugin)->kind != RESOURCE_GPUMEM || dp->stopping)
+		if (plugin_resource(dp->plugin)->kind != RESOURCE_GPUMEM || dp->stopping ||
+		    !d->ctx.mask)
 			continue;
 		r = plugin_set_live_podres(dp->plugin, resp, len);
 		if (r == -EBADMSG)
@@ -485,6 +494,8 @@ static void on_podres(struct podres *pr, const uint8_t *resp, size_t len, void *
 		if (r < 0)
 			return;
 	}
+	/* The allocations of pods that are gone: their directories go (enforce.h). */
+	daemon_enforce_podres(d, resp, len);
 }
 
 static void podres_stop(struct daemon *d)
@@ -495,19 +506,22 @@ static void podres_stop(struct daemon *d)
 }
 
 /*
- * The pod-resources poller: periodic for gpumem masking, on demand (each scrape) for metrics
- * alone, off when neither wants it. Call when either changes; d->metrics_started too.
+ * The pod-resources poller: periodic for gpumem masking and for gpumem enforcement (the
+ * allocations of gone pods are removed; an Allocate may come at any time, so it polls while
+ * enforcement runs), on demand (each scrape) for metrics alone, off when none wants it. Call
+ * when any changes; d->metrics_started too.
  */
 static void update_podres(struct daemon *d)
 {
-	bool mask = false, want;
+	bool placement = false, mask, want;
 
 	for (struct dplugin *dp = d->plugins; dp; dp = dp->next) {
 		const struct resource *r = plugin_resource(dp->plugin);
 
 		if (!dp->stopping && r->kind == RESOURCE_GPUMEM && r->n_gpus >= 2 && d->ctx.mask)
-			mask = true;
+			placement = true;
 	}
+	mask = placement || d->enforce;
 	want = (mask || d->metrics) && d->cfg.pod_resources_socket &&
 	       *d->cfg.pod_resources_socket && !d->stopping;
 	if (d->podres && (!want || d->podres_mask != mask))
@@ -518,8 +532,11 @@ static void update_podres(struct daemon *d)
 	    podres_new(d->loop, d->cfg.pod_resources_socket, mask ? PODRES_INTERVAL : 0,
 		       mask ? on_podres : NULL, d, &d->podres) == 0) {
 		d->podres_mask = mask;
-		if (mask)
+		if (placement)
 			log_info("watching pod-resources for gpumem placement", "socket=%s",
+				 d->cfg.pod_resources_socket);
+		else if (mask)
+			log_info("watching pod-resources for gpumem enforcement", "socket=%s",
 				 d->cfg.pod_resources_socket);
 	}
 	if (d->metrics)
@@ -577,6 +594,8 @@ static int sync_plugins(struct daemon *d)
 					"resource=%s", dp->name);
 				dplugin_stop(dp);
 			}
+		daemon_enforce_update(d);
+		update_podres(d);
 		return n;
 	}
 	write_cdi(d);
@@ -602,6 +621,7 @@ static int sync_plugins(struct daemon *d)
 	for (int j = 0; j < n; j++)
 		if (add[j])
 			(void)dplugin_add(d, res[j]);
+	daemon_enforce_update(d);
 	update_podres(d);
 	return n;
 }
@@ -849,7 +869,11 @@ static void watch_config(struct daemon *d)
 int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flags)
 {
 	struct config_diag dg = { 0 };
-	struct daemon d = { .envp = envp, .flags = flags, .n_flags = n_flags, .exit_code = 0 };
+	struct daemon d = { .envp = envp,
+			    .flags = flags,
+			    .n_flags = n_flags,
+			    .exit_code = 0,
+			    .memlimit_hook_probe = MEMLIMIT_HOOK_UNPROBED };
 	struct gpu_backend_opts nvml_opts;
 	int r, rc = 1;
 
@@ -942,6 +966,7 @@ out:
 		d.plugins = dp->next;
 		dplugin_free(dp);
 	}
+	daemon_enforce_free(&d); /* its files stay: the next start reads them back */
 	d.config_watch = config_watch_free(d.config_watch);
 	daemon_metrics_stop(&d);  /* before what it borrows: the poller and the monitor */
 	daemon_backstop_stop(&d); /* before the monitor it listens to */

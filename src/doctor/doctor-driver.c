@@ -731,6 +731,9 @@ static void fill_facts(struct doctor_driver *d)
 	for (unsigned i = 0; i < d->info.n_devices && i < DOCTOR_MAX_GPUS; i++) {
 		(void)snprintf(f->uuids[i], sizeof(f->uuids[i]), "%s", d->info.devices[i].uuid);
 		(void)snprintf(f->names[i], sizeof(f->names[i]), "%s", d->info.devices[i].name);
+		f->mem_limits[i] = d->info.devices[i].mem_limits;
+		f->mig |= d->info.devices[i].mig_enabled;
+		f->integrated |= d->info.devices[i].integrated;
 	}
 	/* The label the node gets, made by the labels module itself: the value a pod selects. */
 	labels_product(&d->info, d->cfg, f->product_label, sizeof(f->product_label));

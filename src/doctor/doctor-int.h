@@ -50,6 +50,10 @@ struct doctor_facts {
 	char uuids[DOCTOR_MAX_GPUS][96]; /* their UUIDs, in NVML order */
 	char names[DOCTOR_MAX_GPUS][96]; /* their product names, in NVML order */
 	char product_label[96];		 /* nvidia.com/gpu.product's value (labels.c, from GPU 0) */
+	/* gpumem enforcement (doctor-enforce.c): per GPU as discovery found them, in NVML order */
+	enum gpu_mem_limits mem_limits[DOCTOR_MAX_GPUS];
+	bool mig;		     /* a GPU has MIG enabled */
+	bool integrated;	     /* a Tegra iGPU (NVML's or the Tegra probe's) */
 	struct gpu_board board;	     /* a Jetson/Tegra board (tegra_board_read()); zero elsewhere */
 	char runtime[16];	     /* "containerd", "docker", "" */
 	char containerd_config[256]; /* host path of the containerd config found, "" none */
@@ -86,6 +90,8 @@ void doctor_runtime(struct doctor *dr);	 /* doctor-runtime.c */
 void doctor_plugin(struct doctor *dr);	 /* doctor-plugin.c */
 void doctor_compat(struct doctor *dr);	 /* doctor-compat.c */
 void doctor_backstop(struct doctor *dr); /* doctor-backstop.c: plugin.backstop */
+/* plugin.gpumem-enforcement (doctor-enforce.c), in the plugin layer after doctor_plugin(). */
+void doctor_enforce(struct doctor *dr);
 
 /* Runs every layer with @o and prints the report on stdout. Returns the exit status (0 or 1). */
 int doctor_run(const struct doctor_opts *o);

@@ -157,8 +157,10 @@ void doctor_check_tegra(struct doctor_driver *d)
 		doctor_evidence(c, "/dev/nvmap: %s",
 				doctor_host_exists(d->dr, "/dev/nvmap") ? "present" : "missing");
 	doctor_evidence_unreadable(c, &d->unreadable);
-	if (!missing && !d->f->nvml_ok)
+	if (!missing && !d->f->nvml_ok) {
 		d->f->n_gpus = 1;
+		d->f->integrated = true;
+	}
 	free(rel);
 }
 

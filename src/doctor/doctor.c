@@ -51,6 +51,7 @@ int doctor_run(const struct doctor_opts *o)
 	doctor_driver(&dr);
 	doctor_runtime(&dr);
 	doctor_plugin(&dr);
+	doctor_enforce(&dr);
 	doctor_backstop(&dr);
 	doctor_compat(&dr);
 	rc = doctor_report_exit_status(&dr.report);

@@ -95,10 +95,12 @@ struct enforce_grant {
 
 /*
  * One gpumem container allocation of @resource with unit IDs @ids (n_ids) on @gpus with
- * @limits_mib (n_gpus entries, the container's device order): decides its mode, and when the
- * interposer is in force makes alloc/<name>/ with its units, mode, limits file and region
- * (region_create()); any earlier allocation holding one of these units is removed first (a
- * unit is held by one container at a time). A failure to write the directory does not fail
+ * @limits_mib (n_gpus entries, the container's device order): decides its mode and makes
+ * alloc/<name>/ with its units and mode, and when the interposer is in force its limits file
+ * and region (region_create()); a directory for every mode, so the backstop and a restart
+ * know each gpumem container. Any earlier allocation holding one of these units is removed
+ * first (a unit is held by one container at a time). Blocking: each file is written with
+ * file_write_atomic() (fsync), on the loop, so the container never sees a partial file. A failure to write the directory does not fail
  * the Allocate: the grant falls back to what still holds (driver, or accounting) with the
  * reason "state-write-failed", logged at warn. Returns 0 or -ENOMEM; @ret is filled on
  * success and released with enforce_grant_release().
@@ -112,9 +114,21 @@ void enforce_grant_release(struct enforce_grant *g);
 /*
  * A stable pod-resources answer (podres_fn): every allocation none of whose units a pod holds
  * now, and that is older than the grace period (2 min, for an Allocate whose pod is not
- * listed yet), is removed with its directory. Returns the number removed, or -EBADMSG.
+ * listed yet), is removed with its directory. Returns the number removed, -EBADMSG or -ENOMEM.
  */
 int enforce_set_live_podres(struct enforce *e, const uint8_t *resp, size_t len);
+
+/*
+ * How long an allocation whose units no pod holds is kept (ENFORCE_GRACE, 2 min: the pod of an
+ * Allocate is listed only once its container exists). Tests make it short.
+ */
+void enforce_set_grace(struct enforce *e, usec_t grace);
+/* The config it was made from (its copy): a reload with another one makes a new state. */
+const struct config_enforcement *enforce_config(const struct enforce *e);
+/* Whether the library is installed now (the last enforce_install() worked). NULL: false. */
+bool enforce_installed(const struct enforce *e);
+/* The number of allocations held (the daemon polls pod-resources while there are any). */
+size_t enforce_n_allocs(const struct enforce *e);
 
 /* An allocation, for metrics, doctor and the backstop; valid during the callback. */
 struct enforce_alloc {

@@ -28,6 +28,7 @@ struct podres {
 	struct buf last;  /* the previous answer's */
 	struct buf acted; /* the last answer handed to fn's */
 	bool have_last, have_acted;
+	usec_t stable_at; /* the last answer equal to the one before it; 0: none yet */
 	podres_fn *answer_fn;
 	void *answer_userdata;
 	unsigned failures;
@@ -84,6 +85,7 @@ static void list_done(struct grpc_client_call *cc, int r, enum grpc_status statu
 	}
 	p->bad = 0;
 	if (p->have_last && buf_same(&p->last, &p->cur)) {
+		p->stable_at = now_usec();
 		if (!p->have_acted || !buf_same(&p->acted, &p->cur)) {
 			buf_swap(&p->acted, &p->cur);
 			p->have_acted = true;
@@ -97,6 +99,11 @@ static void list_done(struct grpc_client_call *cc, int r, enum grpc_status statu
 	}
 	if (p->answer_fn)
 		p->answer_fn(p, resp, len, p->answer_userdata);
+}
+
+usec_t podres_stable_at(const struct podres *p)
+{
+	return p ? p->stable_at : 0;
 }
 
 void podres_on_answer(struct podres *p, podres_fn *fn, void *userdata)

@@ -35,6 +35,12 @@ struct podres *podres_free(struct podres *p);
  * stable-answer callback. @resp/@len valid during the call. NULL @fn: none.
  */
 void podres_on_answer(struct podres *p, podres_fn *fn, void *userdata);
+/*
+ * When the latest stable answer came (now_usec() clock; one equal to the answer before it,
+ * handed over or not): the last one handed to the callback is still true then. 0: none yet;
+ * NULL @p: 0. An owner acting late on the last answer checks it is fresh.
+ */
+usec_t podres_stable_at(const struct podres *p);
 /* Lists now unless a call is in flight (the periodic polls go on as before). */
 void podres_poll_now(struct podres *p);
 

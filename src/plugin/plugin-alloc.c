@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "deviceplugin.pb-c.h"
+#include "enforce.h"
 #include "gpu.h"
 #include "pbwire.h"
 #include "resource.h"
@@ -318,6 +319,7 @@ static enum grpc_status allocate_one(struct plugin *p, const V1beta1__ContainerA
 	unsigned *devs = NULL, order[GPU_NODE_MAX], slot_units[GPU_NODE_MAX] = { 0 };
 	const char *bad = NULL, *why = NULL;
 	struct alloc_extra extra = { 0 };
+	struct enforce_grant grant = { 0 };
 	size_t n_gpus = 0;
 	enum grpc_status st = GRPC_STATUS_OK;
 	int n, r;
@@ -402,6 +404,22 @@ static enum grpc_status allocate_one(struct plugin *p, const V1beta1__ContainerA
 			goto out;
 		}
 		extra.mem_limit_mib = limits;
+		if (p->ctx->enforce) {
+			/* Never fails for the files: a grant that cannot hold says so instead. */
+			r = enforce_allocate(p->ctx->enforce, p->ctx->info, res->name,
+					     q->devices_ids, q->n_devices_ids, gpus, limits, n_gpus,
+					     &grant);
+			if (r < 0) {
+				(void)snprintf(msg, msgsz, "gpumem enforcement failed: %s",
+					       strerror(-r));
+				st = grpc_status_from_errno(r);
+				goto out;
+			}
+			extra.env = (const char *const *)grant.env;
+			extra.n_env = grant.n_env;
+			extra.mounts = grant.mounts;
+			extra.n_mounts = grant.n_mounts;
+		}
 	}
 	r = alloc_response_new(&p->ctx->alloc, gpus, n_gpus, &extra, ret);
 	if (r < 0) {
@@ -413,6 +431,7 @@ static enum grpc_status allocate_one(struct plugin *p, const V1beta1__ContainerA
 	if (res->kind == RESOURCE_GPUMEM)
 		remember_alloc(p, devs, (size_t)n);
 out:
+	enforce_grant_release(&grant);
 	free(devs);
 	return st;
 }

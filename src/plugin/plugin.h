@@ -15,6 +15,7 @@
 #include "grpc.h"
 #include "util.h"
 
+struct enforce;
 struct loop;
 struct kubelet_reg;
 struct gpu_info;
@@ -49,6 +50,11 @@ struct plugin_ctx {
 	 * FAILED_PRECONDITION "no valid CDI spec: <reason>".
 	 */
 	const char *const *cdi_error;
+	/*
+	 * gpumem enforcement (enforce.h), owned by the daemon, or NULL: none. Allocate of a
+	 * gpumem resource asks it for the container's env and mounts (enforce_allocate()).
+	 */
+	struct enforce *enforce;
 };
 
 enum plugin_event {

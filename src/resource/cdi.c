@@ -301,8 +301,49 @@ static void spec_device_node(struct json_writer *j, const char *dev_root, const 
 	free(host);
 }
 
+/*
+ * A "hooks" list of one hook: opens it up to its args, whose first (argv[0]) is @argv0; the
+ * caller adds the others, then closes it with spec_hook_close().
+ */
+static void spec_hook_open(struct json_writer *j, const char *hook_name, const char *path,
+			   const char *argv0)
+{
+	json_key(j, "hooks");
+	json_array_open(j);
+	json_object_open(j);
+	spec_kv(j, "hookName", hook_name);
+	spec_kv(j, "path", path);
+	json_key(j, "args");
+	json_array_open(j);
+	spec_str(j, argv0);
+}
+
+static void spec_hook_close(struct json_writer *j)
+{
+	json_array_close(j); /* args */
+	json_object_close(j);
+	json_array_close(j); /* hooks */
+}
+
+/*
+ * The toolkit's createRuntime hook that applies the container's gpumem limit on @g through
+ * the driver (one per GPU, as the toolkit's own spec generator emits it): argv[0] is the
+ * binary's name, then the subcommand, the host's driver root and the GPU's UUID.
+ */
+static void spec_memlimit_hook(struct json_writer *j, const struct cdi_opts *o,
+			       const char *driver_root, const struct gpu_device *g)
+{
+	spec_hook_open(j, "createRuntime", o->memlimit_hook_path, "nvidia-cdi-hook");
+	spec_str(j, CDI_MEMLIMIT_SUBCOMMAND);
+	spec_str(j, "--driver-root");
+	spec_str(j, driver_root);
+	spec_str(j, "--gpu-id");
+	spec_str(j, g->uuid);
+	spec_hook_close(j);
+}
+
 static void spec_devices(struct json_writer *j, const struct cdi_opts *o,
-			 const struct gpu_info *info, const char *dev_root)
+			 const struct gpu_info *info, const char *driver_root, const char *dev_root)
 {
 	json_key(j, "devices");
 	json_array_open(j);
@@ -319,6 +360,8 @@ static void spec_devices(struct json_writer *j, const struct cdi_opts *o,
 		for (unsigned k = 0; k < MIN(g->n_nodes, GPU_NODES_MAX); k++)
 			spec_device_node(j, dev_root, g->nodes[k]);
 		json_array_close(j);
+		if (o->memlimit_hook_path && g->mem_limits == GPU_MEM_LIMITS_SUPPORTED)
+			spec_memlimit_hook(j, o, driver_root, g);
 		json_object_close(j);
 		json_object_close(j);
 	}
@@ -410,23 +453,14 @@ static void spec_common_edits(struct json_writer *j, const struct cdi_opts *o, c
 	}
 	json_array_close(j);
 	if (o->ldcache_hook_path && s->n_lib_dirs > 0) {
-		json_key(j, "hooks");
-		json_array_open(j);
-		json_object_open(j);
-		spec_kv(j, "hookName", "createContainer");
-		spec_kv(j, "path", o->ldcache_hook_path);
-		json_key(j, "args");
-		json_array_open(j);
-		spec_str(j, "nvidia-ctk");
+		spec_hook_open(j, "createContainer", o->ldcache_hook_path, "nvidia-ctk");
 		spec_str(j, "hook");
 		spec_str(j, "update-ldcache");
 		for (size_t i = 0; i < s->n_lib_dirs; i++) {
 			spec_str(j, "--folder");
 			spec_str(j, s->lib_dirs[i]);
 		}
-		json_array_close(j);
-		json_object_close(j);
-		json_array_close(j);
+		spec_hook_close(j);
 	}
 	json_object_close(j);
 }
@@ -482,7 +516,7 @@ int cdi_spec_render(const struct cdi_opts *o, const struct gpu_info *info, struc
 	json_object_open(&j);
 	spec_kv(&j, "cdiVersion", CDI_VERSION);
 	spec_kv(&j, "kind", ALLOC_CDI_KIND_DEFAULT);
-	spec_devices(&j, o, info, dev_root);
+	spec_devices(&j, o, info, driver_root, dev_root);
 	spec_common_edits(&j, o, &s, info);
 	json_object_close(&j);
 	r = j.r;
@@ -497,6 +531,66 @@ int cdi_spec_render(const struct cdi_opts *o, const struct gpu_info *info, struc
 out:
 	spec_release(&s);
 	buf_release(&b);
+	return r;
+}
+
+int cdi_hook_has_memory_limits(const char *root, const char *path)
+{
+	static const char needle[] = CDI_MEMLIMIT_SUBCOMMAND;
+	const size_t nlen = sizeof(needle) - 1, piece = (size_t)1 << 20;
+	int root_fd = -EBADF, pfd = -EBADF, fd = -EBADF, r;
+	uint64_t total = 0;
+	size_t have = 0;
+	char *buf = NULL;
+
+	root_fd = root_dir_open(root);
+	if (root_fd < 0)
+		return root_fd;
+	r = root_open(root_fd, path, 0, NULL);
+	if (r < 0)
+		goto out;
+	pfd = r;
+	r = fd_check_regular(pfd);
+	if (r < 0)
+		goto out;
+	r = fd_reopen(pfd, O_RDONLY | O_NONBLOCK);
+	if (r < 0)
+		goto out;
+	fd = r;
+	/* The last nlen - 1 bytes of a piece stay in front of the next: a match across the seam. */
+	buf = malloc(piece + nlen);
+	if (!buf) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = 0;
+	while (total < CDI_HOOK_SCAN_MAX) {
+		ssize_t n = read(fd, buf + have, piece);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		total += (uint64_t)n;
+		have += (size_t)n;
+		if (memmem(buf, have, needle, nlen)) {
+			r = 1;
+			break;
+		}
+		if (have >= nlen) {
+			memmove(buf, buf + have - (nlen - 1), nlen - 1);
+			have = nlen - 1;
+		}
+	}
+out:
+	free(buf);
+	(void)fd_close(fd);
+	(void)fd_close(pfd);
+	(void)fd_close(root_fd);
 	return r;
 }
 

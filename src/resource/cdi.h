@@ -17,6 +17,8 @@
  * update-ldcache createContainer hook for other layouts (a /usr/lib64 host, say).
  */
 
+#include <stdint.h>
+
 #include "allocate.h"
 
 struct gpu_info;
@@ -42,7 +44,35 @@ struct cdi_opts {
 	/* NULL: no hooks. Else the nvidia-ctk binary (e.g. "/usr/bin/nvidia-ctk") for an
 	 * "nvidia-ctk hook update-ldcache --folder <dir>..." createContainer hook. */
 	const char *ldcache_hook_path;
+	/*
+	 * NULL: none. Else the host path of NVIDIA's nvidia-cdi-hook (CDI_MEMLIMIT_HOOK_PATH) whose
+	 * apply-cuda-memory-limits subcommand (container toolkit 1.19+, PR #2075) the daemon has
+	 * found (cdi_hook_has_memory_limits()): each GPU whose driver limits memory per cgroup
+	 * (gpu_device.mem_limits SUPPORTED) gets a createRuntime hook
+	 * "nvidia-cdi-hook apply-cuda-memory-limits --driver-root <driver_root> --gpu-id <UUID>"
+	 * in its device edits, which at container creation applies the container's
+	 * NVIDIA_GPU_MEMORY_REQUEST / NVIDIA_GPU_MEMORY_LIMIT (MiB) to its cgroup through NVML.
+	 */
+	const char *memlimit_hook_path;
 };
+
+/* Where NVIDIA's toolkit installs nvidia-cdi-hook (its plugin's nvidiaCDIHookPath default). */
+#define CDI_MEMLIMIT_HOOK_PATH "/usr/bin/nvidia-cdi-hook"
+/* The subcommand the driver-enforced gpumem limits need, and what the binary is searched for. */
+#define CDI_MEMLIMIT_SUBCOMMAND "apply-cuda-memory-limits"
+/* A hook binary larger than this is not searched (NVIDIA's is about 10 MiB). */
+#define CDI_HOOK_SCAN_MAX ((uint64_t)128 << 20)
+
+/*
+ * Whether the nvidia-cdi-hook at @path inside @root (a host root the caller names; NULL or "":
+ * "/"; links stay inside it) supports apply-cuda-memory-limits: a bounded scan of the
+ * regular file for the subcommand's name (its first CDI_HOOK_SCAN_MAX bytes, read in 1 MiB
+ * pieces; a Go binary holds its subcommand names as strings). Blocking file I/O: the daemon
+ * calls it once per discovery, doctor once. Any thread. Returns 1 (supported), 0 (a binary
+ * without it: an older toolkit), or -errno: -ENOENT (no hook), -EISDIR / -EBADFD (not a
+ * regular file), -EACCES, -EIO, -ENOMEM.
+ */
+int cdi_hook_has_memory_limits(const char *root, const char *path) WARN_UNUSED;
 
 /*
  * Generates the spec JSON and appends it to @out (the bytes cdi_spec_write_file() writes, and

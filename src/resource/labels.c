@@ -27,7 +27,7 @@
 
 #define LABEL_VALUE_MAX	 63
 #define MACHINE_FILE_MAX 4096
-/* Room to spare: at most 31 now (10 GPU, 12 CUDA, 2 sharing, 2 gpumem, 5 board). */
+/* Room to spare: at most 32 now (10 GPU, 12 CUDA, 2 sharing, 3 gpumem, 5 board). */
 #define LABELS_MAX  40
 #define BACKOFF_MIN (100 * USEC_PER_MSEC)
 #define BACKOFF_MAX (30 * USEC_PER_SEC)
@@ -263,7 +263,8 @@ static bool resource_key(char *out, size_t size, const char *resource, const cha
 	return snprintf(out, size, "%s.%s", resource, suffix) < (int)size;
 }
 
-static int gpumem_labels(struct label_set *s, const struct gpu_info *info, const struct config *cfg)
+static int gpumem_labels(struct label_set *s, const struct gpu_info *info, const struct config *cfg,
+			 const char *enforcement)
 {
 	struct assign_gpu *as = NULL;
 	struct resource *res = NULL;
@@ -304,6 +305,8 @@ static int gpumem_labels(struct label_set *s, const struct gpu_info *info, const
 		set_addf(s, key, "%llu", (unsigned long long)res->unit_mib);
 	if (resource_key(key, sizeof(key), cfg->gpumem.resource_name, "total-mib"))
 		set_addf(s, key, "%llu", (unsigned long long)total_mib);
+	if (enforcement && *enforcement)
+		set_add(s, LABELS_BOARD_PREFIX "gpumem.enforcement", enforcement);
 out:
 	resource_free(res);
 	free(err);
@@ -339,7 +342,7 @@ void labels_product(const struct gpu_info *info, const struct config *cfg, char 
 }
 
 int labels_build(const struct gpu_info *info, const struct config *cfg, const char *sysfs_root,
-		 struct buf *out)
+		 const char *gpumem_enforcement, struct buf *out)
 {
 	const struct config_ts_resource *ts = default_ts(cfg);
 	const struct gpu_device *g;
@@ -379,7 +382,7 @@ int labels_build(const struct gpu_info *info, const struct config *cfg, const ch
 	board_labels(&s, &info->board);
 	r = s.r;
 	if (r == 0)
-		r = gpumem_labels(&s, info, cfg);
+		r = gpumem_labels(&s, info, cfg, gpumem_enforcement);
 	if (r == 0)
 		r = s.r;
 	if (r < 0)

@@ -51,6 +51,10 @@ struct loop;
  *   <gpumem resource>.unit-mib, .total-mib  ours: the unit the resource advertises (after any
  *                                 doubling) and the memory of the GPUs given to it, MiB summed;
  *                                 left out when gpumem is off or does not apply to these GPUs
+ *   edgegpu.io/gpumem.enforcement  ours, beside those two: @gpumem_enforcement as given (the
+ *                                 node's mode, "driver", "interposer", "both" or "accounting",
+ *                                 which the daemon has from enforce_verdict(); this layer
+ *                                 cannot name src/enforce); left out when NULL or ""
  *   edgegpu.io/board.{model,soc,l4t,jetpack,power-mode}  ours, on a Tegra board only
  *                                 (info->board.tegra): the device-tree model, "tegra234",
  *                                 "36.4.3", "6.2", the nvpmodel mode, each left out when unknown
@@ -61,7 +65,7 @@ struct loop;
  * Returns 0 or -ENOMEM (@out may then hold part of the lines).
  */
 int labels_build(const struct gpu_info *info, const struct config *cfg, const char *sysfs_root,
-		 struct buf *out) WARN_UNUSED;
+		 const char *gpumem_enforcement, struct buf *out) WARN_UNUSED;
 
 /* nvidia.com/gpu.product's value as labels_build() makes it ("" without a GPU), in @out. */
 void labels_product(const struct gpu_info *info, const struct config *cfg, char *out, size_t size);

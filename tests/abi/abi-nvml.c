@@ -6,7 +6,7 @@
  *  - every struct we declare: same size, alignment, and offset and size of every field;
  *  - every enum: same size and signedness, and every value we name;
  *  - every #define constant we use;
- *  - every function in NVML_API_FUNCTIONS and NVML_API_FAKE_FUNCTIONS: the list expanded with
+ *  - every function in NVML_API_FUNCTIONS_ABI and NVML_API_FAKE_FUNCTIONS: the list expanded with
  *    NVIDIA's type names (NVML_REAL_TYPE, the same mapping NVML_OWN_TYPE gives ours, each pair
  *    checked below) is __builtin_types_compatible_p with typeof(&symbol) from nvml.h.
  *
@@ -99,8 +99,16 @@ _Static_assert(__builtin_types_compatible_p(NVML_OWN_TYPE(architecture),
 #define SAME_PROTOTYPE(sym, r, params)                                          \
 	_Static_assert(__builtin_types_compatible_p(typeof(&sym), r(*) params), \
 		       "prototype of " #sym " differs from nvml.h");
-NVML_API_FUNCTIONS(SAME_PROTOTYPE, NVML_REAL_TYPE)
+/* Not NVML_API_FUNCTIONS_NEW: the CUDA 13.4 memory-limit functions are newer than this nvml.h. */
+NVML_API_FUNCTIONS_ABI(SAME_PROTOTYPE, NVML_REAL_TYPE)
 NVML_API_FAKE_FUNCTIONS(SAME_PROTOTYPE, NVML_REAL_TYPE)
+/* Their structs, pinned to the sizes and offsets NVIDIA documents (a path pointer, then bytes). */
+_Static_assert(sizeof(struct nvml_set_memory_limits) == 24 &&
+		       offsetof(struct nvml_set_memory_limits, hard) == 16,
+	       "nvmlSetMemoryLimits_v1_t");
+_Static_assert(sizeof(struct nvml_get_memory_limits) == 32 &&
+		       offsetof(struct nvml_get_memory_limits, current_used) == 24,
+	       "nvmlGetMemoryLimits_v1_t");
 
 /* --- enums --- */
 SAME_ENUM(enum nvml_return, nvmlReturn_t);

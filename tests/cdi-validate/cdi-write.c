@@ -3,7 +3,9 @@
  * files as empty files, device nodes as real character devices with /dev/null's numbers, so
  * the CDI library can inject them), then writes with edgegpu's own code:
  *   DIR/cdi/k8s.device-plugin.nvidia.com-gpu.json   the CDI spec (cdi_spec_write)
- *   DIR/cdi-hook/k8s.device-plugin.nvidia.com-gpu.json   the same with the ldcache hook
+ *   DIR/cdi-hook/k8s.device-plugin.nvidia.com-gpu.json   the same with the ldcache hook and,
+ *                            on GPU 0 (driver memory limits), nvidia-cdi-hook's
+ *                            apply-cuda-memory-limits createRuntime hook
  *   DIR/cdi-ctr/k8s.device-plugin.nvidia.com-gpu.json    DIR/root as the container driver root
  *                            of a host /run/nvidia/driver (host paths in the spec)
  *   DIR/cdi-csv/k8s.device-plugin.nvidia.com-gpu.json    an integrated GPU described by node
@@ -214,10 +216,13 @@ int main(int argc, char **argv)
 		free(err);
 		return 1;
 	}
+	devs[0].mem_limits = GPU_MEM_LIMITS_SUPPORTED;
 	r = cdi_spec_write(&(struct cdi_opts){ .spec_dir = hook_dir,
 					       .driver_root = root,
-					       .ldcache_hook_path = "/usr/bin/nvidia-ctk" },
+					       .ldcache_hook_path = "/usr/bin/nvidia-ctk",
+					       .memlimit_hook_path = CDI_MEMLIMIT_HOOK_PATH },
 			   &info, NULL);
+	devs[0].mem_limits = GPU_MEM_LIMITS_UNKNOWN;
 	if (r < 0) {
 		(void)fprintf(stderr, "cdi-write: %s: %s\n", hook_dir, strerror(-r));
 		return 1;

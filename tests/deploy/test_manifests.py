@@ -67,6 +67,8 @@ MOUNTS = {
     "/host/proc": ("hostPath", "/proc", True),
     "/driver-root/usr": ("hostPath", "/usr", True),
     "/etc/edgegpu": ("configMap", "edgegpu-config", True),
+    # gpumem enforcement's stateDir, at the host's path (issue 19)
+    "/var/lib/edgegpu": ("hostPath", "/var/lib/edgegpu", False),
 }
 # The jetson overlay's own mounts: mountPath -> (hostPath, type), all read-only. Those under
 # /host are the host's files below edgegpu.hostRoot; those under /driver-root are where the

@@ -173,10 +173,14 @@ class Allocate(GpumemTest):
             with self.subTest(pod=pod):
                 a = self.admit(n, pod, size)
                 self.one_gpu(a, ONE[0])
+                # With issue 19's variables (no interposer library here: accounting).
                 self.assertEqual(a["response"]["envs"],
                                  {"NVIDIA_VISIBLE_DEVICES": ONE[0],
                                   "EDGEGPU_GPUMEM_LIMIT_MIB": str(size),
-                                  "CUDA_DEVICE_MEMORY_LIMIT_0": f"{size}m"})
+                                  "CUDA_DEVICE_MEMORY_LIMIT_0": f"{size}m",
+                                  "NVIDIA_GPU_MEMORY_REQUEST": str(size),
+                                  "NVIDIA_GPU_MEMORY_LIMIT": str(size),
+                                  "EDGEGPU_GPUMEM_ENFORCEMENT": "accounting"})
                 self.assertFalse(seen & set(a["ids"]), "a unit given twice")
                 seen |= set(a["ids"])
                 pref = n.emu.find(lambda e: e.get("event") == "preferred" and
@@ -199,9 +203,14 @@ class Allocate(GpumemTest):
                           {GPUMEM: 15872})
         a = self.admit(n, "p1", 512)
         r = a["response"]
+        # Issue 19 added the toolkit's memory variables and the enforcement in force (no
+        # interposer library on this node: accounting, and no interposer mounts).
         self.assertEqual(r["envs"], {"NVIDIA_VISIBLE_DEVICES": "/var/run/nvidia-container-devices",
                                      "EDGEGPU_GPUMEM_LIMIT_MIB": "512",
-                                     "CUDA_DEVICE_MEMORY_LIMIT_0": "512m"})
+                                     "CUDA_DEVICE_MEMORY_LIMIT_0": "512m",
+                                     "NVIDIA_GPU_MEMORY_REQUEST": "512",
+                                     "NVIDIA_GPU_MEMORY_LIMIT": "512",
+                                     "EDGEGPU_GPUMEM_ENFORCEMENT": "accounting"})
         self.assertEqual([(m["container_path"], m["host_path"]) for m in r["mounts"]],
                          [(f"/var/run/nvidia-container-devices/{ONE[0]}", "/dev/null")])
 

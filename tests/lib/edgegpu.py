@@ -592,8 +592,12 @@ class Node:
         a path. Waits until the fake NVML's control socket answers unless wait_control is
         False (NVML missing, init failures)."""
         argv = self.daemon_argv(config, nvml_lib, flags, kubelet_socket)
+        # gpumem enforcement's host files stay in the node's directory (never the machine's
+        # /var/lib/edgegpu); no interposer library unless a test gives one (accounting).
         e = {"EDGEGPU_FAKE_NVML_FIXTURE": self.fixture,
-             "EDGEGPU_FAKE_NVML_CONTROL": self.ctl_path}
+             "EDGEGPU_FAKE_NVML_CONTROL": self.ctl_path,
+             "EDGEGPU_GPUMEM_STATE_DIR": os.path.join(self.root, "gpumem-state"),
+             "EDGEGPU_INTERPOSER_LIB": os.path.join(self.root, "no-interposer.so")}
         if fake_host:
             e.update(FAKE_HOST_ENV)
             argv = fake_host_argv(argv)

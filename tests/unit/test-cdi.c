@@ -1128,12 +1128,94 @@ static void test_writer_first_attempt(void **state)
 	s.loop = loop_free(s.loop);
 }
 
+/* The apply-cuda-memory-limits hook: on the GPUs whose driver limits memory, and only those. */
+static void test_memlimit_hook(void **state)
+{
+	struct cdi_opts o = { .driver_root = root, .memlimit_hook_path = CDI_MEMLIMIT_HOOK_PATH };
+	struct buf out = { 0 };
+	char want[1024];
+	static char filler[4096];
+
+	make_root(root);
+	devices[1].mem_limits = GPU_MEM_LIMITS_SUPPORTED;
+	assert_int_equal(cdi_spec_render(&o, &info, &out, NULL), 0);
+	assert_int_equal(buf_append(&out, "", 1), 0);
+	(void)snprintf(want, sizeof(want),
+		       "      \"name\": \"" UUID1 "\",\n"
+		       "      \"containerEdits\": {\n"
+		       "        \"deviceNodes\": [\n"
+		       "          {\n"
+		       "            \"path\": \"/dev/nvidia7\",\n"
+		       "            \"hostPath\": \"%s/dev/nvidia7\"\n"
+		       "          }\n"
+		       "        ],\n"
+		       "        \"hooks\": [\n"
+		       "          {\n"
+		       "            \"hookName\": \"createRuntime\",\n"
+		       "            \"path\": \"/usr/bin/nvidia-cdi-hook\",\n"
+		       "            \"args\": [\n"
+		       "              \"nvidia-cdi-hook\",\n"
+		       "              \"apply-cuda-memory-limits\",\n"
+		       "              \"--driver-root\",\n"
+		       "              \"%s\",\n"
+		       "              \"--gpu-id\",\n"
+		       "              \"" UUID1 "\"\n"
+		       "            ]\n"
+		       "          }\n"
+		       "        ]\n",
+		       root, root);
+	assert_non_null(strstr((char *)out.data, want));
+	/* GPU 0 (unknown) has none: one hook in the spec. */
+	assert_null(strstr(strstr((char *)out.data, "apply-cuda") + 1, "apply-cuda"));
+	buf_release(&out);
+	/* Without the hook path (no usable nvidia-cdi-hook): no hook whatever the GPUs say. */
+	o.memlimit_hook_path = NULL;
+	assert_int_equal(cdi_spec_render(&o, &info, &out, NULL), 0);
+	assert_int_equal(buf_append(&out, "", 1), 0);
+	assert_null(strstr((char *)out.data, "hooks"));
+	buf_release(&out);
+	devices[1].mem_limits = GPU_MEM_LIMITS_UNKNOWN;
+
+	/* The binary's scan: found, absent, across a 1 MiB seam, missing, a directory. */
+	memset(filler, 'x', sizeof(filler));
+	write_at(root, "/usr/bin/nvidia-cdi-hook", "\0update-ldcache\0apply-cuda-memory-limits\0",
+		 42);
+	assert_int_equal(cdi_hook_has_memory_limits(root, CDI_MEMLIMIT_HOOK_PATH), 1);
+	write_at(root, "/usr/bin/old-hook", "\0update-ldcache\0create-symlinks\0", 32);
+	assert_int_equal(cdi_hook_has_memory_limits(root, "/usr/bin/old-hook"), 0);
+	{
+		char path[256];
+		FILE *f;
+
+		(void)snprintf(path, sizeof(path), "%s/usr/bin/seam", root);
+		f = fopen(path, "we");
+		assert_non_null(f);
+		for (unsigned i = 0; i < 256; i++) /* exactly 1 MiB of filler */
+			assert_int_equal(fwrite(filler, 1, sizeof(filler), f), sizeof(filler));
+		assert_int_equal(fseek(f, -10, SEEK_CUR), 0);
+		assert_int_equal(fputs("apply-cuda-memory-limits", f) >= 0, 1);
+		assert_int_equal(fclose(f), 0);
+	}
+	assert_int_equal(cdi_hook_has_memory_limits(root, "/usr/bin/seam"), 1);
+	assert_int_equal(cdi_hook_has_memory_limits(root, "/usr/bin/none"), -ENOENT);
+	assert_int_equal(cdi_hook_has_memory_limits(root, "/usr/bin"), -EISDIR);
+	/* A link leading out of the root stays inside it. */
+	{
+		char link[256];
+
+		(void)snprintf(link, sizeof(link), "%s/usr/bin/out", root);
+		assert_int_equal(symlink("/proc/self/exe", link), 0);
+		assert_int_equal(cdi_hook_has_memory_limits(root, "/usr/bin/out"), -ENOENT);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_render, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_render_dev_root, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ldcache_hook, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_memlimit_hook, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_missing_libcuda, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_other_backend, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_node_globs_and_csv, setup, teardown),

@@ -18,6 +18,7 @@
 
 #include "fake-client.h"
 #include "gpu-open.h"
+#include "nvml-api.h"
 #include "unit-fs.h"
 #include "unit.h"
 #include "util.h"
@@ -839,6 +840,71 @@ static void test_opts_copy(void **state)
 	assert_null(dst.driver_root);
 }
 
+/*
+ * Driver memory limits (CUDA 13.4): GetMemoryLimits_v1 SUCCESS is SUPPORTED, NOT_SUPPORTED or
+ * another error UNSUPPORTED, a library without the function UNKNOWN. And the fake's Set is
+ * recorded where a test can read it (the control command "limits GPU").
+ */
+static void test_mem_limits(void **state)
+{
+	struct env *e = *state;
+	struct nvml_set_memory_limits set = { "/sys/fs/cgroup/kubepods/pod1/ctr", 1ULL << 30,
+					      2ULL << 30 };
+	struct nvml_get_memory_limits got = { .name_space = set.name_space };
+	nvml_fn_nvmlDeviceSetMemoryLimits_v1 *set_fn;
+	nvml_fn_nvmlDeviceGetMemoryLimits_v1 *get_fn;
+	nvml_fn_nvmlDeviceGetHandleByIndex_v2 *handle_fn;
+	struct nvml_device *h = NULL;
+	char reply[512];
+	void *dl;
+
+	open_discover(e, FAKE_NVML_LIB, "memory-limits.conf");
+	assert_int_equal(e->info.n_devices, 2);
+	assert_int_equal(e->info.devices[0].mem_limits, GPU_MEM_LIMITS_SUPPORTED);
+	assert_int_equal(e->info.devices[1].mem_limits, GPU_MEM_LIMITS_UNSUPPORTED);
+
+	/* Any other error: unsupported too, and discovery goes on. */
+	ctl("fail nvmlDeviceGetMemoryLimits_v1 NO_PERMISSION");
+	gpu_info_release(&e->info);
+	assert_int_equal(e->b->ops->discover(e->b, &e->info, &e->err), 0);
+	assert_int_equal(e->info.n_devices, 2);
+	assert_int_equal(e->info.devices[0].mem_limits, GPU_MEM_LIMITS_UNSUPPORTED);
+	ctl("fail nvmlDeviceGetMemoryLimits_v1 off");
+	ctl("set 1 memory_limits supported");
+	gpu_info_release(&e->info);
+	assert_int_equal(e->b->ops->discover(e->b, &e->info, &e->err), 0);
+	assert_int_equal(e->info.devices[1].mem_limits, GPU_MEM_LIMITS_SUPPORTED);
+
+	/* The fake's Set, as the toolkit's hook calls it, and what Get and "limits" say of it. */
+	dl = dlopen(FAKE_NVML_LIB, RTLD_NOW | RTLD_NOLOAD);
+	assert_non_null(dl);
+	set_fn = (nvml_fn_nvmlDeviceSetMemoryLimits_v1 *)dlsym(dl, "nvmlDeviceSetMemoryLimits_v1");
+	get_fn = (nvml_fn_nvmlDeviceGetMemoryLimits_v1 *)dlsym(dl, "nvmlDeviceGetMemoryLimits_v1");
+	handle_fn =
+		(nvml_fn_nvmlDeviceGetHandleByIndex_v2 *)dlsym(dl, "nvmlDeviceGetHandleByIndex_v2");
+	assert_true(set_fn && get_fn && handle_fn);
+	assert_int_equal(handle_fn(0, &h), NVML_RET_SUCCESS);
+	assert_int_equal(get_fn(h, &got), NVML_RET_SUCCESS); /* never set: cleared */
+	assert_true(got.soft == 0 && got.hard == NVML_MEMORY_LIMIT_MAX);
+	assert_int_equal(set_fn(h, &set), NVML_RET_SUCCESS);
+	assert_int_equal(get_fn(h, &got), NVML_RET_SUCCESS);
+	assert_true(got.soft == 1ULL << 30 && got.hard == 2ULL << 30 && got.current_used == 0);
+	assert_int_equal(fake_nvml_ctl(NULL, "limits 0", reply, sizeof(reply)), 0);
+	assert_string_equal(reply, "/sys/fs/cgroup/kubepods/pod1/ctr=1073741824:2147483648");
+	set.soft = 3ULL << 30; /* above hard */
+	assert_int_equal(set_fn(h, &set), NVML_RET_INVALID_ARGUMENT);
+	ctl("set 0 memory_limits not_supported");
+	assert_int_equal(set_fn(h, &set), NVML_RET_NOT_SUPPORTED);
+	(void)dlclose(dl);
+
+	/* A library before CUDA 13.4 lacks the function: unknown, not unsupported. */
+	gpu_info_release(&e->info);
+	gpu_backend_close(e->b);
+	e->b = NULL;
+	open_discover(e, FAKE_NVML_OLD_LIB, "memory-limits.conf");
+	assert_int_equal(e->info.devices[0].mem_limits, GPU_MEM_LIMITS_UNKNOWN);
+}
+
 int main(void)
 {
 	const struct CMUnitTest fake[] = {
@@ -862,6 +928,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hotplug, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_opts_copy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hung_call_named, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mem_limits, setup, teardown),
 	};
 	const struct CMUnitTest real[] = {
 		cmocka_unit_test_setup_teardown(test_real, setup, teardown),

@@ -88,14 +88,16 @@ static bool label_value_valid(const char *v)
 	return true;
 }
 
-/* Builds the labels; checks each line's shape, the sort order and every value. Caller frees. */
-static char *build(const struct gpu_info *info, const struct config *c, const char *sysfs)
+/* Builds the labels (with the gpumem enforcement mode @mode, or NULL); checks each line's
+   shape, the sort order and every value. Caller frees. */
+static char *build_mode(const struct gpu_info *info, const struct config *c, const char *sysfs,
+			const char *mode)
 {
 	struct buf out = { 0 };
 	char prev[256] = "", key[256], val[256];
 	char *s;
 
-	assert_int_equal(labels_build(info, c, sysfs, &out), 0);
+	assert_int_equal(labels_build(info, c, sysfs, mode, &out), 0);
 	assert_int_equal(buf_append(&out, "", 1), 0);
 	s = (char *)out.data;
 	for (const char *line = s; *line;) {
@@ -115,6 +117,11 @@ static char *build(const struct gpu_info *info, const struct config *c, const ch
 		line = nl + 1;
 	}
 	return s;
+}
+
+static char *build(const struct gpu_info *info, const struct config *c, const char *sysfs)
+{
+	return build_mode(info, c, sysfs, NULL);
 }
 
 /* The value of @key in @labels, or NULL (static buffer). */
@@ -374,7 +381,7 @@ static void test_gpumem(void **state)
 
 	/* Off: none of ours. */
 	load(&c, "version: v1\n");
-	l = build(&info, &c, NULL);
+	l = build_mode(&info, &c, NULL, "interposer");
 	assert_null(strstr(l, "gpumem"));
 	free(l);
 	config_release(&c);
@@ -385,6 +392,14 @@ static void test_gpumem(void **state)
 	expect_label(l, "nvidia.com/gpumem.unit-mib", "256");
 	expect_label(l, "nvidia.com/gpumem.total-mib", "30356");
 	expect_label(l, "nvidia.com/gpu.count", "3"); /* GFD counts GPUs, not resources */
+	assert_null(strstr(l, "enforcement"));	      /* no mode given (enforcement not running) */
+	free(l);
+	/* The node's enforcement mode, as the daemon gives it, beside the gpumem labels. */
+	l = build_mode(&info, &c, NULL, "both");
+	expect_label(l, "edgegpu.io/gpumem.enforcement", "both");
+	free(l);
+	l = build_mode(&info, &c, NULL, "");
+	assert_null(strstr(l, "enforcement"));
 	free(l);
 	config_release(&c);
 
@@ -399,7 +414,7 @@ static void test_gpumem(void **state)
 
 	/* A config that does not fit these GPUs (GPU 7): left out, not a failure. */
 	load(&c, "version: v1\nedgegpu: {sharing: {memory: {devices: [7]}}}\n");
-	l = build(&info, &c, NULL);
+	l = build_mode(&info, &c, NULL, "accounting"); /* no gpumem served: no mode either */
 	assert_null(strstr(l, "gpumem"));
 	free(l);
 	config_release(&c);

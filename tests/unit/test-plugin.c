@@ -5,16 +5,20 @@
  * built, the CDI gate and the Allocate request checks; the stream events the registration
  * hears, health read back through the context on each refresh (an unhealthy GPU's devices
  * listed Unhealthy and refused by Allocate), and allocation failures (tests/unit/oom.h) in
- * plugin_new() and in a refresh, which keeps the last list and retries.
+ * plugin_new() and in a refresh, which keeps the last list and retries; a gpumem Allocate
+ * with enforcement (its env and mounts).
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <nghttp2/nghttp2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "deviceplugin.pb-c.h"
+#include "enforce.h"
 #include "gpu.h"
 #include "gpus.h"
 #include "grpc.h"
@@ -879,6 +883,92 @@ static void test_gpumem_mask_from_podres(void **state)
 	loop_free(l);
 }
 
+/* The value of env @key in container response @cr, or NULL. */
+static const char *resp_env(const V1beta1__ContainerAllocateResponse *cr, const char *key)
+{
+	for (size_t e = 0; e < cr->n_envs; e++)
+		if (streq(cr->envs[e]->key, key))
+			return cr->envs[e]->value;
+	return NULL;
+}
+
+/*
+ * gpumem Allocate with enforcement: the grant's env beside the limit variables, and its
+ * mounts (library and ld.so.preload read-only, the limits file read-only, the state
+ * directory read-write), host paths under the state directory.
+ */
+static void test_gpumem_allocate_enforced(void **state)
+{
+	static const unsigned one[] = { 0 };
+	const struct resource_spec spec = { .name = "nvidia.com/gpumem",
+					    .kind = RESOURCE_GPUMEM,
+					    .gpus = one,
+					    .n_gpus = 1,
+					    .unit_mib = 256 };
+	char tmp[] = "/tmp/test-plugin-enforce-XXXXXX", lib[64], sd[64], idbuf[2][128];
+	struct config_enforcement cfg = { .interposer = true, .library = lib, .state_dir = sd };
+	V1beta1__ContainerAllocateResponse *cr;
+	V1beta1__AllocateResponse *resp;
+	struct resource *r = NULL;
+	struct plugin_ctx ctx;
+	struct plugin *p;
+	struct strm *st;
+	struct loop *l;
+	struct cli a;
+	char *err = NULL, *ids[2];
+	uint8_t req[1024];
+	unsigned ro = 0, rw = 0;
+	FILE *fp;
+	size_t n;
+
+	assert_non_null(mkdtemp(tmp));
+	(void)snprintf(lib, sizeof(lib), "%s/lib.so", tmp);
+	(void)snprintf(sd, sizeof(sd), "%s/state", tmp);
+	assert_non_null(fp = fopen(lib, "w"));
+	fputs("lib", fp);
+	fclose(fp);
+	assert_int_equal(loop_new(&l), 0);
+	ctx_init(&ctx, l);
+	assert_int_equal(enforce_new(&cfg, "/", &ctx.enforce), 0);
+	assert_int_equal(resource_new(&spec, &info, &r, &err), 0);
+	assert_int_equal(plugin_new(&ctx, r, on_lost, NULL, &p), 0);
+	plugin_refresh(p);
+	for (unsigned i = 0; i < 2; i++) {
+		assert_true(resource_device_id(r, i, idbuf[i]) > 0);
+		ids[i] = idbuf[i];
+	}
+	cli_new(&a, p, 100);
+	n = allocate_ids(req, sizeof(req), ids, 2);
+	st = cli_call(&a, "Allocate", req, n);
+	assert_int_equal(st->grpc_status, GRPC_STATUS_OK);
+	resp = v1beta1__allocate_response__unpack(NULL, st->data.len - 5, st->data.data + 5);
+	assert_non_null(resp);
+	cr = resp->container_responses[0];
+	assert_string_equal(resp_env(cr, "EDGEGPU_GPUMEM_LIMIT_MIB"), "512");
+	assert_string_equal(resp_env(cr, "NVIDIA_GPU_MEMORY_REQUEST"), "512");
+	assert_string_equal(resp_env(cr, "NVIDIA_GPU_MEMORY_LIMIT"), "512");
+	assert_string_equal(resp_env(cr, "EDGEGPU_GPUMEM_ENFORCEMENT"), "interposer");
+	assert_int_equal(cr->n_mounts, 4);
+	for (size_t m = 0; m < cr->n_mounts; m++) {
+		assert_true(strncmp(cr->mounts[m]->host_path, sd, strlen(sd)) == 0);
+		if (cr->mounts[m]->read_only)
+			ro++;
+		else
+			rw++;
+		if (!cr->mounts[m]->read_only)
+			assert_string_equal(cr->mounts[m]->container_path, ENFORCE_CTR_STATE);
+	}
+	assert_int_equal(ro, 3);
+	assert_int_equal(rw, 1);
+	assert_non_null(enforce_find_unit(ctx.enforce, "nvidia.com/gpumem", ids[1]));
+	v1beta1__allocate_response__free_unpacked(resp, NULL);
+	cli_free(&a);
+	plugin_free(p);
+	enforce_free(ctx.enforce);
+	loop_free(l);
+	assert_int_equal(rm_tree_at(AT_FDCWD, tmp, 8), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -890,6 +980,7 @@ int main(void)
 		cmocka_unit_test(test_new_oom),
 		cmocka_unit_test(test_refresh_oom_retries),
 		cmocka_unit_test(test_gpumem_mask_from_podres),
+		cmocka_unit_test(test_gpumem_allocate_enforced),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -172,6 +172,30 @@ out:
 }
 
 /*
+ * Whether the driver limits device memory per cgroup on @h (CUDA 13.4 drivers): asked by
+ * reading the limits of our own cgroup root, which any cgroup v2 host has. SUCCESS means the
+ * feature is there; NOT_SUPPORTED (older drivers, MIG) or any other error means it is not
+ * usable; a library without the function (older than NVML 615) is UNKNOWN, as is a Tegra iGPU,
+ * where the driver path is not known to exist (integrated GPUs are never asked).
+ */
+static enum gpu_mem_limits mem_limits_of(struct nvml_backend *n, struct nvml_device *h,
+					 bool integrated)
+{
+	struct nvml_get_memory_limits lim = { .name_space = "/sys/fs/cgroup" };
+	enum nvml_return ret;
+
+	if (!n->f.nvmlDeviceGetMemoryLimits_v1 || integrated)
+		return GPU_MEM_LIMITS_UNKNOWN;
+	ret = NVC(n, nvmlDeviceGetMemoryLimits_v1)(h, &lim);
+	if (ret == NVML_RET_SUCCESS)
+		return GPU_MEM_LIMITS_SUPPORTED;
+	if (ret != NVML_RET_NOT_SUPPORTED)
+		log_debug("nvmlDeviceGetMemoryLimits_v1 failed, driver memory limits unused",
+			  "error=%d", (int)ret);
+	return GPU_MEM_LIMITS_UNSUPPORTED;
+}
+
+/*
  * One GPU. Returns 0 (usable), 1 (skipped: *reason says why) or -errno (discovery fails:
  * the library no longer matches the driver, or out of memory).
  */
@@ -264,6 +288,7 @@ static int discover_one(struct nvml_backend *n, unsigned i, struct gpu_device *d
 		nd->event_mask = events & NVML_HEALTH_EVENTS;
 	d->events_supported = nd->event_mask != 0;
 	d->integrated = strstr(d->name, "(nvgpu)") || strstr(d->name, "NVIDIA Thor");
+	d->mem_limits = mem_limits_of(n, h, d->integrated);
 	nd->handle = h;
 	nvml_copy_str(nd->uuid, sizeof(nd->uuid), d->uuid);
 	return 0;

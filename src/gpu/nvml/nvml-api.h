@@ -9,7 +9,9 @@
  *
  * Function prototypes are written once, in the X-macro lists NVML_API_FUNCTIONS (what
  * src/gpu/nvml/nvml-load.c looks up with dlsym) and NVML_API_FAKE_FUNCTIONS (what the fake also
- * exports for NVIDIA's k8s-device-plugin v0.17). Each entry is FN(symbol, return type,
+ * exports for NVIDIA's k8s-device-plugin v0.17). NVML_API_FUNCTIONS is the ABI-checked
+ * NVML_API_FUNCTIONS_ABI plus NVML_API_FUNCTIONS_NEW, the functions newer than the header the
+ * ABI test has (see there: not checked). Each entry is FN(symbol, return type,
  * (parameter types)), with every NVML type spelled T(name). Expanded with NVML_OWN_TYPE the
  * lists give our types; the ABI test expands the same lists with NVIDIA's type names and
  * checks each result against typeof(&symbol) from the real header.
@@ -178,6 +180,26 @@ enum nvml_ecc_counter_type {
 	NVML_ECC_AGGREGATE = 1,
 };
 
+/*
+ * nvmlSetMemoryLimits_v1_t / nvmlGetMemoryLimits_v1_t (CUDA 13.4, NVML 615: per-cgroup device
+ * memory limits). Not in the header the ABI test has: the layout is the one NVIDIA's NVML API
+ * reference and CUDA 13.4's nvml.h give (a cgroup directory path, then bytes; no version
+ * field despite the _v1), as far as public copies of that header show. Unverified against
+ * NVIDIA's own file by a test.
+ */
+struct nvml_set_memory_limits {
+	const char *name_space;	 /* full path of the cgroup directory */
+	unsigned long long soft; /* bytes */
+	unsigned long long hard; /* bytes; NVML_MEMORY_LIMIT_MAX with soft 0: cleared */
+};
+struct nvml_get_memory_limits {
+	const char *name_space;		 /* in */
+	unsigned long long soft;	 /* out, bytes */
+	unsigned long long hard;	 /* out, bytes */
+	unsigned long long current_used; /* out, bytes charged to the cgroup */
+};
+#define NVML_MEMORY_LIMIT_MAX 0xffffffffffffffffULL /* NVML_DEVICE_MEMORY_LIMIT_MAX */
+
 /* --- structs only the fake uses (NVIDIA's plugin's MIG paths) --- */
 
 /* nvmlDeviceAttributes_t */
@@ -270,9 +292,17 @@ struct nvml_compute_instance_profile_info {
 #define NVML_OWN_TYPE_compute_instance_info	    struct nvml_compute_instance_info
 #define NVML_OWN_TYPE_gpu_instance_profile_info	    struct nvml_gpu_instance_profile_info
 #define NVML_OWN_TYPE_compute_instance_profile_info struct nvml_compute_instance_profile_info
+#define NVML_OWN_TYPE_set_memory_limits		    struct nvml_set_memory_limits
+#define NVML_OWN_TYPE_get_memory_limits		    struct nvml_get_memory_limits
 
-/* What src/gpu/nvml/nvml-load.c resolves with dlsym (which of them are required is decided there). */
-#define NVML_API_FUNCTIONS(FN, T)                                                            \
+/*
+ * What src/gpu/nvml/nvml-load.c resolves with dlsym (which of them are required is decided
+ * there): the functions the ABI test checks against NVIDIA's header, then the newer ones.
+ */
+#define NVML_API_FUNCTIONS(FN, T) NVML_API_FUNCTIONS_ABI(FN, T) NVML_API_FUNCTIONS_NEW(FN, T)
+
+/* Functions the ABI test's nvml.h (NVML API 11) declares. */
+#define NVML_API_FUNCTIONS_ABI(FN, T)                                                        \
 	FN(nvmlInit_v2, T(ret), (void))                                                      \
 	FN(nvmlShutdown, T(ret), (void))                                                     \
 	FN(nvmlErrorString, const char *, (T(ret)))                                          \
@@ -313,6 +343,14 @@ struct nvml_compute_instance_profile_info {
 	   (T(device), unsigned *, T(process_info) *))                                       \
 	FN(nvmlDeviceGetTotalEnergyConsumption, T(ret), (T(device), unsigned long long *))   \
 	FN(nvmlDeviceGetCurrentClocksThrottleReasons, T(ret), (T(device), unsigned long long *))
+
+/*
+ * Functions newer than the ABI test's nvml.h (all optional): their prototypes follow NVIDIA's
+ * NVML API reference, not checked by tests/abi.
+ */
+#define NVML_API_FUNCTIONS_NEW(FN, T)                                                 \
+	FN(nvmlDeviceGetMemoryLimits_v1, T(ret), (T(device), T(get_memory_limits) *)) \
+	FN(nvmlDeviceSetMemoryLimits_v1, T(ret), (T(device), T(set_memory_limits) *))
 
 /* Also exported by the fake, for NVIDIA's k8s-device-plugin v0.17 (nvidia-plugin.md §5.3). */
 #define NVML_API_FAKE_FUNCTIONS(FN, T)                                                        \

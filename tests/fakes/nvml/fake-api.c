@@ -853,6 +853,66 @@ enum nvml_return nvmlDeviceGetCurrentClocksThrottleReasons(struct nvml_device *d
 
 /* --- NVIDIA's plugin only: NVLink and MIG (no links, no MIG instances exist) --- */
 
+/* --- per-cgroup memory limits (CUDA 13.4): supported only with "memory_limits = supported" --- */
+
+/* The GPU's record for @path, or NULL; with @add, a new one (NULL when full). fake.mu held. */
+static struct fake_limit *limit_of(struct fake_gpu *g, const char *path, bool add)
+{
+	for (unsigned i = 0; i < g->n_limits; i++)
+		if (!strcmp(g->limits[i].path, path))
+			return &g->limits[i];
+	if (!add || g->n_limits == FAKE_MAX_LIMITS)
+		return NULL;
+	g->limits[g->n_limits] = (struct fake_limit){ .hard = NVML_MEMORY_LIMIT_MAX };
+	(void)snprintf(g->limits[g->n_limits].path, FAKE_LIMIT_PATH, "%s", path);
+	return &g->limits[g->n_limits++];
+}
+
+/* A cgroup never limited reads as cleared: soft 0, hard NVML_MEMORY_LIMIT_MAX, nothing used. */
+enum nvml_return nvmlDeviceGetMemoryLimits_v1(struct nvml_device *d,
+					      struct nvml_get_memory_limits *lim)
+{
+	struct fake_gpu *g;
+	const struct fake_limit *l;
+	enum nvml_return r = enter_dev(ID(nvmlDeviceGetMemoryLimits_v1), d, &g);
+
+	if (r != NVML_RET_SUCCESS)
+		return r;
+	if (!g->mem_limits || g->mig)
+		return leave(NVML_RET_NOT_SUPPORTED);
+	if (!lim || !lim->name_space || lim->name_space[0] != '/')
+		return leave(NVML_RET_INVALID_ARGUMENT);
+	l = limit_of(g, lim->name_space, false);
+	lim->soft = l ? l->soft : 0;
+	lim->hard = l ? l->hard : NVML_MEMORY_LIMIT_MAX;
+	lim->current_used = l ? l->used : 0;
+	return leave(NVML_RET_SUCCESS);
+}
+
+/* Records the limits per cgroup path (the control command "limits GPU" lists them); soft above
+   hard is INVALID_ARGUMENT, as is a path that is not absolute. */
+enum nvml_return nvmlDeviceSetMemoryLimits_v1(struct nvml_device *d,
+					      struct nvml_set_memory_limits *lim)
+{
+	struct fake_gpu *g;
+	struct fake_limit *l;
+	enum nvml_return r = enter_dev(ID(nvmlDeviceSetMemoryLimits_v1), d, &g);
+
+	if (r != NVML_RET_SUCCESS)
+		return r;
+	if (!g->mem_limits || g->mig)
+		return leave(NVML_RET_NOT_SUPPORTED);
+	if (!lim || !lim->name_space || lim->name_space[0] != '/' ||
+	    strlen(lim->name_space) >= FAKE_LIMIT_PATH || lim->soft > lim->hard)
+		return leave(NVML_RET_INVALID_ARGUMENT);
+	l = limit_of(g, lim->name_space, true);
+	if (!l)
+		return leave(NVML_RET_INSUFFICIENT_RESOURCES);
+	l->soft = lim->soft;
+	l->hard = lim->hard;
+	return leave(NVML_RET_SUCCESS);
+}
+
 enum nvml_return nvmlDeviceGetNvLinkState(struct nvml_device *d, unsigned link,
 					  enum nvml_enable_state *active)
 {

@@ -35,7 +35,7 @@ static const char help[] =
 	"xid GPU N [COUNT] | ecc GPU single|double [COUNT] | lost GPU | back GPU | temp GPU C | "
 	"mismatch on|off | reload [FIXTURE] | load FIXTURE | fail FUNC CODE|off [NTH] | counts | "
 	"count FUNC | set GPU|global KEY VALUE | waiters | sets | block FUNC [GPU] | "
-	"release FUNC [GPU] | blocked FUNC | ping";
+	"release FUNC [GPU] | blocked FUNC | limits GPU | ping";
 
 static int reply(char *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int reply(char *out, const char *fmt, ...)
@@ -284,6 +284,21 @@ static void command(char *line, char *out)
 		}
 		(void)pthread_cond_broadcast(&fake.cond);
 		reply(out, "ok");
+	} else if (!strcmp(argv[0], "limits") && argc == 2) {
+		/* What nvmlDeviceSetMemoryLimits_v1 recorded: "ok PATH=SOFT:HARD ..." (bytes). */
+		size_t n;
+
+		if (parse_gpu(argv[1], &gpu) < 0) {
+			reply(out, "error no such GPU");
+			return;
+		}
+		n = (size_t)snprintf(out, REPLY_SIZE, "ok");
+		for (unsigned i = 0; i < fake.fx.gpus[gpu].n_limits && n < REPLY_SIZE; i++) {
+			const struct fake_limit *l = &fake.fx.gpus[gpu].limits[i];
+
+			n += (size_t)snprintf(out + n, REPLY_SIZE - n, " %s=%llu:%llu", l->path,
+					      l->soft, l->hard);
+		}
 	} else if (!strcmp(argv[0], "waiters")) {
 		reply(out, "ok %u", fake.waiters);
 	} else if (!strcmp(argv[0], "sets")) {

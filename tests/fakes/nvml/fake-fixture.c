@@ -399,6 +399,13 @@ int fake_gpu_set(struct fake_gpu *g, unsigned index, const char *key, const char
 	} else if (!strcmp(key, "mig")) {
 		if (parse_bool(v, &g->mig) < 0)
 			goto bad;
+	} else if (!strcmp(key, "memory_limits")) {
+		if (!strcmp(v, "supported"))
+			g->mem_limits = true;
+		else if (!strcmp(v, "not_supported"))
+			g->mem_limits = false;
+		else
+			goto bad;
 	} else if (!strcmp(key, "numa")) {
 		if (!strcmp(v, "none"))
 			g->numa[0] = 0;

@@ -14,10 +14,12 @@
 
 #include "nvml-api.h"
 
-#define FAKE_MAX_GPUS  16
-#define FAKE_MAX_SETS  16
-#define FAKE_MAX_PROCS 128
-#define FAKE_GEN_SLOTS 4
+#define FAKE_MAX_GPUS	16
+#define FAKE_MAX_SETS	16
+#define FAKE_MAX_PROCS	128
+#define FAKE_GEN_SLOTS	4
+#define FAKE_MAX_LIMITS 16 /* cgroups with memory limits, per GPU */
+#define FAKE_LIMIT_PATH 256
 
 _Static_assert(FAKE_MAX_GPUS <= 32, "blocked_gpus holds a bit per GPU");
 
@@ -32,6 +34,12 @@ enum fake_fn {
 struct fake_proc {
 	unsigned pid;
 	unsigned long long used;
+};
+
+/* One cgroup's limits as nvmlDeviceSetMemoryLimits_v1 left them. */
+struct fake_limit {
+	char path[FAKE_LIMIT_PATH];
+	unsigned long long soft, hard, used;
 };
 
 struct fake_gpu {
@@ -59,6 +67,10 @@ struct fake_gpu {
 	struct fake_proc procs[FAKE_MAX_PROCS];
 	int topo[FAKE_MAX_GPUS]; /* common ancestor level with GPU j, -1 = default */
 	bool lost;
+	/* "memory_limits = supported": the CUDA 13.4 per-cgroup limits (default not_supported) */
+	bool mem_limits;
+	unsigned n_limits;
+	struct fake_limit limits[FAKE_MAX_LIMITS];
 	uint64_t not_supported[FAKE_FN_WORDS];
 };
 

@@ -1,0 +1,186 @@
+#!/usr/bin/python3
+"""gpumem enforcement, the device plugin's side (issue 19, src/enforce/), through the real
+daemon, the kubelet emulator and the fake NVML: the interposer library installed into the
+state directory, the env and mounts of a gpumem Allocate, the allocation directory (units,
+limits, state/region), its removal when its units are allocated again and when pod-resources
+shows its pod gone (after the grace, short here through EDGEGPU_GPUMEM_GRACE_MS, a test-only
+variable), a restart that keeps live allocations, and a state directory that cannot be
+written (Allocate still succeeds, accounting, said at warn).
+
+The fake NVML has no memory-limit API: the driver path is never in force here, so a node with
+the library runs the interposer."""
+
+import filecmp
+import os
+import subprocess
+
+from common import NodeTest, main, uuids
+from edgegpu import PluginClient, wait_until
+
+GPUMEM = "nvidia.com/gpumem"
+ONE = uuids("sharing/one-16g.conf")
+CONFIG = "version: v1\nedgegpu:\n  sharing:\n    memory:\n      devices: [0]\n"
+DEBUG = {"EDGEGPU_LOG_LEVEL": "debug"}
+# The hooks helper's build of the library, when it exists; any file stands in for it.
+BUILT_LIB = os.path.join(os.environ.get("IPZ_BUILD_DIR", ""), "libedgegpu-cuda.so")
+
+
+class EnforceTest(NodeTest):
+    def start(self, env=None, state=None, lib=None):
+        """A one-GPU gpumem node with enforcement state under the node's directory. Returns
+        (node, daemon, state directory, source library)."""
+        n = self.node("sharing/one-16g.conf", emulator_args=("--max-ids", "400000"))
+        if lib is None:
+            lib = BUILT_LIB if os.path.isfile(BUILT_LIB) else os.path.join(n.root, "lib.so")
+            if lib != BUILT_LIB:
+                with open(lib, "wb") as f:
+                    f.write(b"\x7fELF stand-in for libedgegpu-cuda.so\n")
+        if state == "file":  # a file where the state directory goes
+            state = os.path.join(n.root, "not-a-dir")
+            with open(state, "w") as f:
+                f.write("x")
+        state = state or os.path.join(n.root, "state")
+        d = n.start_daemon(config=CONFIG, env=env,
+                           flags=("--gpumem-state-dir", state, "--interposer-lib", lib))
+        n.wait_register(GPUMEM, timeout=10)
+        n.wait_devices(GPUMEM, timeout=10)
+        return n, d, state, lib
+
+    def admit(self, n, pod, count):
+        ev = n.emu.admit(pod, f"c1:{GPUMEM}={count}")
+        self.assertTrue(ev["ok"], ev)
+        al = n.emu.allocations(pod)
+        self.assertEqual(len(al), 1, al)
+        self.assertTrue(al[0]["ok"], al[0])
+        return al[0]
+
+    def alloc_dirs(self, state):
+        d = os.path.join(state, "alloc")
+        return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+    def dir_of(self, resp):
+        """The allocation directory a response's limits mount names."""
+        m = [m for m in resp["mounts"] if m["container_path"] == "/usr/local/edgegpu/limits"]
+        self.assertEqual(len(m), 1, resp["mounts"])
+        return os.path.dirname(m[0]["host_path"])
+
+
+class Allocate(EnforceTest):
+    def test_env_mounts_region_and_library(self):
+        n, d, state, lib = self.start()
+        a = self.admit(n, "p1", 512)
+        r = a["response"]
+        envs = r["envs"]
+        self.assertEqual(envs["NVIDIA_GPU_MEMORY_REQUEST"], "512")
+        self.assertEqual(envs["NVIDIA_GPU_MEMORY_LIMIT"], "512")
+        self.assertEqual(envs["EDGEGPU_GPUMEM_ENFORCEMENT"], "interposer")
+        self.assertEqual(envs["EDGEGPU_GPUMEM_LIMIT_MIB"], "512")
+        self.assertNotIn("LD_PRELOAD", envs)
+        adir = self.dir_of(r)
+        name = os.path.basename(adir)
+        self.assertRegex(name, r"^[0-9a-f]{16}$")
+        self.assertEqual(os.path.dirname(adir), os.path.join(state, "alloc"))
+        got = {m["container_path"]: (m["host_path"], m["read_only"]) for m in r["mounts"]}
+        self.assertEqual(got, {
+            "/usr/local/edgegpu/libedgegpu-cuda.so":
+                (os.path.join(state, "lib", "libedgegpu-cuda.so"), True),
+            "/etc/ld.so.preload": (os.path.join(state, "lib", "ld.so.preload"), True),
+            "/usr/local/edgegpu/limits": (os.path.join(adir, "limits"), True),
+            "/usr/local/edgegpu/state": (os.path.join(adir, "state"), False),
+        })
+        # The library installed is the source's bytes; ld.so.preload names its container path.
+        self.assertTrue(filecmp.cmp(lib, os.path.join(state, "lib", "libedgegpu-cuda.so"),
+                                    shallow=False))
+        with open(os.path.join(state, "lib", "ld.so.preload")) as f:
+            self.assertEqual(f.read(), "/usr/local/edgegpu/libedgegpu-cuda.so\n")
+        with open(os.path.join(adir, "units")) as f:
+            lines = f.read().splitlines()
+        self.assertEqual(lines[0], GPUMEM)
+        self.assertEqual(sorted(lines[1:]), sorted(a["ids"]))
+        with open(os.path.join(adir, "limits")) as f:
+            limits = f.read()
+        self.assertIn("mode enforce\n", limits)
+        self.assertIn(f"gpu {ONE[0]} {512 << 20}\n", limits)
+        with open(os.path.join(adir, "mode")) as f:
+            self.assertEqual(f.read(), "interposer\n")
+        # The region the interposer maps: checked by the region's own reader.
+        out = subprocess.run([os.environ["IPZ_SETUP"], "--show",
+                              os.path.join(adir, "state", "region")],
+                             capture_output=True, text=True, timeout=10)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn(f"gpu=0 uuid={ONE[0]} limit={512 << 20} used=0", out.stdout)
+
+    def test_units_allocated_again_remove_the_old_directory(self):
+        n, d, state, lib = self.start()
+        letter = n.emu.last_devices(GPUMEM)["healthy"][0][0]
+        ids = [letter + str(i) for i in range(1, 5)]
+        c = PluginClient(n.socket("nvidia-gpumem.sock"))
+        self.addCleanup(c.close)
+        r1 = c.allocate(ids)
+        self.assertEqual(r1.code, "OK", r1)
+        first = self.dir_of(r1.responses[0])
+        self.assertTrue(os.path.isdir(first))
+        # Two of its units in a new allocation: a unit is held by one container at a time.
+        r2 = c.allocate(ids[2:] + [letter + "9"])
+        self.assertEqual(r2.code, "OK", r2)
+        second = self.dir_of(r2.responses[0])
+        self.assertFalse(os.path.exists(first))
+        self.assertTrue(os.path.isdir(second))
+        self.assertEqual(self.alloc_dirs(state), [os.path.basename(second)])
+
+
+class Lifecycle(EnforceTest):
+    def test_pod_gone_directory_removed_after_grace(self):
+        n, d, state, lib = self.start(env={"EDGEGPU_GPUMEM_GRACE_MS": "300"})
+        keep = self.dir_of(self.admit(n, "p1", 100)["response"])
+        gone = self.dir_of(self.admit(n, "p2", 200)["response"])
+        n.emu.delete("p2")
+        wait_until(lambda: not os.path.exists(gone), timeout=30,
+                   what=f"{gone} removed after its pod was deleted")
+        d.wait_log("gpumem allocation's pod is gone, removing it",
+                   name=os.path.basename(gone), timeout=5)
+        self.assertTrue(os.path.isdir(keep))
+
+    def test_restart_keeps_live_allocations(self):
+        env = dict(DEBUG, EDGEGPU_GPUMEM_GRACE_MS="300")
+        n, d, state, lib = self.start(env=env)
+        live = self.dir_of(self.admit(n, "p1", 100)["response"])
+        d.stop()
+        d = n.start_daemon(config=CONFIG, env=env,
+                           flags=("--gpumem-state-dir", state, "--interposer-lib", lib))
+        d.wait_log("gpumem allocations read back", kept="1", timeout=10)
+        # Pod-resources answered twice the same (p1 listed): acted on, and p1, past its
+        # grace, stays because its pod holds its units.
+        d.wait_log("pod-resources answer stable", timeout=15)
+        self.assertTrue(os.path.isdir(live))
+        self.assertEqual(self.alloc_dirs(state), [os.path.basename(live)])
+
+
+class Hostile(EnforceTest):
+    def test_state_dir_unwritable_still_allocates(self):
+        n, d, state, lib = self.start(state="file")
+        d.wait_log("cannot install the interposer library: gpumem limits are not enforced "
+                   "by the interposer", timeout=10)
+        a = self.admit(n, "p1", 64)
+        envs = a["response"]["envs"]
+        self.assertEqual(envs["EDGEGPU_GPUMEM_ENFORCEMENT"], "accounting")
+        self.assertEqual(envs["NVIDIA_GPU_MEMORY_LIMIT"], "64")
+        self.assertEqual(a["response"]["mounts"], [])
+        rec = d.wait_log("gpumem limit NOT enforced: accounting only (metrics and alerts)",
+                         timeout=5)
+        self.assertEqual(rec["level"], "warn")
+
+    def test_library_missing_is_said_once(self):
+        n, d, state, lib = self.start(lib="/nonexistent/libedgegpu-cuda.so")
+        rec = d.wait_log("interposer library not found: gpumem limits are not enforced by "
+                         "the interposer", timeout=10)
+        self.assertEqual(rec["level"], "warn")
+        self.assertEqual(rec["path"], "/nonexistent/libedgegpu-cuda.so")
+        a = self.admit(n, "p1", 64)
+        self.assertEqual(a["response"]["envs"]["EDGEGPU_GPUMEM_ENFORCEMENT"], "accounting")
+        self.assertEqual(len(d.find_logs("interposer library not found: gpumem limits are "
+                                         "not enforced by the interposer")), 1)
+
+
+if __name__ == "__main__":
+    main()
