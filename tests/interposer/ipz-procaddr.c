@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cuda-api.h"
@@ -200,7 +201,32 @@ static int child(void)
 		CHECK(release(b) == CU_RES_SUCCESS, "free");
 		CHECK(release(0xdead0000) == CU_RES_INVALID_VALUE,
 		      "unknown pointer reaches the driver");
+
+		/* A fork child counts in a slot of its own; when it dies, its memory comes back. */
+		CHECK(alloc(&a, 100 << 20) == CU_RES_SUCCESS, "100 MiB before the fork");
+		pid_t pid = fork();
+		if (pid == 0)
+			_exit(alloc(&b, 800 << 20) == CU_RES_SUCCESS &&
+					      alloc(&b, 200 << 20) == CU_RES_OUT_OF_MEMORY ?
+				      0 :
+				      1);
+		int wst = -1;
+		CHECK(pid > 0 && waitpid(pid, &wst, 0) == pid && WIFEXITED(wst) &&
+			      WEXITSTATUS(wst) == 0,
+		      "fork child: 800 MiB beside the parent's 100, then refused");
+		CHECK(info(&fr, &tot) == CU_RES_SUCCESS && fr == GIB - (100 << 20),
+		      "free after the child died: %zu, want the slice less the parent's 100 MiB",
+		      fr);
+		CHECK(release(a) == CU_RES_SUCCESS, "free");
 	}
+
+	/*
+	 * RTLD_NEXT means "after the caller": from this program, a wrapped name is ours (we come
+	 * right after the program). Our dlsym must reach glibc's as a tail call to keep that.
+	 */
+	p = dlsym(RTLD_NEXT, "cuMemAlloc_v2");
+	CHECK(ours(p), "dlsym(RTLD_NEXT, cuMemAlloc_v2) from the program = %s, not ours",
+	      sym_name(p));
 	if (failures == 0)
 		printf("ipz-procaddr: %u cuGetProcAddress answers checked, %u mapped to wrappers\n",
 		       checked, mapped);
