@@ -887,6 +887,67 @@ IPZ_EXPORT enum cu_result cuGraphInstantiateWithFlags(struct cu_graph_exec **exe
 	return r;
 }
 
+IPZ_EXPORT enum cu_result cuGraphInstantiate_v2(struct cu_graph_exec **exec, struct cu_graph *g,
+						struct cu_graph_node **err_node, char *log,
+						size_t log_size)
+{
+	enum cu_result r;
+
+	IPZ_ENTER(cuGraphInstantiate_v2);
+	r = ipz_real.cuGraphInstantiate_v2(exec, g, err_node, log, log_size);
+	if (r == CU_RES_SUCCESS)
+		graph_settle_current();
+	return r;
+}
+
+/* CUDA 12: instantiate with parameters (CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD may allocate). */
+IPZ_EXPORT enum cu_result cuGraphInstantiateWithParams(struct cu_graph_exec **exec,
+						       struct cu_graph *g, void *params)
+{
+	enum cu_result r;
+
+	IPZ_ENTER(cuGraphInstantiateWithParams);
+	r = ipz_real.cuGraphInstantiateWithParams(exec, g, params);
+	if (r == CU_RES_SUCCESS)
+		graph_settle_current();
+	return r;
+}
+
+IPZ_EXPORT enum cu_result cuGraphInstantiateWithParams_ptsz(struct cu_graph_exec **exec,
+							    struct cu_graph *g, void *params)
+{
+	enum cu_result r;
+
+	IPZ_ENTER(cuGraphInstantiateWithParams_ptsz);
+	r = ipz_real.cuGraphInstantiateWithParams_ptsz(exec, g, params);
+	if (r == CU_RES_SUCCESS)
+		graph_settle_current();
+	return r;
+}
+
+/* An upload allocates the graph's memory ahead of its first launch. */
+IPZ_EXPORT enum cu_result cuGraphUpload(struct cu_graph_exec *exec, struct cu_stream *s)
+{
+	enum cu_result r;
+
+	IPZ_ENTER(cuGraphUpload);
+	r = ipz_real.cuGraphUpload(exec, s);
+	if (r == CU_RES_SUCCESS)
+		graph_settle_current();
+	return r;
+}
+
+IPZ_EXPORT enum cu_result cuGraphUpload_ptsz(struct cu_graph_exec *exec, struct cu_stream *s)
+{
+	enum cu_result r;
+
+	IPZ_ENTER(cuGraphUpload_ptsz);
+	r = ipz_real.cuGraphUpload_ptsz(exec, s);
+	if (r == CU_RES_SUCCESS)
+		graph_settle_current();
+	return r;
+}
+
 IPZ_EXPORT enum cu_result cuGraphLaunch(struct cu_graph_exec *exec, struct cu_stream *s)
 {
 	enum cu_result r;

@@ -29,8 +29,19 @@
 #define IPZ_DIR "/usr/local/edgegpu"
 #endif
 
-/* Functions we call but do not wrap, declared here (not in cuda-api.h's list). */
+/* Functions outside cuda-api.h's list: one we call, and graph entry points we wrap that the
+ * fake driver does not implement (their parameters we never read are opaque here). */
 typedef enum cu_result ipz_fn_cuDeviceGetAttribute(int *, int, cu_device);
+#define IPZ_EXTRA_FUNCTIONS(FN)                                                                   \
+	FN(cuGraphUpload, (struct cu_graph_exec *, struct cu_stream *))                           \
+	FN(cuGraphUpload_ptsz, (struct cu_graph_exec *, struct cu_stream *))                      \
+	FN(cuGraphInstantiate_v2,                                                                 \
+	   (struct cu_graph_exec **, struct cu_graph *, struct cu_graph_node **, char *, size_t)) \
+	FN(cuGraphInstantiateWithParams, (struct cu_graph_exec **, struct cu_graph *, void *))    \
+	FN(cuGraphInstantiateWithParams_ptsz, (struct cu_graph_exec **, struct cu_graph *, void *))
+#define IPZ_EXTRA_FN_TYPE(sym, params) typedef enum cu_result cu_fn_##sym params;
+IPZ_EXTRA_FUNCTIONS(IPZ_EXTRA_FN_TYPE)
+#undef IPZ_EXTRA_FN_TYPE
 #define IPZ_CU_ATTR_INTEGRATED 18 /* CU_DEVICE_ATTRIBUTE_INTEGRATED */
 #ifndef IPZ_NVML_ERROR_LIBRARY_NOT_FOUND
 #define IPZ_NVML_ERROR_LIBRARY_NOT_FOUND 12 /* NVML_ERROR_LIBRARY_NOT_FOUND */
@@ -38,43 +49,48 @@ typedef enum cu_result ipz_fn_cuDeviceGetAttribute(int *, int, cu_device);
 
 /* Every symbol we wrap (each defined and exported in ipz.c, ipz-alloc.c or ipz-info.c; the
  * same list is libedgegpu-cuda.map). */
-#define IPZ_CU_WRAPPED(W)               \
-	W(cuGetProcAddress)             \
-	W(cuGetProcAddress_v2)          \
-	W(cuMemGetInfo_v2)              \
-	W(cuDeviceTotalMem_v2)          \
-	W(cuMemAlloc_v2)                \
-	W(cuMemAllocPitch_v2)           \
-	W(cuMemFree_v2)                 \
-	W(cuMemAllocManaged)            \
-	W(cuMemCreate)                  \
-	W(cuMemRelease)                 \
-	W(cuMemMap)                     \
-	W(cuMemUnmap)                   \
-	W(cuMemAllocAsync)              \
-	W(cuMemAllocAsync_ptsz)         \
-	W(cuMemAllocFromPoolAsync)      \
-	W(cuMemAllocFromPoolAsync_ptsz) \
-	W(cuMemFreeAsync)               \
-	W(cuMemFreeAsync_ptsz)          \
-	W(cuMemPoolCreate)              \
-	W(cuMemPoolDestroy)             \
-	W(cuMemPoolTrimTo)              \
-	W(cuDeviceGetDefaultMemPool)    \
-	W(cuDeviceGetMemPool)           \
-	W(cuMemGetDefaultMemPool)       \
-	W(cuMemGetMemPool)              \
-	W(cuArrayCreate_v2)             \
-	W(cuArray3DCreate_v2)           \
-	W(cuArrayDestroy)               \
-	W(cuMipmappedArrayCreate)       \
-	W(cuMipmappedArrayDestroy)      \
-	W(cuGraphAddMemAllocNode)       \
-	W(cuGraphAddNode)               \
-	W(cuGraphAddNode_v2)            \
-	W(cuGraphInstantiateWithFlags)  \
-	W(cuGraphLaunch)                \
-	W(cuGraphLaunch_ptsz)           \
+#define IPZ_CU_WRAPPED(W)                    \
+	W(cuGetProcAddress)                  \
+	W(cuGetProcAddress_v2)               \
+	W(cuMemGetInfo_v2)                   \
+	W(cuDeviceTotalMem_v2)               \
+	W(cuMemAlloc_v2)                     \
+	W(cuMemAllocPitch_v2)                \
+	W(cuMemFree_v2)                      \
+	W(cuMemAllocManaged)                 \
+	W(cuMemCreate)                       \
+	W(cuMemRelease)                      \
+	W(cuMemMap)                          \
+	W(cuMemUnmap)                        \
+	W(cuMemAllocAsync)                   \
+	W(cuMemAllocAsync_ptsz)              \
+	W(cuMemAllocFromPoolAsync)           \
+	W(cuMemAllocFromPoolAsync_ptsz)      \
+	W(cuMemFreeAsync)                    \
+	W(cuMemFreeAsync_ptsz)               \
+	W(cuMemPoolCreate)                   \
+	W(cuMemPoolDestroy)                  \
+	W(cuMemPoolTrimTo)                   \
+	W(cuDeviceGetDefaultMemPool)         \
+	W(cuDeviceGetMemPool)                \
+	W(cuMemGetDefaultMemPool)            \
+	W(cuMemGetMemPool)                   \
+	W(cuArrayCreate_v2)                  \
+	W(cuArray3DCreate_v2)                \
+	W(cuArrayDestroy)                    \
+	W(cuMipmappedArrayCreate)            \
+	W(cuMipmappedArrayDestroy)           \
+	W(cuGraphAddMemAllocNode)            \
+	W(cuGraphAddNode)                    \
+	W(cuGraphAddNode_v2)                 \
+	W(cuGraphInstantiateWithFlags)       \
+	W(cuGraphInstantiate_v2)             \
+	W(cuGraphInstantiateWithParams)      \
+	W(cuGraphInstantiateWithParams_ptsz) \
+	W(cuGraphUpload)                     \
+	W(cuGraphUpload_ptsz)                \
+	W(cuGraphLaunch)                     \
+	W(cuGraphLaunch_ptsz)                \
 	W(cuDeviceGraphMemTrim)
 #define IPZ_NVML_WRAPPED(W)        \
 	W(nvmlDeviceGetMemoryInfo) \
@@ -103,6 +119,9 @@ struct ipz_real {
 	CUDA_API_FUNCTIONS(IPZ_REAL_FIELD, CUDA_OWN_TYPE)
 #undef IPZ_REAL_FIELD
 	ipz_fn_cuDeviceGetAttribute *cuDeviceGetAttribute;
+#define IPZ_REAL_FIELD(sym, params) cu_fn_##sym *sym;
+	IPZ_EXTRA_FUNCTIONS(IPZ_REAL_FIELD)
+#undef IPZ_REAL_FIELD
 #define IPZ_REAL_FIELD(sym, r, params) ipz_nvml_fn_##sym *sym;
 	IPZ_NVML_FUNCTIONS(IPZ_REAL_FIELD)
 #undef IPZ_REAL_FIELD

@@ -294,6 +294,9 @@ static void cuda_setup(void)
 #undef IPZ_RESOLVE
 	ipz_real.cuDeviceGetAttribute =
 		(ipz_fn_cuDeviceGetAttribute *)sym(cuda_lib, "cuDeviceGetAttribute");
+#define IPZ_RESOLVE(s, params) ipz_real.s = (cu_fn_##s *)sym(cuda_lib, #s);
+	IPZ_EXTRA_FUNCTIONS(IPZ_RESOLVE)
+#undef IPZ_RESOLVE
 #define IPZ_MAP(s) cu_map[n++] = (struct ipz_map){ (const void *)ipz_real.s, (void *)s };
 	IPZ_CU_WRAPPED(IPZ_MAP)
 	__atomic_store_n(&cu_map_n, map_build(cu_map, n), __ATOMIC_RELEASE);
