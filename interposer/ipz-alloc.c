@@ -330,6 +330,7 @@ static enum cu_result pool_alloc(cu_deviceptr *dptr, size_t size, struct cu_mem_
 				 struct cu_stream *stream, int gpu, pool_alloc_fn *call,
 				 const void *real, free_async_fn *free_async)
 {
+	struct ipz_entry stale;
 	enum cu_result r;
 
 	if (gpu < 0)
@@ -348,7 +349,11 @@ static enum cu_result pool_alloc(cu_deviceptr *dptr, size_t size, struct cu_mem_
 			(void)free_async(*dptr, stream);
 		return CU_RES_OUT_OF_MEMORY;
 	}
-	/* Only to find the pool at the free; the bytes are the pool's. */
+	/*
+	 * Only to find the pool at the free; the bytes are the pool's. An entry left at this
+	 * address by a pool destroyed with the pointer still in it is replaced.
+	 */
+	(void)ipz_table_take(IPZ_K_POOL_PTR, *dptr, &stale);
 	(void)remember(IPZ_K_POOL_PTR, *dptr, -1, 0, (uintptr_t)pool);
 	return CU_RES_SUCCESS;
 }
