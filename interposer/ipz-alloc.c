@@ -38,8 +38,7 @@ void ipz_release(int gpu, uint64_t bytes)
 		region_release(&ipz.region, (unsigned)gpu, bytes);
 }
 
-/* Moves a reservation of @had to @want after the driver said what it took. */
-static enum cu_result settle(int gpu, uint64_t had, uint64_t want)
+enum cu_result ipz_settle(int gpu, uint64_t had, uint64_t want)
 {
 	if (want > had)
 		return ipz_reserve(gpu, want - had);
@@ -124,7 +123,7 @@ IPZ_EXPORT enum cu_result cuMemAllocPitch_v2(cu_deviceptr *dptr, size_t *pitch, 
 		return r;
 	}
 	real = (uint64_t)*pitch * height;
-	if (settle(gpu, est, real) != CU_RES_SUCCESS) {
+	if (ipz_settle(gpu, est, real) != CU_RES_SUCCESS) {
 		ipz_release(gpu, est);
 		(void)ipz_real.cuMemFree_v2(*dptr);
 		return CU_RES_OUT_OF_MEMORY;
@@ -305,7 +304,7 @@ static enum cu_result pool_settle(struct cu_mem_pool *pool, int gpu, uint64_t pe
 	    ipz_real.cuMemPoolGetAttribute(pool, CU_POOL_ATTR_RESERVED_MEM_CURRENT, &now) !=
 		    CU_RES_SUCCESS)
 		now = e.bytes + pending; /* unreadable: count what was asked */
-	r = settle(gpu, e.bytes + pending, now);
+	r = ipz_settle(gpu, e.bytes + pending, now);
 	if (r == CU_RES_SUCCESS)
 		(void)ipz_table_set_bytes(IPZ_K_POOL, (uintptr_t)pool, now);
 out:
@@ -517,59 +516,36 @@ IPZ_EXPORT enum cu_result cuMemPoolDestroy(struct cu_mem_pool *pool)
 	return r;
 }
 
-IPZ_EXPORT enum cu_result cuDeviceGetDefaultMemPool(struct cu_mem_pool **pool, cu_device dev)
-{
-	enum cu_result r;
+/* A pool handed out for a device or location: learn its GPU (host locations: none). */
+#define IPZ_POOL_GETTER(sym, params, args, gpu)                   \
+	IPZ_EXPORT enum cu_result sym params                      \
+	{                                                         \
+		enum cu_result r;                                 \
+		IPZ_ENTER(sym);                                   \
+		r = ipz_real.sym args;                            \
+		if (r == CU_RES_SUCCESS && ipz.enforcing && pool) \
+			pool_learn(*pool, gpu);                   \
+		return r;                                         \
+	}
 
-	IPZ_ENTER(cuDeviceGetDefaultMemPool);
-	r = ipz_real.cuDeviceGetDefaultMemPool(pool, dev);
-	if (r == CU_RES_SUCCESS && ipz.enforcing && pool)
-		pool_learn(*pool, ipz_dev_gpu(dev));
-	return r;
+static int location_gpu(const struct cu_mem_location *loc)
+{
+	return loc && loc->type == CU_LOC_DEVICE ? ipz_dev_gpu(loc->id) : -1;
 }
 
-IPZ_EXPORT enum cu_result cuDeviceGetMemPool(struct cu_mem_pool **pool, cu_device dev)
-{
-	enum cu_result r;
-
-	IPZ_ENTER(cuDeviceGetMemPool);
-	r = ipz_real.cuDeviceGetMemPool(pool, dev);
-	if (r == CU_RES_SUCCESS && ipz.enforcing && pool)
-		pool_learn(*pool, ipz_dev_gpu(dev));
-	return r;
-}
-
+IPZ_POOL_GETTER(cuDeviceGetDefaultMemPool, (struct cu_mem_pool * *pool, cu_device dev), (pool, dev),
+		ipz_dev_gpu(dev))
+IPZ_POOL_GETTER(cuDeviceGetMemPool, (struct cu_mem_pool * *pool, cu_device dev), (pool, dev),
+		ipz_dev_gpu(dev))
 /* CUDA 13: pools by location and allocation type. */
-static void pool_learn_at(struct cu_mem_pool **pool, const struct cu_mem_location *loc)
-{
-	if (ipz.enforcing && pool && loc)
-		pool_learn(*pool, loc->type == CU_LOC_DEVICE ? ipz_dev_gpu(loc->id) : -1);
-}
-
-IPZ_EXPORT enum cu_result cuMemGetDefaultMemPool(struct cu_mem_pool **pool,
-						 struct cu_mem_location *loc,
-						 enum cu_mem_alloc_type type)
-{
-	enum cu_result r;
-
-	IPZ_ENTER(cuMemGetDefaultMemPool);
-	r = ipz_real.cuMemGetDefaultMemPool(pool, loc, type);
-	if (r == CU_RES_SUCCESS)
-		pool_learn_at(pool, loc);
-	return r;
-}
-
-IPZ_EXPORT enum cu_result cuMemGetMemPool(struct cu_mem_pool **pool, struct cu_mem_location *loc,
-					  enum cu_mem_alloc_type type)
-{
-	enum cu_result r;
-
-	IPZ_ENTER(cuMemGetMemPool);
-	r = ipz_real.cuMemGetMemPool(pool, loc, type);
-	if (r == CU_RES_SUCCESS)
-		pool_learn_at(pool, loc);
-	return r;
-}
+IPZ_POOL_GETTER(cuMemGetDefaultMemPool,
+		(struct cu_mem_pool * *pool, struct cu_mem_location *loc,
+		 enum cu_mem_alloc_type type),
+		(pool, loc, type), location_gpu(loc))
+IPZ_POOL_GETTER(cuMemGetMemPool,
+		(struct cu_mem_pool * *pool, struct cu_mem_location *loc,
+		 enum cu_mem_alloc_type type),
+		(pool, loc, type), location_gpu(loc))
 
 /* ---- arrays and mipmapped arrays: an estimate first, the driver's requirement after ---- */
 
@@ -632,92 +608,94 @@ static uint64_t array_required(struct cu_array *arr, struct cu_mipmapped_array *
 	return r == CU_RES_SUCCESS && req.size > 0 ? req.size : est;
 }
 
-/* Reserves @est on the context's device; *ret_gpu -1: not counted (pass through). */
-static enum cu_result array_begin(uint64_t est, int *ret_gpu, cu_device *ret_dev)
-{
-	enum cu_result r = CU_RES_SUCCESS;
-	int gpu;
+typedef enum cu_result array_create_fn(void **obj, const void *desc, unsigned levels);
 
-	*ret_gpu = -1;
-	if (!ipz.enforcing)
-		return CU_RES_SUCCESS;
-	gpu = ipz_dev_current(ret_dev, &r);
-	if (gpu == IPZ_DEV_ERROR)
-		return r;
-	if (gpu < 0)
-		return CU_RES_SUCCESS;
-	r = ipz_reserve(gpu, est);
-	if (r == CU_RES_SUCCESS)
-		*ret_gpu = gpu;
-	return r;
+static enum cu_result array_destroy(enum ipz_kind kind, void *obj)
+{
+	return kind == IPZ_K_ARRAY ? ipz_real.cuArrayDestroy(obj) :
+				     ipz_real.cuMipmappedArrayDestroy(obj);
 }
 
-/* After a successful create: settle to the driver's figure and remember it, or undo. */
-static bool array_end(enum ipz_kind kind, uint64_t key, int gpu, uint64_t est, uint64_t real)
+/*
+ * Creates an array (@kind IPZ_K_ARRAY) or a mipmapped array (IPZ_K_MIPMAP) on the context's
+ * device: reserves the estimate @est, creates, settles to the driver's own requirement and
+ * remembers it; undoes all on a refusal.
+ */
+static enum cu_result array_create(enum ipz_kind kind, void **obj, const void *desc,
+				   unsigned levels, uint64_t est, array_create_fn *create)
 {
-	if (settle(gpu, est, real) != CU_RES_SUCCESS) {
-		ipz_release(gpu, est);
-		return false;
+	enum cu_result r = CU_RES_SUCCESS;
+	cu_device dev = 0;
+	uint64_t real;
+	int gpu = -1;
+
+	if (ipz.enforcing && obj && desc) {
+		gpu = ipz_dev_current(&dev, &r);
+		if (gpu == IPZ_DEV_ERROR)
+			return r;
+		r = ipz_reserve(gpu, est);
+		if (r != CU_RES_SUCCESS)
+			return r;
 	}
-	return remember(kind, key, gpu, real, 0);
+	r = create(obj, desc, levels);
+	if (gpu < 0)
+		return r;
+	if (r != CU_RES_SUCCESS) {
+		ipz_release(gpu, est);
+		return r;
+	}
+	real = array_required(kind == IPZ_K_ARRAY ? *obj : NULL, kind == IPZ_K_MIPMAP ? *obj : NULL,
+			      dev, est);
+	if (ipz_settle(gpu, est, real) != CU_RES_SUCCESS) {
+		ipz_release(gpu, est);
+		(void)array_destroy(kind, *obj);
+		return CU_RES_OUT_OF_MEMORY;
+	}
+	if (!remember(kind, (uintptr_t)*obj, gpu, real, 0)) {
+		(void)array_destroy(kind, *obj);
+		return CU_RES_OUT_OF_MEMORY;
+	}
+	return CU_RES_SUCCESS;
+}
+
+static enum cu_result create_2d(void **obj, const void *desc, unsigned levels)
+{
+	return ipz_real.cuArrayCreate_v2((struct cu_array **)obj, desc);
+}
+
+static enum cu_result create_3d(void **obj, const void *desc, unsigned levels)
+{
+	return ipz_real.cuArray3DCreate_v2((struct cu_array **)obj, desc);
+}
+
+static enum cu_result create_mipmapped(void **obj, const void *desc, unsigned levels)
+{
+	return ipz_real.cuMipmappedArrayCreate((struct cu_mipmapped_array **)obj, desc, levels);
 }
 
 IPZ_EXPORT enum cu_result cuArrayCreate_v2(struct cu_array **arr, const struct cu_array_desc *a)
 {
-	uint64_t est = 0, real;
-	enum cu_result r;
-	cu_device dev = 0;
-	int gpu = -1;
-
 	IPZ_ENTER(cuArrayCreate_v2);
-	if (ipz.enforcing && arr && a) {
-		est = array_bytes(a->width, a->height, 0, a->format, a->num_channels);
-		r = array_begin(est, &gpu, &dev);
-		if (r != CU_RES_SUCCESS)
-			return r;
-	}
-	r = ipz_real.cuArrayCreate_v2(arr, a);
-	if (gpu < 0)
-		return r;
-	if (r != CU_RES_SUCCESS) {
-		ipz_release(gpu, est);
-		return r;
-	}
-	real = array_required(*arr, NULL, dev, est);
-	if (!array_end(IPZ_K_ARRAY, (uintptr_t)*arr, gpu, est, real)) {
-		(void)ipz_real.cuArrayDestroy(*arr);
-		return CU_RES_OUT_OF_MEMORY;
-	}
-	return CU_RES_SUCCESS;
+	return array_create(IPZ_K_ARRAY, (void **)arr, a, 0,
+			    a ? array_bytes(a->width, a->height, 0, a->format, a->num_channels) : 0,
+			    create_2d);
 }
 
 IPZ_EXPORT enum cu_result cuArray3DCreate_v2(struct cu_array **arr, const struct cu_array3d_desc *a)
 {
-	uint64_t est = 0, real;
-	enum cu_result r;
-	cu_device dev = 0;
-	int gpu = -1;
-
 	IPZ_ENTER(cuArray3DCreate_v2);
-	if (ipz.enforcing && arr && a) {
-		est = array_bytes(a->width, a->height, a->depth, a->format, a->num_channels);
-		r = array_begin(est, &gpu, &dev);
-		if (r != CU_RES_SUCCESS)
-			return r;
-	}
-	r = ipz_real.cuArray3DCreate_v2(arr, a);
-	if (gpu < 0)
-		return r;
-	if (r != CU_RES_SUCCESS) {
-		ipz_release(gpu, est);
-		return r;
-	}
-	real = array_required(*arr, NULL, dev, est);
-	if (!array_end(IPZ_K_ARRAY, (uintptr_t)*arr, gpu, est, real)) {
-		(void)ipz_real.cuArrayDestroy(*arr);
-		return CU_RES_OUT_OF_MEMORY;
-	}
-	return CU_RES_SUCCESS;
+	return array_create(
+		IPZ_K_ARRAY, (void **)arr, a, 0,
+		a ? array_bytes(a->width, a->height, a->depth, a->format, a->num_channels) : 0,
+		create_3d);
+}
+
+IPZ_EXPORT enum cu_result cuMipmappedArrayCreate(struct cu_mipmapped_array **mm,
+						 const struct cu_array3d_desc *a, unsigned levels)
+{
+	IPZ_ENTER(cuMipmappedArrayCreate);
+	return array_create(IPZ_K_MIPMAP, (void **)mm, a, levels, a ? mipmap_bytes(a, levels) : 0,
+			    create_mipmapped);
 }
 
 static enum cu_result destroy_counted(enum ipz_kind kind, uint64_t key, void *obj)
@@ -726,10 +704,7 @@ static enum cu_result destroy_counted(enum ipz_kind kind, uint64_t key, void *ob
 	enum cu_result r;
 	bool had = ipz.enforcing && ipz_table_take(kind, key, &e);
 
-	if (kind == IPZ_K_ARRAY)
-		r = ipz_real.cuArrayDestroy(obj);
-	else
-		r = ipz_real.cuMipmappedArrayDestroy(obj);
+	r = array_destroy(kind, obj);
 	if (had) {
 		if (r == CU_RES_SUCCESS)
 			ipz_release(e.gpu, e.bytes);
@@ -745,243 +720,8 @@ IPZ_EXPORT enum cu_result cuArrayDestroy(struct cu_array *arr)
 	return destroy_counted(IPZ_K_ARRAY, (uintptr_t)arr, arr);
 }
 
-IPZ_EXPORT enum cu_result cuMipmappedArrayCreate(struct cu_mipmapped_array **mm,
-						 const struct cu_array3d_desc *a, unsigned levels)
-{
-	uint64_t est = 0, real;
-	enum cu_result r;
-	cu_device dev = 0;
-	int gpu = -1;
-
-	IPZ_ENTER(cuMipmappedArrayCreate);
-	if (ipz.enforcing && mm && a) {
-		est = mipmap_bytes(a, levels);
-		r = array_begin(est, &gpu, &dev);
-		if (r != CU_RES_SUCCESS)
-			return r;
-	}
-	r = ipz_real.cuMipmappedArrayCreate(mm, a, levels);
-	if (gpu < 0)
-		return r;
-	if (r != CU_RES_SUCCESS) {
-		ipz_release(gpu, est);
-		return r;
-	}
-	real = array_required(NULL, *mm, dev, est);
-	if (!array_end(IPZ_K_MIPMAP, (uintptr_t)*mm, gpu, est, real)) {
-		(void)ipz_real.cuMipmappedArrayDestroy(*mm);
-		return CU_RES_OUT_OF_MEMORY;
-	}
-	return CU_RES_SUCCESS;
-}
-
 IPZ_EXPORT enum cu_result cuMipmappedArrayDestroy(struct cu_mipmapped_array *mm)
 {
 	IPZ_ENTER(cuMipmappedArrayDestroy);
 	return destroy_counted(IPZ_K_MIPMAP, (uintptr_t)mm, mm);
-}
-
-/* ---- graph memory: refused when a node cannot fit, counted by the device's reservation ---- */
-
-/*
- * Graph memory nodes allocate when the graph runs, from a per-device reservation the driver
- * reports as CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT. A node bigger than the limit can never
- * run: refused at creation. The reservation is settled after every call that may change it;
- * growth past the limit at a launch cannot be undone (the work is queued), so it is said once
- * and counted at the next settling that fits.
- */
-static pthread_mutex_t graph_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t graph_counted[REGION_GPUS_MAX];
-
-static void graph_settle(cu_device dev, int gpu)
-{
-	cu_uint64 now = 0;
-
-	if (gpu < 0 || !ipz_real.cuDeviceGetGraphMemAttribute ||
-	    ipz_real.cuDeviceGetGraphMemAttribute(dev, CU_GRAPH_MEM_RESERVED_CURRENT, &now) !=
-		    CU_RES_SUCCESS)
-		return;
-	pthread_mutex_lock(&graph_lock);
-	if (settle(gpu, graph_counted[gpu], now) == CU_RES_SUCCESS)
-		graph_counted[gpu] = now;
-	else
-		IPZ_SAY_ONCE("graph memory grew past the limit at a launch (counted when it fits)");
-	pthread_mutex_unlock(&graph_lock);
-}
-
-static void graph_settle_current(void)
-{
-	enum cu_result err;
-	cu_device dev = 0;
-	int gpu;
-
-	if (!ipz.enforcing)
-		return;
-	gpu = ipz_dev_current(&dev, &err);
-	if (gpu >= 0)
-		graph_settle(dev, gpu);
-}
-
-/* CUDA_ERROR_OUT_OF_MEMORY when a mem-alloc node alone is bigger than its GPU's limit. */
-static enum cu_result graph_node_check(const struct cu_mem_alloc_node_params *p)
-{
-	int gpu;
-
-	if (!ipz.enforcing || ipz.report_only || !p || p->pool_props.location.type != CU_LOC_DEVICE)
-		return CU_RES_SUCCESS;
-	gpu = ipz_dev_gpu(p->pool_props.location.id);
-	if (gpu >= 0 && p->bytesize > ipz.limits.gpus[gpu].limit)
-		return CU_RES_OUT_OF_MEMORY;
-	return CU_RES_SUCCESS;
-}
-
-IPZ_EXPORT enum cu_result cuGraphAddMemAllocNode(struct cu_graph_node **node, struct cu_graph *g,
-						 struct cu_graph_node *const *deps, size_t n,
-						 struct cu_mem_alloc_node_params *p)
-{
-	enum cu_result r;
-
-	IPZ_ENTER(cuGraphAddMemAllocNode);
-	r = graph_node_check(p);
-	if (r != CU_RES_SUCCESS)
-		return r;
-	return ipz_real.cuGraphAddMemAllocNode(node, g, deps, n, p);
-}
-
-static enum cu_result graph_params_check(const struct cu_graph_node_params *p)
-{
-	return p && p->type == CU_NODE_MEM_ALLOC ? graph_node_check(&p->u.alloc) : CU_RES_SUCCESS;
-}
-
-IPZ_EXPORT enum cu_result cuGraphAddNode(struct cu_graph_node **node, struct cu_graph *g,
-					 struct cu_graph_node *const *deps, size_t n,
-					 struct cu_graph_node_params *p)
-{
-	enum cu_result r;
-
-	IPZ_ENTER(cuGraphAddNode);
-	r = graph_params_check(p);
-	if (r != CU_RES_SUCCESS)
-		return r;
-	return ipz_real.cuGraphAddNode(node, g, deps, n, p);
-}
-
-IPZ_EXPORT enum cu_result cuGraphAddNode_v2(struct cu_graph_node **node, struct cu_graph *g,
-					    struct cu_graph_node *const *deps,
-					    const struct cu_graph_edge_data *edges, size_t n,
-					    struct cu_graph_node_params *p)
-{
-	enum cu_result r;
-
-	IPZ_ENTER(cuGraphAddNode_v2);
-	r = graph_params_check(p);
-	if (r != CU_RES_SUCCESS)
-		return r;
-	return ipz_real.cuGraphAddNode_v2(node, g, deps, edges, n, p);
-}
-
-IPZ_EXPORT enum cu_result cuGraphInstantiateWithFlags(struct cu_graph_exec **exec,
-						      struct cu_graph *g, unsigned long long flags)
-{
-	enum cu_result r;
-
-	IPZ_ENTER(cuGraphInstantiateWithFlags);
-	r = ipz_real.cuGraphInstantiateWithFlags(exec, g, flags);
-	if (r == CU_RES_SUCCESS)
-		graph_settle_current();
-	return r;
-}
-
-IPZ_EXPORT enum cu_result cuGraphInstantiate_v2(struct cu_graph_exec **exec, struct cu_graph *g,
-						struct cu_graph_node **err_node, char *log,
-						size_t log_size)
-{
-	enum cu_result r;
-
-	IPZ_ENTER(cuGraphInstantiate_v2);
-	r = ipz_real.cuGraphInstantiate_v2(exec, g, err_node, log, log_size);
-	if (r == CU_RES_SUCCESS)
-		graph_settle_current();
-	return r;
-}
-
-/* CUDA 12: instantiate with parameters (CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD may allocate). */
-IPZ_EXPORT enum cu_result cuGraphInstantiateWithParams(struct cu_graph_exec **exec,
-						       struct cu_graph *g, void *params)
-{
-	enum cu_result r;
-
-	IPZ_ENTER(cuGraphInstantiateWithParams);
-	r = ipz_real.cuGraphInstantiateWithParams(exec, g, params);
-	if (r == CU_RES_SUCCESS)
-		graph_settle_current();
-	return r;
-}
-
-IPZ_EXPORT enum cu_result cuGraphInstantiateWithParams_ptsz(struct cu_graph_exec **exec,
-							    struct cu_graph *g, void *params)
-{
-	enum cu_result r;
-
-	IPZ_ENTER(cuGraphInstantiateWithParams_ptsz);
-	r = ipz_real.cuGraphInstantiateWithParams_ptsz(exec, g, params);
-	if (r == CU_RES_SUCCESS)
-		graph_settle_current();
-	return r;
-}
-
-/* An upload allocates the graph's memory ahead of its first launch. */
-IPZ_EXPORT enum cu_result cuGraphUpload(struct cu_graph_exec *exec, struct cu_stream *s)
-{
-	enum cu_result r;
-
-	IPZ_ENTER(cuGraphUpload);
-	r = ipz_real.cuGraphUpload(exec, s);
-	if (r == CU_RES_SUCCESS)
-		graph_settle_current();
-	return r;
-}
-
-IPZ_EXPORT enum cu_result cuGraphUpload_ptsz(struct cu_graph_exec *exec, struct cu_stream *s)
-{
-	enum cu_result r;
-
-	IPZ_ENTER(cuGraphUpload_ptsz);
-	r = ipz_real.cuGraphUpload_ptsz(exec, s);
-	if (r == CU_RES_SUCCESS)
-		graph_settle_current();
-	return r;
-}
-
-IPZ_EXPORT enum cu_result cuGraphLaunch(struct cu_graph_exec *exec, struct cu_stream *s)
-{
-	enum cu_result r;
-
-	IPZ_ENTER(cuGraphLaunch);
-	r = ipz_real.cuGraphLaunch(exec, s);
-	if (r == CU_RES_SUCCESS)
-		graph_settle_current();
-	return r;
-}
-
-IPZ_EXPORT enum cu_result cuGraphLaunch_ptsz(struct cu_graph_exec *exec, struct cu_stream *s)
-{
-	enum cu_result r;
-
-	IPZ_ENTER(cuGraphLaunch_ptsz);
-	r = ipz_real.cuGraphLaunch_ptsz(exec, s);
-	if (r == CU_RES_SUCCESS)
-		graph_settle_current();
-	return r;
-}
-
-IPZ_EXPORT enum cu_result cuDeviceGraphMemTrim(cu_device dev)
-{
-	enum cu_result r;
-
-	IPZ_ENTER(cuDeviceGraphMemTrim);
-	r = ipz_real.cuDeviceGraphMemTrim(dev);
-	if (r == CU_RES_SUCCESS && ipz.enforcing)
-		graph_settle(dev, ipz_dev_gpu(dev));
-	return r;
 }

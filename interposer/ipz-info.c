@@ -74,45 +74,44 @@ IPZ_EXPORT enum cu_result cuDeviceTotalMem_v2(size_t *bytes, cu_device dev)
 			return IPZ_NVML_ERROR_FUNCTION_NOT_FOUND; \
 	} while (0)
 
+/* NVML's figures of @d (total, free, used) replaced by its slice; false: it has no limit. */
+static bool nvml_slice(struct ipz_nvml_device *d, unsigned long long *total,
+		       unsigned long long *free_, unsigned long long *used)
+{
+	uint64_t t = *total, f = *free_, u;
+	int gpu;
+
+	if (!ipz.enforcing)
+		return false;
+	gpu = ipz_dev_gpu_nvml(d);
+	if (gpu < 0)
+		return false;
+	slice(gpu, &t, &f, &u);
+	*total = t;
+	*free_ = f;
+	*used = u;
+	return true;
+}
+
 IPZ_EXPORT int nvmlDeviceGetMemoryInfo(struct ipz_nvml_device *d, struct ipz_nvml_memory *m)
 {
-	uint64_t t, f, u;
-	int r, gpu;
+	int r;
 
 	IPZ_NVML_ENTER(nvmlDeviceGetMemoryInfo);
 	r = ipz_real.nvmlDeviceGetMemoryInfo(d, m);
-	if (r != IPZ_NVML_SUCCESS || !ipz.enforcing || !m)
-		return r;
-	gpu = ipz_dev_gpu_nvml(d);
-	if (gpu < 0)
-		return r;
-	t = m->total;
-	f = m->free;
-	slice(gpu, &t, &f, &u);
-	m->total = t;
-	m->free = f;
-	m->used = u;
+	if (r == IPZ_NVML_SUCCESS && m)
+		(void)nvml_slice(d, &m->total, &m->free, &m->used);
 	return r;
 }
 
 IPZ_EXPORT int nvmlDeviceGetMemoryInfo_v2(struct ipz_nvml_device *d, struct ipz_nvml_memory_v2 *m)
 {
-	uint64_t t, f, u;
-	int r, gpu;
+	int r;
 
 	IPZ_NVML_ENTER(nvmlDeviceGetMemoryInfo_v2);
 	r = ipz_real.nvmlDeviceGetMemoryInfo_v2(d, m);
-	if (r != IPZ_NVML_SUCCESS || !ipz.enforcing || !m)
-		return r;
-	gpu = ipz_dev_gpu_nvml(d);
-	if (gpu < 0)
-		return r;
-	t = m->total;
-	f = m->free;
-	slice(gpu, &t, &f, &u);
-	m->total = t;
-	m->free = f;
-	m->used = u;
-	m->reserved = 0; /* the driver's own reservation is not the container's */
+	/* The driver's own reservation is not the container's. */
+	if (r == IPZ_NVML_SUCCESS && m && nvml_slice(d, &m->total, &m->free, &m->used))
+		m->reserved = 0;
 	return r;
 }

@@ -47,8 +47,8 @@ IPZ_EXTRA_FUNCTIONS(IPZ_EXTRA_FN_TYPE)
 #define IPZ_NVML_ERROR_LIBRARY_NOT_FOUND 12 /* NVML_ERROR_LIBRARY_NOT_FOUND */
 #endif
 
-/* Every symbol we wrap (each defined and exported in ipz.c, ipz-alloc.c or ipz-info.c; the
- * same list is libedgegpu-cuda.map). */
+/* Every symbol we wrap (each defined and exported in ipz.c, ipz-alloc.c, ipz-graph.c or
+ * ipz-info.c; the same list is libedgegpu-cuda.map, checked by tests/interposer/check-exports). */
 #define IPZ_CU_WRAPPED(W)                    \
 	W(cuGetProcAddress)                  \
 	W(cuGetProcAddress_v2)               \
@@ -177,6 +177,9 @@ bool ipz_dev_integrated(cu_device dev);
 /* Reserves @bytes on @gpu (0 or CUDA_ERROR_OUT_OF_MEMORY). gpu < 0: nothing to do. */
 enum cu_result ipz_reserve(int gpu, uint64_t bytes);
 void ipz_release(int gpu, uint64_t bytes);
+/* Moves a reservation of @had to @want once the driver said what it took (0 or OOM, when the
+ * growth cannot be reserved: then the reservation is still @had). */
+enum cu_result ipz_settle(int gpu, uint64_t had, uint64_t want);
 
 /*
  * The per-process table of what was counted: key (a kind and a pointer or handle) -> (gpu,
