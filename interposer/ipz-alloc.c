@@ -60,33 +60,23 @@ static bool remember(enum ipz_kind kind, uint64_t key, int gpu, uint64_t bytes, 
 
 /* ---- cuMemAlloc_v2, cuMemAllocPitch_v2, cuMemAllocManaged, cuMemFree_v2 ---- */
 
-IPZ_EXPORT enum cu_result cuMemAlloc_v2(cu_deviceptr *dptr, size_t size)
-{
-	enum cu_result r = CU_RES_SUCCESS;
-	cu_device dev;
-	int gpu;
+enum linear {
+	LINEAR_PLAIN,	/* cuMemAlloc_v2(dptr, w) */
+	LINEAR_PITCH,	/* cuMemAllocPitch_v2(dptr, pitch, w, h, x) */
+	LINEAR_MANAGED, /* cuMemAllocManaged(dptr, w, x) */
+};
 
-	IPZ_ENTER(cuMemAlloc_v2);
-	if (!ipz.enforcing || !dptr || size == 0)
-		return ipz_real.cuMemAlloc_v2(dptr, size);
-	gpu = ipz_dev_current(&dev, &r);
-	if (gpu == IPZ_DEV_ERROR)
-		return r;
-	if (gpu < 0)
-		return ipz_real.cuMemAlloc_v2(dptr, size);
-	r = ipz_reserve(gpu, size);
-	if (r != CU_RES_SUCCESS)
-		return r;
-	r = ipz_real.cuMemAlloc_v2(dptr, size);
-	if (r != CU_RES_SUCCESS) {
-		ipz_release(gpu, size);
-		return r;
+static enum cu_result linear_call(enum linear k, cu_deviceptr *dptr, size_t *pitch, size_t w,
+				  size_t h, unsigned x)
+{
+	switch (k) {
+	case LINEAR_PITCH:
+		return ipz_real.cuMemAllocPitch_v2(dptr, pitch, w, h, x);
+	case LINEAR_MANAGED:
+		return ipz_real.cuMemAllocManaged(dptr, w, x);
+	default:
+		return ipz_real.cuMemAlloc_v2(dptr, w);
 	}
-	if (!remember(IPZ_K_PTR, *dptr, gpu, size, 0)) {
-		(void)ipz_real.cuMemFree_v2(*dptr);
-		return CU_RES_OUT_OF_MEMORY;
-	}
-	return CU_RES_SUCCESS;
 }
 
 /* The pitch is the driver's choice (at most 512-byte alignment): reserve that, settle after. */
@@ -97,32 +87,37 @@ static uint64_t pitch_estimate(size_t width, size_t height)
 	return __builtin_mul_overflow(w, (uint64_t)height, &v) ? 0 : v;
 }
 
-IPZ_EXPORT enum cu_result cuMemAllocPitch_v2(cu_deviceptr *dptr, size_t *pitch, size_t width,
-					     size_t height, unsigned elem)
+/*
+ * The linear allocations, freed by cuMemFree_v2: reserve (the pitch's estimate), allocate,
+ * settle to the returned pitch x height, remember; undo all on a refusal. Managed memory
+ * counts by the limits file's policy, and always on an integrated GPU, where it is the same
+ * DRAM as device memory (Jetson).
+ */
+static enum cu_result linear_alloc(enum linear k, cu_deviceptr *dptr, size_t *pitch, size_t w,
+				   size_t h, unsigned x)
 {
 	enum cu_result r = CU_RES_SUCCESS;
+	cu_device dev = 0;
 	uint64_t est, real;
-	cu_device dev;
 	int gpu;
 
-	IPZ_ENTER(cuMemAllocPitch_v2);
-	if (!ipz.enforcing || !dptr || !pitch)
-		return ipz_real.cuMemAllocPitch_v2(dptr, pitch, width, height, elem);
+	if (!ipz.enforcing || !dptr || (k == LINEAR_PITCH ? !pitch : w == 0))
+		return linear_call(k, dptr, pitch, w, h, x);
 	gpu = ipz_dev_current(&dev, &r);
 	if (gpu == IPZ_DEV_ERROR)
 		return r;
-	if (gpu < 0)
-		return ipz_real.cuMemAllocPitch_v2(dptr, pitch, width, height, elem);
-	est = pitch_estimate(width, height);
+	if (gpu < 0 || (k == LINEAR_MANAGED && !ipz.count_managed && !ipz_dev_integrated(dev)))
+		return linear_call(k, dptr, pitch, w, h, x);
+	est = k == LINEAR_PITCH ? pitch_estimate(w, h) : w;
 	r = ipz_reserve(gpu, est);
 	if (r != CU_RES_SUCCESS)
 		return r;
-	r = ipz_real.cuMemAllocPitch_v2(dptr, pitch, width, height, elem);
+	r = linear_call(k, dptr, pitch, w, h, x);
 	if (r != CU_RES_SUCCESS) {
 		ipz_release(gpu, est);
 		return r;
 	}
-	real = (uint64_t)*pitch * height;
+	real = k == LINEAR_PITCH ? (uint64_t)*pitch * h : est;
 	if (ipz_settle(gpu, est, real) != CU_RES_SUCCESS) {
 		ipz_release(gpu, est);
 		(void)ipz_real.cuMemFree_v2(*dptr);
@@ -135,35 +130,23 @@ IPZ_EXPORT enum cu_result cuMemAllocPitch_v2(cu_deviceptr *dptr, size_t *pitch, 
 	return CU_RES_SUCCESS;
 }
 
-/* Managed memory counts by the limits file's policy, and always on an integrated GPU, where it
- * is the same DRAM as device memory (Jetson). */
+IPZ_EXPORT enum cu_result cuMemAlloc_v2(cu_deviceptr *dptr, size_t size)
+{
+	IPZ_ENTER(cuMemAlloc_v2);
+	return linear_alloc(LINEAR_PLAIN, dptr, NULL, size, 0, 0);
+}
+
+IPZ_EXPORT enum cu_result cuMemAllocPitch_v2(cu_deviceptr *dptr, size_t *pitch, size_t width,
+					     size_t height, unsigned elem)
+{
+	IPZ_ENTER(cuMemAllocPitch_v2);
+	return linear_alloc(LINEAR_PITCH, dptr, pitch, width, height, elem);
+}
+
 IPZ_EXPORT enum cu_result cuMemAllocManaged(cu_deviceptr *dptr, size_t size, unsigned flags)
 {
-	enum cu_result r = CU_RES_SUCCESS;
-	cu_device dev = 0;
-	int gpu;
-
 	IPZ_ENTER(cuMemAllocManaged);
-	if (!ipz.enforcing || !dptr || size == 0)
-		return ipz_real.cuMemAllocManaged(dptr, size, flags);
-	gpu = ipz_dev_current(&dev, &r);
-	if (gpu == IPZ_DEV_ERROR)
-		return r;
-	if (gpu < 0 || (!ipz.count_managed && !ipz_dev_integrated(dev)))
-		return ipz_real.cuMemAllocManaged(dptr, size, flags);
-	r = ipz_reserve(gpu, size);
-	if (r != CU_RES_SUCCESS)
-		return r;
-	r = ipz_real.cuMemAllocManaged(dptr, size, flags);
-	if (r != CU_RES_SUCCESS) {
-		ipz_release(gpu, size);
-		return r;
-	}
-	if (!remember(IPZ_K_PTR, *dptr, gpu, size, 0)) {
-		(void)ipz_real.cuMemFree_v2(*dptr);
-		return CU_RES_OUT_OF_MEMORY;
-	}
-	return CU_RES_SUCCESS;
+	return linear_alloc(LINEAR_MANAGED, dptr, NULL, size, 0, flags);
 }
 
 static void pool_reconcile(struct cu_mem_pool *pool);
