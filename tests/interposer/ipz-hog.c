@@ -22,12 +22,13 @@ int main(int argc, char **argv)
 	void *h;
 	int r = CU_RES_SUCCESS;
 
-	if (argc < 2 || atoi(argv[1]) <= 0) {
+	if (argc < 2 || ipz_number(argv[1]) <= 0 || (argc > 2 && ipz_number(argv[2]) < 0)) {
 		(void)fprintf(stderr, "usage: ipz-hog CHUNK_MIB [MAX_MIB] [loop]\n");
 		return 2;
 	}
-	chunk = (unsigned long long)atoi(argv[1]) * MIB;
-	max = argc > 2 && atoi(argv[2]) > 0 ? (unsigned long long)atoi(argv[2]) * MIB : ~0ull;
+	chunk = (unsigned long long)ipz_number(argv[1]) * MIB;
+	max = argc > 2 && ipz_number(argv[2]) > 0 ? (unsigned long long)ipz_number(argv[2]) * MIB :
+						    ~0ull;
 	loop = argc > 3 && !strcmp(argv[3], "loop");
 	ipz_context = "ipz-hog";
 	h = ipz_open_driver();

@@ -399,12 +399,12 @@ int main(int argc, char **argv)
 	struct cu_api dl, gp2, gp1;
 	void *h;
 
-	if (argc < 2 || atoi(argv[1]) < 8 || atoi(argv[1]) % 4) {
+	if (argc < 2 || ipz_number(argv[1]) < 8 || ipz_number(argv[1]) % 4) {
 		(void)fprintf(stderr,
 			      "usage: ipz-paths LIMIT_MIB [report] [managed-ignore] [path=NAME]\n");
 		return 2;
 	}
-	L = (unsigned long long)atoi(argv[1]) * MIB;
+	L = (unsigned long long)ipz_number(argv[1]) * MIB;
 	H = L / 2;
 	for (int i = 2; i < argc; i++) {
 		report |= !strcmp(argv[i], "report");

@@ -72,16 +72,17 @@ static int child(unsigned long long seed, long pairs, unsigned long long max_kib
 
 int main(int argc, char **argv)
 {
-	int procs, failed = 0;
-	long pairs;
-	unsigned long long max_kib, seed;
+	long long procs, pairs, max_kib;
+	unsigned long long seed;
+	int failed = 0;
 
-	if (argc < 4 || (procs = atoi(argv[1])) <= 0 || (pairs = atol(argv[2])) <= 0 ||
-	    (max_kib = strtoull(argv[3], NULL, 10)) == 0) {
+	if (argc < 4 || (procs = ipz_number(argv[1])) <= 0 || procs > 1024 ||
+	    (pairs = ipz_number(argv[2])) <= 0 || (max_kib = ipz_number(argv[3])) <= 0 ||
+	    (argc > 4 && ipz_number(argv[4]) < 0)) {
 		(void)fprintf(stderr, "usage: ipz-stress PROCS PAIRS MAX_KIB [SEED]\n");
 		return 2;
 	}
-	seed = argc > 4 ? strtoull(argv[4], NULL, 10) : 1;
+	seed = argc > 4 ? (unsigned long long)ipz_number(argv[4]) : 1;
 	(void)fflush(stdout);
 	for (int i = 0; i < procs; i++) {
 		pid_t pid = fork();
@@ -91,7 +92,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		if (pid == 0) {
-			int rc = child(seed * 1000003 + (unsigned long long)i, pairs, max_kib);
+			int rc = child(seed * 1000003 + (unsigned long long)i, (long)pairs,
+				       (unsigned long long)max_kib);
 
 			(void)fflush(stdout);
 			_exit(rc);

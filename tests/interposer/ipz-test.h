@@ -65,6 +65,18 @@ static void ipz_fail(const char *file, int line, const char *fmt, ...)
 	})
 #define OK(expr) EXPECT_RES(expr, CU_RES_SUCCESS)
 
+/* A whole decimal number (a program argument); -1 for anything else. */
+IPZ_HELPER long long ipz_number(const char *s)
+{
+	char *end;
+	long long v;
+
+	if (!s || *s < '0' || *s > '9')
+		return -1;
+	v = strtoll(s, &end, 10);
+	return *end ? -1 : v;
+}
+
 /* dlopen("libcuda.so.1") as the runtime does; NULL (message printed) when absent. */
 IPZ_HELPER void *ipz_open_driver(void)
 {
