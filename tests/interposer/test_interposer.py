@@ -207,7 +207,10 @@ class InterposerTest(unittest.TestCase):
         def reap():
             if p.poll() is None:
                 p.kill()
-            p.communicate()
+            p.wait()
+            for f in (p.stdin, p.stdout, p.stderr):
+                if not f.closed:
+                    f.close()
         self.addCleanup(reap)
         line = p.stdout.readline()
         m = re.match(r"allocated (\d+)", line)
