@@ -1,9 +1,9 @@
 /*
  * The fake driver's memory that is reserved apart from the pointers handed out: stream-ordered
  * pools (RESERVED_MEM_CURRENT grows in 2 MiB steps as allocations need it, shrinks on
- * cuMemPoolTrimTo and, with the default release threshold of 0, on synchronization), graph
- * memory (reserved at cuGraphLaunch for the graph's peak, given back by cuDeviceGraphMemTrim),
- * and CUDA arrays (their size rounded to 2 MiB, as cuArrayGetMemoryRequirements reports).
+ * cuMemPoolTrimTo and, with the default release threshold of 0, on synchronization) and CUDA
+ * arrays (their size rounded to 2 MiB, as cuArrayGetMemoryRequirements reports). Graph memory
+ * is fake-cuda-graph.c's.
  */
 #include <stdlib.h>
 #include <string.h>

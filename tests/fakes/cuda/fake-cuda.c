@@ -203,20 +203,29 @@ static void parse_visible(const char *env)
 	}
 }
 
+/* A whole decimal number from the environment, or dflt when unset, empty or not a number. */
+static long env_number(const char *name, long dflt)
+{
+	const char *s = getenv(name);
+	char *end;
+	long v;
+
+	if (!s || *s < '0' || *s > '9')
+		return dflt;
+	v = strtol(s, &end, 10);
+	return *end ? dflt : v;
+}
+
 static void setup(void)
 {
-	const char *n = getenv("EDGEGPU_FAKE_CUDA_DEVICES");
 	const char *mib = getenv("EDGEGPU_FAKE_CUDA_MEM_MIB");
-	const char *ver = getenv("EDGEGPU_FAKE_CUDA_VERSION");
 	const char *shm = getenv("EDGEGPU_FAKE_CUDA_SHM");
 	unsigned long long m = DEFAULT_MIB;
 
-	fake.n_phys = n && *n ? atoi(n) : 1;
-	if (fake.n_phys < 0)
-		fake.n_phys = 0;
-	if (fake.n_phys > FAKE_CUDA_MAX)
-		fake.n_phys = FAKE_CUDA_MAX;
-	fake.version = ver && *ver ? atoi(ver) : DRIVER_VERSION;
+	long n = env_number("EDGEGPU_FAKE_CUDA_DEVICES", 1);
+
+	fake.n_phys = n > FAKE_CUDA_MAX ? FAKE_CUDA_MAX : (int)n;
+	fake.version = (int)env_number("EDGEGPU_FAKE_CUDA_VERSION", DRIVER_VERSION);
 	for (int i = 0; i < fake.n_phys; i++) {
 		if (mib && *mib) {
 			char *end;
