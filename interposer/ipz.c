@@ -299,6 +299,7 @@ static void cuda_setup(void)
 #undef IPZ_RESOLVE
 #define IPZ_MAP(s) cu_map[n++] = (struct ipz_map){ (const void *)ipz_real.s, (void *)s };
 	IPZ_CU_WRAPPED(IPZ_MAP)
+#undef IPZ_MAP
 	__atomic_store_n(&cu_map_n, map_build(cu_map, n), __ATOMIC_RELEASE);
 out:
 	in_setup = false;
@@ -318,6 +319,7 @@ static void nvml_setup(void)
 #define IPZ_RESOLVE(s, r, params) ipz_real.s = (ipz_nvml_fn_##s *)sym(nvml_lib, #s);
 	IPZ_NVML_FUNCTIONS(IPZ_RESOLVE)
 #undef IPZ_RESOLVE
+#define IPZ_MAP(s) nvml_map[n++] = (struct ipz_map){ (const void *)ipz_real.s, (void *)s };
 	IPZ_NVML_WRAPPED(IPZ_MAP)
 #undef IPZ_MAP
 	__atomic_store_n(&nvml_map_n, map_build(nvml_map, n), __ATOMIC_RELEASE);
