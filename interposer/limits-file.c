@@ -126,8 +126,10 @@ int limits_parse(const char *text, size_t len, struct limits *ret, unsigned *ret
 			else
 				goto bad;
 		} else if (!strcmp(key, "gpu")) {
+			/* A UUID limits_format() would refuse (a control byte) is refused here too. */
 			if (l.n_gpus >= REGION_GPUS_MAX || !word(&p, eol, a, sizeof(a)) ||
-			    !word(&p, eol, b, sizeof(b)) || !parse_u64(b, &l.gpus[l.n_gpus].limit))
+			    !uuid_ok(a) || !word(&p, eol, b, sizeof(b)) ||
+			    !parse_u64(b, &l.gpus[l.n_gpus].limit))
 				goto bad;
 			memcpy(l.gpus[l.n_gpus].uuid, a, sizeof(a));
 			l.n_gpus++;

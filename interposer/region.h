@@ -50,7 +50,7 @@ struct region_gpu {
 	uint64_t limit;		    /* bytes */
 	uint64_t used;		    /* bytes reserved by live slots (atomic; the lock's cache) */
 	uint64_t peak;		    /* highest used seen (atomic) */
-	uint64_t ooms;		    /* reservations refused for the limit (atomic) */
+	uint64_t ooms;		    /* reservations past the limit (atomic; report: not refused) */
 };
 
 struct region_slot {
