@@ -408,13 +408,13 @@ IPZ_NVML_FUNCTIONS(IPZ_NVML_DECLARE_FN_TYPE)
 	FN(cuGraphCreate, T(result), (T(graph) *, unsigned))                                       \
 	FN(cuGraphDestroy, T(result), (T(graph)))                                                  \
 	FN(cuGraphAddMemAllocNode, T(result),                                                      \
-	   (T(graph_node) *, T(graph), const T(graph_node) *, size_t, T(mem_alloc_node_params) *)) \
+	   (T(graph_node) *, T(graph), T(graph_node) const *, size_t, T(mem_alloc_node_params) *)) \
 	FN(cuGraphAddMemFreeNode, T(result),                                                       \
-	   (T(graph_node) *, T(graph), const T(graph_node) *, size_t, T(deviceptr)))               \
+	   (T(graph_node) *, T(graph), T(graph_node) const *, size_t, T(deviceptr)))               \
 	FN(cuGraphAddNode, T(result),                                                              \
-	   (T(graph_node) *, T(graph), const T(graph_node) *, size_t, T(graph_node_params) *))     \
+	   (T(graph_node) *, T(graph), T(graph_node) const *, size_t, T(graph_node_params) *))     \
 	FN(cuGraphAddNode_v2, T(result),                                                           \
-	   (T(graph_node) *, T(graph), const T(graph_node) *, const T(graph_edge_data) *, size_t,  \
+	   (T(graph_node) *, T(graph), T(graph_node) const *, const T(graph_edge_data) *, size_t,  \
 	    T(graph_node_params) *))                                                               \
 	FN(cuGraphInstantiateWithFlags, T(result),                                                 \
 	   (T(graph_exec) *, T(graph), unsigned long long))                                        \

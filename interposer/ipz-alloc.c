@@ -831,7 +831,7 @@ static enum cu_result graph_node_check(const struct cu_mem_alloc_node_params *p)
 }
 
 IPZ_EXPORT enum cu_result cuGraphAddMemAllocNode(struct cu_graph_node **node, struct cu_graph *g,
-						 const struct cu_graph_node **deps, size_t n,
+						 struct cu_graph_node *const *deps, size_t n,
 						 struct cu_mem_alloc_node_params *p)
 {
 	enum cu_result r;
@@ -849,7 +849,7 @@ static enum cu_result graph_params_check(const struct cu_graph_node_params *p)
 }
 
 IPZ_EXPORT enum cu_result cuGraphAddNode(struct cu_graph_node **node, struct cu_graph *g,
-					 const struct cu_graph_node **deps, size_t n,
+					 struct cu_graph_node *const *deps, size_t n,
 					 struct cu_graph_node_params *p)
 {
 	enum cu_result r;
@@ -862,7 +862,7 @@ IPZ_EXPORT enum cu_result cuGraphAddNode(struct cu_graph_node **node, struct cu_
 }
 
 IPZ_EXPORT enum cu_result cuGraphAddNode_v2(struct cu_graph_node **node, struct cu_graph *g,
-					    const struct cu_graph_node **deps,
+					    struct cu_graph_node *const *deps,
 					    const struct cu_graph_edge_data *edges, size_t n,
 					    struct cu_graph_node_params *p)
 {
