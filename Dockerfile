@@ -4,8 +4,8 @@
 #
 # It holds what scripts/image puts in the image CI builds and tests with buildah: the stripped
 # binary (our libraries static, glibc dynamic so NVML can be dlopen'ed), the glibc runtime
-# files it and NVIDIA's libnvidia-ml.so.1 need, and the gpumem interposer
-# /usr/lib/edgegpu/libedgegpu-cuda.so (the daemon installs it on the host), nothing else. The builder stage runs
+# files it and NVIDIA's libnvidia-ml.so.1 need, the CUDA interposer
+# (/usr/lib/edgegpu/libedgegpu-cuda.so), nothing else. The builder stage runs
 # `scripts/image --rootfs-only`, the code that stages CI's image, so the file list has one source.
 #
 # CI does not build this file (it has no registry to pull debian:bookworm from); CI builds the

@@ -5,7 +5,7 @@ MESON   ?= meson
 SETUP   ?=
 WERROR  ?= $(if $(CI),-Dwerror=true,)
 
-.PHONY: all deps demo check bench fuzz clean format tidy
+.PHONY: all deps demo check oldroot bench fuzz clean format tidy
 all: $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
@@ -23,6 +23,11 @@ demo: deps $(BUILD)/build.ninja
 check: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 	$(MESON) test -C $(BUILD) --print-errorlogs $(TESTARGS)
+
+# The interposer in a Debian bullseye root (glibc 2.31): downloads it once into $(BUILD).
+oldroot: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+	$(MESON) test -C $(BUILD) --print-errorlogs --suite oldroot
 
 bench: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)

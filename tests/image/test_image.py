@@ -7,7 +7,8 @@ Run by tests/image/run, which names everything in the environment:
   FAKE_NVML_AMD64, FAKE_NVML_ARM64   the fake libnvidia-ml.so.1 built for each arch
 
 For each arch (arm64 through qemu binfmt): the image as stored (only our files, the config's
-platform), then the image loaded into Docker with skopeo and run as a DaemonSet would run it:
+platform, the CUDA interposer at /usr/lib/edgegpu/libedgegpu-cuda.so: a shared object of the
+arch with the glibc floor), then the image loaded into Docker with skopeo and run as a DaemonSet would run it:
 read-only root, every capability dropped, no-new-privileges, the device-plugins directory
 bind-mounted and the fake NVML mounted under the driver root, where edgegpu's own search
 (--container-driver-root, default /driver-root) finds it. The emulator on the host sees the
@@ -50,6 +51,9 @@ ARCH = {  # arch: (triplet, ELF e_machine, platform variant, program interpreter
     "amd64": ("x86_64-linux-gnu", 62, None, "lib64/ld-linux-x86-64.so.2"),
     "arm64": ("aarch64-linux-gnu", 183, "v8", "lib/ld-linux-aarch64.so.1"),
 }
+# The glibc floor check of the interposer, and the objdump that reads each arch.
+GLIBC_FLOOR = os.path.join(TOP, "tests", "interposer", "check-glibc-floor")
+OBJDUMP = {"amd64": "objdump", "arm64": "aarch64-linux-gnu-objdump"}
 # What NVIDIA's libnvidia-ml.so.1 needs beyond libc (scripts/image).
 NVML_NEEDS = ("libdl.so.2", "libpthread.so.0", "librt.so.1", "libm.so.6")
 GRACE_S = 10
@@ -226,8 +230,15 @@ class ImageContents(unittest.TestCase):
             self.assertIn(f"{libdir}/{n}", regular, f"{n} is needed but not in the image")
             want += elf_needed(regular[f"{libdir}/{n}"])
         self.assertIn("libc.so.6", seen)
-        # The gpumem interposer (issue 19): the daemon copies it to the host; never loaded here.
-        self.assertIn("usr/lib/edgegpu/libedgegpu-cuda.so", regular)
+        # The CUDA interposer, for the daemon to install on the host: a shared object of this
+        # arch (checked above with every file), with no glibc symbol newer than 2.17 after the
+        # release build's LTO and strip (tests/interposer/check-glibc-floor).
+        ipz = "usr/lib/edgegpu/libedgegpu-cuda.so"
+        self.assertIn(ipz, regular)
+        self.assertEqual(int.from_bytes(regular[ipz][16:18], "little"), 3, f"{ipz}: not ET_DYN")
+        r = subprocess.run([GLIBC_FLOOR, os.path.join(root, ipz)], capture_output=True, text=True,
+                           env=dict(os.environ, OBJDUMP=OBJDUMP[arch]))
+        self.assertEqual(r.returncode, 0, f"{ipz}: {r.stdout}{r.stderr}")
         self.assertEqual(len(regular), len(seen) + 3, f"unneeded files: {sorted(regular)}")
 
     def test_amd64_contents(self):
