@@ -339,6 +339,7 @@ static void test_restart_reads_back_and_survives_hostile_trees(void **state)
 	(void)snprintf(p, sizeof(p), "%s/alloc/00000000000000dd/link/out", f->state);
 	assert_int_equal(symlink(outside, p), 0); /* removed as a link, never followed */
 	unit_make_path(f->state, "/alloc/not-ours/");
+	unit_make_path(f->state, "/alloc/.new-00000000000000ee/state/"); /* a crash mid-build */
 
 	assert_int_equal(enforce_new(&f->cfg, "/", &e), 0);
 	assert_int_equal(enforce_n_allocs(e), 1);
@@ -355,6 +356,7 @@ static void test_restart_reads_back_and_survives_hostile_trees(void **state)
 	assert_false(exists(f->alloc, "00000000000000cc"));
 	assert_false(exists(f->alloc, "00000000000000dd"));
 	assert_true(exists(f->alloc, "not-ours"));
+	assert_false(exists(f->alloc, ".new-00000000000000ee"));
 	assert_true(exists(outside, "keep"));
 	/* The read-back one keeps its age: with no grace and no pod, it goes. */
 	enforce_set_grace(e, 0);
