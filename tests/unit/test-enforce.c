@@ -2,7 +2,8 @@
  * enforce.c and enforce-alloc.c: the library install, the allocation directories (units,
  * mode, limits, region), the env and mounts of a grant, the removal of allocations whose pods
  * are gone or whose units are taken again, the read-back after a restart, and the hostile
- * trees (a file where a directory goes, links, garbage, a huge units file).
+ * trees (a file where a directory goes, links, garbage, a huge units file, thousands of stale
+ * directories).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -373,6 +374,40 @@ static void test_restart_reads_back_and_survives_hostile_trees(void **state)
 	enforce_free(e);
 }
 
+/* 3,000 directories a long-gone run left: read back, and removed in one pass once stale. */
+static void test_thousands_of_stale_dirs(void **state)
+{
+	struct fx *f = *state;
+	struct enforce *e = NULL;
+	char p[256], text[128];
+	uint8_t *resp;
+	size_t len;
+	usec_t t0;
+	int n;
+
+	for (unsigned i = 0; i < 3000; i++) {
+		(void)snprintf(p, sizeof(p), "/alloc/%016x/", i + 1);
+		unit_make_path(f->state, p);
+		(void)snprintf(p, sizeof(p), "%s/alloc/%016x/units", f->state, i + 1);
+		n = snprintf(text, sizeof(text), RES "\nGPU-x::%u\n", i);
+		write_text(p, text, (size_t)n);
+	}
+	t0 = now_usec();
+	assert_int_equal(enforce_new(&f->cfg, "/", &e), 0);
+	assert_int_equal(enforce_n_allocs(e), 3000);
+	assert_non_null(enforce_find_unit(e, RES, "GPU-x::2999"));
+	enforce_set_grace(e, 0);
+	resp = podres(NULL, 0, &len);
+	assert_int_equal(enforce_set_live_podres(e, resp, len), 3000);
+	free(resp);
+	assert_int_equal(enforce_n_allocs(e), 0);
+	/* Seconds would mean a scan per unit; it is one pass. */
+	assert_true(now_usec() - t0 < 20 * USEC_PER_SEC);
+	(void)snprintf(p, sizeof(p), "%016x", 1);
+	assert_false(exists(f->alloc, p));
+	enforce_free(e);
+}
+
 static void test_state_unwritable_falls_back(void **state)
 {
 	struct fx *f = *state;
@@ -446,6 +481,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_restart_reads_back_and_survives_hostile_trees,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_thousands_of_stale_dirs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_state_unwritable_falls_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_state_dir_is_a_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_verdict_driver, setup, teardown),
