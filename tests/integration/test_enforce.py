@@ -5,7 +5,8 @@ state directory, the env and mounts of a gpumem Allocate, the allocation directo
 limits, state/region), its removal when its units are allocated again and when pod-resources
 shows its pod gone (after the grace, short here through EDGEGPU_GPUMEM_GRACE_MS, a test-only
 variable), a restart that keeps live allocations, and a state directory that cannot be
-written (Allocate still succeeds, accounting, said at warn).
+written (Allocate still succeeds, accounting, said at warn), and a reload that moves the state
+directory.
 
 The fake NVML has no memory-limit API: the driver path is never in force here, so a node with
 the library runs the interposer."""
@@ -154,6 +155,35 @@ class Lifecycle(EnforceTest):
         d.wait_log("pod-resources answer stable", timeout=15)
         self.assertTrue(os.path.isdir(live))
         self.assertEqual(self.alloc_dirs(state), [os.path.basename(live)])
+
+
+class Reload(EnforceTest):
+    def test_state_dir_changed_by_the_config_file(self):
+        n = self.node("sharing/one-16g.conf", emulator_args=("--max-ids", "400000"))
+        lib = os.path.join(n.root, "lib.so")
+        with open(lib, "wb") as f:
+            f.write(b"\x7fELF stand-in\n")
+        first, second = os.path.join(n.root, "s1"), os.path.join(n.root, "s2")
+
+        def config(state):
+            return (CONFIG + "      enforcement:\n"
+                    f"        stateDir: {state}\n        library: {lib}\n")
+        # The harness's variables out of the way: the file's keys apply.
+        d = n.start_daemon(config=config(first), env={"EDGEGPU_GPUMEM_STATE_DIR": None,
+                                                      "EDGEGPU_INTERPOSER_LIB": None})
+        n.wait_register(GPUMEM, timeout=10)
+        n.wait_devices(GPUMEM, timeout=10)
+        d.wait_log("gpumem enforcement", state_dir=first, timeout=10)
+        old = self.dir_of(self.admit(n, "p1", 64)["response"])
+        self.assertTrue(old.startswith(first + "/"))
+        n.write_config(config(second))
+        d.wait_log("gpumem enforcement", state_dir=second, timeout=20)
+        self.assertTrue(filecmp.cmp(lib, os.path.join(second, "lib", "libedgegpu-cuda.so"),
+                                    shallow=False))
+        new = self.dir_of(self.admit(n, "p2", 64)["response"])
+        self.assertTrue(new.startswith(second + "/"), new)
+        # The old state directory's allocation stays for a later start to read back.
+        self.assertTrue(os.path.isdir(old))
 
 
 class Hostile(EnforceTest):
