@@ -19,9 +19,9 @@
 #include "file-read.h"
 #include "gpu.h"
 #include "limits-file.h"
-#include "podresources.pb-c.h"
 #include "region.h"
 #include "unit-fs.h"
+#include "unit-podres.h"
 #include "unit.h"
 
 #define UUID0 "GPU-abcdef00-1111-2222-3333-444444444440"
@@ -130,31 +130,13 @@ static int alloc(struct enforce *e, unsigned first, unsigned n, uint64_t mib,
 	return r;
 }
 
-/* A pod-resources answer holding the IDs given (one pod, one container). */
+/* A pod-resources answer holding @ids of RES (heap: the caller frees). */
 static uint8_t *podres(char **ids, size_t n, size_t *ret_len)
 {
-	V1__ListPodResourcesResponse m = V1__LIST_POD_RESOURCES_RESPONSE__INIT;
-	V1__PodResources pod = V1__POD_RESOURCES__INIT, *pp = &pod;
-	V1__ContainerResources cr = V1__CONTAINER_RESOURCES__INIT, *crp = &cr;
-	V1__ContainerDevices cd = V1__CONTAINER_DEVICES__INIT, *cdp = &cd;
-	uint8_t *out;
+	uint8_t *out = malloc(4096);
 
-	cd.resource_name = (char *)RES;
-	cd.device_ids = ids;
-	cd.n_device_ids = n;
-	cr.name = (char *)"c";
-	cr.devices = &cdp;
-	cr.n_devices = 1;
-	pod.name = (char *)"p";
-	pod.namespace_ = (char *)"default";
-	pod.containers = &crp;
-	pod.n_containers = 1;
-	m.pod_resources = &pp;
-	m.n_pod_resources = 1;
-	*ret_len = v1__list_pod_resources_response__get_packed_size(&m);
-	out = malloc(*ret_len + 1);
 	assert_non_null(out);
-	v1__list_pod_resources_response__pack(&m, out);
+	*ret_len = unit_podres_answer(RES, ids, n, out, 4096);
 	return out;
 }
 
@@ -382,7 +364,6 @@ static void test_thousands_of_stale_dirs(void **state)
 	char p[256], text[128];
 	uint8_t *resp;
 	size_t len;
-	usec_t t0;
 	int n;
 
 	for (unsigned i = 0; i < 3000; i++) {
@@ -392,7 +373,6 @@ static void test_thousands_of_stale_dirs(void **state)
 		n = snprintf(text, sizeof(text), RES "\nGPU-x::%u\n", i);
 		write_text(p, text, (size_t)n);
 	}
-	t0 = now_usec();
 	assert_int_equal(enforce_new(&f->cfg, "/", &e), 0);
 	assert_int_equal(enforce_n_allocs(e), 3000);
 	assert_non_null(enforce_find_unit(e, RES, "GPU-x::2999"));
@@ -401,8 +381,6 @@ static void test_thousands_of_stale_dirs(void **state)
 	assert_int_equal(enforce_set_live_podres(e, resp, len), 3000);
 	free(resp);
 	assert_int_equal(enforce_n_allocs(e), 0);
-	/* Seconds would mean a scan per unit; it is one pass. */
-	assert_true(now_usec() - t0 < 20 * USEC_PER_SEC);
 	(void)snprintf(p, sizeof(p), "%016x", 1);
 	assert_false(exists(f->alloc, p));
 	enforce_free(e);
