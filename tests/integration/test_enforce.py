@@ -142,6 +142,22 @@ class Lifecycle(EnforceTest):
                    name=os.path.basename(gone), timeout=5)
         self.assertTrue(os.path.isdir(keep))
 
+    def test_allocation_whose_pod_never_came_removed_after_grace(self):
+        # An Allocate no pod follows (the kubelet failed the pod, or a client like this one):
+        # pod-resources never changes, so only the periodic re-read of its answer sees it.
+        n, d, state, lib = self.start(env=dict(DEBUG, EDGEGPU_GPUMEM_GRACE_MS="500"))
+        # The first stable answer handed over before the Allocate: none comes after it.
+        d.wait_log("pod-resources answer stable", timeout=15)
+        letter = n.emu.last_devices(GPUMEM)["healthy"][0][0]
+        c = PluginClient(n.socket("nvidia-gpumem.sock"))
+        self.addCleanup(c.close)
+        r = c.allocate([letter + "1", letter + "2"])
+        self.assertEqual(r.code, "OK", r)
+        adir = self.dir_of(r.responses[0])
+        self.assertTrue(os.path.isdir(adir))
+        wait_until(lambda: not os.path.exists(adir), timeout=30,
+                   what=f"{adir} removed: no pod holds its units")
+
     def test_restart_keeps_live_allocations(self):
         env = dict(DEBUG, EDGEGPU_GPUMEM_GRACE_MS="300")
         n, d, state, lib = self.start(env=env)
