@@ -15,8 +15,9 @@ import filecmp
 import os
 import subprocess
 
-from common import NodeTest, main, uuids
+from common import main, uuids
 from edgegpu import PluginClient, wait_until
+from test_gpumem import GpumemTest
 
 GPUMEM = "nvidia.com/gpumem"
 ONE = uuids("sharing/one-16g.conf")
@@ -26,7 +27,7 @@ DEBUG = {"EDGEGPU_LOG_LEVEL": "debug"}
 BUILT_LIB = os.path.join(os.environ.get("IPZ_BUILD_DIR", ""), "libedgegpu-cuda.so")
 
 
-class EnforceTest(NodeTest):
+class EnforceTest(GpumemTest):  # its admit()
     def start(self, env=None, state=None, lib=None):
         """A one-GPU gpumem node with enforcement state under the node's directory. Returns
         (node, daemon, state directory, source library)."""
@@ -46,14 +47,6 @@ class EnforceTest(NodeTest):
         n.wait_register(GPUMEM, timeout=10)
         n.wait_devices(GPUMEM, timeout=10)
         return n, d, state, lib
-
-    def admit(self, n, pod, count):
-        ev = n.emu.admit(pod, f"c1:{GPUMEM}={count}")
-        self.assertTrue(ev["ok"], ev)
-        al = n.emu.allocations(pod)
-        self.assertEqual(len(al), 1, al)
-        self.assertTrue(al[0]["ok"], al[0])
-        return al[0]
 
     def alloc_dirs(self, state):
         d = os.path.join(state, "alloc")
