@@ -61,11 +61,12 @@ static void gc_tick(struct loop_timer *t, void *userdata)
 	struct daemon *d = userdata;
 	usec_t at = podres_stable_at(d->podres);
 
-	if (d->enforce && d->enforce_podres.len && at && now_usec() - at < GC_FRESH)
+	/* An empty answer (no pod holds a device) is 0 bytes: "have" says there was one. */
+	if (d->enforce && d->enforce_have_podres && at && now_usec() - at < GC_FRESH)
 		(void)enforce_set_live_podres(d->enforce, d->enforce_podres.data,
 					      d->enforce_podres.len);
 	if (d->enforce)
-		loop_timer_arm(t, GC_TICK);
+		loop_timer_arm(t, d->enforce_tick);
 }
 
 static void enforce_stop(struct daemon *d)
@@ -77,6 +78,7 @@ static void enforce_stop(struct daemon *d)
 	if (d->enforce_gc)
 		loop_timer_disarm(d->enforce_gc);
 	buf_release(&d->enforce_podres);
+	d->enforce_have_podres = false;
 	d->enforce_logged = false;
 }
 
@@ -144,11 +146,17 @@ void daemon_enforce_update(struct daemon *d)
 		log_error("cannot start gpumem enforcement: out of memory", NULL);
 		return;
 	}
+	d->enforce_tick = GC_TICK;
 	if (grace && *grace) {
 		unsigned ms;
 
-		if (safe_atou(grace, &ms) >= 0)
+		if (safe_atou(grace, &ms) >= 0) {
 			enforce_set_grace(d->enforce, (usec_t)ms * USEC_PER_MSEC);
+			/* A short grace is checked as often (at most 10 times a second). */
+			if ((usec_t)ms * USEC_PER_MSEC < GC_TICK)
+				d->enforce_tick = ms < 100 ? 100 * USEC_PER_MSEC :
+							     (usec_t)ms * USEC_PER_MSEC;
+		}
 	}
 	d->ctx.enforce = d->enforce;
 	log_info("gpumem enforcement", "state_dir=%s library=%s interposer=%s driver=%s",
@@ -156,7 +164,7 @@ void daemon_enforce_update(struct daemon *d)
 	d->enforce_backoff = BACKOFF_INIT(INSTALL_FIRST, 2, INSTALL_MAX);
 	if (c->interposer && !enforce_installed(d->enforce))
 		loop_timer_arm(d->enforce_retry, backoff_next(&d->enforce_backoff));
-	loop_timer_arm(d->enforce_gc, GC_TICK);
+	loop_timer_arm(d->enforce_gc, d->enforce_tick);
 	daemon_enforce_node(d);
 }
 
@@ -168,8 +176,7 @@ void daemon_enforce_podres(struct daemon *d, const uint8_t *resp, size_t len)
 		return;
 	/* Kept for gc_tick(): the next stable answer comes only when the set changes. */
 	d->enforce_podres.len = 0;
-	if (buf_append(&d->enforce_podres, resp, len) < 0)
-		d->enforce_podres.len = 0;
+	d->enforce_have_podres = buf_append(&d->enforce_podres, resp, len) >= 0;
 	r = enforce_set_live_podres(d->enforce, resp, len);
 	if (r > 0)
 		log_debug("gpumem allocations of gone pods removed", "removed=%d", r);

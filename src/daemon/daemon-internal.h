@@ -106,7 +106,9 @@ struct daemon {
 	struct loop_timer *enforce_retry; /* enforce_install() again after a failure */
 	struct backoff enforce_backoff;
 	struct loop_timer *enforce_gc; /* the last stable pod-resources answer read again */
+	usec_t enforce_tick;	       /* ... this often */
 	struct buf enforce_podres;     /* that answer */
+	bool enforce_have_podres;      /* one came (an empty answer is 0 bytes) */
 	/*
 	 * Our CDI spec carries nvidia-cdi-hook apply-cuda-memory-limits: the driver path's hook
 	 * point (write_cdi() sets it from daemon_cdi_memlimit_hook() before sync_plugins() calls

@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "enforce-internal.h"
-#include "file-writer.h"
 #include "gpu.h"
 #include "limits-file.h"
 #include "region.h"
@@ -36,21 +35,27 @@ static void new_name(char ret[ENFORCE_NAME_LEN + 1])
 	(void)snprintf(ret, ENFORCE_NAME_LEN + 1, "%016" PRIx64, v);
 }
 
-/* Writes @dir/@name (@data, NUL-terminated). Returns 0 or -errno. */
-static int write_file(const char *dir, const char *name, const char *data, size_t len,
-		      unsigned mode)
+/*
+ * Writes @name in the directory @dfd (a new file: O_EXCL, nothing planted there is followed).
+ * Not synced: the directory it is in appears whole by a rename, and after a crash it is read
+ * back or removed (enforce.c), never used half-written. Returns 0 or -errno.
+ */
+static int write_new(int dfd, const char *name, const void *data, size_t len)
 {
-	char *p = path_join(dir, name);
+	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	int r;
 
-	if (!p)
-		return -ENOMEM;
-	r = file_write_atomic(p, data, len, mode, NULL);
-	free(p);
+	if (fd < 0)
+		return -errno;
+	r = fd_write_all(fd, data, len);
+	if (r >= 0 && fchmod(fd, 0644) < 0)
+		r = -errno;
+	if (close(fd) < 0 && r >= 0)
+		r = -errno;
 	return r;
 }
 
-static int write_units(const char *dir, const char *resource, char *const *ids, size_t n_ids)
+static int write_units(int dfd, const char *resource, char *const *ids, size_t n_ids)
 {
 	struct buf b = { 0 };
 	int r = buf_printf(&b, "%s\n", resource);
@@ -58,12 +63,12 @@ static int write_units(const char *dir, const char *resource, char *const *ids, 
 	for (size_t i = 0; r >= 0 && i < n_ids; i++)
 		r = buf_printf(&b, "%s\n", ids[i]);
 	if (r >= 0)
-		r = write_file(dir, "units", (const char *)b.data, b.len, 0644);
+		r = write_new(dfd, "units", b.data, b.len);
 	buf_release(&b);
 	return r;
 }
 
-static int write_limits(const struct enforce *e, const char *dir, bool report_only,
+static int write_limits(const struct enforce *e, int dfd, bool report_only,
 			const struct gpu_device *const *gpus, const uint64_t *limits_mib,
 			size_t n_gpus)
 {
@@ -84,7 +89,7 @@ static int write_limits(const struct enforce *e, const char *dir, bool report_on
 	n = limits_format(&l, buf, sizeof(buf));
 	if (n < 0)
 		return n;
-	return write_file(dir, "limits", buf, (size_t)n, 0644);
+	return write_new(dfd, "limits", buf, (size_t)n);
 }
 
 static int write_region(const char *state, const struct gpu_device *const *gpus,
@@ -101,79 +106,87 @@ static int write_region(const char *state, const struct gpu_device *const *gpus,
 	return region_create(state, rg, n_gpus, report_only);
 }
 
+/* Fills the new directory @tmp (alloc/@tmp, @dfd open on it). Returns 0 or -errno. */
+static int fill_dir(struct enforce *e, struct ealloc *a, enum enforce_mode mode, int dfd,
+		    const char *tmp, const struct gpu_device *const *gpus,
+		    const uint64_t *limits_mib, size_t n_gpus, const char **ret_step)
+{
+	char *state = NULL, modeline[64];
+	int r;
+
+	*ret_step = "write units in";
+	r = write_units(dfd, a->resource, a->ids, a->n_ids);
+	if (r < 0 || (mode != ENFORCE_INTERPOSER && mode != ENFORCE_BOTH))
+		goto mode;
+	*ret_step = "write limits in";
+	r = write_limits(e, dfd, mode == ENFORCE_BOTH, gpus, limits_mib, n_gpus);
+	if (r < 0)
+		return r;
+	*ret_step = "create the region in";
+	state = strdup_printf("%s/%s/state", e->alloc_dir, tmp);
+	if (!state)
+		return -ENOMEM;
+	/* 0755 whatever the umask: the container's processes, any user, reach the region. */
+	r = mkdirat(dfd, "state", 0755) < 0 || fchmodat(dfd, "state", 0755, 0) < 0 ? -errno : 0;
+	if (r >= 0)
+		r = write_region(state, gpus, limits_mib, n_gpus, mode == ENFORCE_BOTH);
+	free(state);
+mode:
+	if (r < 0)
+		return r;
+	*ret_step = "write mode in";
+	(void)snprintf(modeline, sizeof(modeline), "%s\n", enforce_mode_name(mode));
+	return write_new(dfd, "mode", modeline, strlen(modeline));
+}
+
 /*
- * Makes alloc/@a->name/ for @a in @mode: units, then (interposer) limits and state/region,
- * then mode last. Returns 0 or -errno (the directory removed again); *@ret_step names what
- * failed.
+ * Makes alloc/@a->name/ for @a in @mode: units, mode and (interposer) limits and
+ * state/region, built under a hidden name (ENFORCE_NEW_PREFIX) and renamed into place, so a
+ * directory under its real name is always whole. Only the region is synced (region_create()):
+ * nothing here must outlive a crash of the node, whose pods are all allocated again. Returns
+ * 0 or -errno (nothing left behind; a->name ""); *@ret_step names what failed.
  */
 static int write_dir(struct enforce *e, struct ealloc *a, enum enforce_mode mode,
 		     const struct gpu_device *const *gpus, const uint64_t *limits_mib,
 		     size_t n_gpus, const char **ret_step)
 {
-	bool interposer = mode == ENFORCE_INTERPOSER || mode == ENFORCE_BOTH;
-	char *dir = NULL, *state = NULL, modeline[64];
-	int r = -EEXIST;
+	char tmp[sizeof(ENFORCE_NEW_PREFIX) + ENFORCE_NAME_LEN];
+	int afd, dfd = -1, r;
 
+	*ret_step = "open";
+	afd = enforce_alloc_dir_open(e);
+	if (afd < 0) {
+		a->name[0] = '\0';
+		return afd;
+	}
+	new_name(a->name);
+	(void)snprintf(tmp, sizeof(tmp), ENFORCE_NEW_PREFIX "%s", a->name);
 	*ret_step = "create";
-	for (int tries = 0; r == -EEXIST && tries < 4; tries++) {
-		new_name(a->name);
-		free(dir);
-		dir = path_join(e->alloc_dir, a->name);
-		if (!dir) {
-			r = -ENOMEM;
-			break;
-		}
-		r = mkdir(dir, 0755) < 0 ? -errno : 0;
+	r = mkdirat(afd, tmp, 0755) < 0 || fchmodat(afd, tmp, 0755, 0) < 0 ? -errno : 0;
+	if (r >= 0) {
+		dfd = openat(afd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		r = dfd < 0 ? -errno : 0;
 	}
-	if (r < 0)
-		goto fail_nodir;
-	/* mkdir's mode passes through the umask: the container's users need to reach state/. */
-	(void)chmod(dir, 0755);
-	*ret_step = "write units in";
-	r = write_units(dir, a->resource, a->ids, a->n_ids);
-	if (r < 0)
-		goto fail;
-	if (interposer) {
-		*ret_step = "write limits in";
-		r = write_limits(e, dir, mode == ENFORCE_BOTH, gpus, limits_mib, n_gpus);
-		if (r < 0)
-			goto fail;
-		state = path_join(dir, "state");
-		if (!state) {
-			r = -ENOMEM;
-			goto fail;
-		}
-		*ret_step = "create the region in";
-		r = mkdir(state, 0755) < 0 ? -errno : 0;
-		if (r >= 0)
-			(void)chmod(state, 0755);
-		if (r >= 0)
-			r = write_region(state, gpus, limits_mib, n_gpus, mode == ENFORCE_BOTH);
-		if (r < 0)
-			goto fail;
+	if (r >= 0)
+		r = fill_dir(e, a, mode, dfd, tmp, gpus, limits_mib, n_gpus, ret_step);
+	if (dfd >= 0)
+		(void)close(dfd);
+	/* A random 64-bit name is new; a taken one fails the rename (never replaces it). */
+	if (r >= 0) {
+		*ret_step = "rename";
+		r = renameat2(afd, tmp, afd, a->name, RENAME_NOREPLACE) < 0 ? -errno : 0;
 	}
-	*ret_step = "write mode in";
-	(void)snprintf(modeline, sizeof(modeline), "%s\n", enforce_mode_name(mode));
-	r = write_file(dir, "mode", modeline, strlen(modeline), 0644);
-	if (r < 0)
-		goto fail;
-	a->state_dir = state;
-	free(dir);
-	return 0;
-fail : {
-	int fd = enforce_alloc_dir_open(e);
-
-	if (fd >= 0) {
-		if (rm_tree_at(fd, a->name, ENFORCE_TREE_DEPTH) < 0)
+	if (r < 0) {
+		if (rm_tree_at(afd, tmp, ENFORCE_TREE_DEPTH) < 0)
 			log_debug("cannot remove a half-made allocation directory", "path=%s/%s",
-				  e->alloc_dir, a->name);
-		(void)close(fd);
+				  e->alloc_dir, tmp);
+		a->name[0] = '\0';
+	} else if (mode == ENFORCE_INTERPOSER || mode == ENFORCE_BOTH) {
+		a->state_dir = strdup_printf("%s/%s/state", e->alloc_dir, a->name);
+		if (!a->state_dir)
+			r = -ENOMEM; /* the directory stays: the record goes (enforce_allocate()) */
 	}
-}
-fail_nodir:
-	a->name[0] = '\0';
-	free(state);
-	free(dir);
+	(void)close(afd);
 	return r;
 }
 

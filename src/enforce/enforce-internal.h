@@ -11,6 +11,8 @@
 #define ENFORCE_LIB_NAME     "libedgegpu-cuda.so"
 #define ENFORCE_PRELOAD_NAME "ld.so.preload"
 #define ENFORCE_NAME_LEN     16
+/* alloc/.new-<name>/: a directory being built (removed at start: a crash left it) */
+#define ENFORCE_NEW_PREFIX ".new-"
 /* alloc/<name>/state/region is three levels: a deeper tree is not ours to walk. */
 #define ENFORCE_TREE_DEPTH 8
 #define ENFORCE_GRACE	   (120 * USEC_PER_SEC)

@@ -428,6 +428,16 @@ static void load_allocs(struct enforce *e)
 		struct stat st;
 		int fd, r;
 
+		/* A directory a crash left half-built: never used, removed (links only unlinked). */
+		if (strncmp(de->d_name, ENFORCE_NEW_PREFIX, strlen(ENFORCE_NEW_PREFIX)) == 0) {
+			r = rm_tree_at(dirfd(d), de->d_name, ENFORCE_TREE_DEPTH);
+			if (r < 0)
+				(void)log_warn_errno(
+					r, "cannot remove a half-built allocation directory",
+					"path=%s/%s", e->alloc_dir, de->d_name);
+			dropped++;
+			continue;
+		}
 		if (de->d_name[0] == '.')
 			continue;
 		/* Not ours (a link, a file, another name): left alone, never followed. */

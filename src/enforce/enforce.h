@@ -99,8 +99,9 @@ struct enforce_grant {
  * alloc/<name>/ with its units and mode, and when the interposer is in force its limits file
  * and region (region_create()); a directory for every mode, so the backstop and a restart
  * know each gpumem container. Any earlier allocation holding one of these units is removed
- * first (a unit is held by one container at a time). Blocking: each file is written with
- * file_write_atomic() (fsync), on the loop, so the container never sees a partial file. A failure to write the directory does not fail
+ * first (a unit is held by one container at a time). The directory is built under a hidden
+ * name and renamed into place (never seen partial); only the region is synced, so Allocate
+ * pays one fsync with the interposer and none without (blocking, on the loop). A failure to write the directory does not fail
  * the Allocate: the grant falls back to what still holds (driver, or accounting) with the
  * reason "state-write-failed", logged at warn. Returns 0 or -ENOMEM; @ret is filled on
  * success and released with enforce_grant_release().

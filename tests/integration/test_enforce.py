@@ -5,7 +5,8 @@ state directory, the env and mounts of a gpumem Allocate, the allocation directo
 limits, state/region), its removal when its units are allocated again and when pod-resources
 shows its pod gone (after the grace, short here through EDGEGPU_GPUMEM_GRACE_MS, a test-only
 variable), a restart that keeps live allocations, and a state directory that cannot be
-written (Allocate still succeeds, accounting, said at warn).
+written (Allocate still succeeds, accounting, said at warn), and a reload that moves the state
+directory.
 
 The fake NVML has no memory-limit API: the driver path is never in force here, so a node with
 the library runs the interposer."""
@@ -14,8 +15,9 @@ import filecmp
 import os
 import subprocess
 
-from common import NodeTest, main, uuids
+from common import main, uuids
 from edgegpu import PluginClient, wait_until
+from test_gpumem import GpumemTest
 
 GPUMEM = "nvidia.com/gpumem"
 ONE = uuids("sharing/one-16g.conf")
@@ -25,7 +27,7 @@ DEBUG = {"EDGEGPU_LOG_LEVEL": "debug"}
 BUILT_LIB = os.path.join(os.environ.get("IPZ_BUILD_DIR", ""), "libedgegpu-cuda.so")
 
 
-class EnforceTest(NodeTest):
+class EnforceTest(GpumemTest):  # its admit()
     def start(self, env=None, state=None, lib=None):
         """A one-GPU gpumem node with enforcement state under the node's directory. Returns
         (node, daemon, state directory, source library)."""
@@ -45,14 +47,6 @@ class EnforceTest(NodeTest):
         n.wait_register(GPUMEM, timeout=10)
         n.wait_devices(GPUMEM, timeout=10)
         return n, d, state, lib
-
-    def admit(self, n, pod, count):
-        ev = n.emu.admit(pod, f"c1:{GPUMEM}={count}")
-        self.assertTrue(ev["ok"], ev)
-        al = n.emu.allocations(pod)
-        self.assertEqual(len(al), 1, al)
-        self.assertTrue(al[0]["ok"], al[0])
-        return al[0]
 
     def alloc_dirs(self, state):
         d = os.path.join(state, "alloc")
@@ -141,6 +135,22 @@ class Lifecycle(EnforceTest):
                    name=os.path.basename(gone), timeout=5)
         self.assertTrue(os.path.isdir(keep))
 
+    def test_allocation_whose_pod_never_came_removed_after_grace(self):
+        # An Allocate no pod follows (the kubelet failed the pod, or a client like this one):
+        # pod-resources never changes, so only the periodic re-read of its answer sees it.
+        n, d, state, lib = self.start(env=dict(DEBUG, EDGEGPU_GPUMEM_GRACE_MS="500"))
+        # The first stable answer handed over before the Allocate: none comes after it.
+        d.wait_log("pod-resources answer stable", timeout=15)
+        letter = n.emu.last_devices(GPUMEM)["healthy"][0][0]
+        c = PluginClient(n.socket("nvidia-gpumem.sock"))
+        self.addCleanup(c.close)
+        r = c.allocate([letter + "1", letter + "2"])
+        self.assertEqual(r.code, "OK", r)
+        adir = self.dir_of(r.responses[0])
+        self.assertTrue(os.path.isdir(adir))
+        wait_until(lambda: not os.path.exists(adir), timeout=30,
+                   what=f"{adir} removed: no pod holds its units")
+
     def test_restart_keeps_live_allocations(self):
         env = dict(DEBUG, EDGEGPU_GPUMEM_GRACE_MS="300")
         n, d, state, lib = self.start(env=env)
@@ -154,6 +164,35 @@ class Lifecycle(EnforceTest):
         d.wait_log("pod-resources answer stable", timeout=15)
         self.assertTrue(os.path.isdir(live))
         self.assertEqual(self.alloc_dirs(state), [os.path.basename(live)])
+
+
+class Reload(EnforceTest):
+    def test_state_dir_changed_by_the_config_file(self):
+        n = self.node("sharing/one-16g.conf", emulator_args=("--max-ids", "400000"))
+        lib = os.path.join(n.root, "lib.so")
+        with open(lib, "wb") as f:
+            f.write(b"\x7fELF stand-in\n")
+        first, second = os.path.join(n.root, "s1"), os.path.join(n.root, "s2")
+
+        def config(state):
+            return (CONFIG + "      enforcement:\n"
+                    f"        stateDir: {state}\n        library: {lib}\n")
+        # The harness's variables out of the way: the file's keys apply.
+        d = n.start_daemon(config=config(first), env={"EDGEGPU_GPUMEM_STATE_DIR": None,
+                                                      "EDGEGPU_INTERPOSER_LIB": None})
+        n.wait_register(GPUMEM, timeout=10)
+        n.wait_devices(GPUMEM, timeout=10)
+        d.wait_log("gpumem enforcement", state_dir=first, timeout=10)
+        old = self.dir_of(self.admit(n, "p1", 64)["response"])
+        self.assertTrue(old.startswith(first + "/"))
+        n.write_config(config(second))
+        d.wait_log("gpumem enforcement", state_dir=second, timeout=20)
+        self.assertTrue(filecmp.cmp(lib, os.path.join(second, "lib", "libedgegpu-cuda.so"),
+                                    shallow=False))
+        new = self.dir_of(self.admit(n, "p2", 64)["response"])
+        self.assertTrue(new.startswith(second + "/"), new)
+        # The old state directory's allocation stays for a later start to read back.
+        self.assertTrue(os.path.isdir(old))
 
 
 class Hostile(EnforceTest):

@@ -2,7 +2,8 @@
  * enforce.c and enforce-alloc.c: the library install, the allocation directories (units,
  * mode, limits, region), the env and mounts of a grant, the removal of allocations whose pods
  * are gone or whose units are taken again, the read-back after a restart, and the hostile
- * trees (a file where a directory goes, links, garbage, a huge units file).
+ * trees (a file where a directory goes, links, garbage, a huge units file, thousands of stale
+ * directories).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,9 +19,9 @@
 #include "file-read.h"
 #include "gpu.h"
 #include "limits-file.h"
-#include "podresources.pb-c.h"
 #include "region.h"
 #include "unit-fs.h"
+#include "unit-podres.h"
 #include "unit.h"
 
 #define UUID0 "GPU-abcdef00-1111-2222-3333-444444444440"
@@ -129,31 +130,13 @@ static int alloc(struct enforce *e, unsigned first, unsigned n, uint64_t mib,
 	return r;
 }
 
-/* A pod-resources answer holding the IDs given (one pod, one container). */
+/* A pod-resources answer holding @ids of RES (heap: the caller frees). */
 static uint8_t *podres(char **ids, size_t n, size_t *ret_len)
 {
-	V1__ListPodResourcesResponse m = V1__LIST_POD_RESOURCES_RESPONSE__INIT;
-	V1__PodResources pod = V1__POD_RESOURCES__INIT, *pp = &pod;
-	V1__ContainerResources cr = V1__CONTAINER_RESOURCES__INIT, *crp = &cr;
-	V1__ContainerDevices cd = V1__CONTAINER_DEVICES__INIT, *cdp = &cd;
-	uint8_t *out;
+	uint8_t *out = malloc(4096);
 
-	cd.resource_name = (char *)RES;
-	cd.device_ids = ids;
-	cd.n_device_ids = n;
-	cr.name = (char *)"c";
-	cr.devices = &cdp;
-	cr.n_devices = 1;
-	pod.name = (char *)"p";
-	pod.namespace_ = (char *)"default";
-	pod.containers = &crp;
-	pod.n_containers = 1;
-	m.pod_resources = &pp;
-	m.n_pod_resources = 1;
-	*ret_len = v1__list_pod_resources_response__get_packed_size(&m);
-	out = malloc(*ret_len + 1);
 	assert_non_null(out);
-	v1__list_pod_resources_response__pack(&m, out);
+	*ret_len = unit_podres_answer(RES, ids, n, out, 4096);
 	return out;
 }
 
@@ -339,6 +322,7 @@ static void test_restart_reads_back_and_survives_hostile_trees(void **state)
 	(void)snprintf(p, sizeof(p), "%s/alloc/00000000000000dd/link/out", f->state);
 	assert_int_equal(symlink(outside, p), 0); /* removed as a link, never followed */
 	unit_make_path(f->state, "/alloc/not-ours/");
+	unit_make_path(f->state, "/alloc/.new-00000000000000ee/state/"); /* a crash mid-build */
 
 	assert_int_equal(enforce_new(&f->cfg, "/", &e), 0);
 	assert_int_equal(enforce_n_allocs(e), 1);
@@ -355,6 +339,7 @@ static void test_restart_reads_back_and_survives_hostile_trees(void **state)
 	assert_false(exists(f->alloc, "00000000000000cc"));
 	assert_false(exists(f->alloc, "00000000000000dd"));
 	assert_true(exists(f->alloc, "not-ours"));
+	assert_false(exists(f->alloc, ".new-00000000000000ee"));
 	assert_true(exists(outside, "keep"));
 	/* The read-back one keeps its age: with no grace and no pod, it goes. */
 	enforce_set_grace(e, 0);
@@ -368,6 +353,36 @@ static void test_restart_reads_back_and_survives_hostile_trees(void **state)
 	assert_false(exists(f->alloc, g.name));
 	assert_true(exists(outside, "keep"));
 	enforce_grant_release(&g);
+	enforce_free(e);
+}
+
+/* 3,000 directories a long-gone run left: read back, and removed in one pass once stale. */
+static void test_thousands_of_stale_dirs(void **state)
+{
+	struct fx *f = *state;
+	struct enforce *e = NULL;
+	char p[256], text[128];
+	uint8_t *resp;
+	size_t len;
+	int n;
+
+	for (unsigned i = 0; i < 3000; i++) {
+		(void)snprintf(p, sizeof(p), "/alloc/%016x/", i + 1);
+		unit_make_path(f->state, p);
+		(void)snprintf(p, sizeof(p), "%s/alloc/%016x/units", f->state, i + 1);
+		n = snprintf(text, sizeof(text), RES "\nGPU-x::%u\n", i);
+		write_text(p, text, (size_t)n);
+	}
+	assert_int_equal(enforce_new(&f->cfg, "/", &e), 0);
+	assert_int_equal(enforce_n_allocs(e), 3000);
+	assert_non_null(enforce_find_unit(e, RES, "GPU-x::2999"));
+	enforce_set_grace(e, 0);
+	resp = podres(NULL, 0, &len);
+	assert_int_equal(enforce_set_live_podres(e, resp, len), 3000);
+	free(resp);
+	assert_int_equal(enforce_n_allocs(e), 0);
+	(void)snprintf(p, sizeof(p), "%016x", 1);
+	assert_false(exists(f->alloc, p));
 	enforce_free(e);
 }
 
@@ -444,6 +459,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_restart_reads_back_and_survives_hostile_trees,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_thousands_of_stale_dirs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_state_unwritable_falls_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_state_dir_is_a_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_verdict_driver, setup, teardown),

@@ -27,6 +27,7 @@
 #include "plugin.h"
 #include "podresources.pb-c.h"
 #include "resource.h"
+#include "unit-podres.h"
 #include "unit.h"
 
 #define UUID0 "GPU-00000000-1111-2222-3333-444444444440"
@@ -784,30 +785,6 @@ static void test_refresh_oom_retries(void **state)
 	loop_free(l);
 }
 
-/* A pod-resources List answer: one pod, one container, holding @ids of @res. */
-static size_t podres_answer(const char *res, char **ids, size_t n, uint8_t *out, size_t max)
-{
-	V1__ListPodResourcesResponse m = V1__LIST_POD_RESOURCES_RESPONSE__INIT;
-	V1__PodResources pod = V1__POD_RESOURCES__INIT, *pp = &pod;
-	V1__ContainerResources cr = V1__CONTAINER_RESOURCES__INIT, *crp = &cr;
-	V1__ContainerDevices cd = V1__CONTAINER_DEVICES__INIT, *cdp = &cd;
-
-	cd.resource_name = (char *)res;
-	cd.device_ids = ids;
-	cd.n_device_ids = n;
-	cr.name = (char *)"c";
-	cr.devices = &cdp;
-	cr.n_devices = 1;
-	pod.name = (char *)"pod";
-	pod.namespace_ = (char *)"default";
-	pod.containers = &crp;
-	pod.n_containers = 1;
-	m.pod_resources = &pp;
-	m.n_pod_resources = 1;
-	assert_true(v1__list_pod_resources_response__get_packed_size(&m) <= max);
-	return v1__list_pod_resources_response__pack(&m, out);
-}
-
 static int mask_slot(const struct plugin *p)
 {
 	struct plugin_stats stats;
@@ -853,14 +830,14 @@ static void test_gpumem_mask_from_podres(void **state)
 		assert_true(resource_device_id(r, i, idbuf[i]) > 0);
 		ids[i] = idbuf[i];
 	}
-	n = podres_answer("nvidia.com/gpumem", ids, 3, answer, sizeof(answer));
+	n = unit_podres_answer("nvidia.com/gpumem", ids, 3, answer, sizeof(answer));
 	assert_int_equal(plugin_set_live_podres(p, answer, n), 0);
 	assert_int_equal(mask_slot(p), 1);
 
 	/* Unreadable answers change nothing. */
 	assert_int_equal(plugin_set_live_podres(p, (const uint8_t *)"\x0a\x05\x0a", 3), -EBADMSG);
 	assert_int_equal(mask_slot(p), 1);
-	n = podres_answer("nvidia.com/gpumem", ids, 0, answer, sizeof(answer));
+	n = unit_podres_answer("nvidia.com/gpumem", ids, 0, answer, sizeof(answer));
 	for (at = 0;; at++) {
 		oom_fail_at(at);
 		e = plugin_set_live_podres(p, answer, n);

@@ -640,6 +640,39 @@ static void test_path_split(void **state)
 	free(name);
 }
 
+/*
+ * rm_tree_at(): a tree goes whole; a link inside it goes as a link (its target, outside,
+ * stays); a tree deeper than asked is left with -ELOOP; nothing there is not an error.
+ */
+static void test_rm_tree_at(void **state)
+{
+	char dir[64], p[128], ln[128];
+	struct stat st;
+	int dfd;
+
+	unit_tmpdir("test-util-rm", dir, sizeof(dir));
+	unit_make_path(dir, "/outside/keep");
+	unit_make_path(dir, "/t/a/b/file");
+	unit_make_path(dir, "/t/empty/");
+	(void)snprintf(p, sizeof(p), "%s/outside", dir);
+	(void)snprintf(ln, sizeof(ln), "%s/t/a/link", dir);
+	assert_int_equal(symlink(p, ln), 0);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(dfd >= 0);
+	assert_int_equal(rm_tree_at(dfd, "t", 1), -ELOOP); /* t/a/b is deeper */
+	assert_int_equal(fstatat(dfd, "t/a/b/file", &st, 0), 0);
+	assert_int_equal(rm_tree_at(dfd, "t", 8), 0);
+	assert_int_equal(fstatat(dfd, "t", &st, AT_SYMLINK_NOFOLLOW), -1);
+	assert_int_equal(fstatat(dfd, "outside/keep", &st, 0), 0);
+	assert_int_equal(rm_tree_at(dfd, "t", 8), 0);
+	/* A link named as the tree: unlinked, never entered. */
+	assert_int_equal(symlinkat(p, dfd, "ln"), 0);
+	assert_int_equal(rm_tree_at(dfd, "ln", 8), 0);
+	assert_int_equal(fstatat(dfd, "outside/keep", &st, 0), 0);
+	(void)close(dfd);
+	unit_rm_tree(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -647,6 +680,7 @@ int main(void)
 		cmocka_unit_test(test_buf),
 		cmocka_unit_test(test_json_string),
 		cmocka_unit_test(test_files),
+		cmocka_unit_test(test_rm_tree_at),
 		cmocka_unit_test(test_helpers),
 		cmocka_unit_test(test_json_writer),
 		cmocka_unit_test(test_json_writer_error),
