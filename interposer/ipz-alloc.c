@@ -46,8 +46,7 @@ enum cu_result ipz_settle(int gpu, uint64_t had, uint64_t want)
 	return CU_RES_SUCCESS;
 }
 
-/* Records what was counted; a table without room cannot free it later: refuse instead. */
-static bool remember(enum ipz_kind kind, uint64_t key, int gpu, uint64_t bytes, uint64_t extra)
+bool ipz_remember(enum ipz_kind kind, uint64_t key, int gpu, uint64_t bytes, uint64_t extra)
 {
 	struct ipz_entry e = { .gpu = gpu, .bytes = bytes, .extra = extra };
 
@@ -123,7 +122,7 @@ static enum cu_result linear_alloc(enum linear k, cu_deviceptr *dptr, size_t *pi
 		(void)ipz_real.cuMemFree_v2(*dptr);
 		return CU_RES_OUT_OF_MEMORY;
 	}
-	if (!remember(IPZ_K_PTR, *dptr, gpu, real, 0)) {
+	if (!ipz_remember(IPZ_K_PTR, *dptr, gpu, real, 0)) {
 		(void)ipz_real.cuMemFree_v2(*dptr);
 		return CU_RES_OUT_OF_MEMORY;
 	}
@@ -181,67 +180,6 @@ IPZ_EXPORT enum cu_result cuMemFree_v2(cu_deviceptr dptr)
 		return r;
 	}
 	return ipz_real.cuMemFree_v2(dptr);
-}
-
-/* ---- virtual memory management: cuMemCreate / cuMemRelease; map and unmap pass through ---- */
-
-IPZ_EXPORT enum cu_result cuMemCreate(cu_mem_handle *handle, size_t size,
-				      const struct cu_mem_alloc_prop *prop,
-				      unsigned long long flags)
-{
-	enum cu_result r;
-	int gpu;
-
-	IPZ_ENTER(cuMemCreate);
-	/* Host locations (HOST, HOST_NUMA...) are not device memory: pass through. */
-	if (!ipz.enforcing || !handle || !prop || prop->location.type != CU_LOC_DEVICE)
-		return ipz_real.cuMemCreate(handle, size, prop, flags);
-	gpu = ipz_dev_gpu(prop->location.id);
-	if (gpu < 0)
-		return ipz_real.cuMemCreate(handle, size, prop, flags);
-	r = ipz_reserve(gpu, size);
-	if (r != CU_RES_SUCCESS)
-		return r;
-	r = ipz_real.cuMemCreate(handle, size, prop, flags);
-	if (r != CU_RES_SUCCESS) {
-		ipz_release(gpu, size);
-		return r;
-	}
-	if (!remember(IPZ_K_VMM, *handle, gpu, size, 0)) {
-		(void)ipz_real.cuMemRelease(*handle);
-		return CU_RES_OUT_OF_MEMORY;
-	}
-	return CU_RES_SUCCESS;
-}
-
-IPZ_EXPORT enum cu_result cuMemRelease(cu_mem_handle handle)
-{
-	struct ipz_entry e;
-	enum cu_result r;
-
-	IPZ_ENTER(cuMemRelease);
-	if (!ipz.enforcing || !ipz_table_take(IPZ_K_VMM, handle, &e))
-		return ipz_real.cuMemRelease(handle);
-	r = ipz_real.cuMemRelease(handle);
-	if (r == CU_RES_SUCCESS)
-		ipz_release(e.gpu, e.bytes);
-	else
-		(void)ipz_table_put(IPZ_K_VMM, handle, &e);
-	return r;
-}
-
-/* The physical memory was counted at cuMemCreate; mapping it takes none. */
-IPZ_EXPORT enum cu_result cuMemMap(cu_deviceptr ptr, size_t size, size_t offset,
-				   cu_mem_handle handle, unsigned long long flags)
-{
-	IPZ_ENTER(cuMemMap);
-	return ipz_real.cuMemMap(ptr, size, offset, handle, flags);
-}
-
-IPZ_EXPORT enum cu_result cuMemUnmap(cu_deviceptr ptr, size_t size)
-{
-	IPZ_ENTER(cuMemUnmap);
-	return ipz_real.cuMemUnmap(ptr, size);
 }
 
 /* ---- stream-ordered allocation: pools, counted by their reserved memory ---- */
@@ -336,7 +274,7 @@ static enum cu_result pool_alloc(cu_deviceptr *dptr, size_t size, struct cu_mem_
 	 * address by a pool destroyed with the pointer still in it is replaced.
 	 */
 	(void)ipz_table_take(IPZ_K_POOL_PTR, *dptr, &stale);
-	(void)remember(IPZ_K_POOL_PTR, *dptr, -1, 0, (uintptr_t)pool);
+	(void)ipz_remember(IPZ_K_POOL_PTR, *dptr, -1, 0, (uintptr_t)pool);
 	return CU_RES_SUCCESS;
 }
 
@@ -634,7 +572,7 @@ static enum cu_result array_create(enum ipz_kind kind, void **obj, const void *d
 		(void)array_destroy(kind, *obj);
 		return CU_RES_OUT_OF_MEMORY;
 	}
-	if (!remember(kind, (uintptr_t)*obj, gpu, real, 0)) {
+	if (!ipz_remember(kind, (uintptr_t)*obj, gpu, real, 0)) {
 		(void)array_destroy(kind, *obj);
 		return CU_RES_OUT_OF_MEMORY;
 	}

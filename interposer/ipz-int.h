@@ -187,11 +187,13 @@ enum cu_result ipz_settle(int gpu, uint64_t had, uint64_t want);
  */
 enum ipz_kind {
 	IPZ_K_PTR = 1,	/* cuMemAlloc*, freed by cuMemFree_v2 */
-	IPZ_K_VMM,	/* cuMemCreate handle, freed by cuMemRelease */
+	IPZ_K_VMM,	/* cuMemCreate handle; extra: mappings << 1 | released (ipz-vmm.c) */
 	IPZ_K_ARRAY,	/* cuArrayCreate_v2 / cuArray3DCreate_v2 */
 	IPZ_K_MIPMAP,	/* cuMipmappedArrayCreate */
 	IPZ_K_POOL,	/* a memory pool: bytes = its reserved memory we counted */
 	IPZ_K_POOL_PTR, /* a pointer from a pool: extra = the pool */
+	IPZ_K_GRAPH,	/* a graph's mem-alloc nodes on one GPU: key (graph << 4) | gpu */
+	IPZ_K_GEXEC,	/* the same, carried to an instantiated graph: (exec << 4) | gpu */
 };
 struct ipz_entry {
 	int gpu;
@@ -210,3 +212,10 @@ bool ipz_table_set_bytes(enum ipz_kind kind, uint64_t key, uint64_t bytes);
 void ipz_table_lock(void);
 void ipz_table_unlock(void);
 void ipz_table_child(void);
+/* Replaces the extra of a present entry by @extra; false when absent. */
+bool ipz_table_set_extra(enum ipz_kind kind, uint64_t key, uint64_t extra);
+/*
+ * Records what was counted under (kind, key); when the table has no room, releases @bytes on
+ * @gpu and returns false (a count that could not be freed later: the caller refuses instead).
+ */
+bool ipz_remember(enum ipz_kind kind, uint64_t key, int gpu, uint64_t bytes, uint64_t extra);

@@ -161,6 +161,18 @@ bool ipz_table_set_bytes(enum ipz_kind kind, uint64_t key, uint64_t bytes)
 	return pp != NULL;
 }
 
+bool ipz_table_set_extra(enum ipz_kind kind, uint64_t key, uint64_t extra)
+{
+	struct node **pp;
+
+	pthread_mutex_lock(&lock);
+	pp = find(kind, key);
+	if (pp)
+		(*pp)->e.extra = extra;
+	pthread_mutex_unlock(&lock);
+	return pp != NULL;
+}
+
 void ipz_table_lock(void)
 {
 	pthread_mutex_lock(&lock);
