@@ -71,6 +71,9 @@ IPZ_EXTRA_FUNCTIONS(IPZ_EXTRA_FN_TYPE)
 	W(cuMemPoolCreate)                   \
 	W(cuMemPoolDestroy)                  \
 	W(cuMemPoolTrimTo)                   \
+	W(cuStreamSynchronize)               \
+	W(cuStreamSynchronize_ptsz)          \
+	W(cuCtxSynchronize)                  \
 	W(cuDeviceGetDefaultMemPool)         \
 	W(cuDeviceGetMemPool)                \
 	W(cuMemGetDefaultMemPool)            \
@@ -180,6 +183,10 @@ void ipz_release(int gpu, uint64_t bytes);
 /* Moves a reservation of @had to @want once the driver said what it took (0 or OOM, when the
  * growth cannot be reserved: then the reservation is still @had). */
 enum cu_result ipz_settle(int gpu, uint64_t had, uint64_t want);
+
+/* ipz-pool.c: settles @pool's count to its reserved memory (after a free of one of its
+ * pointers). */
+void ipz_pool_settle(struct cu_mem_pool *pool);
 
 /*
  * The per-process table of what was counted: key (a kind and a pointer or handle) -> (gpu,
