@@ -86,6 +86,8 @@ IPZ_EXTRA_FUNCTIONS(IPZ_EXTRA_FN_TYPE)
 	W(cuGraphAddMemAllocNode)            \
 	W(cuGraphAddNode)                    \
 	W(cuGraphAddNode_v2)                 \
+	W(cuGraphDestroy)                    \
+	W(cuGraphExecDestroy)                \
 	W(cuGraphInstantiateWithFlags)       \
 	W(cuGraphInstantiate_v2)             \
 	W(cuGraphInstantiateWithParams)      \
