@@ -207,27 +207,20 @@ IPZ_EXPORT enum cu_result cuGraphAddNode_v2(struct cu_graph_node **node, struct 
 	return r;
 }
 
-IPZ_EXPORT enum cu_result cuGraphDestroy(struct cu_graph *g)
-{
-	enum cu_result r;
+/* A destroyed graph or exec: its bytes are forgotten (its address may come back). */
+#define IPZ_GRAPH_DESTROY(sym, type, kind)       \
+	IPZ_EXPORT enum cu_result sym(type *obj) \
+	{                                        \
+		enum cu_result r;                \
+		IPZ_ENTER(sym);                  \
+		r = ipz_real.sym(obj);           \
+		if (r == CU_RES_SUCCESS)         \
+			bytes_forget(kind, obj); \
+		return r;                        \
+	}
 
-	IPZ_ENTER(cuGraphDestroy);
-	r = ipz_real.cuGraphDestroy(g);
-	if (r == CU_RES_SUCCESS)
-		bytes_forget(IPZ_K_GRAPH, g);
-	return r;
-}
-
-IPZ_EXPORT enum cu_result cuGraphExecDestroy(struct cu_graph_exec *exec)
-{
-	enum cu_result r;
-
-	IPZ_ENTER(cuGraphExecDestroy);
-	r = ipz_real.cuGraphExecDestroy(exec);
-	if (r == CU_RES_SUCCESS)
-		bytes_forget(IPZ_K_GEXEC, exec);
-	return r;
-}
+IPZ_GRAPH_DESTROY(cuGraphDestroy, struct cu_graph, IPZ_K_GRAPH)
+IPZ_GRAPH_DESTROY(cuGraphExecDestroy, struct cu_graph_exec, IPZ_K_GEXEC)
 
 /* ---- taking the room before the graph allocates ---- */
 

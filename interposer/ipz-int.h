@@ -47,8 +47,9 @@ IPZ_EXTRA_FUNCTIONS(IPZ_EXTRA_FN_TYPE)
 #define IPZ_NVML_ERROR_LIBRARY_NOT_FOUND 12 /* NVML_ERROR_LIBRARY_NOT_FOUND */
 #endif
 
-/* Every symbol we wrap (each defined and exported in ipz.c, ipz-alloc.c, ipz-graph.c or
- * ipz-info.c; the same list is libedgegpu-cuda.map, checked by tests/interposer/check-exports). */
+/* Every symbol we wrap (each defined and exported in ipz.c, ipz-alloc.c, ipz-vmm.c, ipz-pool.c,
+ * ipz-graph.c or ipz-info.c; the same list is libedgegpu-cuda.map, checked by
+ * tests/interposer/check-exports). */
 #define IPZ_CU_WRAPPED(W)                    \
 	W(cuGetProcAddress)                  \
 	W(cuGetProcAddress_v2)               \

@@ -395,32 +395,16 @@ IPZ_POOL_GETTER(cuMemGetMemPool,
 		(pool, loc, type), location_gpu(loc))
 
 /* Synchronizing lets the driver give back what pools hold above their release threshold. */
-IPZ_EXPORT enum cu_result cuStreamSynchronize(struct cu_stream *s)
-{
-	enum cu_result r;
+#define IPZ_POOL_SYNC(sym, params, args)     \
+	IPZ_EXPORT enum cu_result sym params \
+	{                                    \
+		enum cu_result r;            \
+		IPZ_ENTER(sym);              \
+		r = ipz_real.sym args;       \
+		pools_settle_all();          \
+		return r;                    \
+	}
 
-	IPZ_ENTER(cuStreamSynchronize);
-	r = ipz_real.cuStreamSynchronize(s);
-	pools_settle_all();
-	return r;
-}
-
-IPZ_EXPORT enum cu_result cuStreamSynchronize_ptsz(struct cu_stream *s)
-{
-	enum cu_result r;
-
-	IPZ_ENTER(cuStreamSynchronize_ptsz);
-	r = ipz_real.cuStreamSynchronize_ptsz(s);
-	pools_settle_all();
-	return r;
-}
-
-IPZ_EXPORT enum cu_result cuCtxSynchronize(void)
-{
-	enum cu_result r;
-
-	IPZ_ENTER(cuCtxSynchronize);
-	r = ipz_real.cuCtxSynchronize();
-	pools_settle_all();
-	return r;
-}
+IPZ_POOL_SYNC(cuStreamSynchronize, (struct cu_stream * s), (s))
+IPZ_POOL_SYNC(cuStreamSynchronize_ptsz, (struct cu_stream * s), (s))
+IPZ_POOL_SYNC(cuCtxSynchronize, (void), ())
