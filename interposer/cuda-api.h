@@ -424,7 +424,8 @@ IPZ_NVML_FUNCTIONS(IPZ_NVML_DECLARE_FN_TYPE)
 	FN(cuDeviceGetGraphMemAttribute, T(result), (T(device), T(graph_mem_attr), void *))        \
 	FN(cuDeviceGraphMemTrim, T(result), (T(device)))                                           \
 	FN(cuStreamSynchronize, T(result), (T(stream)))                                            \
-	FN(cuStreamSynchronize_ptsz, T(result), (T(stream)))
+	FN(cuStreamSynchronize_ptsz, T(result), (T(stream)))                                       \
+	FN(cuCtxSynchronize, T(result), (void))
 
 /* One function type per entry: cu_fn_<symbol>, e.g. cu_fn_cuMemAlloc_v2. */
 #define CUDA_API_DECLARE_FN_TYPE(sym, r, params) typedef r cu_fn_##sym params;
@@ -493,4 +494,5 @@ CUDA_API_FUNCTIONS(CUDA_API_DECLARE_FN_TYPE, CUDA_OWN_TYPE)
 	P(cuDeviceGetGraphMemAttribute, cuDeviceGetGraphMemAttribute, 11040, 0)                   \
 	P(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040, 0)                                   \
 	P(cuStreamSynchronize, cuStreamSynchronize, 2000, 0)                                      \
-	P(cuStreamSynchronize, cuStreamSynchronize_ptsz, 7000, 1)
+	P(cuStreamSynchronize, cuStreamSynchronize_ptsz, 7000, 1)                                 \
+	P(cuCtxSynchronize, cuCtxSynchronize, 2000, 0)

@@ -46,8 +46,7 @@ enum cu_result ipz_settle(int gpu, uint64_t had, uint64_t want)
 	return CU_RES_SUCCESS;
 }
 
-/* Records what was counted; a table without room cannot free it later: refuse instead. */
-static bool remember(enum ipz_kind kind, uint64_t key, int gpu, uint64_t bytes, uint64_t extra)
+bool ipz_remember(enum ipz_kind kind, uint64_t key, int gpu, uint64_t bytes, uint64_t extra)
 {
 	struct ipz_entry e = { .gpu = gpu, .bytes = bytes, .extra = extra };
 
@@ -123,7 +122,7 @@ static enum cu_result linear_alloc(enum linear k, cu_deviceptr *dptr, size_t *pi
 		(void)ipz_real.cuMemFree_v2(*dptr);
 		return CU_RES_OUT_OF_MEMORY;
 	}
-	if (!remember(IPZ_K_PTR, *dptr, gpu, real, 0)) {
+	if (!ipz_remember(IPZ_K_PTR, *dptr, gpu, real, 0)) {
 		(void)ipz_real.cuMemFree_v2(*dptr);
 		return CU_RES_OUT_OF_MEMORY;
 	}
@@ -149,8 +148,6 @@ IPZ_EXPORT enum cu_result cuMemAllocManaged(cu_deviceptr *dptr, size_t size, uns
 	return linear_alloc(LINEAR_MANAGED, dptr, NULL, size, 0, flags);
 }
 
-static void pool_reconcile(struct cu_mem_pool *pool);
-
 IPZ_EXPORT enum cu_result cuMemFree_v2(cu_deviceptr dptr)
 {
 	struct ipz_entry e;
@@ -175,360 +172,13 @@ IPZ_EXPORT enum cu_result cuMemFree_v2(cu_deviceptr dptr)
 	if (ipz_table_take(IPZ_K_POOL_PTR, dptr, &e)) {
 		r = ipz_real.cuMemFree_v2(dptr);
 		if (r == CU_RES_SUCCESS)
-			pool_reconcile((struct cu_mem_pool *)(uintptr_t)e.extra);
+			ipz_pool_settle((struct cu_mem_pool *)(uintptr_t)e.extra);
 		else
 			(void)ipz_table_put(IPZ_K_POOL_PTR, dptr, &e);
 		return r;
 	}
 	return ipz_real.cuMemFree_v2(dptr);
 }
-
-/* ---- virtual memory management: cuMemCreate / cuMemRelease; map and unmap pass through ---- */
-
-IPZ_EXPORT enum cu_result cuMemCreate(cu_mem_handle *handle, size_t size,
-				      const struct cu_mem_alloc_prop *prop,
-				      unsigned long long flags)
-{
-	enum cu_result r;
-	int gpu;
-
-	IPZ_ENTER(cuMemCreate);
-	/* Host locations (HOST, HOST_NUMA...) are not device memory: pass through. */
-	if (!ipz.enforcing || !handle || !prop || prop->location.type != CU_LOC_DEVICE)
-		return ipz_real.cuMemCreate(handle, size, prop, flags);
-	gpu = ipz_dev_gpu(prop->location.id);
-	if (gpu < 0)
-		return ipz_real.cuMemCreate(handle, size, prop, flags);
-	r = ipz_reserve(gpu, size);
-	if (r != CU_RES_SUCCESS)
-		return r;
-	r = ipz_real.cuMemCreate(handle, size, prop, flags);
-	if (r != CU_RES_SUCCESS) {
-		ipz_release(gpu, size);
-		return r;
-	}
-	if (!remember(IPZ_K_VMM, *handle, gpu, size, 0)) {
-		(void)ipz_real.cuMemRelease(*handle);
-		return CU_RES_OUT_OF_MEMORY;
-	}
-	return CU_RES_SUCCESS;
-}
-
-IPZ_EXPORT enum cu_result cuMemRelease(cu_mem_handle handle)
-{
-	struct ipz_entry e;
-	enum cu_result r;
-
-	IPZ_ENTER(cuMemRelease);
-	if (!ipz.enforcing || !ipz_table_take(IPZ_K_VMM, handle, &e))
-		return ipz_real.cuMemRelease(handle);
-	r = ipz_real.cuMemRelease(handle);
-	if (r == CU_RES_SUCCESS)
-		ipz_release(e.gpu, e.bytes);
-	else
-		(void)ipz_table_put(IPZ_K_VMM, handle, &e);
-	return r;
-}
-
-/* The physical memory was counted at cuMemCreate; mapping it takes none. */
-IPZ_EXPORT enum cu_result cuMemMap(cu_deviceptr ptr, size_t size, size_t offset,
-				   cu_mem_handle handle, unsigned long long flags)
-{
-	IPZ_ENTER(cuMemMap);
-	return ipz_real.cuMemMap(ptr, size, offset, handle, flags);
-}
-
-IPZ_EXPORT enum cu_result cuMemUnmap(cu_deviceptr ptr, size_t size)
-{
-	IPZ_ENTER(cuMemUnmap);
-	return ipz_real.cuMemUnmap(ptr, size);
-}
-
-/* ---- stream-ordered allocation: pools, counted by their reserved memory ---- */
-
-/*
- * A pool's counted bytes follow its CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: the driver reserves
- * in chunks and keeps freed memory for reuse, so what a pool holds, not what its pointers
- * add up to, is what the GPU has lost. One lock serialises the settling of all pools.
- */
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* Learns a pool's GPU when we see it handed out or created (a known pool keeps its own). */
-static void pool_learn(struct cu_mem_pool *pool, int gpu)
-{
-	struct ipz_entry e = { .gpu = gpu };
-
-	if (pool)
-		(void)ipz_table_put(IPZ_K_POOL, (uintptr_t)pool, &e);
-}
-
-static int pool_gpu(struct cu_mem_pool *pool)
-{
-	struct ipz_entry e;
-
-	return ipz_table_get(IPZ_K_POOL, (uintptr_t)pool, &e) ? e.gpu : -1;
-}
-
-/*
- * Settles @pool's count to its reserved memory, given @pending bytes already reserved for it
- * by the caller (taken into the count). Returns CUDA_ERROR_OUT_OF_MEMORY when the pool grew
- * past what can be reserved: then nothing changed and the caller still holds @pending.
- */
-static enum cu_result pool_settle(struct cu_mem_pool *pool, int gpu, uint64_t pending)
-{
-	enum cu_result r = CU_RES_SUCCESS;
-	struct ipz_entry e;
-	cu_uint64 now = 0;
-
-	pthread_mutex_lock(&pool_lock);
-	if (!ipz_table_get(IPZ_K_POOL, (uintptr_t)pool, &e))
-		goto out; /* destroyed meanwhile */
-	if (!ipz_real.cuMemPoolGetAttribute ||
-	    ipz_real.cuMemPoolGetAttribute(pool, CU_POOL_ATTR_RESERVED_MEM_CURRENT, &now) !=
-		    CU_RES_SUCCESS)
-		now = e.bytes + pending; /* unreadable: count what was asked */
-	r = ipz_settle(gpu, e.bytes + pending, now);
-	if (r == CU_RES_SUCCESS)
-		(void)ipz_table_set_bytes(IPZ_K_POOL, (uintptr_t)pool, now);
-out:
-	pthread_mutex_unlock(&pool_lock);
-	return r;
-}
-
-static void pool_reconcile(struct cu_mem_pool *pool)
-{
-	int gpu = pool_gpu(pool);
-
-	if (gpu >= 0 && pool_settle(pool, gpu, 0) != CU_RES_SUCCESS)
-		IPZ_SAY_ONCE("a memory pool grew past the limit outside an allocation");
-}
-
-typedef enum cu_result pool_alloc_fn(cu_deviceptr *dptr, size_t size, struct cu_mem_pool *pool,
-				     struct cu_stream *stream, const void *real);
-typedef enum cu_result free_async_fn(cu_deviceptr, struct cu_stream *);
-
-/* Reserve the request, allocate, settle the pool to its growth; undo all on a refusal. */
-static enum cu_result pool_alloc(cu_deviceptr *dptr, size_t size, struct cu_mem_pool *pool,
-				 struct cu_stream *stream, int gpu, pool_alloc_fn *call,
-				 const void *real, free_async_fn *free_async)
-{
-	struct ipz_entry stale;
-	enum cu_result r;
-
-	if (gpu < 0)
-		return call(dptr, size, pool, stream, real);
-	r = ipz_reserve(gpu, size);
-	if (r != CU_RES_SUCCESS)
-		return r;
-	r = call(dptr, size, pool, stream, real);
-	if (r != CU_RES_SUCCESS) {
-		ipz_release(gpu, size);
-		return r;
-	}
-	if (pool_settle(pool, gpu, size) != CU_RES_SUCCESS) {
-		ipz_release(gpu, size);
-		if (free_async)
-			(void)free_async(*dptr, stream);
-		return CU_RES_OUT_OF_MEMORY;
-	}
-	/*
-	 * Only to find the pool at the free; the bytes are the pool's. An entry left at this
-	 * address by a pool destroyed with the pointer still in it is replaced.
-	 */
-	(void)ipz_table_take(IPZ_K_POOL_PTR, *dptr, &stale);
-	(void)remember(IPZ_K_POOL_PTR, *dptr, -1, 0, (uintptr_t)pool);
-	return CU_RES_SUCCESS;
-}
-
-static enum cu_result call_alloc_async(cu_deviceptr *dptr, size_t size, struct cu_mem_pool *pool,
-				       struct cu_stream *stream, const void *real)
-{
-	return ((cu_fn_cuMemAllocAsync *)real)(dptr, size, stream);
-}
-
-static enum cu_result call_alloc_from_pool(cu_deviceptr *dptr, size_t size,
-					   struct cu_mem_pool *pool, struct cu_stream *stream,
-					   const void *real)
-{
-	return ((cu_fn_cuMemAllocFromPoolAsync *)real)(dptr, size, pool, stream);
-}
-
-/* cuMemAllocAsync takes the current pool of the stream's device (the context's device). */
-static enum cu_result alloc_async(cu_deviceptr *dptr, size_t size, struct cu_stream *stream,
-				  cu_fn_cuMemAllocAsync *real, free_async_fn *free_async)
-{
-	struct cu_mem_pool *pool = NULL;
-	enum cu_result r = CU_RES_SUCCESS;
-	cu_device dev = 0;
-	int gpu;
-
-	if (!ipz.enforcing || !dptr || size == 0)
-		return real(dptr, size, stream);
-	gpu = ipz_dev_current(&dev, &r);
-	if (gpu == IPZ_DEV_ERROR)
-		return r;
-	if (gpu < 0 || !ipz_real.cuDeviceGetMemPool ||
-	    ipz_real.cuDeviceGetMemPool(&pool, dev) != CU_RES_SUCCESS || !pool)
-		return real(dptr, size, stream);
-	pool_learn(pool, gpu);
-	return pool_alloc(dptr, size, pool, stream, pool_gpu(pool), call_alloc_async,
-			  (const void *)real, free_async);
-}
-
-IPZ_EXPORT enum cu_result cuMemAllocAsync(cu_deviceptr *dptr, size_t size, struct cu_stream *s)
-{
-	IPZ_ENTER(cuMemAllocAsync);
-	return alloc_async(dptr, size, s, ipz_real.cuMemAllocAsync, ipz_real.cuMemFreeAsync);
-}
-
-IPZ_EXPORT enum cu_result cuMemAllocAsync_ptsz(cu_deviceptr *dptr, size_t size, struct cu_stream *s)
-{
-	IPZ_ENTER(cuMemAllocAsync_ptsz);
-	return alloc_async(dptr, size, s, ipz_real.cuMemAllocAsync_ptsz,
-			   ipz_real.cuMemFreeAsync_ptsz);
-}
-
-static enum cu_result alloc_from_pool(cu_deviceptr *dptr, size_t size, struct cu_mem_pool *pool,
-				      struct cu_stream *stream, cu_fn_cuMemAllocFromPoolAsync *real,
-				      free_async_fn *free_async)
-{
-	struct ipz_entry e;
-
-	if (!ipz.enforcing || !dptr || !pool || size == 0)
-		return real(dptr, size, pool, stream);
-	if (!ipz_table_get(IPZ_K_POOL, (uintptr_t)pool, &e)) {
-		/* A pool we never saw made (imported): the context's device, as the driver's. */
-		enum cu_result err;
-		cu_device dev;
-		int gpu = ipz_dev_current(&dev, &err);
-
-		pool_learn(pool, gpu < 0 ? -1 : gpu);
-	}
-	return pool_alloc(dptr, size, pool, stream, pool_gpu(pool), call_alloc_from_pool,
-			  (const void *)real, free_async);
-}
-
-IPZ_EXPORT enum cu_result cuMemAllocFromPoolAsync(cu_deviceptr *dptr, size_t size,
-						  struct cu_mem_pool *pool, struct cu_stream *s)
-{
-	IPZ_ENTER(cuMemAllocFromPoolAsync);
-	return alloc_from_pool(dptr, size, pool, s, ipz_real.cuMemAllocFromPoolAsync,
-			       ipz_real.cuMemFreeAsync);
-}
-
-IPZ_EXPORT enum cu_result cuMemAllocFromPoolAsync_ptsz(cu_deviceptr *dptr, size_t size,
-						       struct cu_mem_pool *pool,
-						       struct cu_stream *s)
-{
-	IPZ_ENTER(cuMemAllocFromPoolAsync_ptsz);
-	return alloc_from_pool(dptr, size, pool, s, ipz_real.cuMemAllocFromPoolAsync_ptsz,
-			       ipz_real.cuMemFreeAsync_ptsz);
-}
-
-static enum cu_result free_async(cu_deviceptr dptr, struct cu_stream *s, free_async_fn *real)
-{
-	struct ipz_entry e;
-	enum cu_result r;
-
-	if (!ipz.enforcing || !ipz_table_take(IPZ_K_POOL_PTR, dptr, &e))
-		return real(dptr, s);
-	r = real(dptr, s);
-	if (r != CU_RES_SUCCESS)
-		(void)ipz_table_put(IPZ_K_POOL_PTR, dptr, &e);
-	else
-		pool_reconcile((struct cu_mem_pool *)(uintptr_t)e.extra);
-	return r;
-}
-
-IPZ_EXPORT enum cu_result cuMemFreeAsync(cu_deviceptr dptr, struct cu_stream *s)
-{
-	IPZ_ENTER(cuMemFreeAsync);
-	return free_async(dptr, s, ipz_real.cuMemFreeAsync);
-}
-
-IPZ_EXPORT enum cu_result cuMemFreeAsync_ptsz(cu_deviceptr dptr, struct cu_stream *s)
-{
-	IPZ_ENTER(cuMemFreeAsync_ptsz);
-	return free_async(dptr, s, ipz_real.cuMemFreeAsync_ptsz);
-}
-
-IPZ_EXPORT enum cu_result cuMemPoolTrimTo(struct cu_mem_pool *pool, size_t keep)
-{
-	enum cu_result r;
-
-	IPZ_ENTER(cuMemPoolTrimTo);
-	r = ipz_real.cuMemPoolTrimTo(pool, keep);
-	if (r == CU_RES_SUCCESS && ipz.enforcing)
-		pool_reconcile(pool);
-	return r;
-}
-
-IPZ_EXPORT enum cu_result cuMemPoolCreate(struct cu_mem_pool **pool,
-					  const struct cu_mem_pool_props *props)
-{
-	enum cu_result r;
-
-	IPZ_ENTER(cuMemPoolCreate);
-	r = ipz_real.cuMemPoolCreate(pool, props);
-	if (r == CU_RES_SUCCESS && ipz.enforcing && pool && props)
-		pool_learn(*pool, props->location.type == CU_LOC_DEVICE ?
-					  ipz_dev_gpu(props->location.id) :
-					  -1);
-	return r;
-}
-
-IPZ_EXPORT enum cu_result cuMemPoolDestroy(struct cu_mem_pool *pool)
-{
-	struct ipz_entry e;
-	enum cu_result r;
-
-	IPZ_ENTER(cuMemPoolDestroy);
-	if (!ipz.enforcing)
-		return ipz_real.cuMemPoolDestroy(pool);
-	pthread_mutex_lock(&pool_lock);
-	if (!ipz_table_take(IPZ_K_POOL, (uintptr_t)pool, &e)) {
-		pthread_mutex_unlock(&pool_lock);
-		return ipz_real.cuMemPoolDestroy(pool);
-	}
-	r = ipz_real.cuMemPoolDestroy(pool);
-	if (r == CU_RES_SUCCESS)
-		ipz_release(e.gpu, e.bytes);
-	else
-		(void)ipz_table_put(IPZ_K_POOL, (uintptr_t)pool, &e);
-	pthread_mutex_unlock(&pool_lock);
-	return r;
-}
-
-/* A pool handed out for a device or location: learn its GPU (host locations: none). */
-#define IPZ_POOL_GETTER(sym, params, args, gpu)                   \
-	IPZ_EXPORT enum cu_result sym params                      \
-	{                                                         \
-		enum cu_result r;                                 \
-		IPZ_ENTER(sym);                                   \
-		r = ipz_real.sym args;                            \
-		if (r == CU_RES_SUCCESS && ipz.enforcing && pool) \
-			pool_learn(*pool, gpu);                   \
-		return r;                                         \
-	}
-
-static int location_gpu(const struct cu_mem_location *loc)
-{
-	return loc && loc->type == CU_LOC_DEVICE ? ipz_dev_gpu(loc->id) : -1;
-}
-
-IPZ_POOL_GETTER(cuDeviceGetDefaultMemPool, (struct cu_mem_pool * *pool, cu_device dev), (pool, dev),
-		ipz_dev_gpu(dev))
-IPZ_POOL_GETTER(cuDeviceGetMemPool, (struct cu_mem_pool * *pool, cu_device dev), (pool, dev),
-		ipz_dev_gpu(dev))
-/* CUDA 13: pools by location and allocation type. */
-IPZ_POOL_GETTER(cuMemGetDefaultMemPool,
-		(struct cu_mem_pool * *pool, struct cu_mem_location *loc,
-		 enum cu_mem_alloc_type type),
-		(pool, loc, type), location_gpu(loc))
-IPZ_POOL_GETTER(cuMemGetMemPool,
-		(struct cu_mem_pool * *pool, struct cu_mem_location *loc,
-		 enum cu_mem_alloc_type type),
-		(pool, loc, type), location_gpu(loc))
 
 /* ---- arrays and mipmapped arrays: an estimate first, the driver's requirement after ---- */
 
@@ -634,7 +284,7 @@ static enum cu_result array_create(enum ipz_kind kind, void **obj, const void *d
 		(void)array_destroy(kind, *obj);
 		return CU_RES_OUT_OF_MEMORY;
 	}
-	if (!remember(kind, (uintptr_t)*obj, gpu, real, 0)) {
+	if (!ipz_remember(kind, (uintptr_t)*obj, gpu, real, 0)) {
 		(void)array_destroy(kind, *obj);
 		return CU_RES_OUT_OF_MEMORY;
 	}

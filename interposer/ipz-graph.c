@@ -1,37 +1,72 @@
 /*
  * Graph memory (CUDA 11.4+): memory nodes allocate when a graph is uploaded or launched, from
- * a per-device reservation. Part of ipz-alloc.c's accounting (the same reservation rule), apart
- * only for size.
+ * a per-device reservation the driver reports as CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT. Part
+ * of ipz-alloc.c's accounting (the same reservation rule), apart only for size.
+ *
+ * A launch cannot be undone once queued, so the room is taken before it: the bytes of a
+ * graph's mem-alloc nodes are added up per GPU as the nodes are added (IPZ_K_GRAPH), carried to
+ * the executable graph at instantiation (IPZ_K_GEXEC), and before an upload or launch (or an
+ * instantiation that uploads) the part the device's free graph reserve (RESERVED_MEM_CURRENT -
+ * USED_MEM_CURRENT) cannot serve is reserved; the call is refused with
+ * CUDA_ERROR_OUT_OF_MEMORY when that does not fit beside what is held. The total is an upper
+ * bound of the graph's peak (frees inside the graph are not subtracted). After the call the
+ * count settles to the device's reserved graph memory. A node alone bigger than the limit is
+ * refused when added. Graphs whose nodes we never saw (stream capture) are settled after
+ * their launch only: growth past the limit there is said once and counted when it fits.
+ *
+ * Thread context: any thread. graph_lock is held across uploads and launches of graphs with
+ * memory nodes and every settling, so two launches cannot count on the same free reserve.
  */
+
+#include <string.h>
 
 #include "glibc-floor.h"
 #include "ipz-int.h"
 
-/* ---- graph memory: refused when a node cannot fit, counted by the device's reservation ---- */
+#define IPZ_GRAPH_INSTANTIATE_FLAG_UPLOAD 2 /* CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD */
 
-/*
- * Graph memory nodes allocate when the graph runs, from a per-device reservation the driver
- * reports as CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT. A node bigger than the limit can never
- * run: refused at creation. The reservation is settled after every call that may change it;
- * growth past the limit at a launch cannot be undone (the work is queued), so it is said once
- * and counted at the next settling that fits.
- */
 static pthread_mutex_t graph_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t graph_counted[REGION_GPUS_MAX];
+static uint64_t graph_counted[REGION_GPUS_MAX]; /* under graph_lock */
+
+/* A graph's or exec's table key on @gpu (REGION_GPUS_MAX is 16: four bits). */
+static uint64_t gkey(const void *obj, unsigned gpu)
+{
+	return (uint64_t)(uintptr_t)obj << 4 | gpu;
+}
+
+/* The device's graph memory attribute, or false when the driver cannot say. */
+static bool graph_attr(cu_device dev, enum cu_graph_mem_attr attr, uint64_t *ret)
+{
+	cu_uint64 v = 0;
+
+	if (!ipz_real.cuDeviceGetGraphMemAttribute ||
+	    ipz_real.cuDeviceGetGraphMemAttribute(dev, attr, &v) != CU_RES_SUCCESS)
+		return false;
+	*ret = v;
+	return true;
+}
+
+/* Settles @gpu's count to the device's reservation, @pending taken into it; graph_lock held. */
+static void graph_settle_locked(cu_device dev, int gpu, uint64_t pending)
+{
+	uint64_t now;
+
+	if (gpu < 0)
+		return;
+	if (!graph_attr(dev, CU_GRAPH_MEM_RESERVED_CURRENT, &now))
+		now = graph_counted[gpu] + pending;
+	if (ipz_settle(gpu, graph_counted[gpu] + pending, now) == CU_RES_SUCCESS) {
+		graph_counted[gpu] = now;
+		return;
+	}
+	graph_counted[gpu] += pending;
+	IPZ_SAY_ONCE("graph memory grew past the limit at a launch (counted when it fits)");
+}
 
 static void graph_settle(cu_device dev, int gpu)
 {
-	cu_uint64 now = 0;
-
-	if (gpu < 0 || !ipz_real.cuDeviceGetGraphMemAttribute ||
-	    ipz_real.cuDeviceGetGraphMemAttribute(dev, CU_GRAPH_MEM_RESERVED_CURRENT, &now) !=
-		    CU_RES_SUCCESS)
-		return;
 	pthread_mutex_lock(&graph_lock);
-	if (ipz_settle(gpu, graph_counted[gpu], now) == CU_RES_SUCCESS)
-		graph_counted[gpu] = now;
-	else
-		IPZ_SAY_ONCE("graph memory grew past the limit at a launch (counted when it fits)");
+	graph_settle_locked(dev, gpu, 0);
 	pthread_mutex_unlock(&graph_lock);
 }
 
@@ -48,6 +83,8 @@ static void graph_settle_current(void)
 		graph_settle(dev, gpu);
 }
 
+/* ---- what a graph's memory nodes add up to ---- */
+
 /* CUDA_ERROR_OUT_OF_MEMORY when a mem-alloc node alone is bigger than its GPU's limit. */
 static enum cu_result graph_node_check(const struct cu_mem_alloc_node_params *p)
 {
@@ -61,6 +98,61 @@ static enum cu_result graph_node_check(const struct cu_mem_alloc_node_params *p)
 	return CU_RES_SUCCESS;
 }
 
+/* Adds @bytes to (kind, obj, gpu); graph_lock held. */
+static void bytes_add(enum ipz_kind kind, const void *obj, int gpu, uint64_t bytes)
+{
+	struct ipz_entry e = { .gpu = gpu, .bytes = bytes };
+	uint64_t key = gkey(obj, (unsigned)gpu);
+
+	if (ipz_table_get(kind, key, &e)) {
+		if (__builtin_add_overflow(e.bytes, bytes, &e.bytes))
+			e.bytes = UINT64_MAX;
+		(void)ipz_table_set_bytes(kind, key, e.bytes);
+	} else if (ipz_table_put(kind, key, &e) != 0) {
+		IPZ_SAY_ONCE("out of memory for the allocation table: a graph's memory nodes are "
+			     "counted only after its launches");
+	}
+}
+
+/* Counts a mem-alloc node the driver added to @g. */
+static void graph_node_added(struct cu_graph *g, const struct cu_mem_alloc_node_params *p)
+{
+	int gpu;
+
+	if (!ipz.enforcing || p->pool_props.location.type != CU_LOC_DEVICE)
+		return;
+	gpu = ipz_dev_gpu(p->pool_props.location.id);
+	if (gpu < 0)
+		return;
+	pthread_mutex_lock(&graph_lock);
+	bytes_add(IPZ_K_GRAPH, g, gpu, p->bytesize);
+	pthread_mutex_unlock(&graph_lock);
+}
+
+/* Reads (or with @take removes) the per-GPU bytes of @obj into @bytes; true when any. */
+static bool bytes_of(enum ipz_kind kind, const void *obj, bool take, uint64_t *bytes)
+{
+	bool any = false;
+
+	for (unsigned gpu = 0; gpu < ipz.limits.n_gpus; gpu++) {
+		struct ipz_entry e = { 0 };
+		bool had = take ? ipz_table_take(kind, gkey(obj, gpu), &e) :
+				  ipz_table_get(kind, gkey(obj, gpu), &e);
+
+		bytes[gpu] = had ? e.bytes : 0;
+		any |= bytes[gpu] > 0;
+	}
+	return any;
+}
+
+static void bytes_forget(enum ipz_kind kind, const void *obj)
+{
+	uint64_t bytes[REGION_GPUS_MAX];
+
+	if (ipz.enforcing)
+		(void)bytes_of(kind, obj, true, bytes);
+}
+
 IPZ_EXPORT enum cu_result cuGraphAddMemAllocNode(struct cu_graph_node **node, struct cu_graph *g,
 						 struct cu_graph_node *const *deps, size_t n,
 						 struct cu_mem_alloc_node_params *p)
@@ -71,12 +163,15 @@ IPZ_EXPORT enum cu_result cuGraphAddMemAllocNode(struct cu_graph_node **node, st
 	r = graph_node_check(p);
 	if (r != CU_RES_SUCCESS)
 		return r;
-	return ipz_real.cuGraphAddMemAllocNode(node, g, deps, n, p);
+	r = ipz_real.cuGraphAddMemAllocNode(node, g, deps, n, p);
+	if (r == CU_RES_SUCCESS && p)
+		graph_node_added(g, p);
+	return r;
 }
 
-static enum cu_result graph_params_check(const struct cu_graph_node_params *p)
+static bool is_alloc(const struct cu_graph_node_params *p)
 {
-	return p && p->type == CU_NODE_MEM_ALLOC ? graph_node_check(&p->u.alloc) : CU_RES_SUCCESS;
+	return p && p->type == CU_NODE_MEM_ALLOC;
 }
 
 IPZ_EXPORT enum cu_result cuGraphAddNode(struct cu_graph_node **node, struct cu_graph *g,
@@ -86,10 +181,13 @@ IPZ_EXPORT enum cu_result cuGraphAddNode(struct cu_graph_node **node, struct cu_
 	enum cu_result r;
 
 	IPZ_ENTER(cuGraphAddNode);
-	r = graph_params_check(p);
+	r = is_alloc(p) ? graph_node_check(&p->u.alloc) : CU_RES_SUCCESS;
 	if (r != CU_RES_SUCCESS)
 		return r;
-	return ipz_real.cuGraphAddNode(node, g, deps, n, p);
+	r = ipz_real.cuGraphAddNode(node, g, deps, n, p);
+	if (r == CU_RES_SUCCESS && is_alloc(p))
+		graph_node_added(g, &p->u.alloc);
+	return r;
 }
 
 IPZ_EXPORT enum cu_result cuGraphAddNode_v2(struct cu_graph_node **node, struct cu_graph *g,
@@ -100,45 +198,172 @@ IPZ_EXPORT enum cu_result cuGraphAddNode_v2(struct cu_graph_node **node, struct 
 	enum cu_result r;
 
 	IPZ_ENTER(cuGraphAddNode_v2);
-	r = graph_params_check(p);
+	r = is_alloc(p) ? graph_node_check(&p->u.alloc) : CU_RES_SUCCESS;
 	if (r != CU_RES_SUCCESS)
 		return r;
-	return ipz_real.cuGraphAddNode_v2(node, g, deps, edges, n, p);
+	r = ipz_real.cuGraphAddNode_v2(node, g, deps, edges, n, p);
+	if (r == CU_RES_SUCCESS && is_alloc(p))
+		graph_node_added(g, &p->u.alloc);
+	return r;
 }
 
-/* A call after which the device's graph reservation may have moved: settle it on success. */
-#define IPZ_GRAPH_SETTLING(sym, params, args)   \
-	IPZ_EXPORT enum cu_result sym params    \
-	{                                       \
-		enum cu_result r;               \
-		IPZ_ENTER(sym);                 \
-		r = ipz_real.sym args;          \
-		if (r == CU_RES_SUCCESS)        \
-			graph_settle_current(); \
-		return r;                       \
+/* A destroyed graph or exec: its bytes are forgotten (its address may come back). */
+#define IPZ_GRAPH_DESTROY(sym, type, kind)       \
+	IPZ_EXPORT enum cu_result sym(type *obj) \
+	{                                        \
+		enum cu_result r;                \
+		IPZ_ENTER(sym);                  \
+		r = ipz_real.sym(obj);           \
+		if (r == CU_RES_SUCCESS)         \
+			bytes_forget(kind, obj); \
+		return r;                        \
 	}
 
-IPZ_GRAPH_SETTLING(cuGraphInstantiateWithFlags,
-		   (struct cu_graph_exec * *exec, struct cu_graph *g, unsigned long long flags),
-		   (exec, g, flags))
-IPZ_GRAPH_SETTLING(cuGraphInstantiate_v2,
-		   (struct cu_graph_exec * *exec, struct cu_graph *g,
-		    struct cu_graph_node **err_node, char *log, size_t log_size),
-		   (exec, g, err_node, log, log_size))
-/* CUDA 12: with parameters (CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD allocates at once). */
-IPZ_GRAPH_SETTLING(cuGraphInstantiateWithParams,
-		   (struct cu_graph_exec * *exec, struct cu_graph *g, void *params),
-		   (exec, g, params))
-IPZ_GRAPH_SETTLING(cuGraphInstantiateWithParams_ptsz,
-		   (struct cu_graph_exec * *exec, struct cu_graph *g, void *params),
-		   (exec, g, params))
-/* An upload allocates the graph's memory ahead of its first launch. */
-IPZ_GRAPH_SETTLING(cuGraphUpload, (struct cu_graph_exec * exec, struct cu_stream *s), (exec, s))
-IPZ_GRAPH_SETTLING(cuGraphUpload_ptsz, (struct cu_graph_exec * exec, struct cu_stream *s),
-		   (exec, s))
-IPZ_GRAPH_SETTLING(cuGraphLaunch, (struct cu_graph_exec * exec, struct cu_stream *s), (exec, s))
-IPZ_GRAPH_SETTLING(cuGraphLaunch_ptsz, (struct cu_graph_exec * exec, struct cu_stream *s),
-		   (exec, s))
+IPZ_GRAPH_DESTROY(cuGraphDestroy, struct cu_graph, IPZ_K_GRAPH)
+IPZ_GRAPH_DESTROY(cuGraphExecDestroy, struct cu_graph_exec, IPZ_K_GEXEC)
+
+/* ---- taking the room before the graph allocates ---- */
+
+struct graph_run {
+	uint64_t bytes[REGION_GPUS_MAX];   /* the graph's mem-alloc nodes per GPU */
+	uint64_t pending[REGION_GPUS_MAX]; /* what was reserved for them */
+	int dev[REGION_GPUS_MAX];	   /* the GPU's device, -1: not visible */
+	bool locked;
+};
+
+/*
+ * Before a call that may allocate @kind/@obj's graph memory: takes graph_lock and reserves,
+ * per GPU, what the device's free graph reserve cannot serve. CUDA_ERROR_OUT_OF_MEMORY (the
+ * lock released, nothing reserved) when that does not fit.
+ */
+static enum cu_result run_begin(struct graph_run *run, enum ipz_kind kind, const void *obj)
+{
+	memset(run, 0, sizeof(*run));
+	if (!ipz.enforcing || !bytes_of(kind, obj, false, run->bytes))
+		return CU_RES_SUCCESS;
+	pthread_mutex_lock(&graph_lock);
+	run->locked = true;
+	for (unsigned gpu = 0; gpu < ipz.limits.n_gpus; gpu++) {
+		uint64_t reserved, used, spare = 0;
+
+		run->dev[gpu] = run->bytes[gpu] ? ipz_dev_of_gpu(gpu) : -1;
+		if (run->dev[gpu] < 0)
+			continue;
+		if (graph_attr(run->dev[gpu], CU_GRAPH_MEM_RESERVED_CURRENT, &reserved) &&
+		    graph_attr(run->dev[gpu], CU_GRAPH_MEM_USED_CURRENT, &used) && reserved > used)
+			spare = reserved - used;
+		run->pending[gpu] = run->bytes[gpu] > spare ? run->bytes[gpu] - spare : 0;
+		if (ipz_reserve((int)gpu, run->pending[gpu]) != CU_RES_SUCCESS) {
+			run->pending[gpu] = 0;
+			while (gpu-- > 0)
+				ipz_release((int)gpu, run->pending[gpu]);
+			pthread_mutex_unlock(&graph_lock);
+			run->locked = false;
+			return CU_RES_OUT_OF_MEMORY;
+		}
+	}
+	return CU_RES_SUCCESS;
+}
+
+/* After the call: gives the reservation back on failure, else settles; releases the lock.
+ * A graph we know nothing of is settled on the current device, as before. */
+static void run_end(struct graph_run *run, enum cu_result r)
+{
+	if (!run->locked) {
+		if (r == CU_RES_SUCCESS)
+			graph_settle_current();
+		return;
+	}
+	for (unsigned gpu = 0; gpu < ipz.limits.n_gpus; gpu++) {
+		if (run->dev[gpu] < 0)
+			continue;
+		if (r != CU_RES_SUCCESS)
+			ipz_release((int)gpu, run->pending[gpu]);
+		else
+			graph_settle_locked(run->dev[gpu], (int)gpu, run->pending[gpu]);
+	}
+	pthread_mutex_unlock(&graph_lock);
+}
+
+/* Carries the graph's bytes to the new exec (an entry left by a destroyed one is replaced). */
+static void carry_to_exec(struct cu_graph *g, struct cu_graph_exec *exec)
+{
+	uint64_t bytes[REGION_GPUS_MAX];
+
+	if (!ipz.enforcing)
+		return;
+	bytes_forget(IPZ_K_GEXEC, exec);
+	if (!bytes_of(IPZ_K_GRAPH, g, false, bytes))
+		return;
+	pthread_mutex_lock(&graph_lock);
+	for (unsigned gpu = 0; gpu < ipz.limits.n_gpus; gpu++)
+		if (bytes[gpu])
+			bytes_add(IPZ_K_GEXEC, exec, (int)gpu, bytes[gpu]);
+	pthread_mutex_unlock(&graph_lock);
+}
+
+/* An instantiation: nothing allocates unless it uploads (CUDA 12 params). */
+#define IPZ_GRAPH_INSTANTIATE(sym, params, args, uploads)    \
+	IPZ_EXPORT enum cu_result sym params                 \
+	{                                                    \
+		struct graph_run run = { .locked = false };  \
+		enum cu_result r;                            \
+		IPZ_ENTER(sym);                              \
+		if (uploads) {                               \
+			r = run_begin(&run, IPZ_K_GRAPH, g); \
+			if (r != CU_RES_SUCCESS)             \
+				return r;                    \
+		}                                            \
+		r = ipz_real.sym args;                       \
+		if (r == CU_RES_SUCCESS && exec)             \
+			carry_to_exec(g, *exec);             \
+		run_end(&run, r);                            \
+		return r;                                    \
+	}
+
+/* CUDA_GRAPH_INSTANTIATE_PARAMS starts with its flags (cuuint64_t). */
+static bool params_upload(const void *params)
+{
+	cu_uint64 flags = 0;
+
+	if (params)
+		memcpy(&flags, params, sizeof(flags));
+	return flags & IPZ_GRAPH_INSTANTIATE_FLAG_UPLOAD;
+}
+
+IPZ_GRAPH_INSTANTIATE(cuGraphInstantiateWithFlags,
+		      (struct cu_graph_exec * *exec, struct cu_graph *g, unsigned long long flags),
+		      (exec, g, flags), false)
+IPZ_GRAPH_INSTANTIATE(cuGraphInstantiate_v2,
+		      (struct cu_graph_exec * *exec, struct cu_graph *g,
+		       struct cu_graph_node **err_node, char *log, size_t log_size),
+		      (exec, g, err_node, log, log_size), false)
+IPZ_GRAPH_INSTANTIATE(cuGraphInstantiateWithParams,
+		      (struct cu_graph_exec * *exec, struct cu_graph *g, void *params),
+		      (exec, g, params), params_upload(params))
+IPZ_GRAPH_INSTANTIATE(cuGraphInstantiateWithParams_ptsz,
+		      (struct cu_graph_exec * *exec, struct cu_graph *g, void *params),
+		      (exec, g, params), params_upload(params))
+
+/* An upload or launch: the graph's memory is allocated now (upload: ahead of the launch). */
+#define IPZ_GRAPH_RUN(sym)                                                             \
+	IPZ_EXPORT enum cu_result sym(struct cu_graph_exec *exec, struct cu_stream *s) \
+	{                                                                              \
+		struct graph_run run;                                                  \
+		enum cu_result r;                                                      \
+		IPZ_ENTER(sym);                                                        \
+		r = run_begin(&run, IPZ_K_GEXEC, exec);                                \
+		if (r != CU_RES_SUCCESS)                                               \
+			return r;                                                      \
+		r = ipz_real.sym(exec, s);                                             \
+		run_end(&run, r);                                                      \
+		return r;                                                              \
+	}
+
+IPZ_GRAPH_RUN(cuGraphUpload)
+IPZ_GRAPH_RUN(cuGraphUpload_ptsz)
+IPZ_GRAPH_RUN(cuGraphLaunch)
+IPZ_GRAPH_RUN(cuGraphLaunch_ptsz)
 
 IPZ_EXPORT enum cu_result cuDeviceGraphMemTrim(cu_device dev)
 {

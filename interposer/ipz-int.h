@@ -47,8 +47,9 @@ IPZ_EXTRA_FUNCTIONS(IPZ_EXTRA_FN_TYPE)
 #define IPZ_NVML_ERROR_LIBRARY_NOT_FOUND 12 /* NVML_ERROR_LIBRARY_NOT_FOUND */
 #endif
 
-/* Every symbol we wrap (each defined and exported in ipz.c, ipz-alloc.c, ipz-graph.c or
- * ipz-info.c; the same list is libedgegpu-cuda.map, checked by tests/interposer/check-exports). */
+/* Every symbol we wrap (each defined and exported in ipz.c, ipz-alloc.c, ipz-vmm.c, ipz-pool.c,
+ * ipz-graph.c or ipz-info.c; the same list is libedgegpu-cuda.map, checked by
+ * tests/interposer/check-exports). */
 #define IPZ_CU_WRAPPED(W)                    \
 	W(cuGetProcAddress)                  \
 	W(cuGetProcAddress_v2)               \
@@ -71,6 +72,9 @@ IPZ_EXTRA_FUNCTIONS(IPZ_EXTRA_FN_TYPE)
 	W(cuMemPoolCreate)                   \
 	W(cuMemPoolDestroy)                  \
 	W(cuMemPoolTrimTo)                   \
+	W(cuStreamSynchronize)               \
+	W(cuStreamSynchronize_ptsz)          \
+	W(cuCtxSynchronize)                  \
 	W(cuDeviceGetDefaultMemPool)         \
 	W(cuDeviceGetMemPool)                \
 	W(cuMemGetDefaultMemPool)            \
@@ -83,6 +87,8 @@ IPZ_EXTRA_FUNCTIONS(IPZ_EXTRA_FN_TYPE)
 	W(cuGraphAddMemAllocNode)            \
 	W(cuGraphAddNode)                    \
 	W(cuGraphAddNode_v2)                 \
+	W(cuGraphDestroy)                    \
+	W(cuGraphExecDestroy)                \
 	W(cuGraphInstantiateWithFlags)       \
 	W(cuGraphInstantiate_v2)             \
 	W(cuGraphInstantiateWithParams)      \
@@ -181,17 +187,23 @@ void ipz_release(int gpu, uint64_t bytes);
  * growth cannot be reserved: then the reservation is still @had). */
 enum cu_result ipz_settle(int gpu, uint64_t had, uint64_t want);
 
+/* ipz-pool.c: settles @pool's count to its reserved memory (after a free of one of its
+ * pointers). */
+void ipz_pool_settle(struct cu_mem_pool *pool);
+
 /*
  * The per-process table of what was counted: key (a kind and a pointer or handle) -> (gpu,
  * bytes, extra). A hash with its own lock; nodes come from slabs (one malloc per 256 entries).
  */
 enum ipz_kind {
 	IPZ_K_PTR = 1,	/* cuMemAlloc*, freed by cuMemFree_v2 */
-	IPZ_K_VMM,	/* cuMemCreate handle, freed by cuMemRelease */
+	IPZ_K_VMM,	/* cuMemCreate handle; extra: mappings << 1 | released (ipz-vmm.c) */
 	IPZ_K_ARRAY,	/* cuArrayCreate_v2 / cuArray3DCreate_v2 */
 	IPZ_K_MIPMAP,	/* cuMipmappedArrayCreate */
 	IPZ_K_POOL,	/* a memory pool: bytes = its reserved memory we counted */
 	IPZ_K_POOL_PTR, /* a pointer from a pool: extra = the pool */
+	IPZ_K_GRAPH,	/* a graph's mem-alloc nodes on one GPU: key (graph << 4) | gpu */
+	IPZ_K_GEXEC,	/* the same, carried to an instantiated graph: (exec << 4) | gpu */
 };
 struct ipz_entry {
 	int gpu;
@@ -210,3 +222,10 @@ bool ipz_table_set_bytes(enum ipz_kind kind, uint64_t key, uint64_t bytes);
 void ipz_table_lock(void);
 void ipz_table_unlock(void);
 void ipz_table_child(void);
+/* Replaces the extra of a present entry by @extra; false when absent. */
+bool ipz_table_set_extra(enum ipz_kind kind, uint64_t key, uint64_t extra);
+/*
+ * Records what was counted under (kind, key); when the table has no room, releases @bytes on
+ * @gpu and returns false (a count that could not be freed later: the caller refuses instead).
+ */
+bool ipz_remember(enum ipz_kind kind, uint64_t key, int gpu, uint64_t bytes, uint64_t extra);

@@ -149,16 +149,27 @@ bool ipz_table_get(enum ipz_kind kind, uint64_t key, struct ipz_entry *ret)
 	return pp != NULL;
 }
 
-bool ipz_table_set_bytes(enum ipz_kind kind, uint64_t key, uint64_t bytes)
+/* Sets the bytes (or with @extra the extra) of a present entry to @v; false when absent. */
+static bool set_field(enum ipz_kind kind, uint64_t key, bool extra, uint64_t v)
 {
 	struct node **pp;
 
 	pthread_mutex_lock(&lock);
 	pp = find(kind, key);
 	if (pp)
-		(*pp)->e.bytes = bytes;
+		*(extra ? &(*pp)->e.extra : &(*pp)->e.bytes) = v;
 	pthread_mutex_unlock(&lock);
 	return pp != NULL;
+}
+
+bool ipz_table_set_bytes(enum ipz_kind kind, uint64_t key, uint64_t bytes)
+{
+	return set_field(kind, key, false, bytes);
+}
+
+bool ipz_table_set_extra(enum ipz_kind kind, uint64_t key, uint64_t extra)
+{
+	return set_field(kind, key, true, extra);
 }
 
 void ipz_table_lock(void)

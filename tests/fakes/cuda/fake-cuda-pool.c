@@ -345,6 +345,11 @@ enum cu_result cuStreamSynchronize_ptsz(struct cu_stream *stream)
 	return synchronize();
 }
 
+enum cu_result cuCtxSynchronize(void)
+{
+	return synchronize();
+}
+
 /* --- arrays --- */
 
 /* Bytes of one level: width x height x depth x element x channels, 0 for a bad format. */
