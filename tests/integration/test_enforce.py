@@ -13,6 +13,7 @@ the library runs the interposer."""
 
 import filecmp
 import os
+import re
 import subprocess
 
 from common import main, uuids
@@ -23,8 +24,33 @@ GPUMEM = "nvidia.com/gpumem"
 ONE = uuids("sharing/one-16g.conf")
 CONFIG = "version: v1\nedgegpu:\n  sharing:\n    memory:\n      devices: [0]\n"
 DEBUG = {"EDGEGPU_LOG_LEVEL": "debug"}
-# The hooks helper's build of the library, when it exists; any file stands in for it.
+# The library the build made (the meson test depends on it); a stand-in file for tests that
+# only look at the files the plugin writes.
 BUILT_LIB = os.path.join(os.environ.get("IPZ_BUILD_DIR", ""), "libedgegpu-cuda.so")
+IPZ_PATHS = os.environ.get("IPZ_PATHS", "")
+FAKE_CUDA_DIR = os.environ.get("FAKE_CUDA_DIR", "")
+
+# Binds each mount of an Allocate response as a runtime would ("$@": pairs host container ro,
+# then the program), in a private mount namespace: the container paths under
+# /usr/local/edgegpu sit on a tmpfs, /etc/ld.so.preload on a tmpfs copy of /etc, so the host's
+# files are never touched.
+BIND_SCRIPT = r"""
+set -e
+mount -t tmpfs -o mode=755 tmpfs /usr/local/edgegpu
+etc=$(mktemp -d)
+mount -t tmpfs tmpfs "$etc"
+cp -a /etc/. "$etc/"
+mount --bind "$etc" /etc
+while [ "$1" != "--" ]; do
+	host=$1 ctr=$2 ro=$3
+	shift 3
+	if [ -d "$host" ]; then mkdir -p "$ctr"; else mkdir -p "$(dirname "$ctr")"; : > "$ctr"; fi
+	mount --bind "$host" "$ctr"
+	if [ "$ro" = 1 ]; then mount -o remount,bind,ro "$ctr"; fi
+done
+shift
+exec "$@"
+"""
 
 
 class EnforceTest(GpumemTest):  # its admit()
@@ -103,6 +129,43 @@ class Allocate(EnforceTest):
                              capture_output=True, text=True, timeout=10)
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn(f"gpu=0 uuid={ONE[0]} limit={512 << 20} used=0", out.stdout)
+
+    def test_the_container_the_response_describes_holds_its_limit(self):
+        """The whole chain: the daemon's Allocate response, bound as a runtime binds it (the
+        read-only /etc/ld.so.preload loads the installed library into every process), holds a
+        program on the fake CUDA driver (16 GiB device) to the 512 MiB granted: every allocation
+        path gets OUT_OF_MEMORY past 512 MiB and cuMemGetInfo says 512 MiB (ipz-paths checks
+        both), and the region the daemon made counts it."""
+        if os.geteuid() != 0:
+            self.skipTest("needs root for a mount namespace")
+        for path in (BUILT_LIB, IPZ_PATHS, FAKE_CUDA_DIR):
+            self.assertTrue(path and os.path.exists(path), f"not built: {path!r}")
+        os.makedirs("/usr/local/edgegpu", exist_ok=True)
+        n, d, state, lib = self.start(lib=BUILT_LIB)
+        r = self.admit(n, "p1", 512)["response"]
+        binds = []
+        for m in r["mounts"]:
+            binds += [m["host_path"], m["container_path"], "1" if m["read_only"] else "0"]
+        env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD",)}
+        env.update(r["envs"])  # what the runtime puts in the container's environment
+        env.update({"LD_LIBRARY_PATH": FAKE_CUDA_DIR, "EDGEGPU_FAKE_CUDA_MEM_MIB": "16384"})
+        out = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                              BIND_SCRIPT, "sh"] + binds + ["--", IPZ_PATHS, "512"],
+                             env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, f"ipz-paths under the response's mounts:\n"
+                         f"{out.stdout}\n{out.stderr}")
+        region = os.path.join(self.dir_of(r), "state", "region")
+        shown = subprocess.run([os.environ["IPZ_SETUP"], "--show", region],
+                               capture_output=True, text=True, timeout=10)
+        self.assertEqual(shown.returncode, 0, shown.stderr)
+        m = re.search(r"gpu=0 uuid=\S+ limit=(\d+) used=(\d+) peak=(\d+) ooms=(\d+)",
+                      shown.stdout)
+        self.assertIsNotNone(m, shown.stdout)
+        limit, used, peak, ooms = map(int, m.groups())
+        self.assertEqual(limit, 512 << 20)
+        self.assertEqual(used, 0, "the program's reservations came back when it exited")
+        self.assertEqual(peak, 512 << 20, "the program reached the limit through the region")
+        self.assertGreater(ooms, 0, "refusals were counted in the daemon's region")
 
     def test_units_allocated_again_remove_the_old_directory(self):
         n, d, state, lib = self.start()
