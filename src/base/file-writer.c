@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 
 #include "file-read.h"
 #include "loop.h"
+#include "oneshot.h"
 
 int file_write_atomic(const char *path, const void *data, size_t len, unsigned mode,
 		      const char **reterr_step)
@@ -78,17 +78,14 @@ out:
 }
 
 struct job {
-	pthread_mutex_t mu;
-	unsigned refs;		/* the thread and the loop side */
-	struct loop_wake *wake; /* NULL once the loop side let go */
+	struct oneshot *os; /* while it runs: the loop side's hold */
 	char *path;
 	uint8_t *data;
 	size_t len;
 	unsigned mode;
 	bool mkdir;
 	bool skip_same;
-	bool done;
-	struct file_write_result res;
+	struct file_write_result res; /* the thread's, until oneshot_done() */
 };
 
 struct file_writer {
@@ -101,25 +98,19 @@ struct file_writer {
 	usec_t started;
 };
 
-static struct job *job_unref(struct job *j)
+/* A job not started, or (as its oneshot's free_fn) one whose oneshot let go of it. */
+static void job_free(void *userdata)
 {
-	bool last;
+	struct job *j = userdata;
 
 	if (!j)
-		return NULL;
-	(void)pthread_mutex_lock(&j->mu);
-	last = --j->refs == 0;
-	(void)pthread_mutex_unlock(&j->mu);
-	if (!last)
-		return NULL;
-	(void)pthread_mutex_destroy(&j->mu);
+		return;
 	free(j->path);
 	free(j->data);
 	free(j);
-	return NULL;
 }
 
-static void *write_thread(void *userdata)
+static void write_job(void *userdata)
 {
 	struct job *j = userdata;
 	struct file_write_result res = { 0 };
@@ -142,28 +133,17 @@ static void *write_thread(void *userdata)
 			res.r = file_write_atomic(j->path, j->data, j->len, j->mode, &res.step);
 	}
 	res.dur = now_usec() - t0;
-	(void)pthread_mutex_lock(&j->mu);
 	j->res = res;
-	j->done = true;
-	if (j->wake)
-		loop_wake_signal(j->wake);
-	(void)pthread_mutex_unlock(&j->mu);
-	job_unref(j);
-	return NULL;
 }
 
-/* Starts @j on a thread of its own (thread_start(), detached). */
+/* Starts @j on a thread of its own (a oneshot, which owns it from then on). */
 static int job_start(struct file_writer *fw, struct job *j)
 {
 	int r;
 
-	j->refs = 2;
-	j->wake = fw->wake;
-	r = thread_start(NULL, write_thread, j);
-	if (r < 0) {
-		j->refs = 1;
+	r = oneshot_start(fw->wake, write_job, job_free, j, &j->os);
+	if (r < 0)
 		return r;
-	}
 	fw->running = j;
 	fw->started = now_usec();
 	if (fw->o.stuck && fw->o.stuck_after)
@@ -176,18 +156,13 @@ static void on_wake(struct loop_wake *lw, void *userdata)
 	struct file_writer *fw = userdata;
 	struct job *j = fw->running;
 	struct file_write_result res;
-	bool done;
 	int r;
 
-	if (!j)
+	if (!j || !oneshot_done(j->os))
 		return;
-	(void)pthread_mutex_lock(&j->mu);
-	done = j->done;
 	res = j->res;
-	(void)pthread_mutex_unlock(&j->mu);
-	if (!done)
-		return;
-	fw->running = job_unref(j);
+	fw->running = NULL;
+	(void)oneshot_unref(j->os); /* frees @j */
 	loop_timer_disarm(fw->stuck);
 	if (fw->waiting) {
 		j = fw->waiting;
@@ -195,7 +170,7 @@ static void on_wake(struct loop_wake *lw, void *userdata)
 		r = job_start(fw, j);
 		if (r == 0)
 			return; /* its result is the one reported */
-		job_unref(j);
+		job_free(j);
 		res = (struct file_write_result){ .r = r, .step = "start a thread for" };
 	}
 	fw->o.done(fw, &res, fw->o.userdata);
@@ -235,27 +210,25 @@ int file_writer_write(struct file_writer *fw, const char *path, const void *data
 
 	if (!j)
 		return -ENOMEM;
-	(void)pthread_mutex_init(&j->mu, NULL);
-	j->refs = 1;
 	j->mode = fw->o.mode;
 	j->mkdir = fw->o.mkdir;
 	j->skip_same = fw->o.skip_same;
 	j->path = strdup(path);
 	j->data = malloc(len + 1);
 	if (!j->path || !j->data) {
-		job_unref(j);
+		job_free(j);
 		return -ENOMEM;
 	}
 	memcpy(j->data, data, len);
 	j->len = len;
 	if (fw->running) {
-		job_unref(fw->waiting);
+		job_free(fw->waiting);
 		fw->waiting = j;
 		return 0;
 	}
 	r = job_start(fw, j);
 	if (r < 0)
-		job_unref(j);
+		job_free(j);
 	return r;
 }
 
@@ -268,13 +241,10 @@ struct file_writer *file_writer_free(struct file_writer *fw)
 {
 	if (!fw)
 		return NULL;
-	if (fw->running) {
-		(void)pthread_mutex_lock(&fw->running->mu);
-		fw->running->wake = NULL;
-		(void)pthread_mutex_unlock(&fw->running->mu);
-		job_unref(fw->running);
-	}
-	job_unref(fw->waiting);
+	/* A running write finishes on its own; its thread frees it then. */
+	if (fw->running)
+		(void)oneshot_unref(fw->running->os);
+	job_free(fw->waiting);
 	loop_timer_free(fw->stuck);
 	loop_wake_free(fw->wake);
 	free(fw);

@@ -4,13 +4,13 @@
  * file-writer: whole files written atomically off the event loop, for the CDI spec and the NFD
  * labels file, and the one atomic file write (file_write_atomic()). fsync on an SD card takes
  * seconds, and on a frozen or hung filesystem it never returns: the loop never waits for it.
- * Each write runs on a one-shot detached thread (file_write_atomic(), after mkdir_parents()
- * when asked); its result comes back to the
- * loop through a wake-up. One write at a time per writer: a write asked for while one runs
- * waits for it, and a newer one replaces a waiting one (only the newest content matters). A
- * write still running after opts.stuck_after is reported once (a stuck filesystem says
- * nothing else). A job is shared by the thread and the loop side under its own mutex, and the
- * last of the two to let go frees it, so freeing the writer never waits for a stuck write.
+ * Each write runs on a thread of its own (a oneshot: file_write_atomic(), after
+ * mkdir_parents() when asked); its result comes back to the loop through a wake-up. One write
+ * at a time per writer: a write asked for while one runs waits for it, and a newer one
+ * replaces a waiting one (only the newest content matters). A write still running after
+ * opts.stuck_after is reported once (a stuck filesystem says nothing else). The last of the
+ * thread and the loop side to let go of a write frees it (oneshot.h), so freeing the writer
+ * never waits for a stuck write.
  * Loop thread only, except what runs on the thread. Logs nothing: the owners do.
  */
 

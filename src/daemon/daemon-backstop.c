@@ -18,13 +18,12 @@
  * checked (our /proc/self/ns/pid against <hostProc>/1/ns/pid) and said once at error level,
  * with the fix (deployments/overlays/backstop).
  *
- * Loop thread only; the one-shot job thread touches nothing but its struct bs_job, which it
- * and the loop side share under the job's mutex (the last to let go frees it), so stopping
- * never waits for a read stuck in the host's /proc.
+ * Loop thread only; the job's thread (a oneshot) touches nothing but its struct bs_job, and
+ * the last of it and the loop side to let go frees the job (oneshot.h), so stopping never
+ * waits for a read stuck in the host's /proc.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +35,7 @@
 #include "daemon-internal.h"
 #include "gpu-monitor.h"
 #include "loop.h"
+#include "oneshot.h"
 #include "plugin.h"
 #include "podmap.h"
 #include "podres.h"
@@ -96,10 +96,7 @@ struct bs_proc {
 };
 
 struct bs_job {
-	pthread_mutex_t mu;
-	unsigned refs;
-	struct loop_wake *wake; /* NULL once the loop side let go */
-	bool done;
+	struct oneshot *os; /* while it runs: the loop side's hold */
 	char *host_proc;
 	/* an attribution round */
 	struct podmap_cache *cache;
@@ -138,16 +135,11 @@ struct dbackstop {
 
 /* --- the job thread --- */
 
-static void job_unref(struct bs_job *j)
+/* A job not started, or (as its oneshot's free_fn) one whose oneshot let go of it. */
+static void job_free(void *userdata)
 {
-	bool last;
+	struct bs_job *j = userdata;
 
-	(void)pthread_mutex_lock(&j->mu);
-	last = --j->refs == 0;
-	(void)pthread_mutex_unlock(&j->mu);
-	if (!last)
-		return;
-	(void)pthread_mutex_destroy(&j->mu);
 	podmap_cache_free(j->cache);
 	free(j->procs);
 	free(j->host_proc);
@@ -228,7 +220,7 @@ out:
 	return r;
 }
 
-static void *job_thread(void *userdata)
+static void job_run(void *userdata)
 {
 	struct bs_job *j = userdata;
 
@@ -236,13 +228,6 @@ static void *job_thread(void *userdata)
 		job_map(j);
 	else
 		j->r = job_kill(j);
-	(void)pthread_mutex_lock(&j->mu);
-	j->done = true;
-	if (j->wake)
-		loop_wake_signal(j->wake);
-	(void)pthread_mutex_unlock(&j->mu);
-	job_unref(j);
-	return NULL;
 }
 
 /* Starts @j (its fields set); it takes the cache when it maps. Frees @j on failure. */
@@ -256,19 +241,15 @@ static int job_start(struct dbackstop *b, struct bs_job *j)
 		free(j);
 		return -ENOMEM;
 	}
-	(void)pthread_mutex_init(&j->mu, NULL);
-	j->refs = 2;
-	j->wake = b->wake;
 	if (j->procs) {
 		j->cache = b->cache;
 		b->cache = NULL;
 	}
-	r = thread_start(NULL, job_thread, j);
+	r = oneshot_start(b->wake, job_run, job_free, j, &j->os);
 	if (r < 0) {
 		b->cache = j->cache;
 		j->cache = NULL;
-		j->refs = 1;
-		job_unref(j);
+		job_free(j);
 		return r;
 	}
 	b->job = j;
@@ -410,14 +391,8 @@ static void on_wake(struct loop_wake *w, void *userdata)
 {
 	struct dbackstop *b = userdata;
 	struct bs_job *j = b->job;
-	bool done;
 
-	if (!j)
-		return;
-	(void)pthread_mutex_lock(&j->mu);
-	done = j->done;
-	(void)pthread_mutex_unlock(&j->mu);
-	if (!done)
+	if (!j || !oneshot_done(j->os))
 		return;
 	b->job = NULL;
 	if (!b->cache) {
@@ -428,7 +403,7 @@ static void on_wake(struct loop_wake *w, void *userdata)
 		feed(b, j->procs, j->n);
 	else if (!j->procs)
 		kill_done(b, j);
-	job_unref(j);
+	(void)oneshot_unref(j->os); /* frees @j */
 }
 
 /* Is the GPU at @uuid one whose gpumem some container holds (discrete GPUs only)? */
@@ -716,19 +691,14 @@ void daemon_backstop_gpus(struct daemon *d)
 void daemon_backstop_stop(struct daemon *d)
 {
 	struct dbackstop *b = d->backstop;
-	struct bs_job *j;
 
 	if (!b)
 		return;
 	if (d->monitor)
 		(void)gpu_monitor_on_sampled(d->monitor, NULL, b);
-	j = b->job;
-	if (j) {
-		(void)pthread_mutex_lock(&j->mu);
-		j->wake = NULL;
-		(void)pthread_mutex_unlock(&j->mu);
-		job_unref(j);
-	}
+	/* A job in flight finishes on its own; its thread frees it then. */
+	if (b->job)
+		(void)oneshot_unref(b->job->os);
 	podres_free(b->podres);
 	loop_timer_free(b->tick);
 	loop_wake_free(b->wake);

@@ -5,13 +5,12 @@
  * cache the scrape reads.
  *
  * The host's files are never read on the loop: each sample's processes go to a run on a
- * one-shot thread (podmap_cache_map() within a time budget), which hands its result back
- * through a loop wake. A run is shared by its thread and the loop side under its own mutex, and
- * the last of the two to let go frees it, so freeing the metrics never waits for a stuck read.
+ * thread of its own (a oneshot: podmap_cache_map() within a time budget), which hands its
+ * result back through a loop wake. The last of the thread and the loop side to let go of a run
+ * frees it (oneshot.h), so freeing the metrics never waits for a stuck read.
  */
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +19,7 @@
 
 #include "loop.h"
 #include "metrics-int.h"
+#include "oneshot.h"
 #include "podmap.h"
 #include "podres.h"
 #include "prom.h"
@@ -46,10 +46,7 @@ static const char *const cut_names[METRICS_CUT_COUNT] = {
 };
 
 struct attrib_run {
-	pthread_mutex_t mu;
-	unsigned refs;		/* the thread and the loop side */
-	struct loop_wake *wake; /* NULL once the loop side let go */
-	bool done;
+	struct oneshot *os; /* the loop side's hold */
 	uint64_t seq;
 	usec_t started, took;
 	struct podmap_cache *cache; /* the loop side's, lent for the run */
@@ -61,16 +58,11 @@ struct attrib_run {
 	int r;
 };
 
-static void run_unref(struct attrib_run *run)
+/* The oneshot's free_fn: on the thread or the loop, whichever lets go of the run last. */
+static void run_free(void *userdata)
 {
-	bool last;
+	struct attrib_run *run = userdata;
 
-	(void)pthread_mutex_lock(&run->mu);
-	last = --run->refs == 0;
-	(void)pthread_mutex_unlock(&run->mu);
-	if (!last)
-		return;
-	(void)pthread_mutex_destroy(&run->mu);
 	podmap_cache_free(run->cache);
 	free(run->q);
 	free(run->procs);
@@ -109,7 +101,7 @@ static void proc_set(struct metrics_proc *p, const struct podmap_query *q)
 	(void)snprintf(p->container, sizeof(p->container), "%s", q->names.container);
 }
 
-static void *attrib_thread(void *userdata)
+static void attrib_job(void *userdata)
 {
 	struct attrib_run *run = userdata;
 
@@ -121,13 +113,6 @@ static void *attrib_thread(void *userdata)
 		for (unsigned i = 0; i < run->n_mapped; i++)
 			proc_set(&run->procs[i], &run->q[i]);
 	run->took = now_usec() - run->started;
-	(void)pthread_mutex_lock(&run->mu);
-	run->done = true;
-	if (run->wake)
-		loop_wake_signal(run->wake);
-	(void)pthread_mutex_unlock(&run->mu);
-	run_unref(run);
-	return NULL;
 }
 
 /* Serves @procs (owned) as the attribution of submission @seq, unless a newer one is served. */
@@ -169,14 +154,8 @@ static void on_attrib_wake(struct loop_wake *w, void *userdata)
 {
 	struct metrics *m = userdata;
 	struct attrib_run *run = m->attrib.run;
-	bool done;
 
-	if (!run)
-		return;
-	(void)pthread_mutex_lock(&run->mu);
-	done = run->done;
-	(void)pthread_mutex_unlock(&run->mu);
-	if (!done)
+	if (!run || !oneshot_done(run->os))
 		return;
 	m->attrib.run = NULL;
 	m->attrib.stuck_logged = false;
@@ -199,7 +178,7 @@ static void on_attrib_wake(struct loop_wake *w, void *userdata)
 		install(m, run->procs, run->n, run->seq);
 		run->procs = NULL;
 	}
-	run_unref(run);
+	(void)oneshot_unref(run->os); /* frees @run */
 	if (m->attrib.next) {
 		struct metrics_proc *next = m->attrib.next;
 
@@ -237,17 +216,13 @@ static void start_run(struct metrics *m, struct metrics_proc *procs, unsigned n,
 		goto fail;
 	for (unsigned i = 0; i < run->n_mapped; i++)
 		run->q[i].pid = procs[i].pid;
-	(void)pthread_mutex_init(&run->mu, NULL);
-	run->refs = 2;
-	run->wake = m->attrib.wake;
 	run->seq = seq;
 	run->started = now_usec();
 	run->lim.deadline = run->started + ATTRIB_BUDGET;
 	run->cache = m->podmap;
 	run->procs = procs;
-	r = thread_start(NULL, attrib_thread, run);
+	r = oneshot_start(m->attrib.wake, attrib_job, run_free, run, &run->os);
 	if (r < 0) {
-		(void)pthread_mutex_destroy(&run->mu);
 		run->procs = NULL;
 		run->cache = NULL;
 		goto fail;
@@ -410,10 +385,7 @@ void metrics_pods_release(struct metrics *m)
 	metrics_pods_clear(m);
 	/* A run in flight finishes on its own and frees itself (and the cache it has). */
 	if (run) {
-		(void)pthread_mutex_lock(&run->mu);
-		run->wake = NULL;
-		(void)pthread_mutex_unlock(&run->mu);
-		run_unref(run);
+		(void)oneshot_unref(run->os);
 		m->attrib.run = NULL;
 	}
 	m->attrib.next = mfree(m->attrib.next);
