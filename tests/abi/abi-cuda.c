@@ -123,33 +123,28 @@ SAME(CU_ATTACH_SINGLE, CU_MEM_ATTACH_SINGLE);
 #define RT(sym, r, params)		     typedef r real_fn_##sym params;
 CUDA_API_FUNCTIONS(RT, CUDA_REAL_TYPE)
 #include <cudaTypedefs.h>
-#define CHK(sym, ver) \
-	_Static_assert(__builtin_types_compatible_p(real_fn_##sym *, PFN_##ver), #sym);
-CHK(cuInit, cuInit_v2000)
-CHK(cuMemAlloc_v2, cuMemAlloc_v3020) CHK(cuMemAllocPitch_v2, cuMemAllocPitch_v3020) CHK(
-	cuMemFree_v2, cuMemFree_v3020) CHK(cuDeviceGetUuid,
-					   cuDeviceGetUuid_v9020) CHK(cuDeviceGetUuid_v2,
-								      cuDeviceGetUuid_v11040)
-	CHK(cuDeviceTotalMem_v2, cuDeviceTotalMem_v3020) CHK(
-		cuMemGetInfo_v2, cuMemGetInfo_v3020) CHK(cuGetProcAddress, cuGetProcAddress_v11030)
-		CHK(cuGetProcAddress_v2,
-		    cuGetProcAddress_v12000) CHK(cuGraphAddNode,
-						 cuGraphAddNode_v12020) CHK(cuGraphAddNode_v2,
-									    cuGraphAddNode_v12030)
-			CHK(cuMemAllocAsync_ptsz, cuMemAllocAsync_v11020_ptsz) CHK(
-				cuMemFreeAsync_ptsz,
-				cuMemFreeAsync_v11020_ptsz) CHK(cuMemAllocFromPoolAsync_ptsz,
-								cuMemAllocFromPoolAsync_v11020_ptsz)
-				CHK(cuGraphLaunch_ptsz, cuGraphLaunch_v10000_ptsz)
-					CHK(cuStreamSynchronize_ptsz,
-					    cuStreamSynchronize_v7000_ptsz) CHK(cuArrayCreate_v2,
-										cuArrayCreate_v3020)
-						CHK(cuArray3DCreate_v2, cuArray3DCreate_v3020)
+#define CHK(sym, ver) _Static_assert(__builtin_types_compatible_p(real_fn_##sym *, PFN_##ver), #sym)
+CHK(cuInit, cuInit_v2000);
+CHK(cuMemAlloc_v2, cuMemAlloc_v3020);
+CHK(cuMemAllocPitch_v2, cuMemAllocPitch_v3020);
+CHK(cuMemFree_v2, cuMemFree_v3020);
+CHK(cuDeviceGetUuid, cuDeviceGetUuid_v9020);
+CHK(cuDeviceGetUuid_v2, cuDeviceGetUuid_v11040);
+CHK(cuDeviceTotalMem_v2, cuDeviceTotalMem_v3020);
+CHK(cuMemGetInfo_v2, cuMemGetInfo_v3020);
+CHK(cuGetProcAddress, cuGetProcAddress_v11030);
+CHK(cuGetProcAddress_v2, cuGetProcAddress_v12000);
+CHK(cuGraphAddNode, cuGraphAddNode_v12020);
+CHK(cuGraphAddNode_v2, cuGraphAddNode_v12030);
+CHK(cuMemAllocAsync_ptsz, cuMemAllocAsync_v11020_ptsz);
+CHK(cuMemFreeAsync_ptsz, cuMemFreeAsync_v11020_ptsz);
+CHK(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync_v11020_ptsz);
+CHK(cuGraphLaunch_ptsz, cuGraphLaunch_v10000_ptsz);
+CHK(cuStreamSynchronize_ptsz, cuStreamSynchronize_v7000_ptsz);
+CHK(cuArrayCreate_v2, cuArrayCreate_v3020);
+CHK(cuArray3DCreate_v2, cuArray3DCreate_v3020);
 #undef cuGetProcAddress
-							_Static_assert(__builtin_types_compatible_p(
-									       real_fn_cuInit *,
-									       typeof(&cuInit)),
-								       "cuInit");
+_Static_assert(__builtin_types_compatible_p(real_fn_cuInit *, typeof(&cuInit)), "cuInit");
 _Static_assert(__builtin_types_compatible_p(real_fn_cuDriverGetVersion *,
 					    typeof(&cuDriverGetVersion)),
 	       "cuDriverGetVersion");
