@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    again.n_gpus != l.n_gpus)
 		abort();
 	for (unsigned i = 0; i < l.n_gpus; i++)
-		if (strcmp(again.gpus[i].uuid, l.gpus[i].uuid) ||
+		if (strcmp(again.gpus[i].uuid, l.gpus[i].uuid) != 0 ||
 		    again.gpus[i].limit != l.gpus[i].limit)
 			abort();
 	return 0;

@@ -208,6 +208,7 @@ IPZ_EXPORT enum cu_result cuGraphAddNode_v2(struct cu_graph_node **node, struct 
 }
 
 /* A destroyed graph or exec: its bytes are forgotten (its address may come back). */
+/* NOLINTBEGIN(bugprone-macro-parentheses): type is a type */
 #define IPZ_GRAPH_DESTROY(sym, type, kind)       \
 	IPZ_EXPORT enum cu_result sym(type *obj) \
 	{                                        \
@@ -221,6 +222,7 @@ IPZ_EXPORT enum cu_result cuGraphAddNode_v2(struct cu_graph_node **node, struct 
 
 IPZ_GRAPH_DESTROY(cuGraphDestroy, struct cu_graph, IPZ_K_GRAPH)
 IPZ_GRAPH_DESTROY(cuGraphExecDestroy, struct cu_graph_exec, IPZ_K_GEXEC)
+/* NOLINTEND(bugprone-macro-parentheses) */
 
 /* ---- taking the room before the graph allocates ---- */
 

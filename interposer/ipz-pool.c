@@ -55,6 +55,7 @@ static void in_use_add(struct cu_mem_pool *pool)
 			return;
 	if (n_in_use == cap_in_use) {
 		size_t cap = cap_in_use ? 2 * cap_in_use : 16;
+		/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 		struct cu_mem_pool **p = realloc(in_use, cap * sizeof(*p));
 
 		if (!p) {

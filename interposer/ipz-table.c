@@ -50,6 +50,7 @@ static struct node **find(unsigned kind, uint64_t key)
 static void grow(void)
 {
 	size_t n = n_buckets * 2, i;
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 	struct node **b = calloc(n, sizeof(*b));
 
 	if (!b)

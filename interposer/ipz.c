@@ -76,7 +76,7 @@ static dlsym_fn *dlsym_real(void)
 
 /* ---- the wrapper table: real pointer -> our wrapper, sorted by address ---- */
 
-#define IPZ_COUNT(sym) +1
+#define IPZ_COUNT(sym) +1 /* NOLINT(bugprone-macro-parentheses): a term of "0 +1 +1 ..." */
 #define IPZ_N_CU       (0 IPZ_CU_WRAPPED(IPZ_COUNT))
 #define IPZ_N_NVML     (0 IPZ_NVML_WRAPPED(IPZ_COUNT))
 
@@ -297,7 +297,7 @@ static void cuda_setup(void)
 #define IPZ_RESOLVE(s, params) ipz_real.s = (cu_fn_##s *)sym(cuda_lib, #s);
 	IPZ_EXTRA_FUNCTIONS(IPZ_RESOLVE)
 #undef IPZ_RESOLVE
-#define IPZ_MAP(s) cu_map[n++] = (struct ipz_map){ (const void *)ipz_real.s, (void *)s };
+#define IPZ_MAP(s) cu_map[n++] = (struct ipz_map){ (const void *)ipz_real.s, (void *)(s) };
 	IPZ_CU_WRAPPED(IPZ_MAP)
 #undef IPZ_MAP
 	__atomic_store_n(&cu_map_n, map_build(cu_map, n), __ATOMIC_RELEASE);
@@ -319,7 +319,7 @@ static void nvml_setup(void)
 #define IPZ_RESOLVE(s, r, params) ipz_real.s = (ipz_nvml_fn_##s *)sym(nvml_lib, #s);
 	IPZ_NVML_FUNCTIONS(IPZ_RESOLVE)
 #undef IPZ_RESOLVE
-#define IPZ_MAP(s) nvml_map[n++] = (struct ipz_map){ (const void *)ipz_real.s, (void *)s };
+#define IPZ_MAP(s) nvml_map[n++] = (struct ipz_map){ (const void *)ipz_real.s, (void *)(s) };
 	IPZ_NVML_WRAPPED(IPZ_MAP)
 #undef IPZ_MAP
 	__atomic_store_n(&nvml_map_n, map_build(nvml_map, n), __ATOMIC_RELEASE);

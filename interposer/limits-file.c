@@ -102,7 +102,7 @@ int limits_parse(const char *text, size_t len, struct limits *ret, unsigned *ret
 		if (!have_version) {
 			uint64_t v;
 
-			if (strcmp(key, "edgegpu-limits") || !word(&p, eol, b, sizeof(b)) ||
+			if (strcmp(key, "edgegpu-limits") != 0 || !word(&p, eol, b, sizeof(b)) ||
 			    !parse_u64(b, &v) || v != LIMITS_VERSION)
 				goto bad;
 			have_version = true;

@@ -409,7 +409,7 @@ static usec_t age_of(const struct stat *st)
 static void load_allocs(struct enforce *e)
 {
 	int afd = enforce_alloc_dir_open(e);
-	unsigned kept = 0, dropped = 0, skipped = 0;
+	unsigned kept = 0, dropped = 0, skipped = 0, unopened = 0;
 	struct dirent *de;
 	DIR *d;
 
@@ -447,10 +447,19 @@ static void load_allocs(struct enforce *e)
 			skipped++;
 			continue;
 		}
+		/*
+		 * Not opened (EMFILE, ENOMEM, a race): nothing says it is damaged, and a container
+		 * may have its limits mounted, so it stays; not read back, it is not reused.
+		 */
 		fd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		r = fd < 0 ? -errno : load_one(e, fd, de->d_name, age_of(&st), &a);
-		if (fd >= 0)
-			(void)close(fd);
+		if (fd < 0) {
+			(void)log_warn_errno(-errno, "cannot open a gpumem allocation directory",
+					     "path=%s/%s", e->alloc_dir, de->d_name);
+			unopened++;
+			continue;
+		}
+		r = load_one(e, fd, de->d_name, age_of(&st), &a);
+		(void)close(fd);
 		if (r == -ENOMEM) {
 			log_error("out of memory reading back gpumem allocations", NULL);
 			break;
@@ -473,9 +482,10 @@ static void load_allocs(struct enforce *e)
 		kept++;
 	}
 	(void)closedir(d);
-	if (kept || dropped || skipped)
-		log_info("gpumem allocations read back", "kept=%u removed=%u not_ours=%u path=%s",
-			 kept, dropped, skipped, e->alloc_dir);
+	if (kept || dropped || skipped || unopened)
+		log_info("gpumem allocations read back",
+			 "kept=%u removed=%u not_ours=%u unopened=%u path=%s", kept, dropped,
+			 skipped, unopened, e->alloc_dir);
 }
 
 /* --- the state --- */

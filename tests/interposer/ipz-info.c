@@ -95,29 +95,62 @@ static void check_device(const struct cu_api *a, int ordinal, unsigned long long
 		check_nvml(a, ordinal, total, want_free);
 }
 
+/*
+ * Parses "MIB[,MIB...]" into want (bytes, at most max); the count, or -1 for an empty list, an
+ * entry that is not a whole number, or too many. A list that parses to nothing must fail here:
+ * the checks below read want[0].
+ */
+static int parse_list(const char *s, unsigned long long *want, int max)
+{
+	int n = 0;
+
+	for (;;) {
+		char *end;
+
+		if (n == max || *s < '0' || *s > '9')
+			return -1;
+		want[n++] = strtoull(s, &end, 10) * MIB;
+		if (*end == '\0')
+			return n;
+		if (*end != ',')
+			return -1;
+		s = end + 1;
+	}
+}
+
+static int usage(void)
+{
+	(void)fprintf(stderr, "usage: ipz-info MIB[,MIB...] [alloc=MIB] [nvml]\n");
+	return 2;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned long long want[16], alloc = 0;
-	int n = 0, count = -1;
+	int n, count = -1;
 	bool with_nvml = false;
 	struct cu_api api;
 	cu_deviceptr p = 0;
 	void *h;
 
-	if (argc < 2) {
-		(void)fprintf(stderr, "usage: ipz-info MIB[,MIB...] [alloc=MIB] [nvml]\n");
-		return 2;
-	}
-	for (char *s = argv[1]; *s && n < 16; s += *s == ',') {
-		char *end;
-
-		want[n++] = strtoull(s, &end, 10) * MIB;
-		s = end;
-	}
+	if (argc < 2)
+		return usage();
+	n = parse_list(argv[1], want, 16);
+	if (n < 0)
+		return usage();
 	for (int i = 2; i < argc; i++) {
-		if (!strncmp(argv[i], "alloc=", 6))
-			alloc = strtoull(argv[i] + 6, NULL, 10) * MIB;
-		with_nvml |= !strcmp(argv[i], "nvml");
+		long long v;
+
+		if (!strncmp(argv[i], "alloc=", 6)) {
+			v = ipz_number(argv[i] + 6);
+			if (v < 0)
+				return usage();
+			alloc = (unsigned long long)v * MIB;
+		} else if (!strcmp(argv[i], "nvml")) {
+			with_nvml = true;
+		} else {
+			return usage();
+		}
 	}
 	ipz_context = "ipz-info";
 	h = ipz_open_driver();

@@ -229,7 +229,7 @@ static void path_arrays(void)
 	};
 	struct cu_array3d_desc d3 = { .width = 256,
 				      .height = 256,
-				      .depth = H / (256 * 256 * 4),
+				      .depth = H / (256ull * 256 * 4),
 				      .format = CU_FMT_FLOAT,
 				      .num_channels = 1 };
 	struct cu_array3d_desc small = { .width = 64,

@@ -44,14 +44,14 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                                                   \
-	do {                                                                               \
-		if (!(cond)) {                                                             \
-			fprintf(stderr, "ipz-procaddr: FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                                      \
-			fputc('\n', stderr);                                               \
-			failures++;                                                        \
-		}                                                                          \
+#define CHECK(cond, ...)                                                                         \
+	do {                                                                                     \
+		if (!(cond)) {                                                                   \
+			(void)fprintf(stderr, "ipz-procaddr: FAIL %s:%d: ", __FILE__, __LINE__); \
+			(void)fprintf(stderr, __VA_ARGS__);                                      \
+			(void)fputc('\n', stderr);                                               \
+			failures++;                                                              \
+		}                                                                                \
 	} while (0)
 
 struct proc {
@@ -105,7 +105,7 @@ static int child(void)
 
 	h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
 	if (!h) {
-		fprintf(stderr, "ipz-procaddr: dlopen libcuda.so.1: %s\n", dlerror());
+		(void)fprintf(stderr, "ipz-procaddr: dlopen libcuda.so.1: %s\n", dlerror());
 		return 1;
 	}
 	gpa = (cu_fn_cuGetProcAddress *)dlsym(h, "cuGetProcAddress");
@@ -277,7 +277,7 @@ int main(int argc, char **argv)
 	if (argc == 2 && strcmp(argv[1], "--child") == 0)
 		return child();
 	if (argc != 3) {
-		fprintf(stderr, "usage: ipz-procaddr LIB FAKE_DIR\n");
+		(void)fprintf(stderr, "usage: ipz-procaddr LIB FAKE_DIR\n");
 		return 2;
 	}
 	if (geteuid() != 0 || unshare(CLONE_NEWNS) < 0 ||
@@ -287,13 +287,13 @@ int main(int argc, char **argv)
 	}
 	r = place_files();
 	if (r < 0) {
-		fprintf(stderr, "ipz-procaddr: cannot place " IPZ_DIR ": %s\n", strerror(-r));
+		(void)fprintf(stderr, "ipz-procaddr: cannot place " IPZ_DIR ": %s\n", strerror(-r));
 		return 1;
 	}
 	if (setenv("LD_PRELOAD", argv[1], 1) < 0 || setenv("LD_LIBRARY_PATH", argv[2], 1) < 0 ||
 	    setenv("EDGEGPU_FAKE_CUDA_DEVICES", "2", 1) < 0)
 		return 1;
 	execl("/proc/self/exe", argv[0], "--child", (char *)NULL);
-	fprintf(stderr, "ipz-procaddr: exec: %s\n", strerror(errno));
+	(void)fprintf(stderr, "ipz-procaddr: exec: %s\n", strerror(errno));
 	return 1;
 }

@@ -27,8 +27,8 @@
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: ipz-setup DIR UUID:BYTES[,UUID:BYTES...] [--report] "
-			"[--managed-ignore]\n       ipz-setup --show DIR/state/region\n");
+	(void)fprintf(stderr, "usage: ipz-setup DIR UUID:BYTES[,UUID:BYTES...] [--report] "
+			      "[--managed-ignore]\n       ipz-setup --show DIR/state/region\n");
 	return 2;
 }
 
@@ -40,19 +40,19 @@ static int show(const char *path)
 
 	ret = region_check_file(path);
 	if (ret < 0) {
-		fprintf(stderr, "ipz-setup: %s: %s\n", path,
-			ret == -EBADMSG ? "not a region of this version" : strerror(-ret));
+		(void)fprintf(stderr, "ipz-setup: %s: %s\n", path,
+			      ret == -EBADMSG ? "not a region of this version" : strerror(-ret));
 		return 1;
 	}
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		fprintf(stderr, "ipz-setup: %s: %s\n", path, strerror(errno));
+		(void)fprintf(stderr, "ipz-setup: %s: %s\n", path, strerror(errno));
 		return 1;
 	}
 	r = mmap(NULL, sizeof(*r), PROT_READ, MAP_SHARED, fd, 0);
 	close(fd);
 	if (r == MAP_FAILED) {
-		fprintf(stderr, "ipz-setup: mmap %s: %s\n", path, strerror(errno));
+		(void)fprintf(stderr, "ipz-setup: mmap %s: %s\n", path, strerror(errno));
 		return 1;
 	}
 	for (unsigned g = 0; g < r->n_gpus; g++)
@@ -87,7 +87,8 @@ static int parse_gpus(char *spec, struct limits *l)
 		v = strtoull(colon + 1, &end, 10);
 		if (errno || end == colon + 1 || *end || colon[1] == '-')
 			return -EINVAL;
-		snprintf(l->gpus[l->n_gpus].uuid, REGION_UUID_MAX, "%s", item);
+		(void)snprintf(l->gpus[l->n_gpus].uuid, REGION_UUID_MAX, "%s",
+			       item); /* fits: above */
 		l->gpus[l->n_gpus++].limit = v;
 	}
 	return l->n_gpus ? 0 : -EINVAL;
@@ -101,8 +102,9 @@ static int write_limits(const char *dir, const struct limits *l)
 	n = limits_format(l, text, sizeof(text));
 	if (n < 0)
 		return n;
-	snprintf(path, sizeof(path), "%s/limits", dir);
-	snprintf(tmp, sizeof(tmp), "%s/.limits.tmp", dir);
+	if (snprintf(path, sizeof(path), "%s/limits", dir) >= (int)sizeof(path) ||
+	    snprintf(tmp, sizeof(tmp), "%s/.limits.tmp", dir) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
@@ -132,44 +134,42 @@ int main(int argc, char **argv)
 			l.report_only = true;
 		else if (!strcmp(argv[i], "--managed-ignore"))
 			l.count_managed = false;
-		else if (argv[i][0] == '-')
-			return usage();
-		else if (!dir)
+		else if (argv[i][0] != '-' && !dir)
 			dir = argv[i];
-		else if (!spec)
+		else if (argv[i][0] != '-' && !spec)
 			spec = argv[i];
 		else
-			return usage();
+			return usage(); /* an unknown option, or a third word */
 	}
 	if (!dir || !spec)
 		return usage();
 	if (parse_gpus(spec, &l) < 0) {
-		fprintf(stderr,
-			"ipz-setup: bad GPU list (UUID:BYTES[,UUID:BYTES...], at most %d)\n",
-			REGION_GPUS_MAX);
+		(void)fprintf(stderr,
+			      "ipz-setup: bad GPU list (UUID:BYTES[,UUID:BYTES...], at most %d)\n",
+			      REGION_GPUS_MAX);
 		return 2;
 	}
 	if ((size_t)snprintf(state, sizeof(state), "%s/state", dir) >= sizeof(state))
 		return usage();
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-		fprintf(stderr, "ipz-setup: mkdir %s: %s\n", dir, strerror(errno));
+		(void)fprintf(stderr, "ipz-setup: mkdir %s: %s\n", dir, strerror(errno));
 		return 1;
 	}
 	/* A container's processes may be any user: the state directory is theirs to enter. */
 	if ((mkdir(state, 0755) < 0 && errno != EEXIST) || chmod(state, 0755) < 0) {
-		fprintf(stderr, "ipz-setup: %s: %s\n", state, strerror(errno));
+		(void)fprintf(stderr, "ipz-setup: %s: %s\n", state, strerror(errno));
 		return 1;
 	}
 	ret = write_limits(dir, &l);
 	if (ret < 0) {
-		fprintf(stderr, "ipz-setup: %s/limits: %s\n", dir, strerror(-ret));
+		(void)fprintf(stderr, "ipz-setup: %s/limits: %s\n", dir, strerror(-ret));
 		return 1;
 	}
 	for (unsigned i = 0; i < l.n_gpus; i++)
 		g[i] = (struct region_init_gpu){ l.gpus[i].uuid, l.gpus[i].limit };
 	ret = region_create(state, g, l.n_gpus, l.report_only);
 	if (ret < 0) {
-		fprintf(stderr, "ipz-setup: %s/%s: %s\n", state, REGION_FILE, strerror(-ret));
+		(void)fprintf(stderr, "ipz-setup: %s/%s: %s\n", state, REGION_FILE, strerror(-ret));
 		return 1;
 	}
 	return 0;

@@ -242,6 +242,17 @@ class InterposerTest(unittest.TestCase):
         self.assertRan(r, "ipz-info")
         self.assertRegionEmpty(alloc)
 
+    def test_info_refuses_a_bad_list(self):
+        # An empty or malformed list once ran the checks with want[] unset (read uninitialised).
+        env = dict(os.environ, LD_LIBRARY_PATH=FAKE_CUDA)
+        for argv in ([""], [","], ["64,"], ["x"], ["64,,32"], [",".join(["1"] * 17)],
+                     ["64", "alloc="], ["64", "alloc=x"], ["64", "nvm"]):
+            with self.subTest(argv=argv):
+                r = subprocess.run([prog("ipz-info")] + argv, env=env, capture_output=True,
+                                   text=True, timeout=60)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("usage", r.stderr)
+
     def test_visible_devices_subset_and_order(self):
         # Two devices with different limits: the limit follows the device, by UUID.
         alloc = Allocation(self, [(uuid(0), 64), (uuid(1), 32)])

@@ -220,7 +220,7 @@ static void test_only_processes_given(void **state)
 
 static void test_bounded_and_hostile(void **state)
 {
-	size_t n = BACKSTOP_TRACK_MAX * 2;
+	size_t n = (size_t)BACKSTOP_TRACK_MAX * 2;
 	struct backstop_sample *s = calloc(n, sizeof(*s));
 	char(*keys)[32] = calloc(n, sizeof(*keys));
 	char longkey[BACKSTOP_KEY_MAX + 10];

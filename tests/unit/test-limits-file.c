@@ -14,12 +14,12 @@ static void test_round_trip(void **state)
 	unsigned line = 7;
 	int n;
 
-	snprintf(l.gpus[0].uuid, sizeof(l.gpus[0].uuid), "%s",
-		 "GPU-8d1f0f7e-1111-2222-3333-444455556666");
+	(void)snprintf(l.gpus[0].uuid, sizeof(l.gpus[0].uuid), "%s",
+		       "GPU-8d1f0f7e-1111-2222-3333-444455556666");
 	l.gpus[0].limit = 4294967296;
-	snprintf(l.gpus[1].uuid, sizeof(l.gpus[1].uuid), "%s", "0");
+	(void)snprintf(l.gpus[1].uuid, sizeof(l.gpus[1].uuid), "%s", "0");
 	l.gpus[1].limit = 0;
-	snprintf(l.gpus[2].uuid, sizeof(l.gpus[2].uuid), "%s", "MIG-x");
+	(void)snprintf(l.gpus[2].uuid, sizeof(l.gpus[2].uuid), "%s", "MIG-x");
 	l.gpus[2].limit = UINT64_MAX;
 	n = limits_format(&l, buf, sizeof(buf));
 	assert_true(n > 0);
@@ -42,7 +42,7 @@ static void test_round_trip(void **state)
 	l.count_managed = true;
 	l.n_gpus = REGION_GPUS_MAX;
 	for (unsigned i = 0; i < REGION_GPUS_MAX; i++) {
-		memset(l.gpus[i].uuid, 'a' + i, REGION_UUID_MAX - 1);
+		memset(l.gpus[i].uuid, 'a' + (int)i, REGION_UUID_MAX - 1);
 		l.gpus[i].uuid[REGION_UUID_MAX - 1] = '\0';
 		l.gpus[i].limit = i;
 	}
@@ -61,7 +61,7 @@ static void test_format_errors(void **state)
 	struct limits l = { .n_gpus = 1 };
 	char buf[256];
 
-	snprintf(l.gpus[0].uuid, sizeof(l.gpus[0].uuid), "%s", "GPU-a");
+	(void)snprintf(l.gpus[0].uuid, sizeof(l.gpus[0].uuid), "%s", "GPU-a");
 	assert_int_equal(limits_format(&l, buf, 20), -ENOSPC);
 	assert_int_equal(limits_format(&l, buf, 50), -ENOSPC); /* the header fits, the GPU not */
 	l.n_gpus = 0;
@@ -69,7 +69,7 @@ static void test_format_errors(void **state)
 	l.n_gpus = REGION_GPUS_MAX + 1;
 	assert_int_equal(limits_format(&l, buf, sizeof(buf)), -EINVAL);
 	l.n_gpus = 1;
-	snprintf(l.gpus[0].uuid, sizeof(l.gpus[0].uuid), "%s", "GPU a");
+	(void)snprintf(l.gpus[0].uuid, sizeof(l.gpus[0].uuid), "%s", "GPU a");
 	assert_int_equal(limits_format(&l, buf, sizeof(buf)), -EINVAL);
 	l.gpus[0].uuid[0] = '\0';
 	assert_int_equal(limits_format(&l, buf, sizeof(buf)), -EINVAL);

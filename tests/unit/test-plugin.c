@@ -902,8 +902,8 @@ static void test_gpumem_allocate_enforced(void **state)
 	(void)snprintf(lib, sizeof(lib), "%s/lib.so", tmp);
 	(void)snprintf(sd, sizeof(sd), "%s/state", tmp);
 	assert_non_null(fp = fopen(lib, "w"));
-	fputs("lib", fp);
-	fclose(fp);
+	assert_true(fputs("lib", fp) >= 0);
+	assert_int_equal(fclose(fp), 0);
 	assert_int_equal(loop_new(&l), 0);
 	ctx_init(&ctx, l);
 	assert_int_equal(enforce_new(&cfg, "/", &ctx.enforce), 0);

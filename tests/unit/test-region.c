@@ -30,7 +30,7 @@ static void make(uint64_t limit0, bool report_only)
 	struct region_init_gpu g[2] = { { "GPU-aaaa", limit0 }, { "GPU-bbbb", 1 << 20 } };
 
 	unit_tmpdir("region", fx.dir, sizeof(fx.dir));
-	snprintf(fx.path, sizeof(fx.path), "%s/%s", fx.dir, REGION_FILE);
+	(void)snprintf(fx.path, sizeof(fx.path), "%s/%s", fx.dir, REGION_FILE);
 	assert_int_equal(region_create(fx.dir, g, 2, report_only), 0);
 }
 
@@ -129,10 +129,10 @@ static void test_create_invalid(void **state)
 	assert_int_equal(region_create(fx.dir, g, 2, false), -EINVAL);
 	g[1].uuid = NULL;
 	assert_int_equal(region_create(fx.dir, g, 2, false), -EINVAL);
-	snprintf(fx.path, sizeof(fx.path), "%s/missing", fx.dir);
+	(void)snprintf(fx.path, sizeof(fx.path), "%s/missing", fx.dir);
 	assert_int_equal(region_create(fx.path, g, 1, false), -ENOENT);
 	/* Nothing but the region was left in the directory (no temporary file). */
-	snprintf(fx.path, sizeof(fx.path), "%s/%s", fx.dir, REGION_FILE);
+	(void)snprintf(fx.path, sizeof(fx.path), "%s/%s", fx.dir, REGION_FILE);
 	assert_int_equal(region_check_file(fx.path), 0);
 	assert_int_equal(unlink(fx.path), 0);
 	assert_int_equal(rmdir(fx.dir), 0);

@@ -434,7 +434,7 @@ struct proc {
 	bool ptsz;
 };
 
-#define PROC_ENTRY(base, sym, ver, ptsz) { #base, (void *)&sym, ver, ptsz },
+#define PROC_ENTRY(base, sym, ver, ptsz) { #base, (void *)&(sym), (ver), (ptsz) },
 static const struct proc procs[] = { CUDA_API_PROCS(PROC_ENTRY) };
 
 static enum cu_result proc_lookup(const char *symbol, void **pfn, int version, cu_uint64 flags,
