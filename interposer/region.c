@@ -44,12 +44,22 @@ static uint64_t proc_stat(pid_t pid, char *state)
 	unsigned field = 2; /* the comm field ends at the last ')' */
 	uint64_t v = 0;
 	ssize_t n;
-	int fd;
+	int dfd, fd;
 
 	if (pid <= 0)
 		return 0;
-	(void)snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid); /* 32 hold any pid */
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/*
+	 * Opened relative to /proc, not as "/proc/<pid>/stat": qemu-user answers that path for
+	 * its own process (and "/proc/self/stat") with a stat line it makes up, whose start time
+	 * is not the kernel's, so a process under qemu would record one start time for itself
+	 * and every other process would read another, and take it for a reused PID.
+	 */
+	dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return 0;
+	(void)snprintf(path, sizeof(path), "%d/stat", (int)pid); /* 32 hold any pid */
+	fd = openat(dfd, path, O_RDONLY | O_CLOEXEC);
+	close(dfd);
 	if (fd < 0)
 		return 0;
 	do

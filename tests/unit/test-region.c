@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -596,7 +597,16 @@ static void test_killed_holding_lock(void **state)
 	struct region_handle h;
 	uint64_t gen;
 	pid_t pid;
+	void *head;
+	size_t len;
 
+	/*
+	 * A robust mutex is freed by the kernel walking the dead thread's robust list. qemu-user
+	 * (CI's arm64 unit tests) does not implement that list (ENOSYS): there the dead holder's
+	 * lock is never handed on, which is qemu's limit, not the region's.
+	 */
+	if (syscall(SYS_get_robust_list, 0, &head, &len) < 0 && errno == ENOSYS)
+		skip();
 	make(1000, false);
 	attach(&h);
 	assert_int_equal(region_reserve(&h, 0, 100), 0);
