@@ -1604,6 +1604,73 @@ static void test_args(void **state)
 	config_args_release(&a);
 }
 
+/* edgegpu.sharing.memory.enforcement (issue 19): defaults, every key, and each bad value. */
+static void test_enforcement(void **state)
+{
+	const struct config_enforcement *e;
+	struct config c;
+
+	load_ok(&c, "");
+	e = &c.gpumem.enforcement;
+	assert_true(e->interposer);
+	assert_true(e->driver);
+	assert_int_equal(e->preload, CONFIG_PRELOAD_LD_SO_PRELOAD);
+	assert_int_equal(e->managed, CONFIG_MANAGED_COUNT);
+	assert_string_equal(e->library, "/usr/lib/edgegpu/libedgegpu-cuda.so");
+	assert_string_equal(e->state_dir, "/var/lib/edgegpu");
+	assert_false(e->backstop.enabled);
+	assert_int_equal(e->backstop.tolerance_percent, 110);
+	assert_int_equal(e->backstop.after, 30 * USEC_PER_SEC);
+	assert_int_equal(e->backstop.interval, 2 * USEC_PER_SEC);
+	config_release(&c);
+
+	load_ok(&c,
+		"edgegpu:\n  sharing:\n    memory:\n      enforcement:\n"
+		"        interposer: false\n        driver: false\n        preload: LD_PRELOAD\n"
+		"        library: /opt/ipz.so\n        stateDir: /srv/edgegpu\n"
+		"        managed: ignore\n        backstop: {enabled: true, "
+		"tolerancePercent: 150, after: 5s, interval: 500ms}\n");
+	e = &c.gpumem.enforcement;
+	assert_false(e->interposer);
+	assert_false(e->driver);
+	assert_int_equal(e->preload, CONFIG_PRELOAD_ENV);
+	assert_int_equal(e->managed, CONFIG_MANAGED_IGNORE);
+	assert_string_equal(e->library, "/opt/ipz.so");
+	assert_string_equal(e->state_dir, "/srv/edgegpu");
+	assert_true(e->backstop.enabled);
+	assert_int_equal(e->backstop.tolerance_percent, 150);
+	assert_int_equal(e->backstop.after, 5 * USEC_PER_SEC);
+	assert_int_equal(e->backstop.interval, 500 * USEC_PER_MSEC);
+	config_release(&c);
+
+#define ENF "edgegpu:\n  sharing:\n    memory:\n      enforcement:\n        "
+	expect_error(ENF "preload: ld.so.preload\n",
+		     "t.yaml:5:18: edgegpu.sharing.memory.enforcement.preload: "
+		     "invalid value \"ld.so.preload\", expected one of: ldSoPreload, LD_PRELOAD");
+	expect_error(ENF "managed: always\n",
+		     "t.yaml:5:18: edgegpu.sharing.memory.enforcement.managed: "
+		     "invalid value \"always\", expected one of: count, ignore");
+	expect_error(ENF "driver: maybe\n",
+		     "t.yaml:5:17: edgegpu.sharing.memory.enforcement.driver: "
+		     "expected true or false, got \"maybe\"");
+	expect_error(ENF "stateDir: \"\"\n",
+		     "t.yaml:5:19: edgegpu.sharing.memory.enforcement.stateDir: must not be empty");
+	expect_error(ENF "library: \"\"\n",
+		     "t.yaml:5:18: edgegpu.sharing.memory.enforcement.library: must not be empty");
+	expect_error(ENF "backstop: {tolerancePercent: 99}\n",
+		     "t.yaml:5:38: edgegpu.sharing.memory.enforcement.backstop.tolerancePercent: "
+		     "must be at least 100, got 99");
+	expect_error(ENF "backstop: {after: 0s}\n",
+		     "t.yaml:5:27: edgegpu.sharing.memory.enforcement.backstop.after: "
+		     "must be at least 1s, got 0s");
+	expect_error(ENF "backstop: {interval: 2m}\n",
+		     "t.yaml:5:30: edgegpu.sharing.memory.enforcement.backstop.interval: "
+		     "must be at most 1m, got 2m");
+	expect_error(ENF "limit: 10\n",
+		     "t.yaml:5:9: edgegpu.sharing.memory.enforcement.limit: unknown key");
+#undef ENF
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1612,6 +1679,7 @@ int main(void)
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_time_slicing),
 		cmocka_unit_test(test_gpumem),
+		cmocka_unit_test(test_enforcement),
 		cmocka_unit_test(test_edgegpu_section),
 		cmocka_unit_test(test_metrics_section),
 		cmocka_unit_test(test_yaml_types),
