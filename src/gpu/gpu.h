@@ -177,6 +177,7 @@ struct gpu_event {
 struct gpu_process {
 	uint32_t pid;	   /* in the host's PID namespace */
 	uint64_t mem_used; /* bytes; UINT64_MAX when the driver does not say */
+	double sm_util;	   /* percent of the SMs over the last sample period; NaN unknown */
 };
 
 /* One power rail of the board (Tegra: an INA3221 channel), as its monitor names it. */
@@ -204,6 +205,21 @@ struct gpu_sample {
 	uint64_t ecc_corrected, ecc_uncorrected;   /* volatile totals; UINT64_MAX without ECC */
 	uint64_t energy_mj;			   /* since the driver loaded */
 	uint64_t clock_reasons;			   /* NVML clock-event (throttle) bitmask */
+	/*
+	 * DCGM-exporter's other default counters (docs/metrics.md says where each comes from
+	 * and which GPUs have it). Absent: NaN / UINT64_MAX, left out of the exposition.
+	 */
+	double mem_temp_c;		 /* HBM/memory temperature */
+	uint64_t pcie_replay;		 /* PCIe replays since the driver loaded */
+	double enc_util, dec_util;	 /* video encoder/decoder, percent */
+	uint64_t mem_reserved;		 /* bytes the driver reserves (MemoryInfo_v2) */
+	uint64_t remap_corr, remap_unc;	 /* rows remapped for (un)correctable errors */
+	double remap_failure;		 /* 1 when a row remapping failed, else 0 */
+	uint64_t nvlink_bw_total;	 /* NVLink bandwidth counter, all links */
+	double prof_gr_active;		 /* ratio 0-1 of time the graphics engine is busy */
+	double prof_tensor_active;	 /* ratio 0-1 of cycles the tensor pipe is busy */
+	double prof_dram_active;	 /* ratio 0-1 of cycles device memory is busy */
+	double pcie_tx_bps, pcie_rx_bps; /* PCIe bytes per second, headers included */
 	/*
 	 * The board's power (Tegra): board_power_w is the input rail (VDD_IN, POM_5V_IN, VIN)
 	 * where there is one, else the sum of the rails; never an input rail plus its sub-rails.

@@ -107,6 +107,40 @@ static double get_reasons(const struct gpu_sample *s)
 	return u64(s->clock_reasons);
 }
 
+#define GET_NAN(f)                                        \
+	static double get_##f(const struct gpu_sample *s) \
+	{                                                 \
+		return s->f;                              \
+	}
+#define GET_U64(f)                                        \
+	static double get_##f(const struct gpu_sample *s) \
+	{                                                 \
+		return u64(s->f);                         \
+	}
+GET_NAN(enc_util)
+GET_NAN(dec_util)
+GET_NAN(remap_failure)
+GET_NAN(prof_gr_active)
+GET_NAN(prof_tensor_active)
+GET_NAN(prof_dram_active)
+GET_NAN(pcie_tx_bps)
+GET_NAN(pcie_rx_bps)
+GET_U64(pcie_replay)
+GET_U64(remap_corr)
+GET_U64(remap_unc)
+GET_U64(nvlink_bw_total)
+#undef GET_NAN
+#undef GET_U64
+static double get_mem_temp_c(const struct gpu_sample *s)
+{
+	return celsius(s->mem_temp_c);
+}
+
+static double fb_reserved(const struct gpu_sample *s)
+{
+	return s->mem_reserved == UINT64_MAX ? NAN : (double)(s->mem_reserved >> 20);
+}
+
 static const struct gpu_family {
 	const char *name;
 	enum prom_type type;
@@ -148,6 +182,37 @@ static const struct gpu_family {
 	  "Total number of double-bit volatile ECC errors.", get_dbe },
 	{ "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", PROM_GAUGE,
 	  "Current clock event (throttle) reasons, NVML's bitmask.", get_reasons },
+	/* The rest of DCGM-exporter 4.x's default counters, its HELP verbatim. */
+	{ "DCGM_FI_DEV_MEMORY_TEMP", PROM_GAUGE, "Memory temperature (in C).", get_mem_temp_c },
+	{ "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", PROM_COUNTER, "Total number of PCIe retries.",
+	  get_pcie_replay },
+	{ "DCGM_FI_DEV_ENC_UTIL", PROM_GAUGE, "Encoder utilization (in %).", get_enc_util },
+	{ "DCGM_FI_DEV_DEC_UTIL", PROM_GAUGE, "Decoder utilization (in %).", get_dec_util },
+	{ "DCGM_FI_DEV_FB_RESERVED", PROM_GAUGE, "Framebuffer memory reserved (in MiB).",
+	  fb_reserved },
+	{ "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", PROM_COUNTER,
+	  "Number of remapped rows for uncorrectable errors", get_remap_unc },
+	{ "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", PROM_COUNTER,
+	  "Number of remapped rows for correctable errors", get_remap_corr },
+	{ "DCGM_FI_DEV_ROW_REMAP_FAILURE", PROM_GAUGE, "Whether remapping of rows has failed",
+	  get_remap_failure },
+	{ "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", PROM_COUNTER,
+	  "Total number of NVLink bandwidth counters for all lanes.", get_nvlink_bw_total },
+	{ "DCGM_FI_PROF_GR_ENGINE_ACTIVE", PROM_GAUGE,
+	  "Ratio of time the graphics engine is active.", get_prof_gr_active },
+	{ "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", PROM_GAUGE,
+	  "Ratio of cycles the tensor (HMMA) pipe is active.", get_prof_tensor_active },
+	{ "DCGM_FI_PROF_DRAM_ACTIVE", PROM_GAUGE,
+	  "Ratio of cycles the device memory interface is active sending or receiving data.",
+	  get_prof_dram_active },
+	{ "DCGM_FI_PROF_PCIE_TX_BYTES", PROM_GAUGE,
+	  "The rate of data transmitted over the PCIe bus - including both protocol headers and "
+	  "data payloads - in bytes per second.",
+	  get_pcie_tx_bps },
+	{ "DCGM_FI_PROF_PCIE_RX_BYTES", PROM_GAUGE,
+	  "The rate of data received over the PCIe bus - including both protocol headers and data "
+	  "payloads - in bytes per second.",
+	  get_pcie_rx_bps },
 };
 
 /* NVML's clock-event bits by DCGM-exporter's clock_event names. */

@@ -67,6 +67,7 @@ static void sample_procs(struct nvml_backend *n, struct nvml_device *h, struct g
 			s->procs[i].pid = infos[i].pid;
 			/* ULLONG_MAX (NVML_VALUE_NOT_AVAILABLE) without the right to see it */
 			s->procs[i].mem_used = infos[i].used_gpu_memory;
+			s->procs[i].sm_util = NAN;
 		}
 	} else if (r != NVML_RET_NOT_SUPPORTED && r != NVML_RET_INSUFFICIENT_SIZE &&
 		   *worst == NVML_RET_SUCCESS) {
