@@ -5,15 +5,19 @@ A Prometheus loads deployments/prometheus/edgegpu-rules.yaml and scrapes fixture
 - every rule evaluates without error on a full exposition (no many-to-many match, no bad
   function use: /api/v1/rules reports health "ok" for each);
 - GPUCriticalXid fires for GPU 1 and XID 79 only (XID 13 is an application error), with
-  its summary naming the GPU; /api/v1/alerts shows it;
+  the `node` label the target carries (as the ServiceMonitor's relabeling sets it), its summary
+  naming the GPU and the node, and its runbook_url; /api/v1/alerts shows it;
 - the fixture's PodOverGPUMemSlice candidate (ml/infer-a uses 3 GiB of a 4 GiB slice) and the
-  other rules stay silent: no alert other than GPUCriticalXid goes pending.
+  other rules stay silent: no alert other than GPUCriticalXid goes pending;
+- edgegpu restarts (the exposition loses its XID series, as a restarted daemon has forgotten
+  them): once Prometheus has marked the series stale, GPUCriticalXid still fires, the same
+  alert (its activeAt unchanged).
 
 Then a GPU-less node for real: the real daemon ($EDGEGPU) with the shipped ConfigMap
 (deployments/base/config.yaml) on a node without the NVML library, scraped by a real
 Prometheus with the shipped rules, less EdgegpuNoGPU's `for:` (10 minutes; promtool's tests
-cover it): EdgegpuNoGPU fires with state no-library and its annotations rendered, and
-EdgegpuNotReady stays silent (the node is Ready).
+cover it): EdgegpuNoGPU fires with state no-library, the node, and its annotations rendered
+(cause and fix), and EdgegpuNotReady stays silent (the node is Ready).
 
 Exits 77 (skipped) when Debian's prometheus package is not installed.
 """
@@ -34,10 +38,13 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
 from edgegpu import Daemon, base_env  # noqa: E402
 from prometheus import PROMETHEUS, Prometheus  # noqa: E402
-from test_dashboard import FIXTURE, Exposition  # noqa: E402
+from test_dashboard import FIXTURE, Exposition, without_family  # noqa: E402
 
 RULES = os.path.join(SRC, "deployments", "prometheus", "edgegpu-rules.yaml")
 BASE_CONFIG = os.path.join(SRC, "deployments", "base", "config.yaml")
+# The node names the targets carry (the ServiceMonitor relabels the pod's node into `node`).
+NODE = "edge-1"
+GPULESS_NODE = "edge-nogpu"
 
 
 def n_rules():
@@ -67,12 +74,14 @@ def main():
     assert n == 1, "the fixture has no XID 79 timestamp"
     expo = Exposition(text)
     try:
-        with Prometheus({"edgegpu": [expo.addr]}, rule_files=[RULES]) as prom:
+        target = {"targets": [expo.addr], "labels": {"node": NODE}}
+        with Prometheus({"edgegpu": target}, rule_files=[RULES]) as prom:
             prom.wait_target_up("edgegpu")
             got = prom.wait_for('ALERTS{alertname="GPUCriticalXid", alertstate="firing"}',
                                 timeout=30)
             labels = [a["metric"] for a in got]
-            assert [(x["gpu"], x["xid"]) for x in labels] == [("1", "79")], labels
+            assert [(x["gpu"], x["xid"], x["node"]) for x in labels] == [("1", "79", NODE)], \
+                labels
 
             alerts = prom.alerts()
             names = sorted({a["labels"]["alertname"] for a in alerts})
@@ -80,7 +89,9 @@ def main():
             xid = alerts[0]
             assert xid["state"] == "firing" and xid["labels"]["severity"] == "critical", xid
             assert xid["annotations"]["summary"] == \
-                f"GPU 1 on {expo.addr} reported critical XID 79", xid["annotations"]
+                f"GPU 1 on {NODE} reported critical XID 79", xid["annotations"]
+            assert xid["annotations"]["runbook_url"].endswith(
+                "docs/troubleshooting.md#gpucriticalxid"), xid["annotations"]
 
             # Every rule evaluated again after the alert fired, so on the scraped data.
             since = time.time()
@@ -98,6 +109,23 @@ def main():
             bad = [(r["name"], r["health"], r.get("lastError")) for g in groups
                    for r in g["rules"] if r["health"] != "ok"]
             assert not bad, f"rules failing on the fixture: {bad}"
+
+            # edgegpu restarts and has forgotten the XID: its series leaves the scrape.
+            expo.body = without_family(text, "edgegpu_xid_last_timestamp_seconds").encode()
+            prom.wait_for("edgegpu_xid_last_timestamp_seconds", lambda res: res == [],
+                          timeout=30)
+            # Evaluated again after the series went stale: still the one firing alert.
+            since = time.time()
+            groups = prom.rules()
+            deadline = time.monotonic() + 30
+            while not evaluated(groups):
+                assert time.monotonic() < deadline, f"rules never all evaluated: {groups}"
+                time.sleep(0.1)
+                groups = prom.rules()
+            after = [a for a in prom.alerts() if a["labels"]["alertname"] == "GPUCriticalXid"]
+            assert len(after) == 1 and after[0]["state"] == "firing" and \
+                after[0]["activeAt"] == xid["activeAt"], \
+                f"GPUCriticalXid after the restart: {after}, before: {xid}"
     finally:
         expo.close()
     gpuless_node()
@@ -140,23 +168,27 @@ def gpuless_node():
                         base_env()).start()
         daemon.wait_log("GPU discovery failed, registering nothing, retrying", timeout=15)
         addr = f"127.0.0.1:{daemon.metrics_port()}"
-        with Prometheus({"edgegpu": [addr]}, rule_files=[rules_now]) as prom:
+        target = {"targets": [addr], "labels": {"node": GPULESS_NODE}}
+        with Prometheus({"edgegpu": target}, rule_files=[rules_now]) as prom:
             prom.wait_target_up("edgegpu")
             got = prom.wait_for('ALERTS{alertname="EdgegpuNoGPU", alertstate="firing"}',
                                 timeout=30)
-            assert [(a["metric"]["state"], a["metric"]["instance"]) for a in got] == \
-                [("no-library", addr)], got
+            assert [(a["metric"]["state"], a["metric"]["node"]) for a in got] == \
+                [("no-library", GPULESS_NODE)], got
             alerts = prom.alerts()
             names = sorted({a["labels"]["alertname"] for a in alerts})
             assert names == ["EdgegpuNoGPU"], f"unexpected alerts: {alerts}"
             a = alerts[0]
             assert a["labels"]["severity"] == "warning", a
             assert a["annotations"]["summary"] == \
-                f"edgegpu on {addr} serves no GPU: no-library", a["annotations"]
+                f"edgegpu on {GPULESS_NODE} serves no GPU: no-library", a["annotations"]
             assert a["annotations"]["description"].startswith(
-                f"edgegpu on {addr} has served no GPU for 10 minutes (no-library): the NVIDIA "
-                "driver's NVML library is not found, on the node or in the pod. It stays Ready"), \
+                f"edgegpu on {GPULESS_NODE} has served no GPU for 10 minutes (no-library): the "
+                "NVIDIA driver's NVML library is not found, on the node or in the pod; install "
+                "the driver, or check the DaemonSet's driver-root mount. It stays Ready"), \
                 a["annotations"]
+            assert a["annotations"]["runbook_url"].endswith(
+                "docs/troubleshooting.md#edgegpunogpu"), a["annotations"]
             ready = prom.value(f'edgegpu_ready{{instance="{addr}"}}')
             assert ready == 1, f"edgegpu_ready {ready}: the GPU-less node is not Ready"
         assert daemon.alive(), daemon.tail()

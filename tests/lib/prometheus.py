@@ -13,7 +13,8 @@ config (scrape_interval and evaluation_interval 1s), its log in <dir>/prometheus
 talks to a system instance. Failures raise PrometheusError with the tail of that log.
 
 targets: {job: [addr, ...]} or {job: {"targets": [addr, ...], "metrics_path": "/metrics",
-"scheme": "http", "params": {...}}}. rule_files: paths, copied into the config as absolute paths.
+"scheme": "http", "params": {...}, "labels": {"node": ...}}} (labels: target labels, on every
+series of the job). rule_files: paths, copied into the config as absolute paths.
 """
 
 import ctypes
@@ -161,6 +162,11 @@ class Prometheus:
             lines.append("    static_configs:")
             lines.append("      - targets: [" +
                          ", ".join(_yaml_str(t) for t in spec["targets"]) + "]")
+            if spec.get("labels"):
+                # Target labels, as a ServiceMonitor's relabeling adds them (`node`).
+                lines.append("        labels:")
+                lines += [f"          {_yaml_str(k)}: {_yaml_str(v)}"
+                          for k, v in spec["labels"].items()]
         return "\n".join(lines) + "\n"
 
     def start(self, timeout=30.0):
