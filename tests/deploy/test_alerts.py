@@ -17,7 +17,10 @@ Then a GPU-less node for real: the real daemon ($EDGEGPU) with the shipped Confi
 (deployments/base/config.yaml) on a node without the NVML library, scraped by a real
 Prometheus with the shipped rules, less EdgegpuNoGPU's `for:` (10 minutes; promtool's tests
 cover it): EdgegpuNoGPU fires with state no-library, the node, and its annotations rendered
-(cause and fix), and EdgegpuNotReady stays silent (the node is Ready).
+(cause and fix), and EdgegpuNotReady stays silent (the node is Ready). The dashboard, with
+that node picked: the node variable lists it, and its Ready, Process RSS and GPU-discovery
+panels return data, and only those (the GPU panels and Sample age, the age of GPU samples,
+have none: the node has no GPU).
 
 Exits 77 (skipped) when Debian's prometheus package is not installed.
 """
@@ -38,7 +41,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
 from edgegpu import Daemon, base_env  # noqa: E402
 from prometheus import PROMETHEUS, Prometheus  # noqa: E402
-from test_dashboard import FIXTURE, Exposition, without_family  # noqa: E402
+from test_dashboard import (DASHBOARD, FIXTURE, NODE_PANELS, Exposition, run_tool,  # noqa: E402
+                            without_family)
 
 RULES = os.path.join(SRC, "deployments", "prometheus", "edgegpu-rules.yaml")
 BASE_CONFIG = os.path.join(SRC, "deployments", "base", "config.yaml")
@@ -60,6 +64,21 @@ def epoch(rfc3339):
     t = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S")
     frac = float("0." + m.group(2)) if m.group(2) else 0.0
     return t.replace(tzinfo=datetime.timezone.utc).timestamp() + frac
+
+
+def evaluated_since(prom, since):
+    """Waits until every rule has been evaluated after `since` (Unix seconds); its groups."""
+    def evaluated(groups):
+        rules = [r for g in groups for r in g["rules"]]
+        return len(rules) == n_rules() and all(epoch(r.get("lastEvaluation")) > since
+                                               for r in rules)
+    groups = prom.rules()
+    deadline = time.monotonic() + 30
+    while not evaluated(groups):
+        assert time.monotonic() < deadline, f"rules never all evaluated: {groups}"
+        time.sleep(0.1)
+        groups = prom.rules()
+    return groups
 
 
 def main():
@@ -94,18 +113,7 @@ def main():
                 "docs/troubleshooting.md#gpucriticalxid"), xid["annotations"]
 
             # Every rule evaluated again after the alert fired, so on the scraped data.
-            since = time.time()
-
-            def evaluated(groups):
-                rules = [r for g in groups for r in g["rules"]]
-                return len(rules) == n_rules() and all(epoch(r.get("lastEvaluation")) > since
-                                                for r in rules)
-            groups = prom.rules()
-            deadline = time.monotonic() + 30
-            while not evaluated(groups):
-                assert time.monotonic() < deadline, f"rules never all evaluated: {groups}"
-                time.sleep(0.1)
-                groups = prom.rules()
+            groups = evaluated_since(prom, time.time())
             bad = [(r["name"], r["health"], r.get("lastError")) for g in groups
                    for r in g["rules"] if r["health"] != "ok"]
             assert not bad, f"rules failing on the fixture: {bad}"
@@ -115,13 +123,7 @@ def main():
             prom.wait_for("edgegpu_xid_last_timestamp_seconds", lambda res: res == [],
                           timeout=30)
             # Evaluated again after the series went stale: still the one firing alert.
-            since = time.time()
-            groups = prom.rules()
-            deadline = time.monotonic() + 30
-            while not evaluated(groups):
-                assert time.monotonic() < deadline, f"rules never all evaluated: {groups}"
-                time.sleep(0.1)
-                groups = prom.rules()
+            evaluated_since(prom, time.time())
             after = [a for a in prom.alerts() if a["labels"]["alertname"] == "GPUCriticalXid"]
             assert len(after) == 1 and after[0]["state"] == "firing" and \
                 after[0]["activeAt"] == xid["activeAt"], \
@@ -191,6 +193,7 @@ def gpuless_node():
                 "docs/troubleshooting.md#edgegpunogpu"), a["annotations"]
             ready = prom.value(f'edgegpu_ready{{instance="{addr}"}}')
             assert ready == 1, f"edgegpu_ready {ready}: the GPU-less node is not Ready"
+            gpuless_dashboard(prom)
         assert daemon.alive(), daemon.tail()
     finally:
         if daemon:
@@ -198,6 +201,25 @@ def gpuless_node():
             rep = daemon.sanitizer_report()
             assert not rep, rep
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def gpuless_dashboard(prom):
+    """Every panel query of the shipped dashboard with the GPU-less node picked."""
+    prom.wait_for(f'process_resident_memory_bytes{{node="{GPULESS_NODE}"}}', timeout=30)
+    r = run_tool("--var", f"node={GPULESS_NODE}", DASHBOARD, prom.url)
+    ok, bad = set(), set()
+    for line in r.stdout.splitlines():
+        m = re.match(r"^(ok|FAIL) +(?:panel '(.*)' \(id \d+\) target \w+|variable \$(\w+)):",
+                     line)
+        if m:
+            (ok if m.group(1) == "ok" else bad).add(m.group(2) or "$" + m.group(3))
+    # Exactly these: Sample age is the age of the GPU samples (docs/metrics.md), and a node
+    # without GPUs has none; Allocate latency needs a served resource. The panels no longer
+    # need a GPU series (test_dashboard checks the queries), so a node that has them shows.
+    want = {"$node"} | {t for t in NODE_PANELS if t != "Sample age"}
+    assert ok == want and not ok & bad, \
+        f"the GPU-less node shows in {sorted(ok)}, want {sorted(want)}\n{r.stdout}"
+    print(f"the GPU-less node's panels with data: {sorted(ok)}; without (no GPU): {sorted(bad)}")
 
 
 if __name__ == "__main__":

@@ -1,15 +1,18 @@
 """The Grafana dashboard (deployments/grafana/edgegpu.json) and tests/deploy/dashboard-queries.
 
 1. The dashboard's shape: schemaVersion 39, a `datasource` variable of type prometheus, the
-   `Hostname` and `gpu` variables from label_values(), every target on ${datasource}, unique
+   `node` and `gpu` variables from label_values(), every target on ${datasource}, unique
    panel ids, and only metric names that docs/metrics.md defines; the panels the issue asks
-   for are there (each family below appears in some target).
+   for are there (each family below appears in some target). A node without GPUs must show:
+   `node` comes from edgegpu_ready (every edgegpu has it), and the edgegpu row's panels name
+   no GPU family (no join on edgegpu_gpu_healthy, which such a node lacks).
 2. fixtures/sample.prom has every family of docs/metrics.md and passes `promtool check metrics`
    (less the findings DCGM-exporter's names cause by design: prometheus.check_metrics).
 3. A real Prometheus (tests/lib/prometheus.py) scrapes the fixture from an http.server thread;
-   dashboard-queries passes against it. Then the fixture loses one family: once Prometheus has
-   marked it stale, dashboard-queries fails and names the one panel that uses it. A broken
-   expr fails naming its panel; an unknown variable and a dead URL are bad input (exit 2).
+   dashboard-queries passes against it, for every node and for the fixture's node (the target
+   carries `node`, as the ServiceMonitor's relabeling sets it). Then the fixture loses one
+   family: once Prometheus has marked it stale, dashboard-queries fails and names the one panel
+   that uses it. A broken expr fails naming its panel; an unknown variable and a dead URL are bad input (exit 2).
 
 Exits 77 (skipped) when Debian's prometheus package is not installed.
 """
@@ -47,6 +50,13 @@ REQUIRED = [
 # The family the fixture loses, and the panel (title, refId) that must be named.
 DROPPED = "edgegpu_pod_gpu_memory_used_bytes"
 DROPPED_PANEL = ("GPU memory per pod: gpumem slice against usage", "B")
+# The panels that must show a node whatever its GPUs: nothing of theirs may need a GPU series.
+NODE_PANELS = ["Ready", "Sample age", "Process RSS", "GPU discovery, every node"]
+# Families with GPU labels (a GPU-less node has none of them).
+GPU_FAMILY_RE = re.compile(r"\b(DCGM_FI_\w+|edgegpu_gpu_\w+|edgegpu_xid_\w+|edgegpu_pod_\w+|"
+                           r"edgegpu_gpumem_units)\b")
+# The target label the ServiceMonitor sets; the fixture's node.
+NODE = "edge-1"
 
 NAME_RE = re.compile(r"\b((?:DCGM_FI_|edgegpu_|process_)[A-Za-z0-9_]+)")
 
@@ -82,7 +92,7 @@ def check_shape(dash, families):
     ds = var.get("datasource") or {}
     if ds.get("type") != "datasource" or ds.get("query") != "prometheus":
         fail(f"no datasource variable of type prometheus: {ds}")
-    for name in ("Hostname", "gpu"):
+    for name in ("node", "gpu"):
         v = var.get(name) or {}
         q = v.get("query")
         q = q.get("query") if isinstance(q, dict) else q
@@ -107,6 +117,25 @@ def check_shape(dash, families):
                     fail(f"panel {p.get('title')!r}: {n} is not in docs/metrics.md")
     if len(ids) != len(set(ids)):
         fail(f"panel ids repeat: {ids}")
+    node_q = ((var.get("node") or {}).get("query") or {})
+    node_q = node_q.get("query") if isinstance(node_q, dict) else node_q
+    if node_q != "label_values(edgegpu_ready, node)":
+        fail(f"variable node: {node_q!r}, want label_values(edgegpu_ready, node) (every edgegpu "
+             "has it, a node without GPUs too)")
+    titles = {p.get("title"): p for p in panels_of(dash.get("panels"))}
+    for title in NODE_PANELS:
+        p = titles.get(title)
+        if not p:
+            fail(f"no panel {title!r}")
+            continue
+        for t in p.get("targets", []):
+            # edgegpu_gpu_discovery_state has no GPU labels: the regex's edgegpu_gpu_ prefix
+            # is about the GPU families.
+            used = [n for n in GPU_FAMILY_RE.findall(t.get("expr", ""))
+                    if n != "edgegpu_gpu_discovery_state"]
+            if used:
+                fail(f"panel {title!r} {t.get('refId')} needs GPU series {used}: a node without "
+                     "GPUs would vanish from it")
     joined = "\n".join(exprs)
     for n in REQUIRED:
         if not re.search(rf"\b{n}\b", joined):
@@ -182,7 +211,7 @@ def run_tool(*args):
 def check_against_prometheus(text):
     expo = Exposition(text)
     try:
-        with Prometheus({"edgegpu": [expo.addr]}) as prom:
+        with Prometheus({"edgegpu": {"targets": [expo.addr], "labels": {"node": NODE}}}) as prom:
             prom.wait_target_up("edgegpu")
             # rate() in the latency panel needs two scrapes of the histogram.
             prom.wait_for("rate(edgegpu_allocate_duration_seconds_bucket[1m])", timeout=30)
@@ -213,12 +242,12 @@ def check_against_prometheus(text):
                     fail(f"an unknown variable: rc={r.returncode}, want 2 naming it")
 
             # A node picked by --var still finds every panel's series (the fixture's one node).
-            r = run_tool("--var", "Hostname=edge-1", "--var", "gpu=0|1", DASHBOARD, prom.url)
+            r = run_tool("--var", f"node={NODE}", "--var", "gpu=0|1", DASHBOARD, prom.url)
             if r.returncode != 0:
-                fail(f"--var Hostname=edge-1: rc={r.returncode}")
-            r = run_tool("--var", "Hostname=edge-9", DASHBOARD, prom.url)
+                fail(f"--var node={NODE}: rc={r.returncode}")
+            r = run_tool("--var", "node=edge-9", DASHBOARD, prom.url)
             if r.returncode != 1:
-                fail(f"--var Hostname=edge-9 (no such node): rc={r.returncode}, want 1")
+                fail(f"--var node=edge-9 (no such node): rc={r.returncode}, want 1")
 
             expo.body = without_family(text, DROPPED).encode()
             prom.wait_for(DROPPED, lambda res: res == [], timeout=30)
