@@ -317,8 +317,12 @@ static double container_share(const struct metrics *m, const char *uuid,
 static void render_per_pod(const struct metrics *m, struct prom *p, const struct metrics_gpu *g,
 			   enum per_pod what)
 {
+	const struct gpu_sample *s = sample_of(m, g->uuid);
 	struct prom_labels l;
 
+	/* no process list (a Tegra iGPU, NVML without it) or a cut one: no share is known */
+	if (!s || s->n_procs < 0 || s->procs_truncated)
+		return;
 	for (unsigned i = 0; i < m->n_holds; i++) {
 		const struct metrics_hold *h = &m->holds[i];
 		bool seen = false;

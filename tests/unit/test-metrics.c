@@ -836,6 +836,18 @@ static void fake_pod_proc(struct env *e, unsigned pid, const char *pod, const ch
 	assert_int_equal(symlink("/nowhere", path), 0);
 }
 
+/* The pod-resources answer naming the @n holders of @h, stored; two empty samples in @s. */
+static void hold(struct env *e, const struct holder *h, size_t n, struct gpu_sample *s)
+{
+	size_t len;
+	uint8_t *resp = encode(h, n, &len);
+
+	metrics_pods_store(&e->m, resp, len);
+	free(resp);
+	gpu_sample_init(&s[0]);
+	gpu_sample_init(&s[1]);
+}
+
 static void attribute(struct env *e, struct gpu_sample *s, int *r)
 {
 	metrics_cache_store(&e->m, s, r, 2);
@@ -867,21 +879,17 @@ static void test_virtual_gpus(void **state)
 		{ "idle", "c1", e->res[0], 6, 1 },
 		{ "train", "main", e->res[1], 0, 1 },
 	};
-	struct gpu_sample s[2];
+	struct gpu_sample s[2], none[2];
 	int r[2] = { 0, 0 };
-	size_t len;
-	uint8_t *resp = encode(h, 4, &len);
 
-	metrics_pods_store(&e->m, resp, len);
-	free(resp);
+	hold(e, h, 4, s);
 	fake_pod_proc(e, 2001, "infer-a", "c1", "0f1e2d3c_4b5a_6978_8796_a5b4c3d2e1f0", 'a');
 	fake_pod_proc(e, 2002, "infer-b", "c1", "1f1e2d3c_4b5a_6978_8796_a5b4c3d2e1f1", 'b');
-	gpu_sample_init(&s[0]);
-	gpu_sample_init(&s[1]);
 	s[0].util_gpu = 90;
 	s[0].mem_used = 3000 * MIB;
 	s[1].util_gpu = 10;
 	s[1].mem_used = 100 * MIB;
+	s[1].n_procs = 0; /* listed: none running */
 	s[0].n_procs = 3;
 	s[0].procs[0] = (struct gpu_process){ 2001, 1024 * MIB, 30 };
 	s[0].procs[1] = (struct gpu_process){ 2001, 512 * MIB + 1, 25 }; /* a second context */
@@ -918,6 +926,17 @@ static void test_virtual_gpus(void **state)
 	assert_int_equal(count_lines(e, "DCGM_FI_DEV_XID_ERRORS{"), 2);
 	assert_int_equal(count_lines(e, "# TYPE DCGM_FI_DEV_GPU_UTIL "), 1);
 
+	/* no process list (Tegra, or NVML without it), or a cut one: no per-pod series at all */
+	s[0].n_procs = -1;
+	attribute(e, s, r);
+	assert_false(has(e, "DCGM_FI_DEV_GPU_UTIL" GPU0 ",pod="));
+	assert_true(value(e, "DCGM_FI_DEV_GPU_UTIL" GPU0 "} ") == 90);
+	s[0].n_procs = 3;
+	s[0].procs_truncated = true;
+	attribute(e, s, r);
+	assert_false(has(e, "DCGM_FI_DEV_FB_USED" GPU0 ",pod="));
+	s[0].procs_truncated = false;
+
 	/* infer-a's processes end: its UID stays on its series (label set unchanged) */
 	s[0].n_procs = 0;
 	attribute(e, s, r);
@@ -925,9 +944,7 @@ static void test_virtual_gpus(void **state)
 			     "container=\"c1\",pod_uid=\"" UID_A "\"}") == 0);
 	assert_string_equal(metrics_pods_uid(&e->m, "default", "infer-a"), UID_A);
 	/* it no longer holds anything: its UID is let go */
-	resp = encode(&h[3], 1, &len);
-	metrics_pods_store(&e->m, resp, len);
-	free(resp);
+	hold(e, &h[3], 1, none);
 	assert_string_equal(metrics_pods_uid(&e->m, "default", "infer-a"), "");
 	render(e);
 	assert_false(has(e, "pod=\"infer-a\""));
@@ -940,14 +957,9 @@ static void test_holder_pod_uid(void **state)
 	const struct holder h[] = { { "train", "main", e->res[1], 0, 1 } };
 	struct gpu_sample s[2];
 	int r[2] = { 0, 0 };
-	size_t len;
-	uint8_t *resp = encode(h, 1, &len);
 
-	metrics_pods_store(&e->m, resp, len);
-	free(resp);
+	hold(e, h, 1, s);
 	fake_pod_proc(e, 3001, "train", "main", "0f1e2d3c_4b5a_6978_8796_a5b4c3d2e1f0", 'c');
-	gpu_sample_init(&s[0]);
-	gpu_sample_init(&s[1]);
 	s[1].temperature_c = 50;
 	s[1].n_procs = 1;
 	s[1].procs[0] = (struct gpu_process){ 3001, MIB, NAN };
