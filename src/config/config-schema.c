@@ -261,6 +261,8 @@ static const struct field metrics_fields[] = {
 	  .flag = { "host-proc" }, .env = { "HOST_PROC" } },
 	{ "podLogDir", K_STR, C(metrics.pod_log_dir), .min = STR_EMPTY_IGNORED,
 	  .flag = { "pod-log-dir" }, .env = { "POD_LOG_DIR" } },
+	{ "kubernetesVirtualGpus", K_BOOL, C(metrics.kubernetes_virtual_gpus),
+	  .flag = { "kubernetes-virtual-gpus" }, .env = { "KUBERNETES_VIRTUAL_GPUS" } },
 	{ NULL },
 };
 

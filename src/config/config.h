@@ -232,6 +232,8 @@ struct config_metrics {
 	usec_t connection_timeout; /* 10 s */
 	char *host_proc;	   /* "/proc": the host's, for GPU processes' cgroups */
 	char *pod_log_dir;	   /* "/var/log": the kubelet's pods/ and containers/ */
+	/* false: DCGM-exporter's --kubernetes-virtual-gpus (per-pod GPU_UTIL, FB_USED) */
+	bool kubernetes_virtual_gpus;
 	struct config_pos address_pos;
 };
 

@@ -337,6 +337,7 @@ static void fill_opts(const struct daemon *d, struct metrics_opts *o)
 		.node_name = c->node_name,
 		.host_proc = c->host_proc,
 		.pod_log_dir = c->pod_log_dir,
+		.virtual_gpus = c->kubernetes_virtual_gpus,
 	};
 }
 

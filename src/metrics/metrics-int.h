@@ -34,7 +34,7 @@ struct metrics_gpu {
 	char index[12];
 	char uuid[GPU_UUID_MAX];
 	char pci[32];
-	char device[24]; /* "nvidia<minor>" */
+	char device[24]; /* "nvidia<index>" as DCGM-exporter; "" on an iGPU with no node */
 	char model[GPU_NAME_MAX];
 	uint64_t mem_total;
 	const struct metrics_hold *holder; /* set for each rendering: metrics_pods_sole_holder() */
@@ -90,9 +90,16 @@ struct metrics_attrib {
 struct metrics_proc {
 	char uuid[GPU_UUID_MAX];
 	uint32_t pid;
-	uint64_t mem; /* bytes; UINT64_MAX unknown */
+	uint64_t mem;	/* bytes; UINT64_MAX unknown */
+	double sm_util; /* percent (nvmlDeviceGetProcessUtilization); NaN unknown */
 	enum metrics_proc_kind kind;
 	char namespace_[64], pod[256], container[64];
+	char pod_uid[40]; /* from its cgroup; "" when the cgroup names none */
+};
+
+/* A pod's UID, kept from its processes' cgroups while the pod holds devices (pod_uid label). */
+struct metrics_pod_uid {
+	char namespace_[64], pod[256], uid[40];
 };
 
 struct metrics {
@@ -133,6 +140,9 @@ struct metrics {
 	unsigned n_holds;
 	usec_t pods_at;
 	bool pods_valid;
+	struct metrics_pod_uid *uids;
+	unsigned n_uids;
+	bool virtual_gpus; /* DCGM-exporter's --kubernetes-virtual-gpus */
 
 	/* full answers allowed: a token bucket of max_scrapes, refilled max_scrapes a second */
 	unsigned max_scrapes;
@@ -186,3 +196,9 @@ int metrics_pods_set_log_dir(struct metrics *m);
  * none does or the GPU is shared.
  */
 const struct metrics_hold *metrics_pods_sole_holder(const struct metrics *m, const char *uuid);
+/* The UID of pod @ns/@pod as its processes' cgroups named it, or "" while none has. */
+const char *metrics_pods_uid(const struct metrics *m, const char *ns, const char *pod);
+
+/* metrics-xid.c */
+/* NVIDIA's name of XID @xid, as DCGM-exporter's err_msg label has it ("Unknown Error" past it). */
+const char *metrics_xid_message(uint64_t xid);

@@ -99,6 +99,7 @@ static void proc_set(struct metrics_proc *p, const struct podmap_query *q)
 	(void)snprintf(p->namespace_, sizeof(p->namespace_), "%s", q->names.namespace_);
 	(void)snprintf(p->pod, sizeof(p->pod), "%s", q->names.pod);
 	(void)snprintf(p->container, sizeof(p->container), "%s", q->names.container);
+	(void)snprintf(p->pod_uid, sizeof(p->pod_uid), "%s", q->id.pod_uid);
 }
 
 static void attrib_job(void *userdata)
@@ -115,6 +116,72 @@ static void attrib_job(void *userdata)
 	run->took = now_usec() - run->started;
 }
 
+/*
+ * Pods whose UID is kept at most: one per pod holding devices is what it is for. Past it,
+ * the UIDs of pods no process of the newest attribution is in are let go first.
+ */
+#define POD_UIDS_MAX 1024
+
+static struct metrics_pod_uid *uid_find(const struct metrics *m, const char *ns, const char *pod)
+{
+	for (unsigned i = 0; i < m->n_uids; i++)
+		if (streq(m->uids[i].namespace_, ns) && streq(m->uids[i].pod, pod))
+			return &m->uids[i];
+	return NULL;
+}
+
+static bool in_procs(const struct metrics *m, const struct metrics_pod_uid *u)
+{
+	for (unsigned i = 0; i < m->n_procs; i++)
+		if (m->procs[i].kind == METRICS_PROC_POD && streq(m->procs[i].pod, u->pod) &&
+		    streq(m->procs[i].namespace_, u->namespace_))
+			return true;
+	return false;
+}
+
+/* Drops the kept UIDs @keep says no to, in place. */
+static void uids_prune(struct metrics *m,
+		       bool (*keep)(const struct metrics *m, const struct metrics_pod_uid *u))
+{
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < m->n_uids; i++)
+		if (keep(m, &m->uids[i]))
+			m->uids[k++] = m->uids[i];
+	m->n_uids = k;
+}
+
+/*
+ * Keeps the UIDs the cgroups of @m->procs name: the pod_uid label stays on a pod's series once
+ * one of its processes was seen, whether or not a process of it runs at the next sample.
+ */
+static void uids_learn(struct metrics *m)
+{
+	for (unsigned i = 0; i < m->n_procs; i++) {
+		const struct metrics_proc *p = &m->procs[i];
+		struct metrics_pod_uid *u;
+
+		if (p->kind != METRICS_PROC_POD || !p->pod_uid[0])
+			continue;
+		u = uid_find(m, p->namespace_, p->pod);
+		if (!u && m->n_uids == POD_UIDS_MAX)
+			uids_prune(m, in_procs);
+		if (!u && m->n_uids == POD_UIDS_MAX)
+			continue;
+		if (!u) {
+			if (!m->uids) {
+				m->uids = calloc(POD_UIDS_MAX, sizeof(*m->uids));
+				if (!m->uids)
+					return; /* no pod_uid label: the series are otherwise whole */
+			}
+			u = &m->uids[m->n_uids++];
+			(void)snprintf(u->namespace_, sizeof(u->namespace_), "%s", p->namespace_);
+			(void)snprintf(u->pod, sizeof(u->pod), "%s", p->pod);
+		}
+		(void)snprintf(u->uid, sizeof(u->uid), "%s", p->pod_uid);
+	}
+}
+
 /* Serves @procs (owned) as the attribution of submission @seq, unless a newer one is served. */
 static void install(struct metrics *m, struct metrics_proc *procs, unsigned n, uint64_t seq)
 {
@@ -126,6 +193,7 @@ static void install(struct metrics *m, struct metrics_proc *procs, unsigned n, u
 	m->procs = procs;
 	m->n_procs = n;
 	m->attrib.installed = seq;
+	uids_learn(m);
 }
 
 /* Logs each kind of cut once, when it starts; a run without it re-arms the line. */
@@ -337,6 +405,7 @@ void metrics_cache_store(struct metrics *m, const struct gpu_sample *samples, co
 			(void)snprintf(p->uuid, sizeof(p->uuid), "%s", uuids[i]);
 			p->pid = samples[i].procs[j].pid;
 			p->mem = samples[i].procs[j].mem_used;
+			p->sm_util = samples[i].procs[j].sm_util;
 			p->kind = METRICS_PROC_SKIPPED; /* until its run says otherwise */
 		}
 	}
@@ -392,6 +461,8 @@ void metrics_pods_release(struct metrics *m)
 	m->attrib.installed = m->attrib.seq;
 	m->attrib.wake = loop_wake_free(m->attrib.wake);
 	m->podmap = podmap_cache_free(m->podmap);
+	m->uids = mfree(m->uids);
+	m->n_uids = 0;
 }
 
 int metrics_pods_set_log_dir(struct metrics *m)
@@ -477,6 +548,14 @@ static void add_owner(const char *ns, const char *pod, const char *container, co
 	b->n++;
 }
 
+static bool holds_pod(const struct metrics *m, const struct metrics_pod_uid *u)
+{
+	for (unsigned i = 0; i < m->n_holds; i++)
+		if (streq(m->holds[i].pod, u->pod) && streq(m->holds[i].namespace_, u->namespace_))
+			return true;
+	return false;
+}
+
 void metrics_pods_store(struct metrics *m, const uint8_t *resp, size_t len)
 {
 	struct hold_build b = { .m = m };
@@ -498,6 +577,7 @@ void metrics_pods_store(struct metrics *m, const uint8_t *resp, size_t len)
 	m->n_holds = b.n;
 	m->pods_at = now_usec();
 	m->pods_valid = true;
+	uids_prune(m, holds_pod); /* a pod that holds nothing any more: its UID is let go */
 }
 
 const struct metrics_hold *metrics_pods_sole_holder(const struct metrics *m, const char *uuid)
@@ -514,4 +594,11 @@ const struct metrics_hold *metrics_pods_sole_holder(const struct metrics *m, con
 		one = h;
 	}
 	return one;
+}
+
+const char *metrics_pods_uid(const struct metrics *m, const char *ns, const char *pod)
+{
+	const struct metrics_pod_uid *u = uid_find(m, ns, pod);
+
+	return u ? u->uid : "";
 }

@@ -234,6 +234,19 @@ static const struct gpu_sample *sample_of(const struct metrics *m, const char *u
 	return NULL;
 }
 
+/* pod, namespace, container and, once its cgroup named it, pod_uid: DCGM-exporter's set. */
+static void holder_labels(const struct metrics *m, const char *ns, const char *pod,
+			  const char *container, struct prom_labels *l)
+{
+	const char *uid = metrics_pods_uid(m, ns, pod);
+
+	prom_labels_push(l, "pod", pod);
+	prom_labels_push(l, "namespace", ns);
+	prom_labels_push(l, "container", container);
+	if (*uid)
+		prom_labels_push(l, "pod_uid", uid);
+}
+
 /* gpu, UUID, pci_bus_id, device, modelName, Hostname, DCGM_FI_DRIVER_VERSION [+ holder]. */
 static void gpu_labels(const struct metrics *m, const struct metrics_gpu *g, bool holder,
 		       struct prom_labels *l)
@@ -248,10 +261,85 @@ static void gpu_labels(const struct metrics *m, const struct metrics_gpu *g, boo
 	prom_labels_push(l, "modelName", g->model);
 	prom_labels_push(l, m->hostname_label, m->node_name);
 	prom_labels_push(l, "DCGM_FI_DRIVER_VERSION", m->driver_version);
-	if (h) {
-		prom_labels_push(l, "pod", h->pod);
-		prom_labels_push(l, "namespace", h->namespace_);
-		prom_labels_push(l, "container", h->container);
+	if (h)
+		holder_labels(m, h->namespace_, h->pod, h->container, l);
+}
+
+/* The families DCGM-exporter's --kubernetes-virtual-gpus splits per pod, from its processes. */
+enum per_pod {
+	PER_POD_NONE,
+	PER_POD_SM_UTIL, /* DCGM_FI_DEV_GPU_UTIL: the processes' SM shares, in % */
+	PER_POD_FB_USED, /* DCGM_FI_DEV_FB_USED: the processes' memory, in MiB */
+};
+
+static enum per_pod per_pod_of(const struct metrics *m, const char *family)
+{
+	if (!m->virtual_gpus)
+		return PER_POD_NONE;
+	if (streq(family, "DCGM_FI_DEV_GPU_UTIL"))
+		return PER_POD_SM_UTIL;
+	if (streq(family, "DCGM_FI_DEV_FB_USED"))
+		return PER_POD_FB_USED;
+	return PER_POD_NONE;
+}
+
+/*
+ * What the container's processes on GPU @uuid add up to: 0 with none there (it holds the GPU
+ * but runs nothing on it), NaN when one of them has no reading (the driver cannot say: the
+ * series is left out rather than show a part as the whole).
+ */
+static double container_share(const struct metrics *m, const char *uuid,
+			      const struct metrics_hold *h, enum per_pod what)
+{
+	double sum = 0;
+
+	for (unsigned i = 0; i < m->n_procs; i++) {
+		const struct metrics_proc *p = &m->procs[i];
+
+		if (p->kind != METRICS_PROC_POD || !streq(p->uuid, uuid) ||
+		    !streq(p->pod, h->pod) || !streq(p->namespace_, h->namespace_) ||
+		    !streq(p->container, h->container))
+			continue;
+		if (what == PER_POD_SM_UTIL && isnan(p->sm_util))
+			return NAN;
+		if (what == PER_POD_FB_USED && p->mem == UINT64_MAX)
+			return NAN;
+		sum += what == PER_POD_SM_UTIL ? p->sm_util : (double)p->mem;
+	}
+	return what == PER_POD_FB_USED ? floor(sum / (1 << 20)) : MIN(sum, 100.0);
+}
+
+/*
+ * DCGM-exporter's virtual-GPU series: one per container holding GPU @g (any share of it, one
+ * series however many devices of it the container holds), with its pod's labels, valued from
+ * its processes. Follows the GPU's own series in the same family.
+ */
+static void render_per_pod(const struct metrics *m, struct prom *p, const struct metrics_gpu *g,
+			   enum per_pod what)
+{
+	const struct gpu_sample *s = sample_of(m, g->uuid);
+	struct prom_labels l;
+
+	/* no process list (a Tegra iGPU, NVML without it) or a cut one: no share is known */
+	if (!s || s->n_procs < 0 || s->procs_truncated)
+		return;
+	for (unsigned i = 0; i < m->n_holds; i++) {
+		const struct metrics_hold *h = &m->holds[i];
+		bool seen = false;
+		double v;
+
+		if (!streq(h->uuid, g->uuid))
+			continue;
+		for (unsigned j = 0; j < i && !seen; j++)
+			seen = streq(m->holds[j].uuid, h->uuid) && streq(m->holds[j].pod, h->pod) &&
+			       streq(m->holds[j].namespace_, h->namespace_) &&
+			       streq(m->holds[j].container, h->container);
+		v = seen ? NAN : container_share(m, g->uuid, h, what);
+		if (isnan(v))
+			continue;
+		gpu_labels(m, g, false, &l);
+		holder_labels(m, h->namespace_, h->pod, h->container, &l);
+		prom_sample(p, NULL, &l, v);
 	}
 }
 
@@ -278,6 +366,7 @@ static void render_gpus(struct metrics *m, struct prom *p)
 	struct prom_labels l;
 
 	for (size_t f = 0; f < ELEMENTSOF(gpu_families); f++) {
+		enum per_pod split = per_pod_of(m, gpu_families[f].name);
 		bool started = false;
 
 		for (unsigned i = 0; i < m->n_gpus; i++) {
@@ -291,8 +380,11 @@ static void render_gpus(struct metrics *m, struct prom *p)
 					    gpu_families[f].help);
 				started = true;
 			}
-			gpu_labels(m, &m->gpus[i], true, &l);
+			/* split per pod: the GPU's own series is the whole GPU's, unlabelled */
+			gpu_labels(m, &m->gpus[i], !split, &l);
 			prom_sample(p, NULL, &l, v);
+			if (split)
+				render_per_pod(m, p, &m->gpus[i], split);
 		}
 	}
 	if (!m->n_gpus)
@@ -302,9 +394,15 @@ static void render_gpus(struct metrics *m, struct prom *p)
 	for (unsigned i = 0; i < m->n_gpus; i++) {
 		const struct gpu_monitor_gpu_stats *st = m->mon ? gpu_monitor_gpu_stats(m->mon, i) :
 								  NULL;
+		uint64_t xid = st ? st->last_xid : 0;
+		char code[24];
 
+		/* DCGM-exporter's: the XID again as err_code, NVIDIA's name of it as err_msg */
+		(void)snprintf(code, sizeof(code), "%llu", (unsigned long long)xid);
 		gpu_labels(m, &m->gpus[i], true, &l);
-		prom_sample(p, NULL, &l, st ? (double)st->last_xid : 0);
+		prom_labels_push(&l, "err_code", code);
+		prom_labels_push(&l, "err_msg", metrics_xid_message(xid));
+		prom_sample(p, NULL, &l, (double)xid);
 	}
 	for (unsigned i = 0, started = 0; i < m->n_gpus; i++) {
 		const struct gpu_sample *s = sample_of(m, m->gpus[i].uuid);

@@ -63,6 +63,7 @@ int metrics_set_opts(struct metrics *m, const struct metrics_opts *o)
 	m->max_scrapes = o->max_connections ? o->max_connections : 16;
 	m->body_ready = false;
 	m->scrape_wait = o->scrape_wait;
+	m->virtual_gpus = o->virtual_gpus;
 	return metrics_pods_set_log_dir(m);
 }
 
@@ -87,10 +88,16 @@ int metrics_set_gpus(struct metrics *m, const struct gpu_info *info)
 		(void)snprintf(g[i].index, sizeof(g[i].index), "%u", i);
 		(void)snprintf(g[i].uuid, sizeof(g[i].uuid), "%s", d->uuid);
 		(void)snprintf(g[i].pci, sizeof(g[i].pci), "%s", d->pci_bus_id);
+		/*
+		 * DCGM-exporter spells device "nvidia" and its GPU id (the gpu label), not the
+		 * minor number: the two differ where the driver numbered the nodes otherwise.
+		 * A Tegra iGPU on nvgpu, with no /dev/nvidia<minor>, has none.
+		 */
 		(void)snprintf(g[i].device, sizeof(g[i].device), "nvidia%u", d->minor);
 		if (d->integrated && !has_node(d, g[i].device))
-			g[i].device[0] =
-				0; /* a Tegra iGPU on nvgpu: there is no /dev/nvidia<minor> */
+			g[i].device[0] = 0;
+		else
+			(void)snprintf(g[i].device, sizeof(g[i].device), "nvidia%u", i);
 		(void)snprintf(g[i].model, sizeof(g[i].model), "%s", d->name);
 		g[i].mem_total = d->mem_total;
 	}

@@ -43,6 +43,11 @@ struct metrics_opts {
 	const char *node_name;	    /* NULL: gethostname() */
 	const char *host_proc;	    /* "/proc" */
 	const char *pod_log_dir;    /* "/var/log" */
+	/*
+	 * DCGM-exporter's --kubernetes-virtual-gpus: DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED
+	 * also once per container holding a shared GPU, from its processes (docs/metrics.md).
+	 */
+	bool virtual_gpus;
 };
 
 /* The daemon's side, asked at each request (loop thread). */

@@ -52,6 +52,7 @@
 #define NVML_REAL_TYPE_utilization		     nvmlUtilization_t
 #define NVML_REAL_TYPE_event_data		     nvmlEventData_t
 #define NVML_REAL_TYPE_process_info		     nvmlProcessInfo_t
+#define NVML_REAL_TYPE_process_utilization_sample    nvmlProcessUtilizationSample_t
 #define NVML_REAL_TYPE_topology_level		     nvmlGpuTopologyLevel_t
 #define NVML_REAL_TYPE_temperature_sensor	     nvmlTemperatureSensors_t
 #define NVML_REAL_TYPE_temperature_threshold	     nvmlTemperatureThresholds_t
@@ -78,6 +79,7 @@ SAME_MAPPED(memory);
 SAME_MAPPED(utilization);
 SAME_MAPPED(event_data);
 SAME_MAPPED(process_info);
+SAME_MAPPED(process_utilization_sample);
 SAME_MAPPED(topology_level);
 SAME_MAPPED(temperature_sensor);
 SAME_MAPPED(temperature_threshold);
@@ -233,6 +235,19 @@ SAME_SCALAR_FIELD(struct nvml_process_info, used_gpu_memory, nvmlProcessInfo_t, 
 SAME_SCALAR_FIELD(struct nvml_process_info, gpu_instance_id, nvmlProcessInfo_t, gpuInstanceId);
 SAME_SCALAR_FIELD(struct nvml_process_info, compute_instance_id, nvmlProcessInfo_t,
 		  computeInstanceId);
+
+SAME_TYPE(struct nvml_process_utilization_sample, nvmlProcessUtilizationSample_t);
+SAME_SCALAR_FIELD(struct nvml_process_utilization_sample, pid, nvmlProcessUtilizationSample_t, pid);
+SAME_SCALAR_FIELD(struct nvml_process_utilization_sample, time_stamp,
+		  nvmlProcessUtilizationSample_t, timeStamp);
+SAME_SCALAR_FIELD(struct nvml_process_utilization_sample, sm_util, nvmlProcessUtilizationSample_t,
+		  smUtil);
+SAME_SCALAR_FIELD(struct nvml_process_utilization_sample, mem_util, nvmlProcessUtilizationSample_t,
+		  memUtil);
+SAME_SCALAR_FIELD(struct nvml_process_utilization_sample, enc_util, nvmlProcessUtilizationSample_t,
+		  encUtil);
+SAME_SCALAR_FIELD(struct nvml_process_utilization_sample, dec_util, nvmlProcessUtilizationSample_t,
+		  decUtil);
 
 SAME_TYPE(struct nvml_device_attributes, nvmlDeviceAttributes_t);
 SAME_SCALAR_FIELD(struct nvml_device_attributes, multiprocessor_count, nvmlDeviceAttributes_t,

@@ -64,7 +64,8 @@ class Endpoints(NodeTest):
         self.assertEqual(one(expo, "DCGM_FI_DEV_GPU_UTIL", UUID=TWO[0])[1], 35)
         self.assertEqual(one(expo, "DCGM_FI_DEV_SLOWDOWN_TEMP", UUID=TWO[1])[1], 92)
         self.assertEqual(one(expo, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", UUID=TWO[0])[1], 3)
-        self.assertEqual(one(expo, "DCGM_FI_DEV_XID_ERRORS", UUID=TWO[0])[1], 0)
+        lab, v = one(expo, "DCGM_FI_DEV_XID_ERRORS", UUID=TWO[0])
+        self.assertEqual((v, lab["err_code"], lab["err_msg"]), (0, "0", "No Error"))
         self.assertEqual(one(expo, "edgegpu_gpu_healthy", UUID=TWO[1])[1], 1)
         self.assertEqual(one(expo, "edgegpu_ready")[1], 1)
         self.assertEqual(one(expo, "edgegpu_plugin_registered", resource=RESOURCE)[1], 1)
@@ -78,6 +79,20 @@ class Endpoints(NodeTest):
         self.assertEqual(status, 200)
         self.assertEqual(headers.get("Content-Encoding"), "gzip")
         self.assertIn(b"DCGM_FI_DEV_GPU_TEMP", gzip.decompress(zbody))
+
+    def test_xid_err_code_and_err_msg(self):
+        """DCGM-exporter's err_code/err_msg on DCGM_FI_DEV_XID_ERRORS: the XID and NVIDIA's
+        name of it; device is nvidia<index>."""
+        n, d = self.up("two-gpus.conf", config=FAST)
+        n.nvml.xid(1, 79)
+        expo = wait_until(lambda: (lambda e: e if one(e, "DCGM_FI_DEV_XID_ERRORS",
+                                                         UUID=TWO[1])[1] == 79 else None)(
+            d.scrape()), 10, "XID 79 served")
+        lab, _ = one(expo, "DCGM_FI_DEV_XID_ERRORS", UUID=TWO[1])
+        self.assertEqual((lab["err_code"], lab["err_msg"], lab["device"]),
+                         ("79", "GPU has fallen off the bus", "nvidia1"))
+        lab, _ = one(expo, "DCGM_FI_DEV_XID_ERRORS", UUID=TWO[0])
+        self.assertEqual((lab["err_code"], lab["err_msg"]), ("0", "No Error"))
 
     def test_a_scraping_loop_is_throttled(self):
         cfg = "version: v1\nedgegpu:\n  metrics:\n    maxConnections: 4\n"
@@ -277,8 +292,8 @@ POD_CONFIG = ("version: v1\nedgegpu:\n  sharing:\n    memory:\n      devices: [0
 
 
 class Pods(NodeTest):
-    def pod_node(self):
-        n, d = self.up("two-gpus.conf", config=POD_CONFIG, healthy=1)
+    def pod_node(self, config=POD_CONFIG):
+        n, d = self.up("two-gpus.conf", config=config, healthy=1)
         n.wait_devices(GPUMEM, timeout=10)
         for pod, req in (("infer-a", f"c1:{GPUMEM}=4"), ("infer-b", f"c1:{GPUMEM}=2"),
                          ("train", f"main:{RESOURCE}=1")):
@@ -329,12 +344,47 @@ class Pods(NodeTest):
         lab, _ = one(expo, "DCGM_FI_DEV_GPU_TEMP", UUID=TWO[1])
         self.assertEqual((lab["pod"], lab["namespace"], lab["container"]),
                          ("train", "default", "main"))
+        # ... and its UID, from the cgroup of its process (issue 20: DCGM-exporter's pod_uid).
+        self.assertEqual(lab["pod_uid"], uid(4))
         lab, _ = one(expo, "DCGM_FI_DEV_GPU_TEMP", UUID=TWO[0])
         self.assertNotIn("pod", lab, "a shared GPU's series name no pod")
+        self.assertNotIn("pod_uid", lab)
+        # Off by default: no per-pod DCGM_FI_DEV_GPU_UTIL (DCGM-exporter's virtual-GPU mode).
+        self.assertEqual(len(samples(expo, "DCGM_FI_DEV_GPU_UTIL", UUID=TWO[0])), 1)
         units = {lab["state"]: v for lab, v in samples(expo, "edgegpu_gpumem_units",
                                                         UUID=TWO[0])}
         self.assertEqual(units["allocated"], 6)
         self.assertEqual(units["allocated"] + units["free"], (15356 - 512) // 256)
+
+    def test_virtual_gpus_per_pod_series(self):
+        """kubernetesVirtualGpus: the shared GPU's DCGM_FI_DEV_GPU_UTIL and _FB_USED once per
+        container, from its processes; where the GPU cannot give a process's SM share
+        (NOT_SUPPORTED, the fake's default) GPU_UTIL is left out for that container, FB_USED
+        stays; the same GPU with per-process utilisation gives it."""
+        cfg = POD_CONFIG + "    kubernetesVirtualGpus: true\n"
+        n, d = self.pod_node(config=cfg)
+
+        def per_pod(e, name):
+            return {lab["pod"]: (v, lab.get("pod_uid"), lab["container"])
+                    for lab, v in samples(e, name, UUID=TWO[0]) if "pod" in lab}
+
+        expo = wait_until(lambda: (lambda e: e if len(per_pod(e, "DCGM_FI_DEV_FB_USED")) == 2
+                                   else None)(d.scrape()), 10, "two pods' FB_USED")
+        self.assertEqual(per_pod(expo, "DCGM_FI_DEV_FB_USED"),
+                         {"infer-a": (1536, uid(1), "c1"), "infer-b": (256, uid(2), "c1")})
+        self.assertEqual(per_pod(expo, "DCGM_FI_DEV_GPU_UTIL"), {}, "no per-process SM share")
+        # the GPU's own series stay, without pod labels
+        for name, want in (("DCGM_FI_DEV_GPU_UTIL", 35), ("DCGM_FI_DEV_FB_USED", 512)):
+            own = [v for lab, v in samples(expo, name, UUID=TWO[0]) if "pod" not in lab]
+            self.assertEqual(own, [want], name)
+
+        n.nvml.set(0, "process_sm_util", "1001:40,1002:15")
+        expo = wait_until(lambda: (lambda e: e if len(per_pod(e, "DCGM_FI_DEV_GPU_UTIL")) == 2
+                                   else None)(d.scrape()), 10, "two pods' GPU_UTIL")
+        self.assertEqual(per_pod(expo, "DCGM_FI_DEV_GPU_UTIL"),
+                         {"infer-a": (40, uid(1), "c1"), "infer-b": (15, uid(2), "c1")})
+        ok, out = promtool_check(d.http("/metrics")[2].decode())
+        self.assertTrue(ok, out)
 
     def test_prometheus_alerts_and_dashboard_on_the_live_exporter(self):
         from prometheus import Prometheus

@@ -384,7 +384,7 @@ static void test_metrics_section(void **state)
 	struct config_diag d = { 0 };
 	struct config c;
 	const char *flags_env[] = { "NODE_NAME=edge-7", "METRICS_ADDRESS=127.0.0.1:0",
-				    "LABELS_FILE=", NULL };
+				    "KUBERNETES_VIRTUAL_GPUS=false", "LABELS_FILE=", NULL };
 
 	assert_int_equal(config_init(&c), 0);
 	assert_string_equal(c.metrics.address, ":9400");
@@ -395,13 +395,15 @@ static void test_metrics_section(void **state)
 	assert_int_equal(c.metrics.max_connections, 16);
 	assert_string_equal(c.metrics.host_proc, "/proc");
 	assert_string_equal(c.metrics.pod_log_dir, "/var/log");
+	assert_false(c.metrics.kubernetes_virtual_gpus);
 	assert_string_equal(c.labels.file, CONFIG_DEFAULT_LABELS_FILE);
 	assert_int_equal(c.labels.expiry, 3600 * USEC_PER_SEC);
 	config_release(&c);
 
 	load_ok(&c, "edgegpu:\n  metrics:\n    address: \"\"\n    minInterval: 250ms\n"
 		    "    scrapeWait: 0s\n    hostnameLabel: hostname\n    maxConnections: 4\n"
-		    "    hostProc: /host/proc\n  labels:\n    file: /nfd/edgegpu\n"
+		    "    hostProc: /host/proc\n    kubernetesVirtualGpus: true\n"
+		    "  labels:\n    file: /nfd/edgegpu\n"
 		    "    expiry: 10m\n");
 	assert_string_equal(c.metrics.address, "");
 	assert_int_equal(c.metrics.min_interval, 250 * USEC_PER_MSEC);
@@ -409,11 +411,13 @@ static void test_metrics_section(void **state)
 	assert_int_equal(c.metrics.hostname_label, CONFIG_HOSTNAME_LABEL_LOWER);
 	assert_int_equal(c.metrics.max_connections, 4);
 	assert_string_equal(c.metrics.host_proc, "/host/proc");
+	assert_true(c.metrics.kubernetes_virtual_gpus);
 	assert_string_equal(c.labels.file, "/nfd/edgegpu");
 	assert_int_equal(c.labels.expiry, 600 * USEC_PER_SEC);
 	assert_int_equal(config_apply_env(&c, (char *const *)flags_env, &d), 0);
 	assert_string_equal(c.metrics.node_name, "edge-7");
 	assert_string_equal(c.metrics.address, "127.0.0.1:0");
+	assert_false(c.metrics.kubernetes_virtual_gpus); /* the environment over the file */
 	assert_string_equal(c.labels.file, "");
 	assert_int_equal(config_validate(&c, &d), 0);
 	config_release(&c);

@@ -4,6 +4,7 @@
  */
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -347,6 +348,46 @@ static void test_sample(void **state)
 	if (!run_until(e, sampled_once, &sp, 5 * USEC_PER_SEC))
 		fail_msg("no second sample");
 	assert_int_equal(ctl_number("count nvmlDeviceGetPowerUsage"), power0 + 4);
+	(void)gpu_monitor_on_sampled(e->m, NULL, &sp);
+}
+
+/*
+ * A process's SM share (nvmlDeviceGetProcessUtilization): unknown (NaN) where the GPU does not
+ * support it, its newest sample where it does, 0 for a listed process with no recent sample.
+ */
+static void test_sample_process_util(void **state)
+{
+	struct env *e = *state;
+	struct sampled sp = { 0 };
+
+	start(e, "two-gpus.conf", NULL);
+	(void)gpu_monitor_on_sampled(e->m, on_sampled, &sp);
+	ctl("set 1 processes 5000:1048576,5001:2097152");
+	assert_true(gpu_monitor_sample(e->m));
+	if (!run_until(e, sampled_once, &sp, 5 * USEC_PER_SEC))
+		fail_msg("no sample");
+	assert_int_equal(sp.r[0], 0); /* not supported is no error */
+	assert_int_equal(sp.s[0].n_procs, 1);
+	assert_true(isnan(sp.s[0].procs[0].sm_util));
+	assert_true(isnan(sp.s[1].procs[1].sm_util));
+
+	ctl("set 0 process_sm_util 4242:37,9999:80"); /* 9999 is no process of the GPU's */
+	ctl("set 1 process_sm_util 5001:120");	      /* past 100: capped */
+	sp.calls = 0;
+	assert_true(gpu_monitor_sample(e->m));
+	if (!run_until(e, sampled_once, &sp, 5 * USEC_PER_SEC))
+		fail_msg("no second sample");
+	assert_true(sp.s[0].procs[0].sm_util == 37);
+	assert_true(sp.s[1].procs[0].sm_util == 0); /* listed, no sample: idle */
+	assert_true(sp.s[1].procs[1].sm_util == 100);
+
+	ctl("set 1 process_sm_util none"); /* supported, no sample at all: NOT_FOUND */
+	sp.calls = 0;
+	assert_true(gpu_monitor_sample(e->m));
+	if (!run_until(e, sampled_once, &sp, 5 * USEC_PER_SEC))
+		fail_msg("no third sample");
+	assert_int_equal(sp.r[1], 0);
+	assert_true(sp.s[1].procs[0].sm_util == 0 && sp.s[1].procs[1].sm_util == 0);
 	(void)gpu_monitor_on_sampled(e->m, NULL, &sp);
 }
 
@@ -1094,6 +1135,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_xid_unhealthy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sample, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sample_many_processes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sample_process_util, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gpu_stats, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_application_xids_ignored, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ecc, setup, teardown),

@@ -754,7 +754,11 @@ static void test_tegra_nan_everywhere(void **state)
 		if (has(e, families[i]))
 			fail_msg("%s rendered from NaN", families[i]);
 	assert_true(value(e, "edgegpu_board_info{") == 1);
-	assert_true(value(e, "DCGM_FI_DEV_XID_ERRORS" IGPU) == 0); /* always: 0 is "none" */
+	/* always: 0 is "none", and says so in DCGM-exporter's err_code/err_msg (issue 20) */
+	assert_true(value(e,
+			  "DCGM_FI_DEV_XID_ERRORS{gpu=\"0\",UUID=\"tegra\",pci_bus_id=\"\","
+			  "device=\"\",modelName=\"Orin\",Hostname=\"edge-1\","
+			  "DCGM_FI_DRIVER_VERSION=\"\",err_code=\"0\",err_msg=\"No Error\"}") == 0);
 
 	/* Not a Tegra node: no board family at all. */
 	e->info.board = (struct gpu_board){ 0 };
@@ -765,6 +769,209 @@ static void test_tegra_nan_everywhere(void **state)
 	check_exposition(e);
 	assert_false(has(e, "edgegpu_board_"));
 	assert_true(has(e, "device=\"nvidia0\""));
+}
+
+/* --- DCGM-exporter's labels: err_code/err_msg, device, pod_uid; --kubernetes-virtual-gpus --- */
+
+/* NVIDIA's XID names as DCGM-exporter writes them; a code past the catalogue is unknown. */
+static void test_xid_messages(void **state)
+{
+	assert_string_equal(metrics_xid_message(0), "No Error");
+	assert_string_equal(metrics_xid_message(13), "Graphics Engine Exception");
+	assert_string_equal(metrics_xid_message(31), "GPU memory page fault");
+	assert_string_equal(metrics_xid_message(48), "Double Bit ECC Error");
+	assert_string_equal(metrics_xid_message(79), "GPU has fallen off the bus");
+	assert_string_equal(metrics_xid_message(130), "Robust Channel CE14 Error");
+	assert_string_equal(metrics_xid_message(172), "Uncorrectable SRAM Error");
+	assert_string_equal(metrics_xid_message(173), "Unknown Error");
+	assert_string_equal(metrics_xid_message(UINT64_MAX), "Unknown Error");
+}
+
+/*
+ * DCGM-exporter's device label is "nvidia" and the GPU's index, not its minor number: a GPU
+ * whose node is /dev/nvidia3 but that is GPU 1 is device="nvidia1".
+ */
+static void test_device_is_the_index(void **state)
+{
+	struct env *e = *state;
+	struct gpu_sample s[2];
+	int r[2] = { 0, 0 };
+
+	e->devs[0].minor = 2;
+	e->devs[1].minor = 3;
+	assert_int_equal(metrics_set_gpus(&e->m, &e->info), 0);
+	gpu_sample_init(&s[0]);
+	gpu_sample_init(&s[1]);
+	s[1].temperature_c = 40;
+	metrics_cache_store(&e->m, s, r, 2);
+	render(e);
+	assert_true(value(e, "DCGM_FI_DEV_GPU_TEMP{gpu=\"1\",UUID=\"" UUID1
+			     "\",pci_bus_id=\"00000000:02:00.0\",device=\"nvidia1\",") == 40);
+	assert_false(has(e, "device=\"nvidia3\""));
+	assert_int_equal(count_lines(e, "DCGM_FI_DEV_XID_ERRORS{"), 2);
+}
+
+/* A process of pod @pod/@uid_ (the systemd form, '_' for '-'), container @ctr, cid of @c. */
+static void fake_pod_proc(struct env *e, unsigned pid, const char *pod, const char *ctr,
+			  const char *uid_, char c)
+{
+	char path[512], cg[512], cid[65];
+
+	memset(cid, c, 64);
+	cid[64] = 0;
+	(void)snprintf(path, sizeof(path), "%s/proc", e->dir);
+	(void)mkdir(path, 0755);
+	(void)snprintf(path, sizeof(path), "%s/proc/%u", e->dir, pid);
+	(void)mkdir(path, 0755);
+	(void)snprintf(cg, sizeof(cg),
+		       "0::/kubepods.slice/kubepods-pod%s.slice/cri-containerd-%s.scope\n", uid_,
+		       cid);
+	write_file(path, "cgroup", cg);
+	(void)snprintf(path, sizeof(path), "%s/log", e->dir);
+	(void)mkdir(path, 0755);
+	(void)snprintf(path, sizeof(path), "%s/log/containers", e->dir);
+	(void)mkdir(path, 0755);
+	(void)snprintf(path, sizeof(path), "%s/log/containers/%s_default_%s-%s.log", e->dir, pod,
+		       ctr, cid);
+	assert_int_equal(symlink("/nowhere", path), 0);
+}
+
+/* The pod-resources answer naming the @n holders of @h, stored; two empty samples in @s. */
+static void hold(struct env *e, const struct holder *h, size_t n, struct gpu_sample *s)
+{
+	size_t len;
+	uint8_t *resp = encode(h, n, &len);
+
+	metrics_pods_store(&e->m, resp, len);
+	free(resp);
+	gpu_sample_init(&s[0]);
+	gpu_sample_init(&s[1]);
+}
+
+static void attribute(struct env *e, struct gpu_sample *s, int *r)
+{
+	metrics_cache_store(&e->m, s, r, 2);
+	while (metrics_attrib_pending(&e->m))
+		assert_int_equal(loop_run_once(e->loop, USEC_INFINITY), 0);
+	render(e);
+}
+
+#define UID_A "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+#define UID_B "1f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f1"
+/* GPU 0's labels as the per-pod series carry them (no holder: GPU 0 is shared). */
+#define GPU0                                                                                \
+	"{gpu=\"0\",UUID=\"" UUID0 "\",pci_bus_id=\"00000000:01:00.0\",device=\"nvidia0\"," \
+	"modelName=\"NVIDIA A2\",Hostname=\"edge-1\",DCGM_FI_DRIVER_VERSION=\"550.54.15\""
+
+/*
+ * --kubernetes-virtual-gpus: GPU 0, shared (gpumem) by infer-a (two processes), infer-b (one
+ * process whose SM share the driver cannot give) and idle (none), has its own
+ * DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED and one more of each per container: the SM
+ * shares and MiB of its processes, 0 for one running nothing, and none where a reading is
+ * missing. pod_uid comes from the cgroups and stays once seen. Off: none of it.
+ */
+static void test_virtual_gpus(void **state)
+{
+	struct env *e = *state;
+	const struct holder h[] = {
+		{ "infer-a", "c1", e->res[0], 0, 4 },
+		{ "infer-b", "c1", e->res[0], 4, 2 },
+		{ "idle", "c1", e->res[0], 6, 1 },
+		{ "train", "main", e->res[1], 0, 1 },
+	};
+	struct gpu_sample s[2], none[2];
+	int r[2] = { 0, 0 };
+
+	hold(e, h, 4, s);
+	fake_pod_proc(e, 2001, "infer-a", "c1", "0f1e2d3c_4b5a_6978_8796_a5b4c3d2e1f0", 'a');
+	fake_pod_proc(e, 2002, "infer-b", "c1", "1f1e2d3c_4b5a_6978_8796_a5b4c3d2e1f1", 'b');
+	s[0].util_gpu = 90;
+	s[0].mem_used = 3000 * MIB;
+	s[1].util_gpu = 10;
+	s[1].mem_used = 100 * MIB;
+	s[1].n_procs = 0; /* listed: none running */
+	s[0].n_procs = 3;
+	s[0].procs[0] = (struct gpu_process){ 2001, 1024 * MIB, 30 };
+	s[0].procs[1] = (struct gpu_process){ 2001, 512 * MIB + 1, 25 }; /* a second context */
+	s[0].procs[2] = (struct gpu_process){ 2002, 700 * MIB, NAN };
+
+	/* off (the default): DCGM-exporter's usual series only */
+	attribute(e, s, r);
+	assert_int_equal(count_lines(e, "DCGM_FI_DEV_GPU_UTIL{"), 2);
+	assert_false(has(e, "pod_uid="));
+	/* the whole GPU's holder: pod_uid is not known (no process of "train") */
+	assert_true(value(e, "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\"") == 10);
+
+	e->m.virtual_gpus = true;
+	render(e);
+	check_exposition(e);
+	assert_true(value(e, "DCGM_FI_DEV_GPU_UTIL" GPU0 "} ") == 90);
+	assert_true(value(e, "DCGM_FI_DEV_GPU_UTIL" GPU0 ",pod=\"infer-a\",namespace=\"default\","
+			     "container=\"c1\",pod_uid=\"" UID_A "\"}") == 55);
+	assert_true(value(e, "DCGM_FI_DEV_FB_USED" GPU0 ",pod=\"infer-a\",namespace=\"default\","
+			     "container=\"c1\",pod_uid=\"" UID_A "\"}") == 1536);
+	/* infer-b: its memory, but no SM share (unknown, not 0) */
+	assert_true(value(e, "DCGM_FI_DEV_FB_USED" GPU0 ",pod=\"infer-b\",namespace=\"default\","
+			     "container=\"c1\",pod_uid=\"" UID_B "\"}") == 700);
+	assert_false(has(e, "DCGM_FI_DEV_GPU_UTIL" GPU0 ",pod=\"infer-b\""));
+	/* idle: holds a share, runs nothing: 0, no pod_uid (no cgroup seen) */
+	assert_true(value(e, "DCGM_FI_DEV_GPU_UTIL" GPU0 ",pod=\"idle\",namespace=\"default\","
+			     "container=\"c1\"}") == 0);
+	assert_true(value(e, "DCGM_FI_DEV_FB_USED" GPU0 ",pod=\"idle\",namespace=\"default\","
+			     "container=\"c1\"}") == 0);
+	/* GPU 1 held whole by train: its own series, unlabelled, and train's */
+	assert_int_equal(count_lines(e, "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\""), 2);
+	assert_int_equal(count_lines(e, "container=\"main\"} 0\n"), 2); /* GPU_UTIL, FB_USED */
+	/* the other families keep DCGM-exporter's sole-holder rule */
+	assert_int_equal(count_lines(e, "DCGM_FI_DEV_XID_ERRORS{"), 2);
+	assert_int_equal(count_lines(e, "# TYPE DCGM_FI_DEV_GPU_UTIL "), 1);
+
+	/* no process list (Tegra, or NVML without it), or a cut one: no per-pod series at all */
+	s[0].n_procs = -1;
+	attribute(e, s, r);
+	assert_false(has(e, "DCGM_FI_DEV_GPU_UTIL" GPU0 ",pod="));
+	assert_true(value(e, "DCGM_FI_DEV_GPU_UTIL" GPU0 "} ") == 90);
+	s[0].n_procs = 3;
+	s[0].procs_truncated = true;
+	attribute(e, s, r);
+	assert_false(has(e, "DCGM_FI_DEV_FB_USED" GPU0 ",pod="));
+	s[0].procs_truncated = false;
+
+	/* infer-a's processes end: its UID stays on its series (label set unchanged) */
+	s[0].n_procs = 0;
+	attribute(e, s, r);
+	assert_true(value(e, "DCGM_FI_DEV_GPU_UTIL" GPU0 ",pod=\"infer-a\",namespace=\"default\","
+			     "container=\"c1\",pod_uid=\"" UID_A "\"}") == 0);
+	assert_string_equal(metrics_pods_uid(&e->m, "default", "infer-a"), UID_A);
+	/* it no longer holds anything: its UID is let go */
+	hold(e, &h[3], 1, none);
+	assert_string_equal(metrics_pods_uid(&e->m, "default", "infer-a"), "");
+	render(e);
+	assert_false(has(e, "pod=\"infer-a\""));
+}
+
+/* A whole GPU's holder carries pod_uid on every GPU family once its cgroup named it. */
+static void test_holder_pod_uid(void **state)
+{
+	struct env *e = *state;
+	const struct holder h[] = { { "train", "main", e->res[1], 0, 1 } };
+	struct gpu_sample s[2];
+	int r[2] = { 0, 0 };
+
+	hold(e, h, 1, s);
+	fake_pod_proc(e, 3001, "train", "main", "0f1e2d3c_4b5a_6978_8796_a5b4c3d2e1f0", 'c');
+	s[1].temperature_c = 50;
+	s[1].n_procs = 1;
+	s[1].procs[0] = (struct gpu_process){ 3001, MIB, NAN };
+	attribute(e, s, r);
+	check_exposition(e);
+	assert_non_null(
+		strstr((const char *)e->out.data,
+		       "pod=\"train\",namespace=\"default\",container=\"main\",pod_uid=\"" UID_A
+		       "\"} 50"));
+	assert_non_null(strstr((const char *)e->out.data,
+			       "container=\"main\",pod_uid=\"" UID_A "\",err_code=\"0\","
+			       "err_msg=\"No Error\"} 0"));
 }
 
 int main(void)
@@ -778,6 +985,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_tegra_some_absent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tegra_rail_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tegra_nan_everywhere, setup, teardown),
+		cmocka_unit_test(test_xid_messages),
+		cmocka_unit_test_setup_teardown(test_device_is_the_index, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_virtual_gpus, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_holder_pod_uid, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("metrics", tests, NULL, NULL);

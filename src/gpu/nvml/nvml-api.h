@@ -131,6 +131,19 @@ struct nvml_process_info {
 	unsigned compute_instance_id;
 };
 
+/*
+ * nvmlProcessUtilizationSample_t (nvmlDeviceGetProcessUtilization): one process's share of
+ * the engines over one of the driver's sample periods, in percent; time_stamp in µs.
+ */
+struct nvml_process_utilization_sample {
+	unsigned pid;
+	unsigned long long time_stamp;
+	unsigned sm_util;
+	unsigned mem_util;
+	unsigned enc_util;
+	unsigned dec_util;
+};
+
 /* nvmlGpuTopologyLevel_t */
 enum nvml_topology_level {
 	NVML_TOPO_INTERNAL = 0,
@@ -279,6 +292,7 @@ struct nvml_compute_instance_profile_info {
 #define NVML_OWN_TYPE_utilization		    struct nvml_utilization
 #define NVML_OWN_TYPE_event_data		    struct nvml_event_data
 #define NVML_OWN_TYPE_process_info		    struct nvml_process_info
+#define NVML_OWN_TYPE_process_utilization_sample    struct nvml_process_utilization_sample
 #define NVML_OWN_TYPE_topology_level		    enum nvml_topology_level
 #define NVML_OWN_TYPE_temperature_sensor	    enum nvml_temperature_sensor
 #define NVML_OWN_TYPE_temperature_threshold	    enum nvml_temperature_threshold
@@ -342,6 +356,8 @@ struct nvml_compute_instance_profile_info {
 	FN(nvmlDeviceGetComputeRunningProcesses_v3, T(ret),                                  \
 	   (T(device), unsigned *, T(process_info) *))                                       \
 	FN(nvmlDeviceGetTotalEnergyConsumption, T(ret), (T(device), unsigned long long *))   \
+	FN(nvmlDeviceGetProcessUtilization, T(ret),                                          \
+	   (T(device), T(process_utilization_sample) *, unsigned *, unsigned long long))     \
 	FN(nvmlDeviceGetCurrentClocksThrottleReasons, T(ret), (T(device), unsigned long long *))
 
 /*

@@ -90,6 +90,7 @@ static const struct nvml_sym {
 	SYM(nvmlDeviceGetTotalEnergyConsumption, false),
 	/* Renamed ...ClocksEventReasons in 12.2, the old name still exported by NVML 13. */
 	SYM(nvmlDeviceGetCurrentClocksThrottleReasons, false),
+	SYM(nvmlDeviceGetProcessUtilization, false),
 	/* CUDA 13.4 (NVML 615): per-cgroup memory limits, the gpumem "driver" enforcement. */
 	SYM(nvmlDeviceGetMemoryLimits_v1, false),
 	SYM(nvmlDeviceSetMemoryLimits_v1, false),

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "nvml-int.h"
 #include "util.h"
@@ -42,6 +43,59 @@ static uint64_t get_ull(nvml_fn_nvmlDeviceGetTotalEnergyConsumption *fn, struct 
 	return UINT64_MAX;
 }
 
+/*
+ * The driver keeps a few seconds of per-process samples; those older than this are not the
+ * process's share now. A process that has none this recent used no SM: 0.
+ */
+#define PROC_UTIL_WINDOW_USEC (5 * USEC_PER_SEC)
+/* Samples asked for at most: a process has one per driver period (1/6 s on most GPUs). */
+#define PROC_UTIL_SAMPLES_MAX 4096
+
+/*
+ * Each listed process's SM share (sm_util) from nvmlDeviceGetProcessUtilization: the newest
+ * sample of its pid within PROC_UTIL_WINDOW_USEC, 0 when it has none there. NaN (left out of
+ * the per-pod series) where the driver lacks the call, the GPU does not support it, or it
+ * fails: never counted as the GPU's error, the process list stands without it.
+ */
+static void sample_proc_util(struct nvml_backend *n, struct nvml_device *h, struct gpu_sample *s)
+{
+	struct nvml_process_utilization_sample *u = NULL;
+	unsigned long long since, newest[GPU_SAMPLE_PROCS_MAX] = { 0 };
+	unsigned count = 0;
+	enum nvml_return r;
+	struct timespec ts;
+
+	if (!n->f.nvmlDeviceGetProcessUtilization || s->n_procs <= 0 ||
+	    clock_gettime(CLOCK_REALTIME, &ts) < 0)
+		return;
+	/* the samples' time stamps are the CPU's wall clock, in µs */
+	since = (unsigned long long)ts.tv_sec * USEC_PER_SEC +
+		(unsigned long long)ts.tv_nsec / 1000;
+	since = since > PROC_UTIL_WINDOW_USEC ? since - PROC_UTIL_WINDOW_USEC : 0;
+	/* NULL asks how many samples there are (INSUFFICIENT_SIZE, or NOT_FOUND for none) */
+	r = NVC(n, nvmlDeviceGetProcessUtilization)(h, NULL, &count, since);
+	if (r == NVML_RET_SUCCESS || r == NVML_RET_INSUFFICIENT_SIZE) {
+		count = MIN(count, (unsigned)PROC_UTIL_SAMPLES_MAX);
+		u = count ? calloc(count, sizeof(*u)) : NULL;
+		if (count && !u)
+			return;
+		r = count ? NVC(n, nvmlDeviceGetProcessUtilization)(h, u, &count, since) :
+			    NVML_RET_NOT_FOUND;
+	}
+	if (r != NVML_RET_SUCCESS && r != NVML_RET_NOT_FOUND)
+		goto out; /* unknown: NaN stays */
+	for (int i = 0; i < s->n_procs; i++)
+		s->procs[i].sm_util = 0;
+	for (unsigned k = 0; r == NVML_RET_SUCCESS && k < count; k++)
+		for (int i = 0; i < s->n_procs; i++)
+			if (s->procs[i].pid == u[k].pid && u[k].time_stamp >= newest[i]) {
+				newest[i] = u[k].time_stamp;
+				s->procs[i].sm_util = MIN(u[k].sm_util, 100U);
+			}
+out:
+	free(u);
+}
+
 static void sample_procs(struct nvml_backend *n, struct nvml_device *h, struct gpu_sample *s,
 			 enum nvml_return *worst)
 {
@@ -75,6 +129,7 @@ static void sample_procs(struct nvml_backend *n, struct nvml_device *h, struct g
 	}
 	if (infos != stack)
 		free(infos);
+	sample_proc_util(n, h, s);
 }
 
 int nvml_sample(struct gpu_backend *b, unsigned gpu, struct gpu_sample *ret)

@@ -824,6 +824,45 @@ enum nvml_return nvmlDeviceGetComputeRunningProcesses_v3(struct nvml_device *d, 
 	return leave(NVML_RET_SUCCESS);
 }
 
+/*
+ * As NVML: NULL @samples asks for the count (INSUFFICIENT_SIZE); NOT_FOUND when no sample is
+ * newer than @last_seen. Each listed process has one sample, stamped now (wall clock, µs).
+ */
+enum nvml_return nvmlDeviceGetProcessUtilization(struct nvml_device *d,
+						 struct nvml_process_utilization_sample *samples,
+						 unsigned *count, unsigned long long last_seen)
+{
+	struct fake_gpu *g;
+	enum nvml_return r = enter_dev(ID(nvmlDeviceGetProcessUtilization), d, &g);
+	struct timespec ts;
+	unsigned long long now;
+
+	if (r != NVML_RET_SUCCESS)
+		return r;
+	if (!count)
+		return leave(NVML_RET_INVALID_ARGUMENT);
+	if (!g->proc_util)
+		return leave(NVML_RET_NOT_SUPPORTED);
+	(void)clock_gettime(CLOCK_REALTIME, &ts);
+	now = (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000;
+	if (!g->n_proc_utils || last_seen >= now) {
+		*count = 0;
+		return leave(NVML_RET_NOT_FOUND);
+	}
+	if (!samples || *count < g->n_proc_utils) {
+		*count = g->n_proc_utils;
+		return leave(NVML_RET_INSUFFICIENT_SIZE);
+	}
+	for (unsigned i = 0; i < g->n_proc_utils; i++)
+		samples[i] = (struct nvml_process_utilization_sample){
+			.pid = g->proc_utils[i].pid,
+			.time_stamp = now,
+			.sm_util = g->proc_utils[i].sm_util,
+		};
+	*count = g->n_proc_utils;
+	return leave(NVML_RET_SUCCESS);
+}
+
 enum nvml_return nvmlDeviceGetTotalEnergyConsumption(struct nvml_device *d, unsigned long long *mj)
 {
 	struct fake_gpu *g;

@@ -427,6 +427,24 @@ int fake_gpu_set(struct fake_gpu *g, unsigned index, const char *key, const char
 				goto bad;
 			g->n_procs++;
 		}
+	} else if (!strcmp(key, "process_sm_util")) {
+		char buf[4096], *save = NULL, *tok;
+
+		copy_str(buf, sizeof(buf), v);
+		g->proc_util = true;
+		g->n_proc_utils = 0;
+		for (tok = strtok_r(buf, ", ", &save); tok && strcmp(v, "none");
+		     tok = strtok_r(NULL, ", ", &save)) {
+			char *colon = strchr(tok, ':');
+			struct fake_proc_util *u = &g->proc_utils[g->n_proc_utils];
+
+			if (!colon || g->n_proc_utils == FAKE_MAX_PROCS)
+				goto bad;
+			*colon = 0;
+			if (parse_uint(tok, &u->pid) < 0 || parse_uint(colon + 1, &u->sm_util) < 0)
+				goto bad;
+			g->n_proc_utils++;
+		}
 	} else if (!strcmp(key, "topology")) {
 		char buf[512], *save = NULL, *tok;
 

@@ -36,6 +36,12 @@ struct fake_proc {
 	unsigned long long used;
 };
 
+/* A process's SM share, as nvmlDeviceGetProcessUtilization samples it. */
+struct fake_proc_util {
+	unsigned pid;
+	unsigned sm_util; /* percent */
+};
+
 /* One cgroup's limits as nvmlDeviceSetMemoryLimits_v1 left them. */
 struct fake_limit {
 	char path[FAKE_LIMIT_PATH];
@@ -69,6 +75,10 @@ struct fake_gpu {
 	bool lost;
 	/* "memory_limits = supported": the CUDA 13.4 per-cgroup limits (default not_supported) */
 	bool mem_limits;
+	/* "process_sm_util": nvmlDeviceGetProcessUtilization answers (else NOT_SUPPORTED) */
+	bool proc_util;
+	unsigned n_proc_utils;
+	struct fake_proc_util proc_utils[FAKE_MAX_PROCS];
 	unsigned n_limits;
 	struct fake_limit limits[FAKE_MAX_LIMITS];
 	uint64_t not_supported[FAKE_FN_WORDS];
