@@ -27,6 +27,9 @@ class GfdLabels(NodeTest):
             return lines if want_key in lines else None
         return wait_until(read, 10, "the labels file")
 
+    def assertLabels(self, lines, want):
+        self.assertEqual({k: lines.get(k) for k in want}, want)
+
     def assertTimestamp(self, lines, before):
         ts = int(lines["nvidia.com/gfd.timestamp"])
         self.assertTrue(before <= ts <= int(time.time()), (before, ts))
@@ -36,44 +39,52 @@ class GfdLabels(NodeTest):
         before = int(time.time())
         n, d = self.up("gfd-mig.conf", config=FAST, healthy=1)
         lines = self.labels(n)
-        self.assertEqual(lines["nvidia.com/gpu.product"], "NVIDIA-A100-SXM4-40GB")
-        self.assertEqual(lines["nvidia.com/gpu.count"], "2")
-        self.assertEqual(lines["nvidia.com/mig.capable"], "true")
-        self.assertEqual(lines["nvidia.com/gpu.mode"], "compute")
-        self.assertEqual(lines["nvidia.com/gpu.family"], "ampere")
-        self.assertEqual(lines["nvidia.com/gpu.replicas"], "1")
+        self.assertLabels(lines, {
+            "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB",
+            "nvidia.com/gpu.count": "2",
+            "nvidia.com/mig.capable": "true",
+            "nvidia.com/gpu.mode": "compute",
+            "nvidia.com/gpu.family": "ampere",
+            "nvidia.com/gpu.replicas": "1",
+        })
         self.assertNotIn("nvidia.com/mig.strategy", lines)  # GFD's "none": not written
         self.assertTimestamp(lines, before)
 
     def test_graphics_card_without_mig(self):
         n, d = self.up("geforce.conf", config=FAST)
         lines = self.labels(n)
-        self.assertEqual(lines["nvidia.com/gpu.mode"], "graphics")
-        self.assertEqual(lines["nvidia.com/mig.capable"], "false")
-        self.assertEqual(lines["nvidia.com/gpu.family"], "ada-lovelace")
-        self.assertEqual(lines["nvidia.com/gpu.count"], "2")
-        self.assertEqual(lines["nvidia.com/gpu.product"], "NVIDIA-GeForce-RTX-4090")
+        self.assertLabels(lines, {
+            "nvidia.com/gpu.mode": "graphics",
+            "nvidia.com/mig.capable": "false",
+            "nvidia.com/gpu.family": "ada-lovelace",
+            "nvidia.com/gpu.count": "2",
+            "nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-4090",
+        })
 
     def test_two_models_counted_per_model(self):
         # An A2 and an L4: the A2 described, counted alone, as GFD counts.
         n, d = self.up("two-gpus.conf", config=FAST)
         lines = self.labels(n)
-        self.assertEqual(lines["nvidia.com/gpu.product"], "NVIDIA-A2")
-        self.assertEqual(lines["nvidia.com/gpu.count"], "1")
-        self.assertEqual(lines["nvidia.com/mig.capable"], "false")
-        self.assertEqual(lines["nvidia.com/gpu.mode"], "compute")
+        self.assertLabels(lines, {
+            "nvidia.com/gpu.product": "NVIDIA-A2",
+            "nvidia.com/gpu.count": "1",
+            "nvidia.com/mig.capable": "false",
+            "nvidia.com/gpu.mode": "compute",
+        })
 
     def test_mig_only_node(self):
         # No GPU served, yet GFD labels the node: the MIG-enabled model, without sharing.
         n = self.node("mig-only.conf")
         n.start_daemon(config=FAST)
         lines = self.labels(n)
-        self.assertEqual(lines["nvidia.com/gpu.product"], "NVIDIA-A100-SXM4-80GB")
-        self.assertEqual(lines["nvidia.com/gpu.count"], "2")
-        self.assertEqual(lines["nvidia.com/gpu.memory"], "81920")
-        self.assertEqual(lines["nvidia.com/gpu.replicas"], "0")
-        self.assertEqual(lines["nvidia.com/gpu.sharing-strategy"], "none")
-        self.assertEqual(lines["nvidia.com/mig.capable"], "true")
+        self.assertLabels(lines, {
+            "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+            "nvidia.com/gpu.count": "2",
+            "nvidia.com/gpu.memory": "81920",
+            "nvidia.com/gpu.replicas": "0",
+            "nvidia.com/gpu.sharing-strategy": "none",
+            "nvidia.com/mig.capable": "true",
+        })
 
     def test_no_timestamp(self):
         # GFD's flags.gfd.noTimestamp in the config file, then its environment variable.

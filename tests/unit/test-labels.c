@@ -158,6 +158,19 @@ static void expect_label(const char *labels, const char *key, const char *want)
 	assert_string_equal(v, want);
 }
 
+/* expect_label() for each "key=value" of @want (NULL-terminated). */
+static void expect_labels(const char *labels, const char *const *want)
+{
+	for (; *want; want++) {
+		char key[128];
+		const char *eq = strchr(*want, '=');
+
+		assert_non_null(eq);
+		(void)snprintf(key, sizeof(key), "%.*s", (int)(eq - *want), *want);
+		expect_label(labels, key, eq + 1);
+	}
+}
+
 static char *fake_sysfs(const char *product_name)
 {
 	char *root = unit_tmpdir_dup("test-labels"), *p;
@@ -778,10 +791,10 @@ static void test_mig_and_count(void **state)
 	info.mig_devices = migs;
 	info.n_mig_devices = 2;
 	l = build(&info, &c, NULL);
-	expect_label(l, "nvidia.com/mig.capable", "true");
-	expect_label(l, "nvidia.com/gpu.count", "3");
-	expect_label(l, "nvidia.com/gpu.product", "NVIDIA-A100-SXM4-40GB-SHARED");
-	expect_label(l, "nvidia.com/gpu.replicas", "2");
+	expect_labels(
+		l, (const char *const[]){ "nvidia.com/mig.capable=true", "nvidia.com/gpu.count=3",
+					  "nvidia.com/gpu.product=NVIDIA-A100-SXM4-40GB-SHARED",
+					  "nvidia.com/gpu.replicas=2", NULL });
 	free(l);
 
 	/*
@@ -790,14 +803,12 @@ static void test_mig_and_count(void **state)
 	 */
 	info.n_devices = 0;
 	l = build(&info, &c, NULL);
-	expect_label(l, "nvidia.com/gpu.product", "NVIDIA-A100-SXM4-40GB");
-	expect_label(l, "nvidia.com/gpu.count", "1");
-	expect_label(l, "nvidia.com/gpu.memory", "40960");
-	expect_label(l, "nvidia.com/gpu.family", "ampere");
-	expect_label(l, "nvidia.com/gpu.replicas", "0");
-	expect_label(l, "nvidia.com/gpu.sharing-strategy", "none");
-	expect_label(l, "nvidia.com/mig.capable", "true");
-	expect_label(l, "nvidia.com/gpu.mode", "compute");
+	expect_labels(
+		l, (const char *const[]){
+			   "nvidia.com/gpu.product=NVIDIA-A100-SXM4-40GB", "nvidia.com/gpu.count=1",
+			   "nvidia.com/gpu.memory=40960", "nvidia.com/gpu.family=ampere",
+			   "nvidia.com/gpu.replicas=0", "nvidia.com/gpu.sharing-strategy=none",
+			   "nvidia.com/mig.capable=true", "nvidia.com/gpu.mode=compute", NULL });
 	free(l);
 	/* And no GPU at all: nothing. */
 	info.n_mig_devices = 0;
