@@ -377,7 +377,7 @@ static int verb_labels(int argc, char **argv)
 	struct config c = { 0 };
 	struct gpu_backend *b = NULL;
 	struct gpu_info info = { 0 };
-	struct buf out = { 0 };
+	struct buf lines = { 0 }, out = { 0 };
 	int r, rc = 1;
 
 	log_max_level = LOG_LEVEL_WARN;
@@ -393,9 +393,14 @@ static int verb_labels(int argc, char **argv)
 	}
 	if (discover_gpus(&a, &c, &b, &info) != 0)
 		goto out;
-	if (info.n_devices == 0)
+	if (info.n_devices + info.n_mig_devices == 0)
 		(void)fprintf(stderr, "edgegpu: no usable GPU found: no labels\n");
-	r = labels_build(&info, &c, getenv("EDGEGPU_SYSFS_ROOT"), NULL, &out);
+	r = labels_build(&info, &c, getenv("EDGEGPU_SYSFS_ROOT"), NULL, &lines);
+	/* As GFD's one-shot output: with its timestamp unless --no-timestamp. */
+	if (r == 0 && lines.len && !c.labels.no_timestamp)
+		r = labels_add_timestamp((const char *)lines.data, lines.len, time(NULL), &out);
+	else if (r == 0)
+		r = buf_append(&out, lines.data, lines.len);
 	if (r == 0 && out.len && fwrite(out.data, 1, out.len, stdout) != out.len)
 		r = -EIO;
 	if (r < 0) {
@@ -404,6 +409,7 @@ static int verb_labels(int argc, char **argv)
 	}
 	rc = 0;
 out:
+	buf_release(&lines);
 	buf_release(&out);
 	gpu_info_release(&info);
 	gpu_backend_close(b);

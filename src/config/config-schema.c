@@ -67,7 +67,9 @@ static const struct enum_value placement_values[] = {
 
 static const struct field gfd_fields[] = {
 	{ "oneshot", K_UNSUP_BOOL, NOOFF, .min = false },
-	{ "noTimestamp", K_UNSUP_BOOL, NOOFF, .min = false },
+	/* GFD's switch for nvidia.com/gfd.timestamp, acted on: labels.c's writer. */
+	{ "noTimestamp", K_BOOL, C(labels.no_timestamp), .flag = { "no-timestamp" },
+	  .env = { "GFD_NO_TIMESTAMP" } },
 	{ "sleepInterval", K_UNSUP_DURATION, NOOFF, .min = 60 * USEC_PER_SEC },
 	{ "outputFile", K_UNSUP_STR, NOOFF,
 	  .arg = "/etc/kubernetes/node-feature-discovery/features.d/gfd" },

@@ -241,6 +241,8 @@ struct config_metrics {
 struct config_labels {
 	char *file;    /* <features.d>/edgegpu; "": none */
 	usec_t expiry; /* 1 h: the file's labels lapse this long after the last write */
+	/* flags.gfd.noTimestamp (--no-timestamp, GFD_NO_TIMESTAMP): no nvidia.com/gfd.timestamp */
+	bool no_timestamp;
 };
 
 struct config {

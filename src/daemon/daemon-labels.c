@@ -16,8 +16,9 @@ void daemon_labels_update(struct daemon *d)
 	struct buf b = { 0 };
 	const char *sysfs = getenv("EDGEGPU_SYSFS_ROOT"); /* tests: a fake /sys */
 
-	if (!d->labels || !d->info.n_devices)
+	if (!d->labels || !(d->info.n_devices + d->info.n_mig_devices))
 		return;
+	labels_writer_set_timestamp(d->labels, !d->cfg.labels.no_timestamp);
 	if (labels_build(&d->info, &d->cfg, sysfs && *sysfs ? sysfs : "/sys",
 			 daemon_enforce_mode(d), &b) < 0 ||
 	    labels_writer_set(d->labels, (const char *)b.data, b.len) < 0)
@@ -43,7 +44,8 @@ void daemon_labels_start(struct daemon *d)
 void daemon_labels_reload(struct daemon *d, const struct config *old)
 {
 	if (!streq_ptr(old->labels.file, d->cfg.labels.file) ||
-	    old->labels.expiry != d->cfg.labels.expiry) {
+	    old->labels.expiry != d->cfg.labels.expiry ||
+	    old->labels.no_timestamp != d->cfg.labels.no_timestamp) {
 		d->labels = labels_writer_free(d->labels);
 		daemon_labels_start(d);
 	} else {

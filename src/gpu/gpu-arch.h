@@ -8,7 +8,8 @@
  *   - the architecture name nvidia-smi prints as "Product Architecture" (gpu_arch_smi_name()):
  *     "Ada Lovelace", "Unknown" (NVML's nvmlDeviceGetArchitecture() has no strings: this is
  *     what nvidia-smi makes of its values);
- *   - our own name, in logs and in `edgegpu discover` (gpu_arch_log_name()): "ada", "unknown".
+ *   - our own name, in logs and in `edgegpu discover` (gpu_arch_log_name()): GFD's family
+ *     ("ada-lovelace", not a shortening of it) but "unknown" where GFD says "undefined".
  * Pure functions of their arguments; any thread.
  */
 
@@ -40,5 +41,5 @@ enum gpu_arch gpu_arch_from_cc(int major, int minor);
 const char *gpu_arch_gfd_family(enum gpu_arch a);
 /* nvidia-smi's "Product Architecture": "Ampere", "Ada Lovelace", ..., "Unknown". Never NULL. */
 const char *gpu_arch_smi_name(enum gpu_arch a);
-/* Ours, for logs and discover: "ampere", "ada", ..., "unknown". Never NULL. */
+/* Ours, for logs and discover: "ampere", "ada-lovelace", ..., "unknown". Never NULL. */
 const char *gpu_arch_log_name(enum gpu_arch a);

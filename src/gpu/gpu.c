@@ -14,6 +14,7 @@ void gpu_info_release(struct gpu_info *info)
 		free(info->skipped ? info->skipped[i] : NULL);
 	free(info->skipped);
 	free(info->devices);
+	free(info->mig_devices);
 	memset(info, 0, sizeof(*info));
 }
 

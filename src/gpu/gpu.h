@@ -87,8 +87,19 @@ struct gpu_device {
 	int cc_major, cc_minor;	 /* compute capability */
 	char arch[32];		 /* "ampere", ... or "unknown" */
 	bool mig_enabled;	 /* such GPUs are skipped by discovery (logged) */
-	bool events_supported;	 /* false: health is polled */
-	bool integrated;	 /* Tegra iGPU, unified memory */
+	/*
+	 * MIG can be turned on (NVML nvmlDeviceGetMigMode answered SUCCESS, GFD's rule: A100,
+	 * H100, B200); false where it answered NOT_SUPPORTED or the library lacks the call.
+	 */
+	bool mig_capable;
+	/*
+	 * The PCI class code, 24 bits (0x030000 VGA controller: GFD's gpu.mode "graphics";
+	 * 0x030200 3D controller: "compute"), from NVML's nvmlDeviceGetPciInfoExt, else the
+	 * device's sysfs `class` file; 0 unknown (a Tegra iGPU, no PCI).
+	 */
+	uint32_t pci_class;
+	bool events_supported; /* false: health is polled */
+	bool integrated;       /* Tegra iGPU, unified memory */
 	/*
 	 * Whether the driver enforces per-cgroup memory limits on this GPU (NVML
 	 * nvmlDeviceGetMemoryLimits_v1 answered SUCCESS at discovery; CUDA 13.4 drivers): the
@@ -125,6 +136,13 @@ struct gpu_info {
 	unsigned n_devices;
 	struct gpu_device *devices; /* usable devices, by index; MIG-enabled ones left out */
 	unsigned n_skipped;	    /* MIG-enabled and others left out */
+	/*
+	 * The MIG-enabled GPUs discovery left out, described as far as discovery got (index,
+	 * uuid, name, mem_total, cc, pci_class, mig_enabled and mig_capable true; no nodes):
+	 * GFD counts and labels them (labels.c), nothing else uses them. NULL when none.
+	 */
+	struct gpu_device *mig_devices;
+	unsigned n_mig_devices;
 	/* n_skipped messages, which GPU and why, for the caller to log ("GPU 1 (GPU-...): ...") */
 	char **skipped;
 	/* The spec-wide part of CDI (common edits); each device carries its own pointer too. */

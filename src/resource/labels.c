@@ -31,6 +31,9 @@
 #define LABELS_MAX  40
 #define BACKOFF_MIN (100 * USEC_PER_MSEC)
 #define BACKOFF_MAX (30 * USEC_PER_SEC)
+/* PCI class codes (GFD's nvpci.PCIVgaControllerClass, PCI3dControllerClass). */
+#define PCI_CLASS_VGA 0x030000u
+#define PCI_CLASS_3D  0x030200u
 
 /* The labels as "key=value\0" strings in one buffer, in the order added. */
 struct label_set {
@@ -324,21 +327,58 @@ static const struct config_ts_resource *default_ts(const struct config *cfg)
 	return NULL;
 }
 
+/* @name as GFD's product label: sanitised, "-SHARED" when @shared, a valid label value. */
+static void product_of(const char *name, bool shared, char *out, size_t size)
+{
+	char product[GPU_NAME_MAX + 16] = "";
+
+	gfd_sanitise(name, product, sizeof(product));
+	if (shared) {
+		label_value_fix(product, LABEL_VALUE_MAX - strlen("-SHARED"));
+		memcpy(product + strlen(product), "-SHARED", sizeof("-SHARED"));
+	} else {
+		label_value_fix(product, LABEL_VALUE_MAX);
+	}
+	(void)snprintf(out, size, "%s", product);
+}
+
 void labels_product(const struct gpu_info *info, const struct config *cfg, char *out, size_t size)
 {
 	const struct config_ts_resource *ts = default_ts(cfg);
-	char product[GPU_NAME_MAX + 16] = "";
 
-	if (info->n_devices) {
-		gfd_sanitise(info->devices[0].name, product, sizeof(product));
-		if (ts && ts->replicas > 1 && !ts->rename) {
-			label_value_fix(product, LABEL_VALUE_MAX - strlen("-SHARED"));
-			memcpy(product + strlen(product), "-SHARED", sizeof("-SHARED"));
-		} else {
-			label_value_fix(product, LABEL_VALUE_MAX);
-		}
+	if (!info->n_devices) {
+		(void)snprintf(out, size, "%s", "");
+		return;
 	}
-	(void)snprintf(out, size, "%s", product);
+	product_of(info->devices[0].name, ts && ts->replicas > 1 && !ts->rename, out, size);
+}
+
+/* GPU @i of those GFD sees: discovery's, then the MIG-enabled ones it left out. */
+static const struct gpu_device *gfd_gpu(const struct gpu_info *info, unsigned i)
+{
+	return i < info->n_devices ? &info->devices[i] : &info->mig_devices[i - info->n_devices];
+}
+
+/*
+ * GFD's gpu.mode: "graphics" when every GPU is a VGA controller (PCI class 0x030000),
+ * "compute" when every one is a 3D controller (0x030200), else (mixed, another class, one
+ * unknown) "unknown". A Tegra iGPU has no PCI class and counts as a 3D controller: it runs
+ * CUDA, where GFD, finding no PCI device, says unknown.
+ */
+static const char *gpu_mode(const struct gpu_info *info, unsigned n)
+{
+	uint32_t first = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		const struct gpu_device *g = gfd_gpu(info, i);
+		uint32_t c = g->pci_class ? g->pci_class : g->integrated ? PCI_CLASS_3D : 0;
+
+		if (i == 0)
+			first = c;
+		if (c == 0 || c != first)
+			return "unknown";
+	}
+	return first == PCI_CLASS_VGA ? "graphics" : first == PCI_CLASS_3D ? "compute" : "unknown";
 }
 
 int labels_build(const struct gpu_info *info, const struct config *cfg, const char *sysfs_root,
@@ -348,16 +388,29 @@ int labels_build(const struct gpu_info *info, const struct config *cfg, const ch
 	const struct gpu_device *g;
 	struct label_set s = { 0 };
 	char product[LABEL_VALUE_MAX + 1], machine[LABEL_VALUE_MAX + 1] = "";
-	unsigned count = info->n_devices, replicas = 1;
+	unsigned n = info->n_devices + info->n_mig_devices, count = 0, replicas = 1;
+	bool mig_capable = false;
 	int r;
 
-	if (info->n_devices == 0)
+	if (n == 0)
 		return 0;
-	g = &info->devices[0];
-	if (ts && ts->replicas > 0)
+	/*
+	 * The model described: the first GPU discovery serves, else (every GPU MIG-enabled) the
+	 * first MIG-enabled one, which GFD labels without sharing (replicas 0) under the "none"
+	 * MIG strategy, the only one edgegpu runs. gpu.count: the GPUs of that model, MIG-enabled
+	 * ones included, as GFD counts them per model.
+	 */
+	g = gfd_gpu(info, 0);
+	if (!info->n_devices)
+		replicas = 0;
+	else if (ts && ts->replicas > 0)
 		replicas = ts->replicas;
+	for (unsigned i = 0; i < n; i++) {
+		count += streq(gfd_gpu(info, i)->name, g->name);
+		mig_capable |= gfd_gpu(info, i)->mig_capable;
+	}
 
-	labels_product(info, cfg, product, sizeof(product));
+	product_of(g->name, replicas > 1 && !ts->rename, product, sizeof(product));
 	set_add(&s, "nvidia.com/gpu.product", product);
 	set_addf(&s, "nvidia.com/gpu.count", "%u", count);
 	if (g->mem_total >> 20)
@@ -372,8 +425,8 @@ int labels_build(const struct gpu_info *info, const struct config *cfg, const ch
 	}
 	machine_type(sysfs_root, machine, sizeof(machine));
 	set_add(&s, "nvidia.com/gpu.machine", machine);
-	set_add(&s, "nvidia.com/gpu.mode", "compute");
-	set_add(&s, "nvidia.com/mig.capable", "false");
+	set_add(&s, "nvidia.com/gpu.mode", gpu_mode(info, n));
+	set_add(&s, "nvidia.com/mig.capable", mig_capable ? "true" : "false");
 	set_add(&s, "nvidia.com/mps.capable", "false");
 	driver_labels(&s, info->driver_version);
 	runtime_labels(&s, info->cuda_driver_version);
@@ -417,7 +470,8 @@ struct labels_writer {
 	struct buf submitted; /* the lines of the newest write handed to fw */
 	bool have_submitted;
 	bool submitted_ok; /* and it is in the file */
-	bool warned; /* a failure or a stuck write was logged at warn since the last success */
+	bool warned;	/* a failure or a stuck write was logged at warn since the last success */
+	bool timestamp; /* each write carries nvidia.com/gfd.timestamp */
 	struct backoff backoff; /* its max: at most the refresh interval */
 	uint64_t writes;
 };
@@ -533,7 +587,37 @@ uint64_t labels_writer_writes(const struct labels_writer *w)
 	return w->writes;
 }
 
-/* The whole file for @lines: header, expiry directive, lines. Returns 0 or -ENOMEM. */
+void labels_writer_set_timestamp(struct labels_writer *w, bool on)
+{
+	w->timestamp = on;
+}
+
+int labels_add_timestamp(const char *lines, size_t len, time_t when, struct buf *out)
+{
+	static const char key[] = LABELS_TIMESTAMP_KEY "=";
+	size_t at = 0;
+	int r;
+
+	/* Before the first line whose key sorts after ours: the lines stay sorted. */
+	while (at < len) {
+		const char *nl = memchr(lines + at, '\n', len - at);
+
+		if (key_cmp(lines + at, key) > 0)
+			break;
+		at = nl ? (size_t)(nl - lines) + 1 : len;
+	}
+	r = buf_append(out, lines, at);
+	if (r == 0)
+		r = buf_printf(out, "%s%lld\n", key, (long long)when);
+	if (r == 0)
+		r = buf_append(out, lines + at, len - at);
+	return r;
+}
+
+/*
+ * The whole file for @lines: header, expiry directive, lines (with the timestamp when asked).
+ * Returns 0 or -ENOMEM.
+ */
 static int compose(const struct labels_writer *w, const struct buf *lines, struct buf *out)
 {
 	struct timespec ts;
@@ -550,7 +634,9 @@ static int compose(const struct labels_writer *w, const struct buf *lines, struc
 			(void)snprintf(when, sizeof(when), "1970-01-01T00:00:00Z");
 		r = buf_printf(out, "# +expiry-time=%s\n", when);
 	}
-	if (r == 0 && lines->len)
+	if (r == 0 && w->timestamp && lines->len)
+		r = labels_add_timestamp((const char *)lines->data, lines->len, time(NULL), out);
+	else if (r == 0 && lines->len)
 		r = buf_append(out, lines->data, lines->len);
 	return r;
 }

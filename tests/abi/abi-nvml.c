@@ -111,6 +111,12 @@ _Static_assert(sizeof(struct nvml_set_memory_limits) == 24 &&
 _Static_assert(sizeof(struct nvml_get_memory_limits) == 32 &&
 		       offsetof(struct nvml_get_memory_limits, current_used) == 24,
 	       "nvmlGetMemoryLimits_v1_t");
+/* nvmlPciInfoExt_v1_t (NVML 12.535): 64 bytes, version 0x1000040, as NVIDIA's header says. */
+_Static_assert(sizeof(struct nvml_pci_info_ext) == 64 &&
+		       offsetof(struct nvml_pci_info_ext, base_class) == 24 &&
+		       offsetof(struct nvml_pci_info_ext, bus_id) == 32 &&
+		       NVML_PCI_INFO_EXT_V1 == 0x1000040,
+	       "nvmlPciInfoExt_v1_t");
 
 /* --- enums --- */
 SAME_ENUM(enum nvml_return, nvmlReturn_t);

@@ -428,7 +428,7 @@ class Labels(NodeTest):
         lines = dict(line.split("=", 1) for line in text.splitlines()
                      if line and not line.startswith("#"))
         self.assertEqual(lines["nvidia.com/gpu.product"], "NVIDIA-A2")
-        self.assertEqual(lines["nvidia.com/gpu.count"], "2")
+        self.assertEqual(lines["nvidia.com/gpu.count"], "1")  # the A2s (GFD's count per model)
         self.assertEqual(lines["nvidia.com/gpu.memory"], "15356")
         self.assertEqual(lines["nvidia.com/gpu.family"], "ampere")
         self.assertEqual(lines["nvidia.com/gpu.sharing-strategy"], "none")

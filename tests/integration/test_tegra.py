@@ -306,7 +306,16 @@ class PerBoard(TegraTest):
 
     def check_labels(self, n, b):
         lab = self.labels(n)
-        self.assertEqual(lab["nvidia.com/gpu.count"], str(len(b.ids)))
+        # GFD's count: the GPUs of the model the labels describe (a Thor's iGPU and its
+        # discrete card are two models).
+        names = ([b.igpu.get("nvml_name") or b.igpu["name"]] if b.igpu else []) + \
+            [d["name"] for d in b.dgpus]
+        self.assertEqual(len(names), len(b.ids))
+        self.assertEqual(lab["nvidia.com/gpu.count"],
+                         str(sum(gfd_sanitise(x) == lab["nvidia.com/gpu.product"]
+                                 for x in names)))
+        self.assertEqual(lab["nvidia.com/gpu.mode"], "compute")
+        self.assertEqual(lab["nvidia.com/mig.capable"], "false")
         ours = {k: v for k, v in lab.items() if not k.startswith("nvidia.com/")}
         if not b.igpu:
             self.assertEqual(lab["nvidia.com/gpu.product"], gfd_sanitise(b.dgpus[0]["name"]))

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -405,13 +406,14 @@ struct fixture_gpu {
 	char memory_mib[32];
 	char cc[16];
 	int gpus;
+	int same_model; /* GPUs named as the first: GFD's gpu.count */
 };
 
 static void fixture_first_gpu(const char *fixture, struct fixture_gpu *g)
 {
 	char *path = strdup_printf("%s/%s", FAKE_NVML_FIXTURES, fixture), *text = NULL;
 	char name[96] = "";
-	int gpus = 0;
+	int gpus = 0, same = 0;
 
 	/* The fake's defaults for what a fixture leaves out (tests/fakes/nvml/fake-fixture.c). */
 	(void)snprintf(g->name, sizeof(g->name), "NVIDIA Fake GPU");
@@ -427,6 +429,8 @@ static void fixture_first_gpu(const char *fixture, struct fixture_gpu *g)
 		if (strncmp(line, "[gpu]", 5) == 0) {
 			if (gpus == 1)
 				(void)snprintf(g->name, sizeof(g->name), "%s", name);
+			if (gpus >= 1)
+				same += streq(name, g->name);
 			gpus++;
 			(void)snprintf(name, sizeof(name), "NVIDIA Fake GPU");
 			continue;
@@ -446,7 +450,10 @@ static void fixture_first_gpu(const char *fixture, struct fixture_gpu *g)
 	}
 	if (gpus == 1)
 		(void)snprintf(g->name, sizeof(g->name), "%s", name);
+	if (gpus >= 1)
+		same += streq(name, g->name);
 	g->gpus = gpus;
+	g->same_model = same;
 	free(text);
 	free(path);
 }
@@ -486,7 +493,7 @@ static void labels_of_fixture(const char *fixture, const char *family)
 	for (char *p = product; *p; p++)
 		if (*p == ' ')
 			*p = '-';
-	(void)snprintf(count, sizeof(count), "%d", g.gpus);
+	(void)snprintf(count, sizeof(count), "%d", g.same_model);
 	unit_tmpdir("test-cli-sysfs", sysfs, sizeof(sysfs));
 	unit_make_path(sysfs, "/class/dmi/id/");
 	pn = strdup_printf("%s/class/dmi/id/product_name", sysfs);
@@ -513,6 +520,21 @@ static void labels_of_fixture(const char *fixture, const char *family)
 	/* Only label lines, nothing else on stdout. */
 	for (const char *l = r.out; *l; l = strchr(l, '\n') + 1)
 		assert_true(strncmp(l, "nvidia.com/", 11) == 0);
+	/* GFD's timestamp, now or a moment ago, unless --no-timestamp. */
+	{
+		char *ts = label_of(r.out, "nvidia.com/gfd.timestamp");
+		long long t;
+
+		assert_non_null(ts);
+		assert_int_equal(sscanf(ts, "%lld", &t), 1);
+		assert_true(t <= (long long)time(NULL) && t > (long long)time(NULL) - 600);
+		free(ts);
+	}
+	run_release(&r);
+	r = run_cli("labels", "--nvml-lib", FAKE_NVML_LIB, "--no-timestamp", NULL);
+	assert_int_equal(r.rc, 0);
+	assert_null(strstr(r.out, "gfd.timestamp"));
+	expect_label_of(r.out, "nvidia.com/gpu.count", count);
 	run_release(&r);
 
 	/* A config of the command line applies: time-slicing nvidia.com/gpu. */

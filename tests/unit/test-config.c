@@ -207,7 +207,6 @@ static void test_full_nvidia(void **state)
 		"flags.plugin.cdiAnnotationPrefix",
 		"flags.plugin.nvidiaCTKPath",
 		"flags.gfd.oneshot",
-		"flags.gfd.noTimestamp",
 		"flags.gfd.outputFile",
 		"flags.gfd.sleepInterval",
 		"imex.channelIDs",
@@ -246,6 +245,8 @@ static void test_full_nvidia(void **state)
 			    "nvidia.com/gpu.shared");
 	assert_int_equal(c.time_slicing.resources[0].replicas, 4);
 	assert_int_equal(c.time_slicing.resources[0].devices.kind, CONFIG_DEVICES_ALL);
+	/* GFD's noTimestamp is acted on (the labels' gfd.timestamp): no warning, its value. */
+	assert_false(c.labels.no_timestamp);
 
 	/* Every NVIDIA key we do not act on, set to its default: a warning each, in order. */
 	assert_int_equal(d.n_warnings, ELEMENTSOF(warned));
@@ -258,7 +259,7 @@ static void test_full_nvidia(void **state)
 		s, FX("full-nvidia.yaml") ":9:15: flags.gdsEnabled: is not supported by "
 					  "edgegpu and is ignored (it is set to its default)");
 	free(s);
-	s = fmt_error(&d.warnings[8]);
+	s = fmt_error(&d.warnings[7]);
 	assert_string_equal(
 		s, FX("full-nvidia.yaml") ":25:20: flags.gfd.sleepInterval: is not "
 					  "supported by edgegpu and is ignored (it is set to its "
@@ -1195,6 +1196,19 @@ static void test_flags(void **state)
 	assert_false(c.pass_device_specs);
 	assert_int_equal(config_set_flag(&c, "fail-on-init-error", "0", &d), 0);
 	assert_false(c.fail_on_init_error);
+	/* GFD's --no-timestamp, bare and with a value; GFD_NO_TIMESTAMP from the environment. */
+	assert_false(c.labels.no_timestamp);
+	assert_int_equal(config_set_flag(&c, "--no-timestamp", NULL, &d), 0);
+	assert_true(c.labels.no_timestamp);
+	assert_int_equal(config_set_flag(&c, "no-timestamp", "false", &d), 0);
+	assert_false(c.labels.no_timestamp);
+	{
+		char *const envp[] = { "GFD_NO_TIMESTAMP=true", NULL };
+
+		assert_int_equal(config_apply_env(&c, envp, &d), 0);
+		assert_true(c.labels.no_timestamp);
+		c.labels.no_timestamp = false;
+	}
 	assert_int_equal(config_set_flag(&c, "nvidia-dev-root", "/d", &d), 0);
 	assert_string_equal(c.dev_root, "/d");
 	assert_int_equal(config_set_flag(&c, "device-id-strategy", "index", &d), 0);

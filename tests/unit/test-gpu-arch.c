@@ -33,7 +33,7 @@ static const struct {
 	{ 8, 6, GPU_ARCH_AMPERE, "ampere", "Ampere", "ampere" },
 	{ 8, 7, GPU_ARCH_AMPERE, "ampere", "Ampere", "ampere" }, /* Orin */
 	{ 8, 8, GPU_ARCH_AMPERE, "ampere", "Ampere", "ampere" },
-	{ 8, 9, GPU_ARCH_ADA, "ada-lovelace", "Ada Lovelace", "ada" },
+	{ 8, 9, GPU_ARCH_ADA, "ada-lovelace", "Ada Lovelace", "ada-lovelace" },
 	{ 9, 0, GPU_ARCH_HOPPER, "hopper", "Hopper", "hopper" },
 	{ 10, 0, GPU_ARCH_BLACKWELL, "blackwell", "Blackwell", "blackwell" },
 	{ 10, 3, GPU_ARCH_BLACKWELL, "blackwell", "Blackwell", "blackwell" },

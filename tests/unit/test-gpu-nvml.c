@@ -160,7 +160,7 @@ static void test_discover_two(void **state)
 	assert_int_equal(d->numa_node, 1); /* sysfs path lower-cased: 0000:ca:00.0 */
 	assert_int_equal(d->cc_major, 8);
 	assert_int_equal(d->cc_minor, 9);
-	assert_string_equal(d->arch, "ada");
+	assert_string_equal(d->arch, "ada-lovelace"); /* GFD's name, not a shortening */
 	assert_false(d->mig_enabled);
 	assert_true(d->events_supported);
 	assert_int_equal(d->n_nodes, 1);
@@ -244,6 +244,70 @@ static void test_mig_skipped(void **state)
 	/* The backend's indices follow the usable devices: 0 is the whole GPU. */
 	assert_int_equal(e->b->ops->probe(e->b, 0), 0);
 	assert_int_equal(e->b->ops->probe(e->b, 1), -EINVAL);
+}
+
+/*
+ * What GFD's labels need from discovery: MIG capability (nvmlDeviceGetMigMode answering),
+ * the PCI class (nvmlDeviceGetPciInfoExt), and the MIG-enabled GPUs it leaves out, described.
+ */
+static void test_gfd_fields(void **state)
+{
+	struct env *e = *state;
+	const struct gpu_device *m;
+
+	open_discover(e, FAKE_NVML_LIB, "gfd-mig.conf");
+	assert_int_equal(e->info.n_devices, 1);
+	assert_int_equal(e->info.n_skipped, 2);
+	assert_int_equal(e->info.n_mig_devices, 2);
+	assert_true(e->info.devices[0].mig_capable);
+	assert_false(e->info.devices[0].mig_enabled);
+	assert_int_equal(e->info.devices[0].pci_class, 0x030200); /* the fake's default */
+	m = &e->info.mig_devices[0];
+	assert_true(m->mig_enabled && m->mig_capable);
+	assert_int_equal(m->index, 1);
+	assert_string_equal(m->name, "NVIDIA A100-SXM4-40GB");
+	assert_string_equal(m->uuid, "GPU-af000000-0000-4000-8000-000000000001");
+	assert_int_equal(m->mem_total, 40960ULL << 20);
+	assert_int_equal(m->cc_major, 8);
+	assert_int_equal(m->pci_class, 0x030200);
+	assert_int_equal(m->n_nodes, 0); /* not a usable device */
+	m = &e->info.mig_devices[1];
+	assert_string_equal(m->name, "NVIDIA H100 80GB HBM3");
+	assert_int_equal(m->cc_major, 9);
+	assert_int_equal(m->mem_total, 81559ULL << 20);
+	gpu_info_release(&e->info);
+	gpu_backend_close(e->b);
+	e->b = NULL;
+
+	/* GeForce: VGA controllers, MIG mode NOT_SUPPORTED (not capable), nothing left out. */
+	open_discover(e, FAKE_NVML_LIB, "geforce.conf");
+	assert_int_equal(e->info.n_devices, 2);
+	assert_int_equal(e->info.n_mig_devices, 0);
+	assert_null(e->info.mig_devices);
+	for (unsigned i = 0; i < 2; i++) {
+		assert_false(e->info.devices[i].mig_capable);
+		assert_int_equal(e->info.devices[i].pci_class, 0x030000);
+		assert_string_equal(e->info.devices[i].arch, "ada-lovelace");
+	}
+	assert_int_equal(fake_nvml_count("nvmlDeviceGetPciInfoExt"), 2);
+	gpu_info_release(&e->info);
+	gpu_backend_close(e->b);
+	e->b = NULL;
+
+	/*
+	 * An old driver: no nvmlDeviceGetPciInfoExt, the class from sysfs (the fake writes it for
+	 * GPUs whose fixture names it); no nvmlDeviceGetMigMode: not capable.
+	 */
+	open_discover(e, FAKE_NVML_OLD_LIB, "geforce.conf");
+	assert_int_equal(e->info.n_devices, 2);
+	assert_int_equal(e->info.devices[1].pci_class, 0x030000);
+	assert_false(e->info.devices[1].mig_capable);
+	gpu_info_release(&e->info);
+	gpu_backend_close(e->b);
+	e->b = NULL;
+	/* Neither answers: unknown (0). */
+	open_discover(e, FAKE_NVML_OLD_LIB, "two-gpus.conf");
+	assert_int_equal(e->info.devices[0].pci_class, 0);
 }
 
 static void test_lib_missing(void **state)
@@ -392,7 +456,7 @@ static void test_old_driver(void **state)
 	assert_int_equal(fake_nvml_count("nvmlDeviceGetPciInfo_v2"), 2);
 	assert_int_equal(fake_nvml_count("nvmlDeviceGetPciInfo_v3"), 0);
 	assert_string_equal(e->info.devices[0].arch, "ampere");
-	assert_string_equal(e->info.devices[1].arch, "ada");
+	assert_string_equal(e->info.devices[1].arch, "ada-lovelace");
 	assert_int_equal(e->info.cuda_driver_version, 12040); /* v1 function */
 	assert_int_equal(e->b->ops->distance(e->b, 0, 1), -EOPNOTSUPP);
 	assert_int_equal(e->b->ops->sample(e->b, 0, &s), 0);
@@ -911,6 +975,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_discover_two, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_numa, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mig_skipped, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gfd_fields, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lib_missing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_driver_root_search, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_backend_open, setup, teardown),

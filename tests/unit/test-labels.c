@@ -52,6 +52,7 @@ static struct gpu_device gpu(const char *name, uint64_t mem_mib, int major, int 
 	(void)snprintf(g.uuid, sizeof(g.uuid), "GPU-00000000-0000-0000-0000-%012u", n++ % 8);
 	(void)snprintf(g.name, sizeof(g.name), "%s", name);
 	g.mem_total = mem_mib * MIB;
+	g.pci_class = 0x030200; /* a 3D controller, as data-center GPUs are */
 	return g;
 }
 
@@ -155,6 +156,19 @@ static void expect_label(const char *labels, const char *key, const char *want)
 	if (!v)
 		fail_msg("%s missing in:\n%s", key, labels);
 	assert_string_equal(v, want);
+}
+
+/* expect_label() for each "key=value" of @want (NULL-terminated). */
+static void expect_labels(const char *labels, const char *const *want)
+{
+	for (; *want; want++) {
+		char key[128];
+		const char *eq = strchr(*want, '=');
+
+		assert_non_null(eq);
+		(void)snprintf(key, sizeof(key), "%.*s", (int)(eq - *want), *want);
+		expect_label(labels, key, eq + 1);
+	}
 }
 
 static char *fake_sysfs(const char *product_name)
@@ -327,8 +341,8 @@ static void test_time_slicing(void **state)
 	expect_label(l, "nvidia.com/gpu.product", "NVIDIA-A2-SHARED");
 	expect_label(l, "nvidia.com/gpu.replicas", "4");
 	expect_label(l, "nvidia.com/gpu.sharing-strategy", "time-slicing");
-	/* Mixed models: the first GPU's model; the count is every GPU's, as GFD's. */
-	expect_label(l, "nvidia.com/gpu.count", "2");
+	/* Mixed models: the first GPU's model, and GFD's count: the GPUs of that model. */
+	expect_label(l, "nvidia.com/gpu.count", "1");
 	expect_label(l, "nvidia.com/gpu.memory", "15356");
 	free(l);
 	/* A long name still leaves room for the suffix. */
@@ -505,6 +519,7 @@ static struct gpu_device igpu(const char *name, uint64_t mem_mib, int major, int
 	struct gpu_device g = gpu(name, mem_mib, major, minor);
 
 	g.integrated = true;
+	g.pci_class = 0; /* no PCI device */
 	return g;
 }
 
@@ -595,13 +610,16 @@ static void test_tegra_thor(void **state)
 	free(l);
 
 	/*
-	 * With a discrete card: as on any node, the labels describe the first GPU and count them
-	 * all; the board's stay. iGPU listed first: Thor's model, memory and family.
+	 * With a discrete card: as on any node, the labels describe the first GPU and count the
+	 * GPUs of its model (GFD's count); the board's stay. iGPU listed first: Thor's model,
+	 * memory and family. The iGPU, without a PCI class, counts as a 3D controller beside
+	 * the card's: compute.
 	 */
 	info = info_of(devs, 2);
 	info.board = thor;
 	l = build(&info, &c, NULL);
-	expect_label(l, "nvidia.com/gpu.count", "2");
+	expect_label(l, "nvidia.com/gpu.count", "1");
+	expect_label(l, "nvidia.com/gpu.mode", "compute");
 	expect_label(l, "nvidia.com/gpu.product", "NVIDIA-Thor");
 	expect_label(l, "nvidia.com/gpu.memory", "125772");
 	expect_label(l, "nvidia.com/gpu.compute.major", "11");
@@ -614,7 +632,7 @@ static void test_tegra_thor(void **state)
 		info = info_of(swapped, 2);
 		info.board = thor;
 		l = build(&info, &c, NULL);
-		expect_label(l, "nvidia.com/gpu.count", "2");
+		expect_label(l, "nvidia.com/gpu.count", "1");
 		expect_label(l, "nvidia.com/gpu.product", "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q");
 		expect_label(l, "nvidia.com/gpu.compute.major", "12");
 		expect_label(l, "nvidia.com/gpu.family", "blackwell");
@@ -692,6 +710,134 @@ static void test_not_tegra(void **state)
 	config_release(&c);
 }
 
+/* GFD's gpu.mode from the PCI classes of every GPU, MIG-enabled ones included. */
+static void test_mode(void **state)
+{
+	struct gpu_device devs[2] = { gpu("NVIDIA GeForce RTX 4090", 24564, 8, 9),
+				      gpu("NVIDIA GeForce RTX 4090", 24564, 8, 9) };
+	struct gpu_device mig = gpu("NVIDIA GeForce RTX 4090", 24564, 8, 9);
+	struct gpu_info info = info_of(devs, 2);
+	struct config c;
+	char *l;
+
+	load(&c, "version: v1\n");
+	/* VGA controllers (a GeForce with a display): graphics. */
+	devs[0].pci_class = devs[1].pci_class = 0x030000;
+	l = build(&info, &c, NULL);
+	expect_label(l, "nvidia.com/gpu.mode", "graphics");
+	expect_label(l, "nvidia.com/gpu.family", "ada-lovelace");
+	free(l);
+	/* 3D controllers: compute. */
+	devs[0].pci_class = devs[1].pci_class = 0x030200;
+	l = build(&info, &c, NULL);
+	expect_label(l, "nvidia.com/gpu.mode", "compute");
+	free(l);
+	/* Mixed, another class (GFD's "switch" case), or one unknown: unknown. */
+	devs[1].pci_class = 0x030000;
+	l = build(&info, &c, NULL);
+	expect_label(l, "nvidia.com/gpu.mode", "unknown");
+	free(l);
+	devs[0].pci_class = devs[1].pci_class = 0x068000;
+	l = build(&info, &c, NULL);
+	expect_label(l, "nvidia.com/gpu.mode", "unknown");
+	free(l);
+	devs[0].pci_class = devs[1].pci_class = 0x030200;
+	devs[1].pci_class = 0;
+	l = build(&info, &c, NULL);
+	expect_label(l, "nvidia.com/gpu.mode", "unknown");
+	free(l);
+	/* A MIG-enabled GPU discovery left out counts too (GFD sees every GPU). */
+	devs[1].pci_class = 0x030200;
+	mig.pci_class = 0x030000;
+	mig.mig_enabled = mig.mig_capable = true;
+	info.mig_devices = &mig;
+	info.n_mig_devices = 1;
+	l = build(&info, &c, NULL);
+	expect_label(l, "nvidia.com/gpu.mode", "unknown");
+	free(l);
+	config_release(&c);
+}
+
+/* mig.capable from NVML (any GPU), gpu.count as GFD counts: the GPUs of the model described. */
+static void test_mig_and_count(void **state)
+{
+	struct gpu_device devs[3] = { gpu("NVIDIA A100-SXM4-40GB", 40960, 8, 0),
+				      gpu("NVIDIA A2", 15356, 8, 6),
+				      gpu("NVIDIA A100-SXM4-40GB", 40960, 8, 0) };
+	struct gpu_device migs[2] = { gpu("NVIDIA A100-SXM4-40GB", 40960, 8, 0),
+				      gpu("NVIDIA H100 80GB HBM3", 81559, 9, 0) };
+	struct gpu_info info = info_of(devs, 3);
+	struct config c;
+	char *l;
+
+	load(&c, "version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, "
+		 "replicas: 2}]}}\n");
+	/* Without MIG: false, and two A100s of three GPUs. */
+	l = build(&info, &c, NULL);
+	expect_label(l, "nvidia.com/mig.capable", "false");
+	expect_label(l, "nvidia.com/gpu.count", "2");
+	expect_label(l, "nvidia.com/mig.strategy", NULL); /* GFD's "none": not written */
+	free(l);
+	/* One capable GPU is enough (GFD's rule), whichever it is. */
+	devs[1].mig_capable = true;
+	l = build(&info, &c, NULL);
+	expect_label(l, "nvidia.com/mig.capable", "true");
+	free(l);
+	devs[1].mig_capable = false;
+
+	/* MIG-enabled GPUs discovery skipped: counted with their model, and capable. */
+	for (unsigned i = 0; i < 2; i++)
+		migs[i].mig_enabled = migs[i].mig_capable = true;
+	info.mig_devices = migs;
+	info.n_mig_devices = 2;
+	l = build(&info, &c, NULL);
+	expect_labels(
+		l, (const char *const[]){ "nvidia.com/mig.capable=true", "nvidia.com/gpu.count=3",
+					  "nvidia.com/gpu.product=NVIDIA-A100-SXM4-40GB-SHARED",
+					  "nvidia.com/gpu.replicas=2", NULL });
+	free(l);
+
+	/*
+	 * Every GPU MIG-enabled: GFD (MIG strategy none) still labels the node, the first one's
+	 * model without sharing: replicas 0, strategy none, no -SHARED.
+	 */
+	info.n_devices = 0;
+	l = build(&info, &c, NULL);
+	expect_labels(
+		l, (const char *const[]){
+			   "nvidia.com/gpu.product=NVIDIA-A100-SXM4-40GB", "nvidia.com/gpu.count=1",
+			   "nvidia.com/gpu.memory=40960", "nvidia.com/gpu.family=ampere",
+			   "nvidia.com/gpu.replicas=0", "nvidia.com/gpu.sharing-strategy=none",
+			   "nvidia.com/mig.capable=true", "nvidia.com/gpu.mode=compute", NULL });
+	free(l);
+	/* And no GPU at all: nothing. */
+	info.n_mig_devices = 0;
+	l = build(&info, &c, NULL);
+	assert_string_equal(l, "");
+	free(l);
+	config_release(&c);
+}
+
+/* The timestamp goes where its key sorts; lines without it stay as they were. */
+static void test_timestamp(void **state)
+{
+	static const char lines[] = "nvidia.com/cuda.driver.major=550\n"
+				    "nvidia.com/gpu.count=1\n";
+	struct buf out = { 0 };
+
+	assert_int_equal(labels_add_timestamp(lines, strlen(lines), 1733300000, &out), 0);
+	assert_int_equal(buf_append(&out, "", 1), 0);
+	assert_string_equal((const char *)out.data, "nvidia.com/cuda.driver.major=550\n"
+						    "nvidia.com/gfd.timestamp=1733300000\n"
+						    "nvidia.com/gpu.count=1\n");
+	out.len = 0;
+	assert_int_equal(labels_add_timestamp("edgegpu.io/board.soc=t\n", 23, 7, &out), 0);
+	assert_int_equal(buf_append(&out, "", 1), 0);
+	assert_string_equal((const char *)out.data,
+			    "edgegpu.io/board.soc=t\nnvidia.com/gfd.timestamp=7\n");
+	buf_release(&out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -705,6 +851,9 @@ int main(void)
 		cmocka_unit_test(test_tegra_thor),
 		cmocka_unit_test(test_tegra_hostile_board),
 		cmocka_unit_test(test_not_tegra),
+		cmocka_unit_test(test_mode),
+		cmocka_unit_test(test_mig_and_count),
+		cmocka_unit_test(test_timestamp),
 	};
 
 	log_max_level = LOG_LEVEL_ERROR;

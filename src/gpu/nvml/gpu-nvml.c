@@ -172,6 +172,61 @@ out:
 }
 
 /*
+ * The PCI class of the GPU at @bus_id (sysfs's `class`: "0x030200"), the way GFD reads it for
+ * nvidia.com/gpu.mode: NVML's nvmlDeviceGetPciInfoExt where the library has it (base and sub
+ * class; the programming interface, 0 on NVIDIA's GPUs, is not given), else
+ * <sysfs>/bus/pci/devices/<id>/class. 0 when neither answers.
+ */
+static uint32_t pci_class_of(struct nvml_backend *n, struct nvml_device *h, const char *bus_id)
+{
+	struct nvml_pci_info_ext ext = { .version = NVML_PCI_INFO_EXT_V1 };
+	char id[32], rel[96], *text = NULL, *end;
+	unsigned long v = 0;
+	unsigned b[4];
+
+	if (n->f.nvmlDeviceGetPciInfoExt &&
+	    NVC(n, nvmlDeviceGetPciInfoExt)(h, &ext) == NVML_RET_SUCCESS &&
+	    ext.base_class <= 0xff && ext.sub_class <= 0xff && ext.base_class)
+		return ext.base_class << 16 | ext.sub_class << 8;
+	if (parse_bus_id(bus_id, b) < 0)
+		return 0;
+	(void)snprintf(id, sizeof(id), "%04x:%02x:%02x.%x", b[0], b[1], b[2], b[3]);
+	(void)snprintf(rel, sizeof(rel), "bus/pci/devices/%s/class", id);
+	if (root_read_file(n->sysfs_root, rel, 64, &text, NULL) < 0)
+		return 0;
+	errno = 0;
+	v = strtoul(text, &end, 16);
+	if (errno || end == text || (*end && *end != '\n') || v > 0xffffff)
+		v = 0;
+	free(text);
+	return (uint32_t)v;
+}
+
+/*
+ * A MIG-enabled GPU, which discovery leaves out, described for the labels as far as NVML
+ * answers (GFD labels and counts it): memory, compute capability, PCI class. Errors leave a
+ * field unknown; none fails discovery.
+ */
+static void describe_mig_gpu(struct nvml_backend *n, struct nvml_device *h, struct gpu_device *d)
+{
+	struct nvml_pci_info pci;
+	struct nvml_memory mem;
+	const char *call = n->f.nvmlDeviceGetPciInfo_v3 ? "nvmlDeviceGetPciInfo_v3" :
+							  "nvmlDeviceGetPciInfo_v2";
+
+	if (NVC_AS(n, n->get_pci_info, call)(h, &pci) == NVML_RET_SUCCESS) {
+		pci.bus_id[sizeof(pci.bus_id) - 1] = 0;
+		nvml_copy_str(d->pci_bus_id, sizeof(d->pci_bus_id), pci.bus_id);
+		d->pci_class = pci_class_of(n, h, d->pci_bus_id);
+	}
+	if (NVC(n, nvmlDeviceGetMemoryInfo)(h, &mem) == NVML_RET_SUCCESS)
+		d->mem_total = mem.total;
+	if (NVC(n, nvmlDeviceGetCudaComputeCapability)(h, &d->cc_major, &d->cc_minor) !=
+	    NVML_RET_SUCCESS)
+		d->cc_major = d->cc_minor = 0;
+}
+
+/*
  * Whether the driver limits device memory per cgroup on @h (CUDA 13.4 drivers): asked by
  * reading the limits of our own cgroup root, which any cgroup v2 host has. SUCCESS means the
  * feature is there; NOT_SUPPORTED (older drivers, MIG) or any other error means it is not
@@ -233,8 +288,11 @@ static int discover_one(struct nvml_backend *n, unsigned i, struct gpu_device *d
 			call = "nvmlDeviceGetMigMode";
 			goto failed;
 		}
+		/* go-nvlib's IsMigCapable(), which GFD's mig.capable reads: SUCCESS = capable. */
+		d->mig_capable = ret == NVML_RET_SUCCESS;
 		if (ret == NVML_RET_SUCCESS && current == NVML_MIG_ENABLE) {
 			d->mig_enabled = true;
+			describe_mig_gpu(n, h, d);
 			if (asprintf(reason,
 				     "GPU %u (%s, %s): MIG mode is enabled; MIG devices are not "
 				     "supported yet, skipping it (disable MIG with nvidia-smi -i %u "
@@ -258,6 +316,7 @@ static int discover_one(struct nvml_backend *n, unsigned i, struct gpu_device *d
 	pci.bus_id[sizeof(pci.bus_id) - 1] = 0;
 	nvml_copy_str(d->pci_bus_id, sizeof(d->pci_bus_id), pci.bus_id);
 	d->numa_node = read_numa_node(n->sysfs_root, d->pci_bus_id);
+	d->pci_class = pci_class_of(n, h, d->pci_bus_id);
 	/* Integrated GPUs have no framebuffer of their own: NOT_SUPPORTED, total 0. */
 	call = "nvmlDeviceGetMemoryInfo";
 	ret = NVC(n, nvmlDeviceGetMemoryInfo)(h, &mem);
@@ -316,6 +375,18 @@ static int add_skipped(struct gpu_info *info, char *reason)
 	return 0;
 }
 
+/* Appends a copy of @d (a MIG-enabled GPU) to info->mig_devices. Returns 0 or -ENOMEM. */
+static int add_mig_device(struct gpu_info *info, const struct gpu_device *d)
+{
+	struct gpu_device *m = reallocarray(info->mig_devices, info->n_mig_devices + 1, sizeof(*m));
+
+	if (!m)
+		return -ENOMEM;
+	info->mig_devices = m;
+	info->mig_devices[info->n_mig_devices++] = *d;
+	return 0;
+}
+
 static int nvml_discover(struct gpu_backend *b, struct gpu_info *ret, char **reterr)
 {
 	struct nvml_backend *n = to_nvml(b);
@@ -361,6 +432,13 @@ static int nvml_discover(struct gpu_backend *b, struct gpu_info *ret, char **ret
 		if (r < 0)
 			goto fail;
 		if (r > 0) {
+			if (info.devices[info.n_devices].mig_enabled) {
+				r = add_mig_device(&info, &info.devices[info.n_devices]);
+				if (r < 0) {
+					free(reason);
+					goto fail;
+				}
+			}
 			r = add_skipped(&info, reason);
 			if (r < 0)
 				goto fail;

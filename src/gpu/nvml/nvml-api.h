@@ -101,6 +101,25 @@ struct nvml_pci_info {
 	char bus_id[NVML_BUF_PCI_BUS_ID]; /* "00000000:01:00.0" */
 };
 
+/*
+ * nvmlPciInfoExt_v1_t (NVML 12.535 and later): nvmlPciInfo_t's fields plus the PCI class,
+ * which GFD's nvidia.com/gpu.mode reads. @version must be NVML_PCI_INFO_EXT_V1.
+ */
+struct nvml_pci_info_ext {
+	unsigned version;
+	unsigned domain;
+	unsigned bus;
+	unsigned device;
+	unsigned pci_device_id;
+	unsigned pci_subsystem_id;
+	unsigned base_class; /* 0x03: display controller */
+	unsigned sub_class;  /* 0x00: VGA, 0x02: 3D controller */
+	char bus_id[NVML_BUF_PCI_BUS_ID];
+};
+
+/* NVML_STRUCT_VERSION(PciInfoExt, 1): the struct's size | 1 << 24. */
+#define NVML_PCI_INFO_EXT_V1 ((unsigned)sizeof(struct nvml_pci_info_ext) | (1U << 24))
+
 /* nvmlMemory_t (v1), bytes */
 struct nvml_memory {
 	unsigned long long total;
@@ -308,6 +327,7 @@ struct nvml_compute_instance_profile_info {
 #define NVML_OWN_TYPE_compute_instance_profile_info struct nvml_compute_instance_profile_info
 #define NVML_OWN_TYPE_set_memory_limits		    struct nvml_set_memory_limits
 #define NVML_OWN_TYPE_get_memory_limits		    struct nvml_get_memory_limits
+#define NVML_OWN_TYPE_pci_info_ext		    struct nvml_pci_info_ext
 
 /*
  * What src/gpu/nvml/nvml-load.c resolves with dlsym (which of them are required is decided
@@ -366,7 +386,8 @@ struct nvml_compute_instance_profile_info {
  */
 #define NVML_API_FUNCTIONS_NEW(FN, T)                                                 \
 	FN(nvmlDeviceGetMemoryLimits_v1, T(ret), (T(device), T(get_memory_limits) *)) \
-	FN(nvmlDeviceSetMemoryLimits_v1, T(ret), (T(device), T(set_memory_limits) *))
+	FN(nvmlDeviceSetMemoryLimits_v1, T(ret), (T(device), T(set_memory_limits) *)) \
+	FN(nvmlDeviceGetPciInfoExt, T(ret), (T(device), T(pci_info_ext) *))
 
 /* Also exported by the fake, for NVIDIA's k8s-device-plugin v0.17 (nvidia-plugin.md §5.3). */
 #define NVML_API_FAKE_FUNCTIONS(FN, T)                                                        \

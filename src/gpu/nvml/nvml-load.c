@@ -94,6 +94,8 @@ static const struct nvml_sym {
 	/* CUDA 13.4 (NVML 615): per-cgroup memory limits, the gpumem "driver" enforcement. */
 	SYM(nvmlDeviceGetMemoryLimits_v1, false),
 	SYM(nvmlDeviceSetMemoryLimits_v1, false),
+	/* NVML 12.535: the PCI class (GFD's nvidia.com/gpu.mode); sysfs without it. */
+	SYM(nvmlDeviceGetPciInfoExt, false),
 #undef SYM
 };
 _Static_assert(ELEMENTSOF(nvml_sym_table) == NVML_SYM_COUNT,

@@ -365,6 +365,32 @@ enum nvml_return nvmlDeviceGetPciInfo_v2(struct nvml_device *d, struct nvml_pci_
 	return pci_info(ID(nvmlDeviceGetPciInfo_v2), d, pci);
 }
 
+enum nvml_return nvmlDeviceGetPciInfoExt(struct nvml_device *d, struct nvml_pci_info_ext *ext)
+{
+	struct fake_gpu *g;
+	enum nvml_return r = enter_dev(ID(nvmlDeviceGetPciInfoExt), d, &g);
+	unsigned b[4];
+
+	if (r != NVML_RET_SUCCESS)
+		return r;
+	if (!ext)
+		return leave(NVML_RET_INVALID_ARGUMENT);
+	if (ext->version != NVML_PCI_INFO_EXT_V1)
+		return leave(NVML_RET_ARGUMENT_VERSION_MISMATCH);
+	memset(ext, 0, sizeof(*ext));
+	ext->version = NVML_PCI_INFO_EXT_V1;
+	(void)fake_parse_bus_id(g->pci_bus_id, b); /* checked when set */
+	(void)snprintf(ext->bus_id, sizeof(ext->bus_id), "%s", g->pci_bus_id);
+	ext->domain = b[0];
+	ext->bus = b[1];
+	ext->device = b[2];
+	ext->pci_device_id = g->pci_device_id;
+	ext->pci_subsystem_id = g->pci_subsystem_id;
+	ext->base_class = g->pci_class >> 16;
+	ext->sub_class = g->pci_class >> 8 & 0xff;
+	return leave(NVML_RET_SUCCESS);
+}
+
 enum nvml_return nvmlDeviceGetMemoryInfo(struct nvml_device *d, struct nvml_memory *m)
 {
 	struct fake_gpu *g;
@@ -416,6 +442,9 @@ enum nvml_return nvmlDeviceGetMigMode(struct nvml_device *d, unsigned *current, 
 		return r;
 	if (!current || !pending)
 		return leave(NVML_RET_INVALID_ARGUMENT);
+	/* A GPU without MIG (anything before Ampere's A100/A30, GeForce): NOT_SUPPORTED. */
+	if (!g->mig && !g->mig_capable)
+		return leave(NVML_RET_NOT_SUPPORTED);
 	*current = *pending = g->mig ? NVML_MIG_ENABLE : NVML_MIG_DISABLE;
 	return leave(NVML_RET_SUCCESS);
 }
@@ -1157,18 +1186,28 @@ static void write_text(const char *dir, const char *name, const char *text)
 	(void)fclose(f);
 }
 
-/* <sysfs>/bus/pci/devices/<id>/numa_node for every GPU with a numa key. */
+/*
+ * <sysfs>/bus/pci/devices/<id>/numa_node for every GPU with a numa key, and its `class` for
+ * every GPU with a pci_class key.
+ */
 static void write_sysfs(const char *root)
 {
 	for (unsigned i = 0; i < fake.fx.n_gpus; i++) {
 		const struct fake_gpu *g = &fake.fx.gpus[i];
 		char id[32], dir[PATH_MAX], text[32];
 
-		if (!g->numa[0] || fake_sysfs_bus_id(g->pci_bus_id, id, sizeof(id)) < 0)
+		if ((!g->numa[0] && !g->pci_class_set) ||
+		    fake_sysfs_bus_id(g->pci_bus_id, id, sizeof(id)) < 0)
 			continue;
 		(void)snprintf(dir, sizeof(dir), "%s/bus/pci/devices/%s", root, id);
-		(void)snprintf(text, sizeof(text), "%s\n", g->numa);
-		write_text(dir, "numa_node", text);
+		if (g->numa[0]) {
+			(void)snprintf(text, sizeof(text), "%s\n", g->numa);
+			write_text(dir, "numa_node", text);
+		}
+		if (g->pci_class_set) {
+			(void)snprintf(text, sizeof(text), "0x%06x\n", g->pci_class);
+			write_text(dir, "class", text);
+		}
 	}
 }
 

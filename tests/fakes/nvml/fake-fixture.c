@@ -255,6 +255,7 @@ void fake_gpu_defaults(struct fake_gpu *g, unsigned index)
 	g->cc_major = 8;
 	g->cc_minor = 6;
 	g->arch = NVML_ARCH_AMPERE;
+	g->pci_class = 0x030200; /* 3D controller: a data-center GPU, GFD's "compute" */
 	for (unsigned j = 0; j < FAKE_MAX_GPUS; j++)
 		g->topo[j] = -1;
 }
@@ -399,6 +400,19 @@ int fake_gpu_set(struct fake_gpu *g, unsigned index, const char *key, const char
 	} else if (!strcmp(key, "mig")) {
 		if (parse_bool(v, &g->mig) < 0)
 			goto bad;
+		if (g->mig)
+			g->mig_capable = true;
+	} else if (!strcmp(key, "mig_capable")) {
+		if (parse_bool(v, &g->mig_capable) < 0)
+			goto bad;
+	} else if (!strcmp(key, "pci_class")) {
+		char *end;
+
+		errno = 0;
+		g->pci_class = (unsigned)strtoul(v, &end, 16);
+		if (errno || end == v || *end || g->pci_class > 0xffffff)
+			goto bad;
+		g->pci_class_set = true;
 	} else if (!strcmp(key, "memory_limits")) {
 		if (!strcmp(v, "supported"))
 			g->mem_limits = true;

@@ -68,7 +68,11 @@ struct fake_gpu {
 	int cc_major, cc_minor;
 	unsigned arch;
 	bool mig;
-	char numa[16]; /* written to the fake sysfs; "" = no file */
+	/* nvmlDeviceGetMigMode answers (SUCCESS) rather than NOT_SUPPORTED; mig = on implies it */
+	bool mig_capable;
+	unsigned pci_class; /* 24-bit PCI class: nvmlDeviceGetPciInfoExt's base/sub class */
+	bool pci_class_set; /* the fixture named it: also written to the fake sysfs */
+	char numa[16];	    /* written to the fake sysfs; "" = no file */
 	unsigned n_procs;
 	struct fake_proc procs[FAKE_MAX_PROCS];
 	int topo[FAKE_MAX_GPUS]; /* common ancestor level with GPU j, -1 = default */
