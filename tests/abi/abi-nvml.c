@@ -65,6 +65,7 @@
 #define NVML_REAL_TYPE_compute_instance_info	     nvmlComputeInstanceInfo_t
 #define NVML_REAL_TYPE_gpu_instance_profile_info     nvmlGpuInstanceProfileInfo_t
 #define NVML_REAL_TYPE_compute_instance_profile_info nvmlComputeInstanceProfileInfo_t
+#define NVML_REAL_TYPE_pcie_util_counter	     nvmlPcieUtilCounter_t
 
 /* Each pair of the mapping has the same size and alignment (structs and enums in detail below). */
 #define SAME_MAPPED(t) SAME_TYPE(NVML_OWN_TYPE(t), NVML_REAL_TYPE(t))
@@ -91,6 +92,7 @@ SAME_MAPPED(gpu_instance_info);
 SAME_MAPPED(compute_instance_info);
 SAME_MAPPED(gpu_instance_profile_info);
 SAME_MAPPED(compute_instance_profile_info);
+SAME_MAPPED(pcie_util_counter);
 _Static_assert(__builtin_types_compatible_p(NVML_OWN_TYPE(architecture),
 					    NVML_REAL_TYPE(architecture)),
 	       "nvmlDeviceArchitecture_t");
@@ -102,6 +104,9 @@ _Static_assert(__builtin_types_compatible_p(NVML_OWN_TYPE(architecture),
 /* Not NVML_API_FUNCTIONS_NEW: the CUDA 13.4 memory-limit functions are newer than this nvml.h. */
 NVML_API_FUNCTIONS_ABI(SAME_PROTOTYPE, NVML_REAL_TYPE)
 NVML_API_FAKE_FUNCTIONS(SAME_PROTOTYPE, NVML_REAL_TYPE)
+/* Listed in NVML_API_FUNCTIONS_NEW, but older than this nvml.h. */
+SAME_PROTOTYPE(nvmlDeviceGetPcieThroughput, NVML_REAL_TYPE(ret),
+	       (NVML_REAL_TYPE(device), NVML_REAL_TYPE(pcie_util_counter), unsigned *))
 /* Their structs, pinned to the sizes and offsets NVIDIA documents (a path pointer, then bytes). */
 _Static_assert(sizeof(struct nvml_set_memory_limits) == 24 &&
 		       offsetof(struct nvml_set_memory_limits, hard) == 16,
@@ -111,6 +116,9 @@ _Static_assert(sizeof(struct nvml_get_memory_limits) == 32 &&
 	       "nvmlGetMemoryLimits_v1_t");
 
 /* --- enums --- */
+SAME_ENUM(enum nvml_pcie_util_counter, nvmlPcieUtilCounter_t);
+SAME(NVML_PCIE_TX, NVML_PCIE_UTIL_TX_BYTES);
+SAME(NVML_PCIE_RX, NVML_PCIE_UTIL_RX_BYTES);
 SAME_ENUM(enum nvml_return, nvmlReturn_t);
 SAME(NVML_RET_SUCCESS, NVML_SUCCESS);
 SAME(NVML_RET_UNINITIALIZED, NVML_ERROR_UNINITIALIZED);

@@ -93,6 +93,14 @@ static const struct nvml_sym {
 	/* CUDA 13.4 (NVML 615): per-cgroup memory limits, the gpumem "driver" enforcement. */
 	SYM(nvmlDeviceGetMemoryLimits_v1, false),
 	SYM(nvmlDeviceSetMemoryLimits_v1, false),
+	/* PCIe KB/s over 20 ms: the PCIe rates where GPM is not there (nvml-gpm.c) */
+	SYM(nvmlDeviceGetPcieThroughput, false),
+	/* GPM (R520+ drivers; answers only on Hopper and later): the profiling ratios */
+	SYM(nvmlGpmQueryDeviceSupport, false),
+	SYM(nvmlGpmSampleAlloc, false),
+	SYM(nvmlGpmSampleGet, false),
+	SYM(nvmlGpmSampleFree, false),
+	SYM(nvmlGpmMetricsGet, false),
 #undef SYM
 };
 _Static_assert(ELEMENTSOF(nvml_sym_table) == NVML_SYM_COUNT,
