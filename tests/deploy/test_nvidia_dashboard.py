@@ -6,9 +6,11 @@ variables). PANELS below is our own list of its eight panels and the one query e
 the dashboard writes them (variables included); VARIABLES its two query variables. The test
 writes them into a minimal dashboard and runs tests/deploy/dashboard-queries against:
 
-- the real daemon ($EDGEGPU serve) on the fake NVML ($FAKE_NVML) with fixtures/gpm.conf: GPU 0
-  has GPM (Hopper), GPU 1 has not (Ada). Scraped every second by a real Prometheus
-  (tests/lib/prometheus.py), so what the dashboard reads is edgegpu's own exposition.
+- the real daemon ($EDGEGPU serve, the shipped ConfigMap) on a simulated node (tests/lib/edgegpu.py
+  Node: the Go kubelet emulator, the fake NVML $FAKE_NVML with tests/fakes/nvml/fixtures/gpm.conf:
+  GPU 0 has GPM (Hopper), GPU 1 has not (Ada)), registered with the kubelet, scraped every
+  second by a real Prometheus (tests/lib/prometheus.py): what the dashboard reads is edgegpu's
+  own exposition.
 
 Then:
 1. the variables' queries and every panel return data for GPU 0 (--var gpu=0), and the GPU
@@ -25,19 +27,16 @@ Exits 77 (skipped) when Debian's prometheus package is not installed.
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
-from edgegpu import Daemon, base_env  # noqa: E402
+from edgegpu import Node  # noqa: E402
 from prometheus import PROMETHEUS, Prometheus  # noqa: E402
 
 TOOL = os.path.join(HERE, "dashboard-queries")
-FIXTURE = os.path.join(SRC, "tests", "fakes", "nvml", "fixtures", "gpm.conf")
 BASE_CONFIG = os.path.join(SRC, "deployments", "base", "config.yaml")
 
 _SEL = '{Hostname=~"$Hostname", gpu=~"$gpu"}'
@@ -108,30 +107,6 @@ def check_list():
         fail("NVIDIA's dashboard has eight panels, each its own id")
 
 
-def start_daemon(tmp):
-    edgegpu, fake = os.environ.get("EDGEGPU"), os.environ.get("FAKE_NVML")
-    assert edgegpu and fake, "$EDGEGPU and $FAKE_NVML are not set (run through meson)"
-    config = os.path.join(tmp, "config.yaml")
-    shutil.copyfile(BASE_CONFIG, config)
-    dp = os.path.join(tmp, "device-plugins")
-    for d in (dp, os.path.join(tmp, "proc"), os.path.join(tmp, "log")):
-        os.makedirs(d)
-    env = base_env({"EDGEGPU_FAKE_NVML_FIXTURE": FIXTURE,
-                    "EDGEGPU_FAKE_NVML_CONTROL": os.path.join(tmp, "nvml.ctl"),
-                    "EDGEGPU_GPUMEM_STATE_DIR": os.path.join(tmp, "gpumem-state"),
-                    "EDGEGPU_INTERPOSER_LIB": os.path.join(tmp, "no-interposer.so")})
-    return Daemon([edgegpu, "serve", "--config-file", config,
-                   "--device-plugin-path", dp,
-                   "--kubelet-socket", os.path.join(dp, "kubelet.sock"),
-                   "--pod-resources-socket", os.path.join(tmp, "podres.sock"),
-                   "--cdi-spec-dir", os.path.join(tmp, "cdi"),
-                   "--labels-file", os.path.join(tmp, "features.d", "edgegpu"),
-                   "--host-proc", os.path.join(tmp, "proc"),
-                   "--pod-log-dir", os.path.join(tmp, "log"),
-                   "--nvml-lib", fake, "--metrics-address", "127.0.0.1:0"],
-                  env, log_path=os.path.join(tmp, "edgegpu.log")).start()
-
-
 def check(prom, path):
     # GPM needs two samples: wait until the ratios of GPU 0 are in Prometheus.
     prom.wait_for('DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0"}', timeout=30)
@@ -172,26 +147,17 @@ def main():
         print(f"SKIP: {PROMETHEUS} not installed (apt-get install prometheus)")
         return 77
     check_list()
-    tmp = tempfile.mkdtemp(prefix="edgegpu-nvdash-")
-    daemon = None
-    try:
-        path = os.path.join(tmp, "nvidia-dashboard.json")
+    with Node(fixture="gpm.conf") as node:
+        path = os.path.join(node.root, "nvidia-dashboard.json")
         with open(path, "w") as f:
             json.dump(dashboard(), f)
-        daemon = start_daemon(tmp)
-        addr = f"127.0.0.1:{daemon.metrics_port()}"
-        with Prometheus({"edgegpu": [addr]}) as prom:
+        daemon = node.start_daemon(config=BASE_CONFIG)
+        node.wait_register()
+        with Prometheus({"edgegpu": [f"127.0.0.1:{daemon.metrics_port()}"]}) as prom:
             prom.wait_target_up("edgegpu")
             check(prom, path)
         if not daemon.alive():
             fail(f"edgegpu exited: {daemon.tail()}")
-    finally:
-        if daemon:
-            daemon.stop()
-            rep = daemon.sanitizer_report()
-            if rep:
-                fail(rep)
-        shutil.rmtree(tmp, ignore_errors=True)
     if failures:
         print(f"{len(failures)} failure(s)")
         return 1
