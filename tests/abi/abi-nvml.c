@@ -114,6 +114,16 @@ _Static_assert(sizeof(struct nvml_set_memory_limits) == 24 &&
 _Static_assert(sizeof(struct nvml_get_memory_limits) == 32 &&
 		       offsetof(struct nvml_get_memory_limits, current_used) == 24,
 	       "nvmlGetMemoryLimits_v1_t");
+/* GPM's structs (NVML 12.x, newer than this nvml.h), pinned to nvml.h 12.x's layout on LP64. */
+_Static_assert(sizeof(struct nvml_gpm_metric) == 40 &&
+		       offsetof(struct nvml_gpm_metric, value) == 8 &&
+		       offsetof(struct nvml_gpm_metric, metric_info) == 16,
+	       "nvmlGpmMetric_t");
+_Static_assert(offsetof(struct nvml_gpm_metrics_get, sample1) == 8 &&
+		       offsetof(struct nvml_gpm_metrics_get, metrics) == 24 &&
+		       sizeof(struct nvml_gpm_metrics_get) == 24 + 98 * 40,
+	       "nvmlGpmMetricsGet_t (NVML_GPM_METRIC_MAX 98)");
+_Static_assert(sizeof(struct nvml_gpm_support) == 8, "nvmlGpmSupport_t");
 
 /* --- enums --- */
 SAME_ENUM(enum nvml_pcie_util_counter, nvmlPcieUtilCounter_t);
