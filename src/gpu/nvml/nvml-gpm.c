@@ -131,7 +131,13 @@ void nvml_gpm_sample(struct nvml_backend *n, unsigned gpu, struct nvml_device *h
 	struct nvml_dev *d;
 	enum nvml_return r;
 
-	/* The table is not replaced while a sample runs (gpu-backend.h): reading it here is safe. */
+	/*
+	 * Unlike the rest of a sample, this reads and writes the device table after library
+	 * calls (the sample's earlier ones, and its own). That relies on the monitor's rule
+	 * (gpu-backend.h): no discovery or re-init, which replace or release the table's GPM
+	 * state, while a sample is inside, hung or not. Two samples of one GPU (a hung one and its
+	 * successor) only exchange gpm_prev atomically.
+	 */
 	if (gpu >= n->n_devs || !h)
 		return;
 	d = &n->devs[gpu];
