@@ -66,6 +66,7 @@
 #define NVML_REAL_TYPE_compute_instance_info	     nvmlComputeInstanceInfo_t
 #define NVML_REAL_TYPE_gpu_instance_profile_info     nvmlGpuInstanceProfileInfo_t
 #define NVML_REAL_TYPE_compute_instance_profile_info nvmlComputeInstanceProfileInfo_t
+#define NVML_REAL_TYPE_pcie_util_counter	     nvmlPcieUtilCounter_t
 
 /* Each pair of the mapping has the same size and alignment (structs and enums in detail below). */
 #define SAME_MAPPED(t) SAME_TYPE(NVML_OWN_TYPE(t), NVML_REAL_TYPE(t))
@@ -93,6 +94,7 @@ SAME_MAPPED(gpu_instance_info);
 SAME_MAPPED(compute_instance_info);
 SAME_MAPPED(gpu_instance_profile_info);
 SAME_MAPPED(compute_instance_profile_info);
+SAME_MAPPED(pcie_util_counter);
 _Static_assert(__builtin_types_compatible_p(NVML_OWN_TYPE(architecture),
 					    NVML_REAL_TYPE(architecture)),
 	       "nvmlDeviceArchitecture_t");
@@ -104,6 +106,9 @@ _Static_assert(__builtin_types_compatible_p(NVML_OWN_TYPE(architecture),
 /* Not NVML_API_FUNCTIONS_NEW: the CUDA 13.4 memory-limit functions are newer than this nvml.h. */
 NVML_API_FUNCTIONS_ABI(SAME_PROTOTYPE, NVML_REAL_TYPE)
 NVML_API_FAKE_FUNCTIONS(SAME_PROTOTYPE, NVML_REAL_TYPE)
+/* Listed in NVML_API_FUNCTIONS_NEW, but older than this nvml.h. */
+SAME_PROTOTYPE(nvmlDeviceGetPcieThroughput, NVML_REAL_TYPE(ret),
+	       (NVML_REAL_TYPE(device), NVML_REAL_TYPE(pcie_util_counter), unsigned *))
 /* Their structs, pinned to the sizes and offsets NVIDIA documents (a path pointer, then bytes). */
 _Static_assert(sizeof(struct nvml_set_memory_limits) == 24 &&
 		       offsetof(struct nvml_set_memory_limits, hard) == 16,
@@ -117,8 +122,21 @@ _Static_assert(sizeof(struct nvml_pci_info_ext) == 64 &&
 		       offsetof(struct nvml_pci_info_ext, bus_id) == 32 &&
 		       NVML_PCI_INFO_EXT_V1 == 0x1000040,
 	       "nvmlPciInfoExt_v1_t");
+/* GPM's structs (NVML 12.x, newer than this nvml.h), pinned to nvml.h 12.x's layout on LP64. */
+_Static_assert(sizeof(struct nvml_gpm_metric) == 40 &&
+		       offsetof(struct nvml_gpm_metric, value) == 8 &&
+		       offsetof(struct nvml_gpm_metric, metric_info) == 16,
+	       "nvmlGpmMetric_t");
+_Static_assert(offsetof(struct nvml_gpm_metrics_get, sample1) == 8 &&
+		       offsetof(struct nvml_gpm_metrics_get, metrics) == 24 &&
+		       sizeof(struct nvml_gpm_metrics_get) == 24 + 98 * 40,
+	       "nvmlGpmMetricsGet_t (NVML_GPM_METRIC_MAX 98)");
+_Static_assert(sizeof(struct nvml_gpm_support) == 8, "nvmlGpmSupport_t");
 
 /* --- enums --- */
+SAME_ENUM(enum nvml_pcie_util_counter, nvmlPcieUtilCounter_t);
+SAME(NVML_PCIE_TX, NVML_PCIE_UTIL_TX_BYTES);
+SAME(NVML_PCIE_RX, NVML_PCIE_UTIL_RX_BYTES);
 SAME_ENUM(enum nvml_return, nvmlReturn_t);
 SAME(NVML_RET_SUCCESS, NVML_SUCCESS);
 SAME(NVML_RET_UNINITIALIZED, NVML_ERROR_UNINITIALIZED);

@@ -391,7 +391,8 @@ static int nvml_discover(struct gpu_backend *b, struct gpu_info *ret, char **ret
 {
 	struct nvml_backend *n = to_nvml(b);
 	struct gpu_info info = { 0 };
-	struct nvml_dev *devs = NULL;
+	struct nvml_dev *devs = NULL, *old;
+	unsigned n_old;
 	enum nvml_return nr;
 	unsigned count = 0;
 	int r, v;
@@ -452,10 +453,13 @@ static int nvml_discover(struct gpu_backend *b, struct gpu_info *ret, char **ret
 		for (unsigned k = 0; k < n->n_devs; k++)
 			if (n->devs[k].handle == devs[i].handle && n->devs[k].registered)
 				devs[i].registered = true;
-	free(n->devs);
+	old = n->devs;
+	n_old = n->n_devs;
 	n->devs = devs;
 	n->n_devs = info.n_devices;
 	(void)pthread_mutex_unlock(&n->devs_mu);
+	nvml_gpm_release(n, old, n_old); /* outside the lock: library calls */
+	free(old);
 	*ret = info;
 	log_debug("nvml discovery done", "gpus=%u skipped=%u driver=%s", info.n_devices,
 		  info.n_skipped, info.driver_version);
@@ -631,6 +635,7 @@ static int nvml_reinit(struct gpu_backend *b, char **reterr)
 	int r;
 
 	nvml_events_close(b);
+	nvml_gpm_release(n, n->devs, n->n_devs); /* the samples die with the library state */
 	if (n->initialised)
 		(void)NVC(n, nvmlShutdown)();
 	n->initialised = false;
@@ -661,6 +666,7 @@ static void nvml_close(struct gpu_backend *b)
 		return;
 	if (n->dl) {
 		nvml_events_close(b);
+		nvml_gpm_release(n, n->devs, n->n_devs);
 		if (n->initialised)
 			(void)NVC(n, nvmlShutdown)();
 		(void)dlclose(n->dl);

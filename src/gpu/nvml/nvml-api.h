@@ -232,6 +232,49 @@ struct nvml_get_memory_limits {
 };
 #define NVML_MEMORY_LIMIT_MAX 0xffffffffffffffffULL /* NVML_DEVICE_MEMORY_LIMIT_MAX */
 
+/* nvmlPcieUtilCounter_t: nvmlDeviceGetPcieThroughput's direction */
+enum nvml_pcie_util_counter {
+	NVML_PCIE_TX = 0, /* NVML_PCIE_UTIL_TX_BYTES */
+	NVML_PCIE_RX = 1, /* NVML_PCIE_UTIL_RX_BYTES */
+};
+
+/*
+ * GPU Performance Monitoring (GPM, NVML 12.x drivers, Hopper and later): nvmlGpmSample_t,
+ * nvmlGpmMetricId_t (the ids edgegpu reads), nvmlGpmMetric_t, nvmlGpmMetricsGet_t and
+ * nvmlGpmSupport_t, under our own names. Newer than the header the ABI test has: the layout is NVIDIA's nvml.h
+ * 12.x's (metrics[] sized by NVML_GPM_METRIC_MAX, 98 there), unverified by tests/abi.
+ */
+struct nvml_gpm_sample;		       /* opaque: nvmlGpmSample_t is a pointer to it */
+#define NVML_GPM_ID_GRAPHICS_UTIL   1  /* percent of time the graphics engine was busy */
+#define NVML_GPM_ID_ANY_TENSOR_UTIL 5  /* percent of time SMs did any tensor operation */
+#define NVML_GPM_ID_DRAM_BW_UTIL    10 /* percent of the theoretical DRAM bandwidth used */
+#define NVML_GPM_ID_PCIE_TX_PER_SEC 20 /* MiB/s from the GPU */
+#define NVML_GPM_ID_PCIE_RX_PER_SEC 21 /* MiB/s to the GPU */
+#define NVML_GPM_ID_MAX		    98 /* NVML_GPM_METRIC_MAX */
+#define NVML_GPM_METRICS_GET_V1	    1  /* NVML_GPM_METRICS_GET_VERSION */
+#define NVML_GPM_SUPPORT_V1	    1  /* NVML_GPM_SUPPORT_VERSION */
+
+struct nvml_gpm_metric {
+	unsigned metric_id;	      /* in */
+	enum nvml_return nvml_return; /* out: value valid only on SUCCESS */
+	double value;		      /* out */
+	struct {
+		char *short_name, *long_name, *unit; /* out, may be NULL */
+	} metric_info;
+};
+
+struct nvml_gpm_metrics_get {
+	unsigned version;     /* NVML_GPM_METRICS_GET_V1 */
+	unsigned num_metrics; /* entries of metrics[] to fill */
+	struct nvml_gpm_sample *sample1, *sample2;
+	struct nvml_gpm_metric metrics[NVML_GPM_ID_MAX];
+};
+
+struct nvml_gpm_support {
+	unsigned version; /* NVML_GPM_SUPPORT_V1 */
+	unsigned is_supported_device;
+};
+
 /* --- structs only the fake uses (NVIDIA's plugin's MIG paths) --- */
 
 /* nvmlDeviceAttributes_t */
@@ -328,6 +371,10 @@ struct nvml_compute_instance_profile_info {
 #define NVML_OWN_TYPE_set_memory_limits		    struct nvml_set_memory_limits
 #define NVML_OWN_TYPE_get_memory_limits		    struct nvml_get_memory_limits
 #define NVML_OWN_TYPE_pci_info_ext		    struct nvml_pci_info_ext
+#define NVML_OWN_TYPE_pcie_util_counter		    enum nvml_pcie_util_counter
+#define NVML_OWN_TYPE_gpm_sample		    struct nvml_gpm_sample *
+#define NVML_OWN_TYPE_gpm_metrics_get		    struct nvml_gpm_metrics_get
+#define NVML_OWN_TYPE_gpm_support		    struct nvml_gpm_support
 
 /*
  * What src/gpu/nvml/nvml-load.c resolves with dlsym (which of them are required is decided
@@ -382,12 +429,19 @@ struct nvml_compute_instance_profile_info {
 
 /*
  * Functions newer than the ABI test's nvml.h (all optional): their prototypes follow NVIDIA's
- * NVML API reference, not checked by tests/abi.
+ * NVML API reference, not checked by tests/abi. Except nvmlDeviceGetPcieThroughput, which that
+ * header has: tests/abi checks it on its own (listed here to leave the list above as it was).
  */
 #define NVML_API_FUNCTIONS_NEW(FN, T)                                                 \
 	FN(nvmlDeviceGetMemoryLimits_v1, T(ret), (T(device), T(get_memory_limits) *)) \
 	FN(nvmlDeviceSetMemoryLimits_v1, T(ret), (T(device), T(set_memory_limits) *)) \
-	FN(nvmlDeviceGetPciInfoExt, T(ret), (T(device), T(pci_info_ext) *))
+	FN(nvmlDeviceGetPciInfoExt, T(ret), (T(device), T(pci_info_ext) *))           \
+	FN(nvmlGpmQueryDeviceSupport, T(ret), (T(device), T(gpm_support) *))          \
+	FN(nvmlGpmSampleAlloc, T(ret), (T(gpm_sample) *))                             \
+	FN(nvmlGpmSampleGet, T(ret), (T(device), T(gpm_sample)))                      \
+	FN(nvmlGpmSampleFree, T(ret), (T(gpm_sample)))                                \
+	FN(nvmlGpmMetricsGet, T(ret), (T(gpm_metrics_get) *))                         \
+	FN(nvmlDeviceGetPcieThroughput, T(ret), (T(device), T(pcie_util_counter), unsigned *))
 
 /* Also exported by the fake, for NVIDIA's k8s-device-plugin v0.17 (nvidia-plugin.md §5.3). */
 #define NVML_API_FAKE_FUNCTIONS(FN, T)                                                        \

@@ -4,8 +4,9 @@
  * The NVML backend's private header, shared by its three files: nvml-load.c (dlopen under
  * the driver root, symbols, init, the version-mismatch messages), gpu-nvml.c (the backend
  * operations: discover, distance, probe, events, reinit, close) and nvml-sample.c
- * (telemetry). nvml-api.h holds the NVML declarations themselves. The files call one way
- * (scripts/check-layers): gpu-nvml.c -> nvml-sample.c -> nvml-load.c.
+ * (telemetry), nvml-gpm.c (its GPM part: the profiling ratios). nvml-api.h holds the NVML
+ * declarations themselves. The files call one way (scripts/check-layers): gpu-nvml.c ->
+ * nvml-sample.c -> nvml-gpm.c -> nvml-load.c.
  */
 
 #include <pthread.h>
@@ -36,6 +37,15 @@ struct nvml_dev {
 	char uuid[GPU_UUID_MAX];
 	unsigned long long event_mask; /* supported & NVML_HEALTH_EVENTS; 0 without XID events */
 	bool registered;
+	/*
+	 * GPM (nvml-gpm.c): whether the GPU has it (0 not asked yet, 1 yes, -1 no), and the
+	 * previous sample the next one's ratios are computed against (NULL: none yet). Owned
+	 * here; freed by nvml_gpm_release() before the table is replaced, re-initialised or
+	 * closed. Exchanged atomically: a sample left hung in the library may finish beside the
+	 * next one (gpu-backend.h).
+	 */
+	_Atomic int gpm;
+	_Atomic(struct nvml_gpm_sample *) gpm_prev;
 };
 
 /*
@@ -115,6 +125,24 @@ static inline struct nvml_device *nvml_dev_handle(const struct nvml_backend *n, 
 
 /* ops->sample (nvml-sample.c). */
 int nvml_sample(struct gpu_backend *b, unsigned gpu, struct gpu_sample *ret);
+
+/*
+ * The profiling ratios (GR engine, tensor, DRAM) and the PCIe TX/RX rates of GPU @gpu (handle
+ * @h) into @s (nvml-gpm.c): from GPM, between the GPU's previous GPM sample and one taken now
+ * (absent on the first); where the GPU or driver lacks GPM, the PCIe rates from
+ * nvmlDeviceGetPcieThroughput. What the GPU cannot answer stays NaN. A failure worse than
+ * NOT_SUPPORTED is recorded in *@worst (if it holds SUCCESS). From the sampling worker, once
+ * per GPU per sample.
+ */
+void nvml_gpm_sample(struct nvml_backend *n, unsigned gpu, struct nvml_device *h,
+		     struct gpu_sample *s, enum nvml_return *worst);
+
+/*
+ * Frees the GPM samples @devs (@n_devs entries) hold and forgets whether each has GPM: before
+ * the device table is replaced, the library shut down or the backend closed. No sample may be
+ * in progress on them (the monitor's rule: gpu-backend.h).
+ */
+void nvml_gpm_release(struct nvml_backend *n, struct nvml_dev *devs, unsigned n_devs);
 
 /*
  * What a container needs for an NVML GPU: the control nodes /dev/nvidiactl, nvidia-uvm,

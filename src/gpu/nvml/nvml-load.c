@@ -96,6 +96,14 @@ static const struct nvml_sym {
 	SYM(nvmlDeviceSetMemoryLimits_v1, false),
 	/* NVML 12.535: the PCI class (GFD's nvidia.com/gpu.mode); sysfs without it. */
 	SYM(nvmlDeviceGetPciInfoExt, false),
+	/* PCIe KB/s over 20 ms: the PCIe rates where GPM is not there (nvml-gpm.c) */
+	SYM(nvmlDeviceGetPcieThroughput, false),
+	/* GPM (R520+ drivers; answers only on Hopper and later): the profiling ratios */
+	SYM(nvmlGpmQueryDeviceSupport, false),
+	SYM(nvmlGpmSampleAlloc, false),
+	SYM(nvmlGpmSampleGet, false),
+	SYM(nvmlGpmSampleFree, false),
+	SYM(nvmlGpmMetricsGet, false),
 #undef SYM
 };
 _Static_assert(ELEMENTSOF(nvml_sym_table) == NVML_SYM_COUNT,

@@ -171,6 +171,21 @@ static unsigned long long supported_events(const struct fake_gpu *g)
 	       (g->ecc ? NVML_EVENT_SINGLE_BIT_ECC | NVML_EVENT_DOUBLE_BIT_ECC : 0);
 }
 
+enum nvml_return fake_enter(enum fake_fn fn, bool need_init)
+{
+	return enter(fn, need_init ? NEED_INIT : 0);
+}
+
+enum nvml_return fake_enter_dev(enum fake_fn fn, struct nvml_device *d, struct fake_gpu **ret)
+{
+	return enter_dev(fn, d, ret);
+}
+
+enum nvml_return fake_leave(enum nvml_return r)
+{
+	return leave(r);
+}
+
 /* --- library and system --- */
 
 enum nvml_return nvmlInit_v2(void)

@@ -35,7 +35,7 @@ static const char help[] =
 	"xid GPU N [COUNT] | ecc GPU single|double [COUNT] | lost GPU | back GPU | temp GPU C | "
 	"mismatch on|off | reload [FIXTURE] | load FIXTURE | fail FUNC CODE|off [NTH] | counts | "
 	"count FUNC | set GPU|global KEY VALUE | waiters | sets | block FUNC [GPU] | "
-	"release FUNC [GPU] | blocked FUNC | limits GPU | ping";
+	"release FUNC [GPU] | blocked FUNC | limits GPU | gpm_samples | ping";
 
 static int reply(char *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int reply(char *out, const char *fmt, ...)
@@ -307,6 +307,8 @@ static void command(char *line, char *out)
 		for (unsigned i = 0; i < FAKE_MAX_SETS; i++)
 			n += fake.sets[i].used;
 		reply(out, "ok %u", n);
+	} else if (!strcmp(argv[0], "gpm_samples")) {
+		reply(out, "ok %u", fake_gpm_samples());
 	} else {
 		reply(out, "error unknown command or arguments; commands: %s", help);
 	}

@@ -272,6 +272,7 @@ int fake_gpu_set(struct fake_gpu *g, unsigned index, const char *key, const char
 		 size_t errlen)
 {
 	bool b;
+	int r;
 
 	if (!strcmp(key, "name")) {
 		/* "\n" and "\\" stand for a newline and a backslash: hostile names from hardware */
@@ -481,6 +482,8 @@ int fake_gpu_set(struct fake_gpu *g, unsigned index, const char *key, const char
 		g->lost = b;
 	} else if (!strcmp(key, "not_supported")) {
 		return parse_fn_list(v, g->not_supported, err, errlen);
+	} else if ((r = fake_gpm_set(g, key, v, err, errlen)) != 0) {
+		return r < 0 ? -1 : 0;
 	} else {
 		return fail_msg(err, errlen, "unknown gpu key \"%s\"", key);
 	}

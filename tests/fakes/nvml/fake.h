@@ -48,6 +48,17 @@ struct fake_limit {
 	unsigned long long soft, hard, used;
 };
 
+/*
+ * GPM and PCIe throughput (fake-gpm.c): whether the GPU has GPM, the percentages and MiB/s
+ * nvmlGpmMetricsGet answers for any interval, and the KB/s nvmlDeviceGetPcieThroughput does.
+ */
+struct fake_gpm {
+	bool on;
+	double graphics, tensor, dram; /* percent */
+	double pcie_tx, pcie_rx;       /* MiB/s */
+	unsigned tput_tx, tput_rx;     /* KB/s, nvmlDeviceGetPcieThroughput */
+};
+
 struct fake_gpu {
 	char name[NVML_BUF_NAME_V2];
 	char uuid[NVML_BUF_UUID_V2];
@@ -86,6 +97,7 @@ struct fake_gpu {
 	unsigned n_limits;
 	struct fake_limit limits[FAKE_MAX_LIMITS];
 	uint64_t not_supported[FAKE_FN_WORDS];
+	struct fake_gpm gpm;
 };
 
 struct fake_fail {
@@ -178,6 +190,21 @@ int fake_sysfs_bus_id(const char *bus_id, char *out, size_t outlen);
 
 /* Queues an event for @gpu on every set that registered @type for it; returns how many. With fake.mu held. */
 unsigned fake_deliver(unsigned gpu, unsigned long long type, unsigned long long data);
+
+/*
+ * For the exported functions kept in other files (fake-gpm.c): fake-api.c's entry rules.
+ * fake_enter() locks and counts (@need_init: fail UNINITIALIZED without nvmlInit); fake_enter_dev()
+ * also resolves @d. Each returns SUCCESS with fake.mu held, or the error with it released;
+ * fake_leave() unlocks and returns @r.
+ */
+enum nvml_return fake_enter(enum fake_fn fn, bool need_init);
+enum nvml_return fake_enter_dev(enum fake_fn fn, struct nvml_device *d, struct fake_gpu **ret);
+enum nvml_return fake_leave(enum nvml_return r);
+
+/* A GPM fixture key of a GPU (fake-gpm.c): 1 taken, 0 not a GPM key, -1 bad (message in @err). */
+int fake_gpm_set(struct fake_gpu *g, const char *key, const char *value, char *err, size_t errlen);
+/* GPM samples allocated and not freed (the control command "gpm_samples"). With fake.mu held. */
+unsigned fake_gpm_samples(void);
 
 /* Control socket (fake-control.c). */
 int fake_control_start(const char *path);
