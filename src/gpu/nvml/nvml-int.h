@@ -4,8 +4,9 @@
  * The NVML backend's private header, shared by its three files: nvml-load.c (dlopen under
  * the driver root, symbols, init, the version-mismatch messages), gpu-nvml.c (the backend
  * operations: discover, distance, probe, events, reinit, close) and nvml-sample.c
- * (telemetry). nvml-api.h holds the NVML declarations themselves. The files call one way
- * (scripts/check-layers): gpu-nvml.c -> nvml-sample.c -> nvml-load.c.
+ * (telemetry; DCGM-exporter's other counters in nvml-fields.c). nvml-api.h holds the NVML
+ * declarations themselves. The files call one way (scripts/check-layers): gpu-nvml.c ->
+ * nvml-sample.c -> nvml-fields.c, nvml-load.c.
  */
 
 #include <pthread.h>
@@ -115,6 +116,15 @@ static inline struct nvml_device *nvml_dev_handle(const struct nvml_backend *n, 
 
 /* ops->sample (nvml-sample.c). */
 int nvml_sample(struct gpu_backend *b, unsigned gpu, struct gpu_sample *ret);
+
+/*
+ * DCGM-exporter's other default counters into @s (nvml-fields.c): memory temperature, NVLink
+ * bandwidth, PCIe replays, encoder/decoder utilisation, remapped rows; what the GPU or the
+ * driver lacks stays NaN / UINT64_MAX. A failure worse than NOT_SUPPORTED goes to *@worst if
+ * it is still SUCCESS. On the sampling thread, as nvml_sample().
+ */
+void nvml_sample_counters(struct nvml_backend *n, struct nvml_device *h, struct gpu_sample *s,
+			  enum nvml_return *worst);
 
 /*
  * What a container needs for an NVML GPU: the control nodes /dev/nvidiactl, nvidia-uvm,

@@ -93,6 +93,13 @@ static const struct nvml_sym {
 	/* CUDA 13.4 (NVML 615): per-cgroup memory limits, the gpumem "driver" enforcement. */
 	SYM(nvmlDeviceGetMemoryLimits_v1, false),
 	SYM(nvmlDeviceSetMemoryLimits_v1, false),
+	/* DCGM-exporter's other default counters (nvml-fields.c), each optional. */
+	SYM(nvmlDeviceGetMemoryInfo_v2, false),
+	SYM(nvmlDeviceGetFieldValues, false),
+	SYM(nvmlDeviceGetPcieReplayCounter, false),
+	SYM(nvmlDeviceGetEncoderUtilization, false),
+	SYM(nvmlDeviceGetDecoderUtilization, false),
+	SYM(nvmlDeviceGetRemappedRows, false),
 #undef SYM
 };
 _Static_assert(ELEMENTSOF(nvml_sym_table) == NVML_SYM_COUNT,

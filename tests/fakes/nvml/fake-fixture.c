@@ -131,6 +131,11 @@ static int parse_ull(const char *s, unsigned long long *ret)
 	return 0;
 }
 
+int fake_parse_ull(const char *s, unsigned long long *ret)
+{
+	return parse_ull(s, ret);
+}
+
 static int parse_uint(const char *s, unsigned *ret)
 {
 	unsigned long long v;
@@ -257,6 +262,7 @@ void fake_gpu_defaults(struct fake_gpu *g, unsigned index)
 	g->arch = NVML_ARCH_AMPERE;
 	for (unsigned j = 0; j < FAKE_MAX_GPUS; j++)
 		g->topo[j] = -1;
+	fake_counters_defaults(g);
 }
 
 void fake_fixture_defaults(struct fake_fixture *fx)
@@ -450,7 +456,12 @@ int fake_gpu_set(struct fake_gpu *g, unsigned index, const char *key, const char
 	} else if (!strcmp(key, "not_supported")) {
 		return parse_fn_list(v, g->not_supported, err, errlen);
 	} else {
-		return fail_msg(err, errlen, "unknown gpu key \"%s\"", key);
+		int r = fake_counters_set(g, key, v);
+
+		if (r < 0)
+			goto bad;
+		if (r == 0)
+			return fail_msg(err, errlen, "unknown gpu key \"%s\"", key);
 	}
 	return 0;
 bad:
