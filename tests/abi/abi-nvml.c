@@ -6,9 +6,10 @@
  *  - every struct we declare: same size, alignment, and offset and size of every field;
  *  - every enum: same size and signedness, and every value we name;
  *  - every #define constant we use;
- *  - every function in NVML_API_FUNCTIONS_ABI and NVML_API_FAKE_FUNCTIONS: the list expanded with
- *    NVIDIA's type names (NVML_REAL_TYPE, the same mapping NVML_OWN_TYPE gives ours, each pair
- *    checked below) is __builtin_types_compatible_p with typeof(&symbol) from nvml.h.
+ *  - every function in NVML_API_FUNCTIONS_ABI, NVML_API_FUNCTIONS_COUNTERS and
+ *    NVML_API_FAKE_FUNCTIONS: the list expanded with NVIDIA's type names (NVML_REAL_TYPE, the
+ *    same mapping NVML_OWN_TYPE gives ours, each pair checked below) is
+ *    __builtin_types_compatible_p with typeof(&symbol) from nvml.h.
  *
  * Run by tests/abi/abi-check; it prints nothing and main() only reports success.
  */
@@ -67,6 +68,8 @@
 #define NVML_REAL_TYPE_gpu_instance_profile_info     nvmlGpuInstanceProfileInfo_t
 #define NVML_REAL_TYPE_compute_instance_profile_info nvmlComputeInstanceProfileInfo_t
 #define NVML_REAL_TYPE_pcie_util_counter	     nvmlPcieUtilCounter_t
+#define NVML_REAL_TYPE_memory_v2		     nvmlMemory_v2_t
+#define NVML_REAL_TYPE_field_value		     nvmlFieldValue_t
 
 /* Each pair of the mapping has the same size and alignment (structs and enums in detail below). */
 #define SAME_MAPPED(t) SAME_TYPE(NVML_OWN_TYPE(t), NVML_REAL_TYPE(t))
@@ -95,6 +98,8 @@ SAME_MAPPED(compute_instance_info);
 SAME_MAPPED(gpu_instance_profile_info);
 SAME_MAPPED(compute_instance_profile_info);
 SAME_MAPPED(pcie_util_counter);
+SAME_MAPPED(memory_v2);
+SAME_MAPPED(field_value);
 _Static_assert(__builtin_types_compatible_p(NVML_OWN_TYPE(architecture),
 					    NVML_REAL_TYPE(architecture)),
 	       "nvmlDeviceArchitecture_t");
@@ -105,6 +110,7 @@ _Static_assert(__builtin_types_compatible_p(NVML_OWN_TYPE(architecture),
 		       "prototype of " #sym " differs from nvml.h");
 /* Not NVML_API_FUNCTIONS_NEW: the CUDA 13.4 memory-limit functions are newer than this nvml.h. */
 NVML_API_FUNCTIONS_ABI(SAME_PROTOTYPE, NVML_REAL_TYPE)
+NVML_API_FUNCTIONS_COUNTERS(SAME_PROTOTYPE, NVML_REAL_TYPE)
 NVML_API_FAKE_FUNCTIONS(SAME_PROTOTYPE, NVML_REAL_TYPE)
 /* Listed in NVML_API_FUNCTIONS_NEW, but older than this nvml.h. */
 SAME_PROTOTYPE(nvmlDeviceGetPcieThroughput, NVML_REAL_TYPE(ret),
@@ -241,6 +247,39 @@ SAME_TYPE(struct nvml_memory, nvmlMemory_t);
 SAME_SCALAR_FIELD(struct nvml_memory, total, nvmlMemory_t, total);
 SAME_SCALAR_FIELD(struct nvml_memory, free, nvmlMemory_t, free);
 SAME_SCALAR_FIELD(struct nvml_memory, used, nvmlMemory_t, used);
+
+SAME_TYPE(struct nvml_memory_v2, nvmlMemory_v2_t);
+SAME_SCALAR_FIELD(struct nvml_memory_v2, version, nvmlMemory_v2_t, version);
+SAME_SCALAR_FIELD(struct nvml_memory_v2, total, nvmlMemory_v2_t, total);
+SAME_SCALAR_FIELD(struct nvml_memory_v2, reserved, nvmlMemory_v2_t, reserved);
+SAME_SCALAR_FIELD(struct nvml_memory_v2, free, nvmlMemory_v2_t, free);
+SAME_SCALAR_FIELD(struct nvml_memory_v2, used, nvmlMemory_v2_t, used);
+SAME(NVML_MEMORY_V2_VERSION, nvmlMemory_v2);
+
+SAME_TYPE(union nvml_value, nvmlValue_t);
+SAME_SCALAR_FIELD(union nvml_value, d, nvmlValue_t, dVal);
+SAME_SCALAR_FIELD(union nvml_value, ui, nvmlValue_t, uiVal);
+SAME_SCALAR_FIELD(union nvml_value, ul, nvmlValue_t, ulVal);
+SAME_SCALAR_FIELD(union nvml_value, ull, nvmlValue_t, ullVal);
+SAME_SCALAR_FIELD(union nvml_value, sll, nvmlValue_t, sllVal);
+
+SAME_TYPE(struct nvml_field_value, nvmlFieldValue_t);
+SAME_SCALAR_FIELD(struct nvml_field_value, field_id, nvmlFieldValue_t, fieldId);
+SAME_SCALAR_FIELD(struct nvml_field_value, scope_id, nvmlFieldValue_t, scopeId);
+SAME_SCALAR_FIELD(struct nvml_field_value, timestamp, nvmlFieldValue_t, timestamp);
+SAME_SCALAR_FIELD(struct nvml_field_value, latency_us, nvmlFieldValue_t, latencyUsec);
+SAME_FIELD(struct nvml_field_value, value_type, nvmlFieldValue_t, valueType);
+SAME_FIELD(struct nvml_field_value, ret, nvmlFieldValue_t, nvmlReturn);
+SAME_FIELD(struct nvml_field_value, value, nvmlFieldValue_t, value);
+SAME(NVML_FI_MEMORY_TEMP, NVML_FI_DEV_MEMORY_TEMP);
+SAME(NVML_FI_NVLINK_LINK_COUNT, NVML_FI_DEV_NVLINK_LINK_COUNT);
+SAME(NVML_FI_NVLINK_THRU_RAW_TX, NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX);
+SAME(NVML_FI_NVLINK_THRU_RAW_RX, NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX);
+SAME(NVML_VALUE_DOUBLE, NVML_VALUE_TYPE_DOUBLE);
+SAME(NVML_VALUE_UINT, NVML_VALUE_TYPE_UNSIGNED_INT);
+SAME(NVML_VALUE_ULONG, NVML_VALUE_TYPE_UNSIGNED_LONG);
+SAME(NVML_VALUE_ULL, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG);
+SAME(NVML_VALUE_SLL, NVML_VALUE_TYPE_SIGNED_LONG_LONG);
 
 SAME_TYPE(struct nvml_utilization, nvmlUtilization_t);
 SAME_SCALAR_FIELD(struct nvml_utilization, gpu, nvmlUtilization_t, gpu);

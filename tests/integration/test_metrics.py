@@ -267,6 +267,72 @@ class Sampling(NodeTest):
         self.assertIn(one(d.scrape(), "edgegpu_nvml_hung_calls_total")[1], (1, 2))
 
 
+COUNTERS = uuids("counters.conf")
+
+
+class Counters(NodeTest):
+    """DCGM-exporter's other default counters (fixtures/counters.conf: GPU 0 has every feature,
+    GPU 1 none of the optional ones), and the call a hang is logged under."""
+
+    def test_counters_with_and_without_each_feature(self):
+        n, d = self.up("counters.conf", config=FAST)
+        status, _, body = d.http("/metrics")
+        self.assertEqual(status, 200)
+        ok, out = promtool_check(body.decode())
+        self.assertTrue(ok, out)
+        expo = d.scrape()
+        full, bare = COUNTERS
+        want = {
+            "DCGM_FI_DEV_MEMORY_TEMP": (47, None),
+            "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": (3, 0),
+            "DCGM_FI_DEV_ENC_UTIL": (12, 0),
+            "DCGM_FI_DEV_DEC_UTIL": (34, 0),
+            "DCGM_FI_DEV_FB_RESERVED": (512, 0),
+            "DCGM_FI_DEV_FB_USED": (1024, 512),
+            # NVML's free: total - used - reserved on GPU 0, not total - used
+            "DCGM_FI_DEV_FB_FREE": (81559 - 1024 - 512, 15356 - 512),
+            "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": (2, None),
+            "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": (1, None),
+            "DCGM_FI_DEV_ROW_REMAP_FAILURE": (1, None),
+            "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": (18 * 3000, None),
+        }
+        for name, (v_full, v_bare) in want.items():
+            with self.subTest(name=name):
+                self.assertEqual(one(expo, name, UUID=full)[1], v_full)
+                got = samples(expo, name, UUID=bare)
+                # Absent, never a sentinel, where the GPU lacks the feature.
+                self.assertEqual([v for _, v in got], [] if v_bare is None else [v_bare])
+        # A feature turned on at run time shows in a later scrape.
+        n.nvml.cmd("set 1 memory_temperature 52")
+        wait_until(lambda: [v for _, v in samples(d.scrape(), "DCGM_FI_DEV_MEMORY_TEMP",
+                                                  UUID=bare)] == [52], 10,
+                   "GPU 1's memory temperature once it has one")
+
+    def test_a_hang_is_logged_under_the_hung_calls_name(self):
+        # Issue 20 said a hang in the power readings was logged under another call's name
+        # (nvml-sample.c passing the pointer around the naming macro): each of those calls,
+        # and the counters' ones, hung in turn, must be named in the log as itself.
+        cfg = FAST + "    scrapeWait: 300ms\n  health:\n    callTimeout: 500ms\n"
+        n, d = self.up("counters.conf", config=cfg)
+        for fn in ("nvmlDeviceGetPowerUsage", "nvmlDeviceGetEnforcedPowerLimit",
+                   "nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetFieldValues",
+                   "nvmlDeviceGetPcieReplayCounter", "nvmlDeviceGetEncoderUtilization",
+                   "nvmlDeviceGetDecoderUtilization", "nvmlDeviceGetRemappedRows"):
+            with self.subTest(call=fn):
+                since = len(d.logs)
+                n.nvml.block(fn)
+
+                def blocked():
+                    d.scrape(timeout=5)
+                    return n.nvml.blocked(fn) >= 1
+                wait_until(blocked, 10, f"a sample blocked in {fn}")
+                r = d.wait_log("nvml call hung, its gpus are unhealthy until it returns, "
+                               "serving on", timeout=10, since=since)
+                n.nvml.release(fn)
+                d.wait_log("nvml call returned", timeout=10, since=since)
+                self.assertEqual(r.get("call"), fn, r)
+
+
 def cid(n):
     return f"{n:064x}"
 

@@ -275,6 +275,56 @@ struct nvml_gpm_support {
 	unsigned is_supported_device;
 };
 
+/*
+ * nvmlMemory_v2_t (NVML 11.6+), bytes: "used" leaves out what the driver reserves, which v1's
+ * "used" counts on drivers from R510. The caller sets version to NVML_MEMORY_V2_VERSION.
+ */
+struct nvml_memory_v2 {
+	unsigned version;
+	unsigned long long total;
+	unsigned long long reserved;
+	unsigned long long free;
+	unsigned long long used;
+};
+/* nvmlMemory_v2: NVML_STRUCT_VERSION(Memory, 2), the size with the version in the top byte */
+#define NVML_MEMORY_V2_VERSION ((unsigned)(sizeof(struct nvml_memory_v2) | (2U << 24)))
+
+/* nvmlValueType_t */
+enum nvml_value_type {
+	NVML_VALUE_DOUBLE = 0,
+	NVML_VALUE_UINT = 1,
+	NVML_VALUE_ULONG = 2,
+	NVML_VALUE_ULL = 3,
+	NVML_VALUE_SLL = 4,
+};
+
+/* nvmlValue_t */
+union nvml_value {
+	double d;
+	unsigned ui;
+	unsigned long ul;
+	unsigned long long ull;
+	long long sll;
+};
+
+/* nvmlFieldValue_t: one field of nvmlDeviceGetFieldValues, its own return code in ret */
+struct nvml_field_value {
+	unsigned field_id;
+	unsigned scope_id; /* the link for per-link NVLink fields */
+	long long timestamp;
+	long long latency_us;
+	enum nvml_value_type value_type;
+	enum nvml_return ret;
+	union nvml_value value;
+};
+
+/* Field ids (NVML_FI_DEV_*) read by nvml-fields.c. */
+#define NVML_FI_MEMORY_TEMP	    82	/* NVML_FI_DEV_MEMORY_TEMP, degrees C */
+#define NVML_FI_NVLINK_LINK_COUNT   91	/* NVML_FI_DEV_NVLINK_LINK_COUNT */
+#define NVML_FI_NVLINK_THRU_RAW_TX  140 /* NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX, KiB, per link */
+#define NVML_FI_NVLINK_THRU_RAW_RX  141 /* NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX, KiB, per link */
+#define NVML_NVLINK_MAX_LINKS_COUNT 18	/* NVML_NVLINK_MAX_LINKS (12 before NVML 12) */
+
 /* --- structs only the fake uses (NVIDIA's plugin's MIG paths) --- */
 
 /* nvmlDeviceAttributes_t */
@@ -375,12 +425,17 @@ struct nvml_compute_instance_profile_info {
 #define NVML_OWN_TYPE_gpm_sample		    struct nvml_gpm_sample *
 #define NVML_OWN_TYPE_gpm_metrics_get		    struct nvml_gpm_metrics_get
 #define NVML_OWN_TYPE_gpm_support		    struct nvml_gpm_support
+#define NVML_OWN_TYPE_memory_v2			    struct nvml_memory_v2
+#define NVML_OWN_TYPE_field_value		    struct nvml_field_value
 
 /*
  * What src/gpu/nvml/nvml-load.c resolves with dlsym (which of them are required is decided
- * there): the functions the ABI test checks against NVIDIA's header, then the newer ones.
+ * there): the functions the ABI test checks against NVIDIA's header (two lists), then the
+ * newer ones.
  */
-#define NVML_API_FUNCTIONS(FN, T) NVML_API_FUNCTIONS_ABI(FN, T) NVML_API_FUNCTIONS_NEW(FN, T)
+#define NVML_API_FUNCTIONS(FN, T)     \
+	NVML_API_FUNCTIONS_ABI(FN, T) \
+	NVML_API_FUNCTIONS_COUNTERS(FN, T) NVML_API_FUNCTIONS_NEW(FN, T)
 
 /* Functions the ABI test's nvml.h (NVML API 11) declares. */
 #define NVML_API_FUNCTIONS_ABI(FN, T)                                                        \
@@ -426,6 +481,19 @@ struct nvml_compute_instance_profile_info {
 	FN(nvmlDeviceGetProcessUtilization, T(ret),                                          \
 	   (T(device), T(process_utilization_sample) *, unsigned *, unsigned long long))     \
 	FN(nvmlDeviceGetCurrentClocksThrottleReasons, T(ret), (T(device), unsigned long long *))
+
+/*
+ * Functions the ABI test's nvml.h also declares (checked there), for DCGM-exporter's other
+ * default counters (nvml-fields.c); all optional.
+ */
+#define NVML_API_FUNCTIONS_COUNTERS(FN, T)                                               \
+	FN(nvmlDeviceGetMemoryInfo_v2, T(ret), (T(device), T(memory_v2) *))              \
+	FN(nvmlDeviceGetFieldValues, T(ret), (T(device), int, T(field_value) *))         \
+	FN(nvmlDeviceGetPcieReplayCounter, T(ret), (T(device), unsigned *))              \
+	FN(nvmlDeviceGetEncoderUtilization, T(ret), (T(device), unsigned *, unsigned *)) \
+	FN(nvmlDeviceGetDecoderUtilization, T(ret), (T(device), unsigned *, unsigned *)) \
+	FN(nvmlDeviceGetRemappedRows, T(ret),                                            \
+	   (T(device), unsigned *, unsigned *, unsigned *, unsigned *))
 
 /*
  * Functions newer than the ABI test's nvml.h (all optional): their prototypes follow NVIDIA's

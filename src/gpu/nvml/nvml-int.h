@@ -4,9 +4,10 @@
  * The NVML backend's private header, shared by its three files: nvml-load.c (dlopen under
  * the driver root, symbols, init, the version-mismatch messages), gpu-nvml.c (the backend
  * operations: discover, distance, probe, events, reinit, close) and nvml-sample.c
- * (telemetry), nvml-gpm.c (its GPM part: the profiling ratios). nvml-api.h holds the NVML
- * declarations themselves. The files call one way (scripts/check-layers): gpu-nvml.c ->
- * nvml-sample.c -> nvml-gpm.c -> nvml-load.c.
+ * (telemetry; DCGM-exporter's other counters in nvml-fields.c, its GPM part, the profiling
+ * ratios, in nvml-gpm.c). nvml-api.h holds the NVML declarations themselves. The files call one
+ * way (scripts/check-layers): gpu-nvml.c -> nvml-sample.c -> nvml-fields.c, nvml-gpm.c ->
+ * nvml-load.c.
  */
 
 #include <pthread.h>
@@ -143,6 +144,15 @@ void nvml_gpm_sample(struct nvml_backend *n, unsigned gpu, struct nvml_device *h
  * in progress on them (the monitor's rule: gpu-backend.h).
  */
 void nvml_gpm_release(struct nvml_backend *n, struct nvml_dev *devs, unsigned n_devs);
+
+/*
+ * DCGM-exporter's other default counters into @s (nvml-fields.c): memory temperature, NVLink
+ * bandwidth, PCIe replays, encoder/decoder utilisation, remapped rows; what the GPU or the
+ * driver lacks stays NaN / UINT64_MAX. A failure worse than NOT_SUPPORTED goes to *@worst if
+ * it is still SUCCESS. On the sampling thread, as nvml_sample().
+ */
+void nvml_sample_counters(struct nvml_backend *n, struct nvml_device *h, struct gpu_sample *s,
+			  enum nvml_return *worst);
 
 /*
  * What a container needs for an NVML GPU: the control nodes /dev/nvidiactl, nvidia-uvm,

@@ -104,6 +104,13 @@ static const struct nvml_sym {
 	SYM(nvmlGpmSampleGet, false),
 	SYM(nvmlGpmSampleFree, false),
 	SYM(nvmlGpmMetricsGet, false),
+	/* DCGM-exporter's other default counters (nvml-fields.c), each optional. */
+	SYM(nvmlDeviceGetMemoryInfo_v2, false),
+	SYM(nvmlDeviceGetFieldValues, false),
+	SYM(nvmlDeviceGetPcieReplayCounter, false),
+	SYM(nvmlDeviceGetEncoderUtilization, false),
+	SYM(nvmlDeviceGetDecoderUtilization, false),
+	SYM(nvmlDeviceGetRemappedRows, false),
 #undef SYM
 };
 _Static_assert(ELEMENTSOF(nvml_sym_table) == NVML_SYM_COUNT,

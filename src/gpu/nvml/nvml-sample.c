@@ -96,6 +96,37 @@ out:
 	free(u);
 }
 
+/*
+ * Memory as DCGM reads it: nvmlDeviceGetMemoryInfo_v2 where the driver has it (reserved apart,
+ * "used" without it, as DCGM_FI_DEV_FB_USED and FB_RESERVED are), else v1. Free is NVML's
+ * own figure, never total - used: the two differ by what the driver reserves.
+ */
+static void sample_memory(struct nvml_backend *n, struct nvml_device *h, struct gpu_sample *s,
+			  enum nvml_return *worst)
+{
+	struct nvml_memory_v2 m2 = { .version = NVML_MEMORY_V2_VERSION };
+	struct nvml_memory mem;
+	enum nvml_return r;
+
+	/* Any failure of v2 (a version it does not know, a GPU it does not serve): v1 says. */
+	if (n->f.nvmlDeviceGetMemoryInfo_v2 &&
+	    NVC(n, nvmlDeviceGetMemoryInfo_v2)(h, &m2) == NVML_RET_SUCCESS) {
+		s->mem_total = m2.total;
+		s->mem_used = m2.used;
+		s->mem_free = m2.free;
+		s->mem_reserved = m2.reserved;
+		return;
+	}
+	r = NVC(n, nvmlDeviceGetMemoryInfo)(h, &mem);
+	if (r == NVML_RET_SUCCESS) {
+		s->mem_used = mem.used;
+		s->mem_total = mem.total;
+		s->mem_free = mem.free;
+	} else if (r != NVML_RET_NOT_SUPPORTED) {
+		*worst = r;
+	}
+}
+
 static void sample_procs(struct nvml_backend *n, struct nvml_device *h, struct gpu_sample *s,
 			 enum nvml_return *worst)
 {
@@ -135,10 +166,9 @@ static void sample_procs(struct nvml_backend *n, struct nvml_device *h, struct g
 int nvml_sample(struct gpu_backend *b, unsigned gpu, struct gpu_sample *ret)
 {
 	struct nvml_backend *n = to_nvml(b);
-	enum nvml_return worst = NVML_RET_SUCCESS, r;
+	enum nvml_return worst = NVML_RET_SUCCESS;
 	struct nvml_device *h = nvml_dev_handle(n, gpu);
 	struct nvml_utilization u;
-	struct nvml_memory mem;
 	struct gpu_sample s;
 	unsigned v;
 
@@ -147,14 +177,7 @@ int nvml_sample(struct gpu_backend *b, unsigned gpu, struct gpu_sample *ret)
 	if (!h)
 		return -ENODEV;
 	gpu_sample_init(&s);
-	r = NVC(n, nvmlDeviceGetMemoryInfo)(h, &mem);
-	if (r == NVML_RET_SUCCESS) {
-		s.mem_used = mem.used;
-		s.mem_total = mem.total;
-		s.mem_free = mem.free;
-	} else if (r != NVML_RET_NOT_SUPPORTED) {
-		worst = r;
-	}
+	sample_memory(n, h, &s, &worst);
 	if (n->f.nvmlDeviceGetTemperature &&
 	    NVC(n, nvmlDeviceGetTemperature)(h, NVML_TEMP_GPU, &v) == NVML_RET_SUCCESS)
 		s.temperature_c = v;
@@ -198,6 +221,7 @@ int nvml_sample(struct gpu_backend *b, unsigned gpu, struct gpu_sample *ret)
 		s.clock_reasons =
 			get_ull(NVC(n, nvmlDeviceGetCurrentClocksThrottleReasons), h, &worst);
 	nvml_gpm_sample(n, gpu, h, &s, &worst);
+	nvml_sample_counters(n, h, &s, &worst);
 	sample_procs(n, h, &s, &worst);
 	/* A lost GPU or a changed driver is an error; a missing metric is only NaN. */
 	if (worst == NVML_RET_GPU_IS_LOST || nvml_driver_gone(worst))

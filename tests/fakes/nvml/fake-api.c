@@ -151,6 +151,16 @@ static enum nvml_return enter_dev(enum fake_fn fn, struct nvml_device *d, struct
 	return r;
 }
 
+enum nvml_return fake_enter_dev(enum fake_fn fn, struct nvml_device *d, struct fake_gpu **ret)
+{
+	return enter_dev(fn, d, ret);
+}
+
+enum nvml_return fake_leave(enum nvml_return r)
+{
+	return leave(r);
+}
+
 static enum nvml_return copy_out(char *buf, unsigned len, const char *s)
 {
 	size_t n = strlen(s);
@@ -417,7 +427,8 @@ enum nvml_return nvmlDeviceGetMemoryInfo(struct nvml_device *d, struct nvml_memo
 		return leave(NVML_RET_INVALID_ARGUMENT);
 	m->total = g->mem_total;
 	m->used = MIN(g->mem_used, g->mem_total);
-	m->free = g->mem_total - m->used;
+	/* what the driver reserves is neither used nor free (nvml-mock's v1 answers so too) */
+	m->free = g->mem_total - m->used - MIN(g->mem_reserved, g->mem_total - m->used);
 	return leave(NVML_RET_SUCCESS);
 }
 

@@ -131,6 +131,11 @@ static int parse_ull(const char *s, unsigned long long *ret)
 	return 0;
 }
 
+int fake_parse_ull(const char *s, unsigned long long *ret)
+{
+	return parse_ull(s, ret);
+}
+
 static int parse_uint(const char *s, unsigned *ret)
 {
 	unsigned long long v;
@@ -258,6 +263,7 @@ void fake_gpu_defaults(struct fake_gpu *g, unsigned index)
 	g->pci_class = 0x030200; /* 3D controller: a data-center GPU, GFD's "compute" */
 	for (unsigned j = 0; j < FAKE_MAX_GPUS; j++)
 		g->topo[j] = -1;
+	fake_counters_defaults(g);
 }
 
 void fake_fixture_defaults(struct fake_fixture *fx)
@@ -485,7 +491,12 @@ int fake_gpu_set(struct fake_gpu *g, unsigned index, const char *key, const char
 	} else if ((r = fake_gpm_set(g, key, v, err, errlen)) != 0) {
 		return r < 0 ? -1 : 0;
 	} else {
-		return fail_msg(err, errlen, "unknown gpu key \"%s\"", key);
+		int r = fake_counters_set(g, key, v);
+
+		if (r < 0)
+			goto bad;
+		if (r == 0)
+			return fail_msg(err, errlen, "unknown gpu key \"%s\"", key);
 	}
 	return 0;
 bad:

@@ -98,6 +98,14 @@ struct fake_gpu {
 	struct fake_limit limits[FAKE_MAX_LIMITS];
 	uint64_t not_supported[FAKE_FN_WORDS];
 	struct fake_gpm gpm;
+	/* DCGM-exporter's other counters (fake-counters.c) */
+	unsigned long long mem_reserved; /* "memory_reserved": v2's reserved, out of v1's free */
+	int mem_temp;			 /* "memory_temperature", C; -1: field NOT_SUPPORTED */
+	unsigned pcie_replay, enc_util, dec_util;
+	bool remap; /* "remapped_rows" given; else NOT_SUPPORTED */
+	unsigned remap_corr, remap_unc, remap_pending, remap_failure;
+	unsigned nvlinks;			 /* "nvlink = LINKS:TX:RX"; 0: no NVLink */
+	unsigned long long nvlink_tx, nvlink_rx; /* KiB per link */
 };
 
 struct fake_fail {
@@ -187,6 +195,16 @@ int fake_global_set(struct fake_fixture *fx, const char *key, const char *value,
 void fake_gpu_defaults(struct fake_gpu *g, unsigned index);
 /* "00000000:01:00.0" -> "0000:01:00.0" (sysfs form); returns 0 or -1. */
 int fake_sysfs_bus_id(const char *bus_id, char *out, size_t outlen);
+
+/* enter() plus the device (fake-api.c): SUCCESS with fake.mu held and *@ret set, or an error,
+   unlocked; fake_leave() unlocks. For the entry points in other files. */
+enum nvml_return fake_enter_dev(enum fake_fn fn, struct nvml_device *d, struct fake_gpu **ret);
+enum nvml_return fake_leave(enum nvml_return r);
+/* A number with an optional KiB/MiB/GiB suffix (fake-fixture.c); 0 or -1. */
+int fake_parse_ull(const char *s, unsigned long long *ret);
+/* The counters' GPU keys (fake-counters.c): 1 taken, 0 not one of them, -1 a bad value. */
+int fake_counters_set(struct fake_gpu *g, const char *key, const char *value);
+void fake_counters_defaults(struct fake_gpu *g);
 
 /* Queues an event for @gpu on every set that registered @type for it; returns how many. With fake.mu held. */
 unsigned fake_deliver(unsigned gpu, unsigned long long type, unsigned long long data);
