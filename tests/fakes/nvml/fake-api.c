@@ -151,16 +151,6 @@ static enum nvml_return enter_dev(enum fake_fn fn, struct nvml_device *d, struct
 	return r;
 }
 
-enum nvml_return fake_enter_dev(enum fake_fn fn, struct nvml_device *d, struct fake_gpu **ret)
-{
-	return enter_dev(fn, d, ret);
-}
-
-enum nvml_return fake_leave(enum nvml_return r)
-{
-	return leave(r);
-}
-
 static enum nvml_return copy_out(char *buf, unsigned len, const char *s)
 {
 	size_t n = strlen(s);

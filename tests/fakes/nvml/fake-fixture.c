@@ -490,13 +490,10 @@ int fake_gpu_set(struct fake_gpu *g, unsigned index, const char *key, const char
 		return parse_fn_list(v, g->not_supported, err, errlen);
 	} else if ((r = fake_gpm_set(g, key, v, err, errlen)) != 0) {
 		return r < 0 ? -1 : 0;
-	} else {
-		int r = fake_counters_set(g, key, v);
-
-		if (r < 0)
-			goto bad;
-		if (r == 0)
-			return fail_msg(err, errlen, "unknown gpu key \"%s\"", key);
+	} else if ((r = fake_counters_set(g, key, v)) < 0) {
+		goto bad;
+	} else if (r == 0) {
+		return fail_msg(err, errlen, "unknown gpu key \"%s\"", key);
 	}
 	return 0;
 bad:

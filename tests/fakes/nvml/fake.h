@@ -196,10 +196,6 @@ void fake_gpu_defaults(struct fake_gpu *g, unsigned index);
 /* "00000000:01:00.0" -> "0000:01:00.0" (sysfs form); returns 0 or -1. */
 int fake_sysfs_bus_id(const char *bus_id, char *out, size_t outlen);
 
-/* enter() plus the device (fake-api.c): SUCCESS with fake.mu held and *@ret set, or an error,
-   unlocked; fake_leave() unlocks. For the entry points in other files. */
-enum nvml_return fake_enter_dev(enum fake_fn fn, struct nvml_device *d, struct fake_gpu **ret);
-enum nvml_return fake_leave(enum nvml_return r);
 /* A number with an optional KiB/MiB/GiB suffix (fake-fixture.c); 0 or -1. */
 int fake_parse_ull(const char *s, unsigned long long *ret);
 /* The counters' GPU keys (fake-counters.c): 1 taken, 0 not one of them, -1 a bad value. */
@@ -210,7 +206,8 @@ void fake_counters_defaults(struct fake_gpu *g);
 unsigned fake_deliver(unsigned gpu, unsigned long long type, unsigned long long data);
 
 /*
- * For the exported functions kept in other files (fake-gpm.c): fake-api.c's entry rules.
+ * For the exported functions kept in other files (fake-gpm.c, fake-counters.c): fake-api.c's
+ * entry rules.
  * fake_enter() locks and counts (@need_init: fail UNINITIALIZED without nvmlInit); fake_enter_dev()
  * also resolves @d. Each returns SUCCESS with fake.mu held, or the error with it released;
  * fake_leave() unlocks and returns @r.
