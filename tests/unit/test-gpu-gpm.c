@@ -15,6 +15,7 @@
 #include "fake-client.h"
 #include "gpu-open.h"
 #include "unit-fs.h"
+#include "unit-nvml.h"
 #include "unit.h"
 #include "util.h"
 
@@ -28,50 +29,10 @@
 			fail_msg("%s = %.17g, want %.17g", #a, a_, b_); \
 	} while (0)
 
-struct env {
-	char dir[64];
-	char sock[128];
-	struct gpu_backend *b;
-	struct gpu_info info;
-	char *err;
-};
-
-static int setup(void **state)
+/* open_discover() on fixtures/gpm.conf: its two GPUs found. */
+static void open_gpm(struct env *e, const char *lib)
 {
-	struct env *e = calloc(1, sizeof(*e));
-
-	assert_non_null(e);
-	unit_tmpdir("test-gpu-gpm", e->dir, sizeof(e->dir));
-	(void)snprintf(e->sock, sizeof(e->sock), "%s/ctl.sock", e->dir);
-	assert_int_equal(setenv("EDGEGPU_FAKE_NVML_CONTROL", e->sock, 1), 0);
-	*state = e;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct env *e = *state;
-
-	gpu_info_release(&e->info);
-	gpu_backend_close(e->b);
-	free(e->err);
-	unit_rm_tree(e->dir);
-	free(e);
-	return 0;
-}
-
-static void open_discover(struct env *e, const char *lib)
-{
-	struct gpu_backend_opts o = { .kind = GPU_BACKEND_NVML, .lib_path = lib };
-	int r;
-
-	assert_int_equal(setenv("EDGEGPU_FAKE_NVML_FIXTURE", FAKE_NVML_FIXTURES "/gpm.conf", 1), 0);
-	r = gpu_backend_open(&o, &e->b, &e->err);
-	if (r == 0)
-		r = e->b->ops->discover(e->b, &e->info, &e->err);
-	if (r < 0)
-		print_error("open/discover: %d %s\n", r, e->err ? e->err : "");
-	assert_int_equal(r, 0);
+	open_discover(e, lib, "gpm.conf");
 	assert_int_equal(e->info.n_devices, 2);
 }
 
@@ -108,7 +69,7 @@ static void test_ratios(void **state)
 	struct env *e = *state;
 	struct gpu_sample s;
 
-	open_discover(e, FAKE_NVML_LIB);
+	open_gpm(e, FAKE_NVML_LIB);
 	sample(e, 0, &s);
 	assert_absent(&s);
 	assert_int_equal(ctl_number("gpm_samples"), 1);
@@ -145,7 +106,7 @@ static void test_release(void **state)
 	struct gpu_info info = { 0 };
 	struct gpu_sample s;
 
-	open_discover(e, FAKE_NVML_LIB);
+	open_gpm(e, FAKE_NVML_LIB);
 	sample(e, 0, &s);
 	sample(e, 0, &s);
 	assert_int_equal(ctl_number("gpm_samples"), 1);
@@ -173,7 +134,7 @@ static void test_not_supported_and_lost(void **state)
 	struct env *e = *state;
 	struct gpu_sample s;
 
-	open_discover(e, FAKE_NVML_LIB);
+	open_gpm(e, FAKE_NVML_LIB);
 	assert_int_equal(fake_nvml_ctlf("set 1 not_supported nvmlDeviceGetPcieThroughput"), 0);
 	sample(e, 1, &s);
 	assert_absent(&s);
@@ -192,7 +153,7 @@ static void test_old_driver(void **state)
 	struct env *e = *state;
 	struct gpu_sample s;
 
-	open_discover(e, FAKE_NVML_OLD_LIB);
+	open_gpm(e, FAKE_NVML_OLD_LIB);
 	for (unsigned gpu = 0; gpu < 2; gpu++) {
 		sample(e, gpu, &s);
 		sample(e, gpu, &s);
@@ -229,7 +190,7 @@ static void test_hung_call_named(void **state)
 	struct env *e = *state;
 	struct gpu_sample s;
 
-	open_discover(e, FAKE_NVML_LIB);
+	open_gpm(e, FAKE_NVML_LIB);
 	sample(e, 0, &s); /* a kept sample: the next computes and frees */
 	for (size_t k = 0; k < ELEMENTSOF(calls); k++) {
 		struct hung_sample op = { .b = e->b, .gpu = calls[k].gpu };

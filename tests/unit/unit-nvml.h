@@ -1,7 +1,8 @@
 #pragma once
 
 /*
- * The NVML backend's unit tests (test-gpu-nvml.c, test-gpu-nvml-counters.c): a scratch
+ * The NVML backend's unit tests (test-gpu-nvml.c, test-gpu-nvml-counters.c,
+ * test-gpu-gpm.c): a scratch
  * environment, the backend opened on a fake libnvidia-ml.so.1 (tests/fakes/nvml) with one of
  * its fixtures, and the fake's control socket. Each function checks what it does with
  * cmocka's assertions (a failure fails the running test). Built into the tests that list
