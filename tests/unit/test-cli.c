@@ -523,10 +523,12 @@ static void labels_of_fixture(const char *fixture, const char *family)
 	/* GFD's timestamp, now or a moment ago, unless --no-timestamp. */
 	{
 		char *ts = label_of(r.out, "nvidia.com/gfd.timestamp");
+		char *end = NULL;
 		long long t;
 
 		assert_non_null(ts);
-		assert_int_equal(sscanf(ts, "%lld", &t), 1);
+		t = strtoll(ts, &end, 10);
+		assert_true(end != ts && *end == '\0');
 		assert_true(t <= (long long)time(NULL) && t > (long long)time(NULL) - 600);
 		free(ts);
 	}

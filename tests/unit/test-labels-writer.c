@@ -410,7 +410,7 @@ static void test_writer_timestamp(void **state)
 	struct wfix f;
 	time_t before = time(NULL);
 	long long t = 0;
-	char *s, *p;
+	char *s, *p, *end = NULL;
 
 	wfix_init(&f);
 	assert_int_equal(labels_writer_new(f.loop, f.path, 600 * USEC_PER_SEC, &w), 0);
@@ -420,7 +420,9 @@ static void test_writer_timestamp(void **state)
 	s = slurp(f.path);
 	p = strstr(s, "Z\nnvidia.com/gfd.timestamp=");
 	assert_non_null(p);
-	assert_int_equal(sscanf(p, "Z\nnvidia.com/gfd.timestamp=%lld", &t), 1);
+	p += strlen("Z\nnvidia.com/gfd.timestamp=");
+	t = strtoll(p, &end, 10);
+	assert_true(end != p && *end == '\n');
 	assert_true(t >= (long long)before && t <= (long long)time(NULL));
 	assert_non_null(strstr(s, "\nnvidia.com/gpu.count=1\nnvidia.com/gpu.product=NVIDIA-A2\n"));
 	free(s);

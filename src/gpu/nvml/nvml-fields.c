@@ -64,10 +64,12 @@ static void sample_nvlink(struct nvml_backend *n, struct nvml_device *h, unsigne
 
 	links = MIN(links, (unsigned)NVML_NVLINK_MAX_LINKS_COUNT);
 	for (unsigned l = 0; l < links; l++) {
-		fv[2 * l] = (struct nvml_field_value){ .field_id = NVML_FI_NVLINK_THRU_RAW_TX,
+		size_t i = (size_t)l * 2;
+
+		fv[i] = (struct nvml_field_value){ .field_id = NVML_FI_NVLINK_THRU_RAW_TX,
+						   .scope_id = l };
+		fv[i + 1] = (struct nvml_field_value){ .field_id = NVML_FI_NVLINK_THRU_RAW_RX,
 						       .scope_id = l };
-		fv[2 * l + 1] = (struct nvml_field_value){ .field_id = NVML_FI_NVLINK_THRU_RAW_RX,
-							   .scope_id = l };
 	}
 	r = NVC(n, nvmlDeviceGetFieldValues)(h, (int)(2 * links), fv);
 	if (r != NVML_RET_SUCCESS) {

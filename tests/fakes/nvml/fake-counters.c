@@ -43,7 +43,7 @@ static int parse_tuple(const char *s, unsigned long long *v, unsigned n)
 
 	if (strlen(s) >= sizeof(buf))
 		return -1;
-	strcpy(buf, s);
+	memcpy(buf, s, strlen(s) + 1);
 	for (tok = strtok_r(buf, ":", &save); tok; tok = strtok_r(NULL, ":", &save)) {
 		if (i == n || fake_parse_ull(tok, &v[i]) < 0)
 			return -1;

@@ -454,7 +454,7 @@ int fake_gpu_set(struct fake_gpu *g, unsigned index, const char *key, const char
 		copy_str(buf, sizeof(buf), v);
 		g->proc_util = true;
 		g->n_proc_utils = 0;
-		for (tok = strtok_r(buf, ", ", &save); tok && strcmp(v, "none");
+		for (tok = strtok_r(buf, ", ", &save); tok && strcmp(v, "none") != 0;
 		     tok = strtok_r(NULL, ", ", &save)) {
 			char *colon = strchr(tok, ':');
 			struct fake_proc_util *u = &g->proc_utils[g->n_proc_utils];
