@@ -3,8 +3,8 @@
 /*
  * Internal state of the fake NVML library (tests/fakes/nvml). One process-wide state under
  * one mutex: the fixture's GPUs, the injected failures, the call counters and the event
- * sets. The exported NVML functions (fake-api.c) and the control socket thread
- * (fake-control.c) both work on it with fake.mu held.
+ * sets. The exported NVML functions (fake-api.c and the files beside it) and the control
+ * socket thread (fake-control.c) both work on it with fake.mu held.
  */
 
 #include <pthread.h>
@@ -206,8 +206,8 @@ void fake_counters_defaults(struct fake_gpu *g);
 unsigned fake_deliver(unsigned gpu, unsigned long long type, unsigned long long data);
 
 /*
- * For the exported functions kept in other files (fake-gpm.c, fake-counters.c): fake-api.c's
- * entry rules.
+ * For the exported functions kept in other files (fake-telemetry.c, fake-counters.c, fake-gpm.c,
+ * fake-limits.c, fake-mig.c): fake-api.c's entry rules.
  * fake_enter() locks and counts (@need_init: fail UNINITIALIZED without nvmlInit); fake_enter_dev()
  * also resolves @d. Each returns SUCCESS with fake.mu held, or the error with it released;
  * fake_leave() unlocks and returns @r.
