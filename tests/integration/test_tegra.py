@@ -21,7 +21,7 @@ import shutil
 import subprocess
 
 from common import RESOURCE, NodeTest, main, wait_until
-from edgegpu import PluginClient, load_fixture, samples
+from edgegpu import PluginClient, gfd_sanitise, load_fixture, samples
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(os.path.dirname(HERE))
@@ -63,12 +63,6 @@ def time_slicing(replicas):
 def read(path):
     with open(path) as f:
         return f.read().strip()
-
-
-def gfd_sanitise(name):
-    """GFD's product value: [A-Za-z0-9-_. ] kept, space-separated fields joined by '-'."""
-    kept = "".join(c for c in name if c.isalnum() or c in "-_. ")
-    return "-".join(kept.split())
 
 
 class Board:

@@ -707,6 +707,12 @@ def parse_exposition(text):
     return out
 
 
+def gfd_sanitise(name):
+    """GFD's product value: [A-Za-z0-9-_. ] kept, space-separated fields joined by '-'."""
+    kept = "".join(c for c in name if c.isalnum() or c in "-_. ")
+    return "-".join(kept.split())
+
+
 def samples(expo, name, **match):
     """The samples of `name` whose labels include `match`: [(labels dict, value)]."""
     res = []
