@@ -203,22 +203,38 @@ static uint32_t pci_class_of(struct nvml_backend *n, struct nvml_device *h, cons
 }
 
 /*
+ * @d's PCI bus id (nvmlDeviceGetPciInfo_v3, or _v2 on an older library) and PCI class. *@call
+ * names the NVML call for the caller's message. Returns the call's result; @d is untouched
+ * unless it is SUCCESS.
+ */
+static enum nvml_return read_pci(struct nvml_backend *n, struct nvml_device *h,
+				 struct gpu_device *d, const char **call)
+{
+	struct nvml_pci_info pci;
+	enum nvml_return ret;
+
+	*call = n->f.nvmlDeviceGetPciInfo_v3 ? "nvmlDeviceGetPciInfo_v3" :
+					       "nvmlDeviceGetPciInfo_v2";
+	ret = NVC_AS(n, n->get_pci_info, *call)(h, &pci);
+	if (ret != NVML_RET_SUCCESS)
+		return ret;
+	pci.bus_id[sizeof(pci.bus_id) - 1] = 0;
+	nvml_copy_str(d->pci_bus_id, sizeof(d->pci_bus_id), pci.bus_id);
+	d->pci_class = pci_class_of(n, h, d->pci_bus_id);
+	return ret;
+}
+
+/*
  * A MIG-enabled GPU, which discovery leaves out, described for the labels as far as NVML
  * answers (GFD labels and counts it): memory, compute capability, PCI class. Errors leave a
  * field unknown; none fails discovery.
  */
 static void describe_mig_gpu(struct nvml_backend *n, struct nvml_device *h, struct gpu_device *d)
 {
-	struct nvml_pci_info pci;
 	struct nvml_memory mem;
-	const char *call = n->f.nvmlDeviceGetPciInfo_v3 ? "nvmlDeviceGetPciInfo_v3" :
-							  "nvmlDeviceGetPciInfo_v2";
+	const char *call;
 
-	if (NVC_AS(n, n->get_pci_info, call)(h, &pci) == NVML_RET_SUCCESS) {
-		pci.bus_id[sizeof(pci.bus_id) - 1] = 0;
-		nvml_copy_str(d->pci_bus_id, sizeof(d->pci_bus_id), pci.bus_id);
-		d->pci_class = pci_class_of(n, h, d->pci_bus_id);
-	}
+	(void)read_pci(n, h, d, &call);
 	if (NVC(n, nvmlDeviceGetMemoryInfo)(h, &mem) == NVML_RET_SUCCESS)
 		d->mem_total = mem.total;
 	if (NVC(n, nvmlDeviceGetCudaComputeCapability)(h, &d->cc_major, &d->cc_minor) !=
@@ -258,7 +274,6 @@ static int discover_one(struct nvml_backend *n, unsigned i, struct gpu_device *d
 			struct nvml_dev *nd, char **reason, char **reterr)
 {
 	struct nvml_device *h = NULL;
-	struct nvml_pci_info pci;
 	struct nvml_memory mem;
 	unsigned current, pending, arch = NVML_ARCH_UNKNOWN;
 	unsigned long long events = 0;
@@ -309,14 +324,10 @@ static int discover_one(struct nvml_backend *n, unsigned i, struct gpu_device *d
 	(void)snprintf(d->nodes[0], sizeof(d->nodes[0]), "/dev/nvidia%u", d->minor);
 	d->n_nodes = 1;
 	d->container = &nvml_container;
-	call = n->f.nvmlDeviceGetPciInfo_v3 ? "nvmlDeviceGetPciInfo_v3" : "nvmlDeviceGetPciInfo_v2";
-	ret = NVC_AS(n, n->get_pci_info, call)(h, &pci);
+	ret = read_pci(n, h, d, &call);
 	if (ret != NVML_RET_SUCCESS)
 		goto failed;
-	pci.bus_id[sizeof(pci.bus_id) - 1] = 0;
-	nvml_copy_str(d->pci_bus_id, sizeof(d->pci_bus_id), pci.bus_id);
 	d->numa_node = read_numa_node(n->sysfs_root, d->pci_bus_id);
-	d->pci_class = pci_class_of(n, h, d->pci_bus_id);
 	/* Integrated GPUs have no framebuffer of their own: NOT_SUPPORTED, total 0. */
 	call = "nvmlDeviceGetMemoryInfo";
 	ret = NVC(n, nvmlDeviceGetMemoryInfo)(h, &mem);

@@ -12,13 +12,6 @@
 #include "nvml-int.h"
 #include "util.h"
 
-/* Records @r in *@worst when it is a failure worse than "not supported" and the first one. */
-static void note_failure(enum nvml_return r, enum nvml_return *worst)
-{
-	if (r != NVML_RET_SUCCESS && r != NVML_RET_NOT_SUPPORTED && *worst == NVML_RET_SUCCESS)
-		*worst = r;
-}
-
 /* A field's value as an unsigned 64-bit number; false when the field did not answer. */
 static bool field_u64(const struct nvml_field_value *v, uint64_t *ret)
 {
@@ -73,7 +66,7 @@ static void sample_nvlink(struct nvml_backend *n, struct nvml_device *h, unsigne
 	}
 	r = NVC(n, nvmlDeviceGetFieldValues)(h, (int)(2 * links), fv);
 	if (r != NVML_RET_SUCCESS) {
-		note_failure(r, worst);
+		nvml_note_failure(r, worst);
 		return;
 	}
 	for (unsigned i = 0; i < 2 * links; i++) {
@@ -105,7 +98,7 @@ static void sample_fields(struct nvml_backend *n, struct nvml_device *h, struct 
 		return;
 	r = NVC(n, nvmlDeviceGetFieldValues)(h, (int)ELEMENTSOF(fv), fv);
 	if (r != NVML_RET_SUCCESS) {
-		note_failure(r, worst);
+		nvml_note_failure(r, worst);
 		return;
 	}
 	if (field_u64(&fv[0], &v))
@@ -125,13 +118,13 @@ static void sample_video(struct nvml_backend *n, struct nvml_device *h, struct g
 		r = NVC(n, nvmlDeviceGetEncoderUtilization)(h, &u, &period_us);
 		if (r == NVML_RET_SUCCESS)
 			s->enc_util = u;
-		note_failure(r, worst);
+		nvml_note_failure(r, worst);
 	}
 	if (n->f.nvmlDeviceGetDecoderUtilization) {
 		r = NVC(n, nvmlDeviceGetDecoderUtilization)(h, &u, &period_us);
 		if (r == NVML_RET_SUCCESS)
 			s->dec_util = u;
-		note_failure(r, worst);
+		nvml_note_failure(r, worst);
 	}
 }
 
@@ -146,7 +139,7 @@ void nvml_sample_counters(struct nvml_backend *n, struct nvml_device *h, struct 
 		r = NVC(n, nvmlDeviceGetPcieReplayCounter)(h, &v);
 		if (r == NVML_RET_SUCCESS)
 			s->pcie_replay = v;
-		note_failure(r, worst);
+		nvml_note_failure(r, worst);
 	}
 	sample_video(n, h, s, worst);
 	if (n->f.nvmlDeviceGetRemappedRows) {
@@ -159,6 +152,6 @@ void nvml_sample_counters(struct nvml_backend *n, struct nvml_device *h, struct 
 			s->remap_unc = unc;
 			s->remap_failure = failure ? 1 : 0;
 		}
-		note_failure(r, worst);
+		nvml_note_failure(r, worst);
 	}
 }

@@ -36,13 +36,6 @@ static const struct {
 	{ NVML_GPM_ID_PCIE_RX_PER_SEC, MIB, offsetof(struct gpu_sample, pcie_rx_bps) },
 };
 
-/* Records @r in *@worst when it is a failure worse than NOT_SUPPORTED and the first. */
-static void note(enum nvml_return r, enum nvml_return *worst)
-{
-	if (r != NVML_RET_SUCCESS && r != NVML_RET_NOT_SUPPORTED && *worst == NVML_RET_SUCCESS)
-		*worst = r;
-}
-
 static bool gpm_loaded(const struct nvml_backend *n)
 {
 	return n->f.nvmlGpmQueryDeviceSupport && n->f.nvmlGpmSampleAlloc && n->f.nvmlGpmSampleGet &&
@@ -71,7 +64,7 @@ static bool has_gpm(struct nvml_backend *n, struct nvml_dev *d, struct nvml_devi
 			  known == GPM_YES ? "true" : "false");
 		return known == GPM_YES;
 	}
-	note(r, worst);
+	nvml_note_failure(r, worst);
 	return false;
 }
 
@@ -86,13 +79,13 @@ static void pcie_throughput(struct nvml_backend *n, struct nvml_device *h, struc
 	r = NVC(n, nvmlDeviceGetPcieThroughput)(h, NVML_PCIE_TX, &kb);
 	if (r == NVML_RET_SUCCESS)
 		s->pcie_tx_bps = kb * KB;
-	note(r, worst);
+	nvml_note_failure(r, worst);
 	if (r != NVML_RET_SUCCESS && r != NVML_RET_NOT_SUPPORTED)
 		return; /* a lost GPU answers the same again: one failure is enough */
 	r = NVC(n, nvmlDeviceGetPcieThroughput)(h, NVML_PCIE_RX, &kb);
 	if (r == NVML_RET_SUCCESS)
 		s->pcie_rx_bps = kb * KB;
-	note(r, worst);
+	nvml_note_failure(r, worst);
 }
 
 /* The ratios between @prev and @cur into @s; a metric NVML could not compute stays NaN. */
@@ -112,7 +105,7 @@ static void gpm_metrics_between(struct nvml_backend *n, struct nvml_gpm_sample *
 		g.metrics[i].metric_id = gpm_metrics[i].id;
 	r = NVC(n, nvmlGpmMetricsGet)(&g);
 	if (r != NVML_RET_SUCCESS) {
-		note(r, worst);
+		nvml_note_failure(r, worst);
 		return;
 	}
 	for (size_t i = 0; i < ELEMENTSOF(gpm_metrics); i++) {
@@ -147,12 +140,12 @@ void nvml_gpm_sample(struct nvml_backend *n, unsigned gpu, struct nvml_device *h
 	}
 	r = NVC(n, nvmlGpmSampleAlloc)(&cur);
 	if (r != NVML_RET_SUCCESS) {
-		note(r, worst);
+		nvml_note_failure(r, worst);
 		return;
 	}
 	r = NVC(n, nvmlGpmSampleGet)(h, cur);
 	if (r != NVML_RET_SUCCESS) {
-		note(r, worst);
+		nvml_note_failure(r, worst);
 		(void)NVC(n, nvmlGpmSampleFree)(cur);
 		return;
 	}

@@ -84,6 +84,17 @@ static inline void nvml_copy_str(char *dst, size_t size, const char *src)
 	(void)snprintf(dst, size, "%s", src);
 }
 
+/*
+ * A sample's failure record: @r goes to *@worst when it is worse than NOT_SUPPORTED (what a GPU
+ * without the feature answers) and *@worst still holds SUCCESS, so the first failure is the
+ * one nvml_sample() judges the GPU by.
+ */
+static inline void nvml_note_failure(enum nvml_return r, enum nvml_return *worst)
+{
+	if (r != NVML_RET_SUCCESS && r != NVML_RET_NOT_SUPPORTED && *worst == NVML_RET_SUCCESS)
+		*worst = r;
+}
+
 static inline struct nvml_backend *to_nvml(struct gpu_backend *b)
 {
 	return (struct nvml_backend *)b;

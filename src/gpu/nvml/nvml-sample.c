@@ -23,8 +23,7 @@ static double get_uint(nvml_fn_nvmlDeviceGetPowerUsage *fn, struct nvml_device *
 	r = fn(h, &v);
 	if (r == NVML_RET_SUCCESS)
 		return v * scale;
-	if (r != NVML_RET_NOT_SUPPORTED && *worst == NVML_RET_SUCCESS)
-		*worst = r;
+	nvml_note_failure(r, worst);
 	return NAN;
 }
 
@@ -38,8 +37,7 @@ static uint64_t get_ull(nvml_fn_nvmlDeviceGetTotalEnergyConsumption *fn, struct 
 	r = fn(h, &v);
 	if (r == NVML_RET_SUCCESS)
 		return v;
-	if (r != NVML_RET_NOT_SUPPORTED && *worst == NVML_RET_SUCCESS)
-		*worst = r;
+	nvml_note_failure(r, worst);
 	return UINT64_MAX;
 }
 
@@ -122,9 +120,8 @@ static void sample_memory(struct nvml_backend *n, struct nvml_device *h, struct 
 		s->mem_used = mem.used;
 		s->mem_total = mem.total;
 		s->mem_free = mem.free;
-	} else if (r != NVML_RET_NOT_SUPPORTED) {
-		*worst = r;
 	}
+	nvml_note_failure(r, worst);
 }
 
 static void sample_procs(struct nvml_backend *n, struct nvml_device *h, struct gpu_sample *s,
@@ -154,9 +151,8 @@ static void sample_procs(struct nvml_backend *n, struct nvml_device *h, struct g
 			s->procs[i].mem_used = infos[i].used_gpu_memory;
 			s->procs[i].sm_util = NAN;
 		}
-	} else if (r != NVML_RET_NOT_SUPPORTED && r != NVML_RET_INSUFFICIENT_SIZE &&
-		   *worst == NVML_RET_SUCCESS) {
-		*worst = r;
+	} else if (r != NVML_RET_INSUFFICIENT_SIZE) {
+		nvml_note_failure(r, worst);
 	}
 	if (infos != stack)
 		free(infos);
