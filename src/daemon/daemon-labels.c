@@ -18,7 +18,6 @@ void daemon_labels_update(struct daemon *d)
 
 	if (!d->labels || !(d->info.n_devices + d->info.n_mig_devices))
 		return;
-	labels_writer_set_timestamp(d->labels, !d->cfg.labels.no_timestamp);
 	if (labels_build(&d->info, &d->cfg, sysfs && *sysfs ? sysfs : "/sys",
 			 daemon_enforce_mode(d), &b) < 0 ||
 	    labels_writer_set(d->labels, (const char *)b.data, b.len) < 0)
@@ -38,6 +37,8 @@ void daemon_labels_start(struct daemon *d)
 				d->cfg.labels.file);
 		return;
 	}
+	/* a change of it on reload makes a new writer (daemon_labels_reload()) */
+	labels_writer_set_timestamp(d->labels, !d->cfg.labels.no_timestamp);
 	daemon_labels_update(d);
 }
 

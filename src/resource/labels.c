@@ -342,21 +342,37 @@ static void product_of(const char *name, bool shared, char *out, size_t size)
 	(void)snprintf(out, size, "%s", product);
 }
 
-void labels_product(const struct gpu_info *info, const struct config *cfg, char *out, size_t size)
-{
-	const struct config_ts_resource *ts = default_ts(cfg);
-
-	if (!info->n_devices) {
-		(void)snprintf(out, size, "%s", "");
-		return;
-	}
-	product_of(info->devices[0].name, ts && ts->replicas > 1 && !ts->rename, out, size);
-}
-
 /* GPU @i of those GFD sees: discovery's, then the MIG-enabled ones it left out. */
 static const struct gpu_device *gfd_gpu(const struct gpu_info *info, unsigned i)
 {
 	return i < info->n_devices ? &info->devices[i] : &info->mig_devices[i - info->n_devices];
+}
+
+/*
+ * nvidia.com/gpu.replicas: the first time-slicing entry's for nvidia.com/gpu, else 1; 0 when
+ * every GPU is MIG-enabled (GFD labels those without sharing under the "none" strategy).
+ */
+static unsigned gfd_replicas(const struct gpu_info *info, const struct config_ts_resource *ts)
+{
+	if (!info->n_devices)
+		return 0;
+	return ts && ts->replicas > 0 ? ts->replicas : 1;
+}
+
+/* The product value of the model described (gfd_gpu(info, 0)), "-SHARED" as GFD adds it. */
+static void product_label(const struct gpu_info *info, const struct config_ts_resource *ts,
+			  char *out, size_t size)
+{
+	product_of(gfd_gpu(info, 0)->name, gfd_replicas(info, ts) > 1 && !ts->rename, out, size);
+}
+
+void labels_product(const struct gpu_info *info, const struct config *cfg, char *out, size_t size)
+{
+	if (!info->n_devices && !info->n_mig_devices) {
+		(void)snprintf(out, size, "%s", "");
+		return;
+	}
+	product_label(info, default_ts(cfg), out, size);
 }
 
 /*
@@ -388,7 +404,7 @@ int labels_build(const struct gpu_info *info, const struct config *cfg, const ch
 	const struct gpu_device *g;
 	struct label_set s = { 0 };
 	char product[LABEL_VALUE_MAX + 1], machine[LABEL_VALUE_MAX + 1] = "";
-	unsigned n = info->n_devices + info->n_mig_devices, count = 0, replicas = 1;
+	unsigned n = info->n_devices + info->n_mig_devices, count = 0, replicas;
 	bool mig_capable = false;
 	int r;
 
@@ -401,16 +417,13 @@ int labels_build(const struct gpu_info *info, const struct config *cfg, const ch
 	 * ones included, as GFD counts them per model.
 	 */
 	g = gfd_gpu(info, 0);
-	if (!info->n_devices)
-		replicas = 0;
-	else if (ts && ts->replicas > 0)
-		replicas = ts->replicas;
+	replicas = gfd_replicas(info, ts);
 	for (unsigned i = 0; i < n; i++) {
 		count += streq(gfd_gpu(info, i)->name, g->name);
 		mig_capable |= gfd_gpu(info, i)->mig_capable;
 	}
 
-	product_of(g->name, replicas > 1 && !ts->rename, product, sizeof(product));
+	product_label(info, ts, product, sizeof(product));
 	set_add(&s, "nvidia.com/gpu.product", product);
 	set_addf(&s, "nvidia.com/gpu.count", "%u", count);
 	if (g->mem_total >> 20)
