@@ -84,6 +84,7 @@ int metrics_set_gpus(struct metrics *m, const struct gpu_info *info)
 		return -ENOMEM;
 	for (unsigned i = 0; i < info->n_devices; i++) {
 		const struct gpu_device *d = &info->devices[i];
+		char node[24];
 
 		(void)snprintf(g[i].index, sizeof(g[i].index), "%u", i);
 		(void)snprintf(g[i].uuid, sizeof(g[i].uuid), "%s", d->uuid);
@@ -93,10 +94,8 @@ int metrics_set_gpus(struct metrics *m, const struct gpu_info *info)
 		 * minor number: the two differ where the driver numbered the nodes otherwise.
 		 * A Tegra iGPU on nvgpu, with no /dev/nvidia<minor>, has none.
 		 */
-		(void)snprintf(g[i].device, sizeof(g[i].device), "nvidia%u", d->minor);
-		if (d->integrated && !has_node(d, g[i].device))
-			g[i].device[0] = 0;
-		else
+		(void)snprintf(node, sizeof(node), "nvidia%u", d->minor);
+		if (!d->integrated || has_node(d, node))
 			(void)snprintf(g[i].device, sizeof(g[i].device), "nvidia%u", i);
 		(void)snprintf(g[i].model, sizeof(g[i].model), "%s", d->name);
 		g[i].mem_total = d->mem_total;
