@@ -768,6 +768,7 @@ static void test_mig_and_count(void **state)
 				      gpu("NVIDIA H100 80GB HBM3", 81559, 9, 0) };
 	struct gpu_info info = info_of(devs, 3);
 	struct config c;
+	char product[64];
 	char *l;
 
 	load(&c, "version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, "
@@ -810,11 +811,16 @@ static void test_mig_and_count(void **state)
 			   "nvidia.com/gpu.replicas=0", "nvidia.com/gpu.sharing-strategy=none",
 			   "nvidia.com/mig.capable=true", "nvidia.com/gpu.mode=compute", NULL });
 	free(l);
+	/* The doctor's product line is the label written, there too. */
+	labels_product(&info, &c, product, sizeof(product));
+	assert_string_equal(product, "NVIDIA-A100-SXM4-40GB");
 	/* And no GPU at all: nothing. */
 	info.n_mig_devices = 0;
 	l = build(&info, &c, NULL);
 	assert_string_equal(l, "");
 	free(l);
+	labels_product(&info, &c, product, sizeof(product));
+	assert_string_equal(product, "");
 	config_release(&c);
 }
 
