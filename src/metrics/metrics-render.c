@@ -25,21 +25,17 @@ static double u64(uint64_t v)
 	return v == UINT64_MAX ? NAN : (double)v;
 }
 
-static double fb_used(const struct gpu_sample *s)
+/* Bytes as whole MiB (DCGM's FB_* unit); NaN for "not supported". */
+static double mib(uint64_t v)
 {
-	return s->mem_used == UINT64_MAX ? NAN : (double)(s->mem_used >> 20); /* whole MiB */
-}
-
-static double fb_total(const struct gpu_sample *s)
-{
-	return s->mem_total == UINT64_MAX ? NAN : (double)(s->mem_total >> 20);
+	return v == UINT64_MAX ? NAN : (double)(v >> 20);
 }
 
 /* What the driver says is free (NVML, or the Tegra backend's share of DRAM), else total - used. */
 static double fb_free(const struct gpu_sample *s)
 {
 	if (s->mem_free != UINT64_MAX)
-		return (double)(s->mem_free >> 20);
+		return mib(s->mem_free);
 	if (s->mem_total == UINT64_MAX || s->mem_used == UINT64_MAX || s->mem_used > s->mem_total)
 		return NAN;
 	return (double)((s->mem_total - s->mem_used) >> 20);
@@ -62,6 +58,7 @@ static double celsius(double c)
 TEMP(temperature_c)
 TEMP(temp_slowdown_c)
 TEMP(temp_shutdown_c)
+TEMP(mem_temp_c)
 #undef TEMP
 
 /* devfreq's bounds, in MHz in the sample, in hertz in the exposition (base units). */
@@ -85,61 +82,41 @@ FIELD(util_gpu)
 FIELD(util_mem)
 FIELD(sm_clock_mhz)
 FIELD(mem_clock_mhz)
+FIELD(enc_util)
+FIELD(dec_util)
+FIELD(remap_failure)
+FIELD(prof_gr_active)
+FIELD(prof_tensor_active)
+FIELD(prof_dram_active)
+FIELD(pcie_tx_bps)
+FIELD(pcie_rx_bps)
 #undef FIELD
 
-static double get_energy(const struct gpu_sample *s)
-{
-	return u64(s->energy_mj);
-}
-
-static double get_sbe(const struct gpu_sample *s)
-{
-	return u64(s->ecc_corrected);
-}
-
-static double get_dbe(const struct gpu_sample *s)
-{
-	return u64(s->ecc_uncorrected);
-}
-
-static double get_reasons(const struct gpu_sample *s)
-{
-	return u64(s->clock_reasons);
-}
-
-#define GET_NAN(f)                                        \
-	static double get_##f(const struct gpu_sample *s) \
-	{                                                 \
-		return s->f;                              \
-	}
-#define GET_U64(f)                                        \
+/* Counters and bitmasks: UINT64_MAX is "not supported". */
+#define U64(f)                                            \
 	static double get_##f(const struct gpu_sample *s) \
 	{                                                 \
 		return u64(s->f);                         \
 	}
-GET_NAN(enc_util)
-GET_NAN(dec_util)
-GET_NAN(remap_failure)
-GET_NAN(prof_gr_active)
-GET_NAN(prof_tensor_active)
-GET_NAN(prof_dram_active)
-GET_NAN(pcie_tx_bps)
-GET_NAN(pcie_rx_bps)
-GET_U64(pcie_replay)
-GET_U64(remap_corr)
-GET_U64(remap_unc)
-GET_U64(nvlink_bw_total)
-#undef GET_NAN
-#undef GET_U64
-static double get_mem_temp_c(const struct gpu_sample *s)
-{
-	return celsius(s->mem_temp_c);
-}
+U64(energy_mj)
+U64(ecc_corrected)
+U64(ecc_uncorrected)
+U64(clock_reasons)
+U64(pcie_replay)
+U64(remap_corr)
+U64(remap_unc)
+U64(nvlink_bw_total)
+#undef U64
 
-static double fb_reserved(const struct gpu_sample *s)
-{
-	return s->mem_reserved == UINT64_MAX ? NAN : (double)(s->mem_reserved >> 20);
-}
+#define MIB(f)                                            \
+	static double get_##f(const struct gpu_sample *s) \
+	{                                                 \
+		return mib(s->f);                         \
+	}
+MIB(mem_used)
+MIB(mem_total)
+MIB(mem_reserved)
+#undef MIB
 
 static const struct gpu_family {
 	const char *name;
@@ -156,10 +133,10 @@ static const struct gpu_family {
 	{ "DCGM_FI_DEV_ENFORCED_POWER_LIMIT", PROM_GAUGE, "Enforced power limit (in W).",
 	  get_power_limit_w },
 	{ "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", PROM_COUNTER,
-	  "Total energy consumption since the driver was last loaded (in mJ).", get_energy },
-	{ "DCGM_FI_DEV_FB_USED", PROM_GAUGE, "Framebuffer memory used (in MiB).", fb_used },
+	  "Total energy consumption since the driver was last loaded (in mJ).", get_energy_mj },
+	{ "DCGM_FI_DEV_FB_USED", PROM_GAUGE, "Framebuffer memory used (in MiB).", get_mem_used },
 	{ "DCGM_FI_DEV_FB_FREE", PROM_GAUGE, "Framebuffer memory free (in MiB).", fb_free },
-	{ "DCGM_FI_DEV_FB_TOTAL", PROM_GAUGE, "Framebuffer memory total (in MiB).", fb_total },
+	{ "DCGM_FI_DEV_FB_TOTAL", PROM_GAUGE, "Framebuffer memory total (in MiB).", get_mem_total },
 	{ "DCGM_FI_DEV_GPU_UTIL", PROM_GAUGE, "GPU utilization (in %).", get_util_gpu },
 	{ "DCGM_FI_DEV_MEM_COPY_UTIL", PROM_GAUGE, "Memory utilization (in %).", get_util_mem },
 	{ "DCGM_FI_DEV_SM_CLOCK", PROM_GAUGE, "SM clock frequency (in MHz).", get_sm_clock_mhz },
@@ -177,11 +154,11 @@ static const struct gpu_family {
 	  "clock at, in Hz.",
 	  get_sm_clock_max_mhz },
 	{ "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", PROM_COUNTER,
-	  "Total number of single-bit volatile ECC errors.", get_sbe },
+	  "Total number of single-bit volatile ECC errors.", get_ecc_corrected },
 	{ "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", PROM_COUNTER,
-	  "Total number of double-bit volatile ECC errors.", get_dbe },
+	  "Total number of double-bit volatile ECC errors.", get_ecc_uncorrected },
 	{ "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", PROM_GAUGE,
-	  "Current clock event (throttle) reasons, NVML's bitmask.", get_reasons },
+	  "Current clock event (throttle) reasons, NVML's bitmask.", get_clock_reasons },
 	/* The rest of DCGM-exporter 4.x's default counters, its HELP verbatim. */
 	{ "DCGM_FI_DEV_MEMORY_TEMP", PROM_GAUGE, "Memory temperature (in C).", get_mem_temp_c },
 	{ "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", PROM_COUNTER, "Total number of PCIe retries.",
@@ -189,7 +166,7 @@ static const struct gpu_family {
 	{ "DCGM_FI_DEV_ENC_UTIL", PROM_GAUGE, "Encoder utilization (in %).", get_enc_util },
 	{ "DCGM_FI_DEV_DEC_UTIL", PROM_GAUGE, "Decoder utilization (in %).", get_dec_util },
 	{ "DCGM_FI_DEV_FB_RESERVED", PROM_GAUGE, "Framebuffer memory reserved (in MiB).",
-	  fb_reserved },
+	  get_mem_reserved },
 	{ "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", PROM_COUNTER,
 	  "Number of remapped rows for uncorrectable errors", get_remap_unc },
 	{ "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", PROM_COUNTER,
