@@ -431,6 +431,12 @@ static void test_metrics_section(void **state)
 		     "t.yaml:1:34: edgegpu.metrics.minInterval: must be at least 100ms, got 1ms");
 	expect_error("edgegpu: {labels: {expiry: 30s}}\n",
 		     "t.yaml:1:28: edgegpu.labels.expiry: must be at least 1m, got 30s");
+	/* Issue 20's switches: booleans, a bad value named by file, line, column and key. */
+	expect_error("edgegpu: {metrics: {kubernetesVirtualGpus: yes please}}\n",
+		     "t.yaml:1:44: edgegpu.metrics.kubernetesVirtualGpus: expected true or false, "
+		     "got \"yes please\"");
+	expect_error("flags:\n  gfd:\n    noTimestamp: [true]\n",
+		     "t.yaml:3:18: flags.gfd.noTimestamp: expected true or false, got a list");
 
 	/* An address that can never listen: refused by the checks, at its line. */
 	assert_int_equal(config_init(&c), 0);
@@ -1202,6 +1208,11 @@ static void test_flags(void **state)
 	assert_true(c.labels.no_timestamp);
 	assert_int_equal(config_set_flag(&c, "no-timestamp", "false", &d), 0);
 	assert_false(c.labels.no_timestamp);
+	assert_int_equal(config_set_flag(&c, "no-timestamp", "sometimes", &d), -EINVAL);
+	assert_false(c.labels.no_timestamp);
+	assert_int_equal(d.n_errors, 1);
+	config_diag_release(&d);
+	d = (struct config_diag){ 0 };
 	{
 		char *const envp[] = { "GFD_NO_TIMESTAMP=true", NULL };
 
