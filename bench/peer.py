@@ -7,9 +7,9 @@ same kubelet emulator, rounds interleaved, medians printed in one table.
 bench/run calls main() when PEER is set; docs/benchmarks.md describes the method. Environment:
 
     PEER          the peer's binary (required)
-    PEER_KIND     edgegpu | nvidia | generic; detected when unset (`PEER version` printing
-                  "edgegpu ...", `PEER --version` naming NVIDIA or a file name with
-                  nvidia-device-plugin in it), else generic
+    PEER_KIND     edgegpu | nvidia | generic; detected when unset: nvidia for a file name with
+                  nvidia-device-plugin in it, else by `PEER --version` ("edgegpu ..." or a line
+                  naming NVIDIA), else generic
     PEER_ARGS     the peer's arguments, split like a shell line, {placeholders} expanded (below);
                   replaces the kind's own list; required for generic
     PEER_RESOURCE the resource the peer registers (nvidia.com/gpu)
@@ -83,36 +83,44 @@ class Side:
     def __init__(self, name, binary, kind, args, env, resource):
         self.name, self.binary, self.kind = name, os.path.abspath(binary), kind
         self.args, self.env, self.resource = args, env, resource
-        self.version = version_of(self.binary)
+        self.version = version_of(self.binary, kind)
         self.rounds = []  # one dict of figures per round
         self.registered = 0  # rounds in which this very binary registered
         self.notes = []
 
 
-def version_of(binary):
-    for flag in ("version", "--version"):
-        try:
-            out = subprocess.run([binary, flag], capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        text = (out.stdout or out.stderr).strip().splitlines()
-        if out.returncode == 0 and text:
-            return text[0][:80]
-    return "unknown"
+def run_flag(binary, flag):
+    """First line of `binary flag`, "" when it fails."""
+    try:
+        out = subprocess.run([binary, flag], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    lines = (out.stdout or out.stderr).strip().splitlines()
+    return lines[0][:80] if out.returncode == 0 and lines else ""
+
+
+def version_of(binary, kind):
+    # Only flags the kind is known to answer: NVIDIA's plugin takes `version` for a stray argument
+    # and starts serving, at the host's /var/lib/kubelet/device-plugins.
+    flags = {"edgegpu": ("version", "--version"), "nvidia": ("--version",)}.get(kind, ())
+    for flag in flags:
+        v = run_flag(binary, flag)
+        if v:
+            return v
+    return "not asked" if kind == "generic" else "unknown"
 
 
 def detect_kind(binary):
-    try:
-        out = subprocess.run([binary, "version"], capture_output=True, text=True, timeout=10)
-        if out.returncode == 0 and out.stdout.startswith("edgegpu "):
-            return "edgegpu"
-        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10)
-        if "nvidia" in (out.stdout + out.stderr).lower():
-            return "nvidia"
-    except (OSError, subprocess.TimeoutExpired):
-        pass
-    if "nvidia-device-plugin" in os.path.basename(binary):
+    name = os.path.basename(binary)
+    if "nvidia-device-plugin" in name:
         return "nvidia"
+    v = run_flag(binary, "--version")
+    if v.startswith("edgegpu "):
+        return "edgegpu"
+    if "nvidia" in v.lower():
+        return "nvidia"
+    if name.startswith("edgegpu") and run_flag(binary, "version").startswith("edgegpu "):
+        return "edgegpu"
     return "generic"
 
 
@@ -200,6 +208,7 @@ def launch(side, emu, fake, fixture, ns):
     proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
     log.close()
     ready = proc.stdout.readline()
+    proc.stdout.close()  # the plugin's stdout goes to the log (>&2)
     if ready != b"ready\n":
         proc.wait()
         raise RuntimeError(f"the launcher did not get ready (exit {proc.returncode}): {tail(log_path)}")
@@ -300,8 +309,10 @@ def one_round(side, emu_bin, fake, fixture, ns):
             for k, src in keys:
                 fig[k] = ev[src]
         step(["opts_p50"], lambda: load("options", [("opts_p50", "p50_us")]))
-        step(["alloc_p50", "alloc_p99"], lambda: load("allocate", [("alloc_p50", "p50_us"), ("alloc_p99", "p99_us")]))
-        step(["pref_p50", "pref_p99"], lambda: load("preferred", [("pref_p50", "p50_us"), ("pref_p99", "p99_us")]))
+        step(["alloc_p50", "alloc_p99"],
+             lambda: load("allocate", [("alloc_p50", "p50_us"), ("alloc_p99", "p99_us")]))
+        step(["pref_p50", "pref_p99"],
+             lambda: load("preferred", [("pref_p50", "p50_us"), ("pref_p99", "p99_us")]))
 
         def hwm():
             fig["hwm"] = status_field(proc.pid, "VmHWM")
@@ -388,7 +399,7 @@ def main(edgegpu, emu_bin, fake, fixture):
             order.append(side.name)
             try:
                 side.rounds.append(one_round(side, emu_bin, fake, fixture, ns))
-            except (EmulatorError, OSError) as e:
+            except Exception as e:  # a round that could not start: every figure n/a
                 side.rounds.append({})
                 side.notes.append(f"{side.name}: round failed: {str(e)[:200]}")
     print(f"order:   {', '.join(order)}")
