@@ -390,7 +390,7 @@ def main(edgegpu, emu_bin, fake, fixture):
     ours = Side("edgegpu", edgegpu, "edgegpu", EDGEGPU_ARGS, {}, "nvidia.com/gpu")
     peer = Side("peer", peer_bin, kind, args, NVIDIA_ENV if kind == "nvidia" else {}, resource)
     print(f"edgegpu: {ours.binary} ({ours.version})")
-    print(f"peer:    {peer.binary} ({peer.version}; kind {kind}; args {args or '(none)'})")
+    print(f"peer:    {peer.binary} ({peer.version}; kind {kind}; args {' '.join(shlex.split(args)) or '(none)'})")
     print(f"rounds:  {ROUNDS} each, interleaved edgegpu, peer, ...; idle window {IDLE_S:g} s; "
           f"{CALLS} calls per load; mount namespace: {'yes' if ns else 'no'}")
     order = []
