@@ -29,9 +29,11 @@ oldroot: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 	$(MESON) test -C $(BUILD) --print-errorlogs --suite oldroot
 
+# `make bench PEER=/path/to/device-plugin`: the side-by-side with another plugin instead
+# (docs/benchmarks.md; PEER_KIND, PEER_ARGS and the BENCH_* variables pass through too).
 bench: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
-	bench/run $(BUILD)
+	PEER="$(PEER)" bench/run $(BUILD)
 
 fuzz: deps
 	scripts/fuzz $(FUZZ_SECONDS)
