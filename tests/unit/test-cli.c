@@ -860,6 +860,49 @@ static void test_man_page(void **state)
 	run_release(&r);
 }
 
+/* docs/config.md names every flag and every variable of the table, in backquotes. */
+static int check_documented(const struct config_flag_info *fi, void *userdata)
+{
+	const char *doc = userdata;
+	char want[128];
+
+	for (int i = 0; i < 2; i++) {
+		if (fi->flag[i]) {
+			(void)snprintf(want, sizeof(want), "`--%s`", fi->flag[i]);
+			if (!strstr(doc, want))
+				fail_msg("docs/config.md: %s missing", want);
+		}
+		if (fi->env[i]) {
+			(void)snprintf(want, sizeof(want), "`%s`", fi->env[i]);
+			if (!strstr(doc, want))
+				fail_msg("docs/config.md: %s missing", want);
+		}
+	}
+	if (fi->key) {
+		/* a row's key, whole or as the last parts under a section's table */
+		const char *last = strrchr(fi->key, '.');
+
+		(void)snprintf(want, sizeof(want), "`%s`", fi->key);
+		if (!strstr(doc, want)) {
+			(void)snprintf(want, sizeof(want), "`%s`", last ? last + 1 : fi->key);
+			if (!strstr(doc, want))
+				fail_msg("docs/config.md: key %s missing", fi->key);
+		}
+	}
+	return 0;
+}
+
+static void test_docs_config(void **state)
+{
+	char *doc = NULL;
+	size_t len;
+
+	assert_int_equal(read_file(CONFIG_FIXTURES "/../../../docs/config.md", 1 << 20, &doc, &len),
+			 0);
+	assert_int_equal(config_flags_foreach(check_documented, doc), 0);
+	free(doc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -875,6 +918,7 @@ int main(void)
 		cmocka_unit_test(test_help_lists_every_flag),
 		cmocka_unit_test(test_help_flags_are_accepted),
 		cmocka_unit_test(test_man_page),
+		cmocka_unit_test(test_docs_config),
 	};
 
 	/* A clean environment: no CONFIG_FILE or NVML_LIB from outside changes the verbs. */
