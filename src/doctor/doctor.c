@@ -130,11 +130,17 @@ int doctor_main(int argc, char **argv)
 		} else if (i + 1 < argc) {
 			val[k] = argv[++i];
 		} else {
-			(void)fprintf(stderr, "edgegpu: flag '--%s' needs a value\n", name);
+			(void)fprintf(
+				stderr,
+				"edgegpu: flag '--%s' needs a value (see 'edgegpu doctor --help')\n",
+				name);
 			goto out;
 		}
 		if (!*val[k]) {
-			(void)fprintf(stderr, "edgegpu: flag '--%s' needs a value\n", name);
+			(void)fprintf(
+				stderr,
+				"edgegpu: flag '--%s' needs a value (see 'edgegpu doctor --help')\n",
+				name);
 			goto out;
 		}
 	}
