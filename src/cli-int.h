@@ -1,10 +1,10 @@
 #pragma once
 
 /*
- * cli-int.h: what cli.c (the verbs, their parsing) and cli-help.c (--help and the man page)
- * share: the verbs and their own options, one table each, which the parser reads and the help
- * prints. The config flags come from the config module (config_flags_foreach()), the doctor's
- * options from doctor_options[]; neither is listed here.
+ * cli-int.h: what cli-help.c lends cli.c: the verbs and their own options, one table each,
+ * which cli.c's parser reads and the help prints, and the help itself. The config flags come
+ * from the config module (config_flags_foreach()), the doctor's options from
+ * doctor_options[]; neither is listed here.
  */
 
 #include <stdbool.h>

@@ -28,56 +28,6 @@ struct cli_args {
 	bool json;
 };
 
-const struct cli_verb_info cli_verbs[CLI_VERB_COUNT] = {
-	[CLI_SERVE] = { "serve", "[FLAGS]", "run the device plugin (the default command)",
-			"Runs the device plugin: discovers the GPUs, registers their resources with "
-			"the kubelet, serves Allocate, metrics, health and node labels, and applies "
-			"a changed config on SIGHUP or when the config file changes.\n",
-			true },
-	[CLI_DISCOVER] = { "discover", "[--json] [FLAGS]",
-			   "print the driver, the GPUs and the resources the plugin would serve",
-			   "Discovers the GPUs as the daemon would and prints the driver, each GPU "
-			   "and the resources the config makes of them; --json prints one JSON "
-			   "object instead.\n",
-			   true },
-	[CLI_CHECK_CONFIG] = { "check-config", "FILE [FLAGS]",
-			       "check a config file and print the effective config",
-			       "Reads FILE as the config file, applies the environment and the "
-			       "flags, checks the result and prints it as YAML; exit status 1 and "
-			       "the errors (file, line, column, key) when it is invalid.\n",
-			       true },
-	[CLI_LABELS] = { "labels", "[FLAGS]", "print the node labels for the GPUs found",
-			 "Prints the node labels the daemon writes for Node Feature Discovery "
-			 "(GPU Feature Discovery's names and values) for the GPUs found.\n",
-			 true },
-	[CLI_DOCTOR] = { "doctor",
-			 "[--json] [--cuda-version X.Y] [--image REF] [--host-root DIR] "
-			 "[--timeout-ms N] [FLAGS]",
-			 "diagnose the node: driver, container runtime, device plugin",
-			 "Checks the layers a GPU pod needs, in order: the driver, the container "
-			 "runtime, the device plugin and the compatibility of a CUDA version or an "
-			 "image with them; says for each check pass, warn, fail or skip, the "
-			 "evidence and the fix (docs/doctor.md, docs/troubleshooting.md). Exit "
-			 "status 0 when no check failed, 1 when one did, 2 for a usage error.\n",
-			 true },
-	[CLI_VERSION] = { "version", "[--json]", "print the version, revision and build date",
-			  "Prints the version, the git revision and the build date, one per line, "
-			  "or one JSON object with --json.\n",
-			  false },
-	[CLI_HELP] = { "help", "[COMMAND | --man]", "print a command's usage, or the man page",
-		       "Prints the usage of COMMAND (as COMMAND --help does), of the whole program "
-		       "without one, or the manual page edgegpu(8) in roff with --man.\n",
-		       false },
-};
-
-/* The verbs' own options; the parser below reads this table, cli-help.c prints it. */
-const struct cli_option cli_options[] = {
-	{ CLI_VERB_BIT(CLI_DISCOVER) | CLI_VERB_BIT(CLI_VERSION), "json", NULL,
-	  "one JSON object on stdout instead of text" },
-	{ CLI_VERB_BIT(CLI_HELP), "man", NULL, "the man page edgegpu(8), in roff" },
-	{ 0, NULL },
-};
-
 static bool is_help(const char *arg)
 {
 	return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
