@@ -20,7 +20,7 @@ int doctor_main(int argc, char **argv);
 
 /*
  * The doctor's own options, for its parser and for `edgegpu doctor --help` and the man page
- * (cli.c), so the two cannot differ: name (no dashes), the value's form (NULL: a switch) and
+ * (cli-help.c), so the two cannot differ: name (no dashes), the value's form (NULL: a switch) and
  * one line of help. Ends with a NULL name.
  */
 struct doctor_option {
