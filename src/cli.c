@@ -1,12 +1,14 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "assign.h"
+#include "cli-int.h"
 #include "config.h"
 #include "daemon.h"
 #include "doctor.h"
@@ -26,52 +28,64 @@ struct cli_args {
 	bool json;
 };
 
-static void usage(FILE *f)
+static bool is_help(const char *arg)
 {
-	(void)fputs(
-		"usage: edgegpu [serve] [FLAGS]\n"
-		"       edgegpu discover [--json] [FLAGS]\n"
-		"       edgegpu check-config FILE [FLAGS]\n"
-		"       edgegpu labels [FLAGS]\n"
-		"       edgegpu doctor [--json] [--cuda-version X.Y] [--image REF] [--host-root DIR] [FLAGS]\n"
-		"       edgegpu version\n"
-		"\n"
-		"Kubernetes device plugin for edge GPUs: nvidia.com/gpu (whole or time-sliced) and\n"
-		"nvidia.com/gpumem (memory slices) over the kubelet device-plugin API v1beta1.\n"
-		"'labels' prints the node labels (GPU Feature Discovery's names) for the GPUs found.\n"
-		"'doctor' checks the driver, the container runtime and the device plugin, and says\n"
-		"what to fix (docs/troubleshooting.md); exit status 1 when a check fails.\n"
-		"\n"
-		"Common flags (flag > environment > config file > default; see docs/config.md):\n"
-		"  --config-file FILE             CONFIG_FILE\n"
-		"  --device-plugin-path DIR       DEVICE_PLUGIN_PATH (/var/lib/kubelet/device-plugins)\n"
-		"  --kubelet-socket PATH          KUBELET_SOCKET (\"\" disables registration)\n"
-		"  --nvml-lib PATH                NVML_LIB (default: loader search, then the driver root)\n"
-		"  --driver-root DIR              NVIDIA_DRIVER_ROOT (/)\n"
-		"  --dev-root DIR                 NVIDIA_DEV_ROOT (= driver root)\n"
-		"  --device-list-strategy LIST    DEVICE_LIST_STRATEGY (envvar|volume-mounts|cdi-annotations|cdi-cri)\n"
-		"  --device-id-strategy S         DEVICE_ID_STRATEGY (uuid|index)\n"
-		"  --pass-device-specs            PASS_DEVICE_SPECS\n"
-		"  --fail-on-init-error[=BOOL]    FAIL_ON_INIT_ERROR (true)\n",
-		f);
+	return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
+}
+
+/* The option of @verb named by @arg ("--name"), or NULL. */
+static const struct cli_option *option_find(enum cli_verb verb, const char *arg)
+{
+	if (strncmp(arg, "--", 2) != 0)
+		return NULL;
+	for (const struct cli_option *o = cli_options; o->name; o++)
+		if ((o->verbs & CLI_VERB_BIT(verb)) && strcmp(arg + 2, o->name) == 0)
+			return o;
+	return NULL;
+}
+
+static int usage_error(enum cli_verb verb, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* "edgegpu: <what>" and where to read the verb's usage, on stderr. Returns 2. */
+static int usage_error(enum cli_verb verb, const char *fmt, ...)
+{
+	va_list ap;
+
+	(void)fputs("edgegpu: ", stderr);
+	va_start(ap, fmt);
+	(void)vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	(void)fprintf(stderr, " (see 'edgegpu %s --help')\n", cli_verbs[verb].name);
+	return 2;
 }
 
 /*
- * Splits argv into config flags and positional arguments. Returns 0, or 2 (usage error, already
- * reported on stderr).
+ * Splits argv into the verb's options, config flags (when the verb takes them) and positional
+ * arguments (-h and --help are cli_main()'s). Returns 0, or 2 (usage error, already reported
+ * on stderr).
  */
-static int parse_args(int argc, char **argv, bool allow_json, struct cli_args *a)
+static int parse_args(enum cli_verb verb, int argc, char **argv, struct cli_args *a)
 {
+	a->c.verb = cli_verbs[verb].name;
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
+		const struct cli_option *o;
 		char *err = NULL;
 
-		if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-			usage(stdout);
-			exit(0);
-		}
-		if (allow_json && strcmp(arg, "--json") == 0) {
+		o = option_find(verb, arg);
+		if (o && strcmp(o->name, "json") == 0) {
 			a->json = true;
+			continue;
+		}
+		if (o) /* the verb reads it from argv itself */
+			continue;
+		if (!cli_verbs[verb].config_flags) {
+			if (strncmp(arg, "--", 2) == 0)
+				return usage_error(verb, "unknown flag '%s'", arg);
+			if (a->c.n_positional == ELEMENTSOF(a->c.positional))
+				return usage_error(verb, "unexpected argument '%s'", arg);
+			a->c.positional[a->c.n_positional++] = arg;
 			continue;
 		}
 		if (config_args_take(&a->c, argc, argv, &i, &err) < 0) {
@@ -88,14 +102,80 @@ static void free_args(struct cli_args *a)
 	config_args_release(&a->c);
 }
 
+/* The config, and its log format for what the verb logs from then on. */
 static int build_config(const struct cli_args *a, struct config *c)
 {
-	return config_args_build(&a->c, environ, c, stderr);
+	int r = config_args_build(&a->c, environ, c, stderr);
+
+	if (r >= 0)
+		log_line_format = c->log_format;
+	return r;
 }
 
 static int verb_version(int argc, char **argv)
 {
-	printf("edgegpu %s\n", EDGEGPU_VERSION);
+	struct cli_args a = { 0 };
+	struct buf out = { 0 };
+	struct json_writer j = { .b = &out };
+	int r;
+
+	r = parse_args(CLI_VERSION, argc, argv, &a);
+	if (r == 0 && a.c.n_positional)
+		r = usage_error(CLI_VERSION, "unexpected argument '%s'", a.c.positional[0]);
+	if (r != 0)
+		goto out;
+	if (!a.json) {
+		printf("edgegpu %s\nrevision: %s\nbuild date: %s\n", EDGEGPU_VERSION,
+		       EDGEGPU_REVISION, EDGEGPU_BUILD_DATE);
+		goto out;
+	}
+	json_object_open(&j);
+	json_key(&j, "version");
+	json_string(&j, EDGEGPU_VERSION);
+	json_key(&j, "revision");
+	json_string(&j, EDGEGPU_REVISION);
+	json_key(&j, "buildDate");
+	json_string(&j, EDGEGPU_BUILD_DATE);
+	json_object_close(&j);
+	r = j.r;
+	if (r == 0)
+		r = buf_append(&out, "\n", 1);
+	if (r == 0 && fwrite(out.data, 1, out.len, stdout) != out.len)
+		r = -EIO;
+	if (r < 0) {
+		(void)fprintf(stderr, "edgegpu: %s\n", strerror(-r));
+		r = 1;
+	}
+out:
+	buf_release(&out);
+	free_args(&a);
+	return r;
+}
+
+/* `help [COMMAND | --man]`. */
+static int verb_help(int argc, char **argv)
+{
+	struct cli_args a = { 0 };
+	int r;
+
+	r = parse_args(CLI_HELP, argc, argv, &a);
+	if (r != 0)
+		return r;
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--man") == 0) {
+			cli_man(stdout);
+			return 0;
+		}
+	if (a.c.n_positional > 1)
+		return usage_error(CLI_HELP, "unexpected argument '%s'", a.c.positional[1]);
+	for (int v = 0; v < CLI_VERB_COUNT && a.c.n_positional; v++)
+		if (strcmp(a.c.positional[0], cli_verbs[v].name) == 0) {
+			cli_help(stdout, (enum cli_verb)v);
+			return 0;
+		}
+	if (a.c.n_positional)
+		return usage_error(CLI_HELP, "unknown command '%s'", a.c.positional[0]);
+	cli_help(stdout, CLI_VERB_COUNT);
 	return 0;
 }
 
@@ -104,7 +184,7 @@ static int verb_serve(int argc, char **argv)
 	struct cli_args a = { 0 };
 	int r;
 
-	r = parse_args(argc, argv, false, &a);
+	r = parse_args(CLI_SERVE, argc, argv, &a);
 	if (r == 0 && a.c.n_positional) {
 		(void)fprintf(stderr, "edgegpu: unexpected argument '%s'\n", a.c.positional[0]);
 		r = 2;
@@ -122,12 +202,11 @@ static int verb_check_config(int argc, char **argv)
 	struct buf out = { 0 };
 	int r;
 
-	r = parse_args(argc, argv, false, &a);
+	r = parse_args(CLI_CHECK_CONFIG, argc, argv, &a);
 	if (r != 0)
 		goto out;
 	if (a.c.n_positional != 1) {
-		(void)fprintf(stderr, "usage: edgegpu check-config FILE\n");
-		r = 2;
+		r = usage_error(CLI_CHECK_CONFIG, "%s", "check-config takes one FILE");
 		goto out;
 	}
 	if (a.c.n_flags == ELEMENTSOF(a.c.flags)) {
@@ -312,7 +391,7 @@ static int verb_discover(int argc, char **argv)
 	int r, n = 0, rc = 1;
 
 	log_max_level = LOG_LEVEL_WARN;
-	r = parse_args(argc, argv, true, &a);
+	r = parse_args(CLI_DISCOVER, argc, argv, &a);
 	if (r != 0) {
 		rc = r;
 		goto out;
@@ -381,7 +460,7 @@ static int verb_labels(int argc, char **argv)
 	int r, rc = 1;
 
 	log_max_level = LOG_LEVEL_WARN;
-	r = parse_args(argc, argv, false, &a);
+	r = parse_args(CLI_LABELS, argc, argv, &a);
 	if (r != 0) {
 		rc = r;
 		goto out;
@@ -418,41 +497,51 @@ out:
 	return rc;
 }
 
-/* `doctor`: the doctor parses its own command line (src/doctor/doctor.c). */
+/* `doctor`: the doctor parses its own command line (src/doctor/doctor.c, doctor_options[]). */
 static int verb_doctor(int argc, char **argv)
 {
 	return doctor_main(argc, argv);
 }
 
-static const struct {
-	const char *name;
-	int (*fn)(int argc, char **argv);
-} verbs[] = {
-	{ "serve", verb_serve },
-	{ "discover", verb_discover },
-	{ "check-config", verb_check_config },
-	{ "labels", verb_labels },
-	{ "doctor", verb_doctor },
-	{ "version", verb_version },
+static int (*const verb_fns[CLI_VERB_COUNT])(int argc, char **argv) = {
+	[CLI_SERVE] = verb_serve,
+	[CLI_DISCOVER] = verb_discover,
+	[CLI_CHECK_CONFIG] = verb_check_config,
+	[CLI_LABELS] = verb_labels,
+	[CLI_DOCTOR] = verb_doctor,
+	[CLI_VERSION] = verb_version,
+	[CLI_HELP] = verb_help,
 };
 
 int cli_main(int argc, char **argv)
 {
 	const char *verb = argc > 1 ? argv[1] : "serve";
 
-	if (argc > 1 &&
-	    (strcmp(verb, "--help") == 0 || strcmp(verb, "-h") == 0 || strcmp(verb, "help") == 0)) {
-		usage(stdout);
+	if (argc > 1 && is_help(verb)) {
+		cli_help(stdout, CLI_VERB_COUNT);
 		return 0;
 	}
 	if (argc > 1 && strcmp(verb, "--version") == 0)
-		return verb_version(argc, argv);
-	if (argc > 1 && strncmp(verb, "--", 2) == 0)
+		return verb_version(1, argv);
+	if (argc > 1 && strncmp(verb, "--", 2) == 0) {
+		for (int i = 1; i < argc; i++)
+			if (is_help(argv[i])) {
+				cli_help(stdout, CLI_SERVE);
+				return 0;
+			}
 		return verb_serve(argc, argv);
-	for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
-		if (strcmp(verb, verbs[i].name) == 0)
-			return verbs[i].fn(argc > 1 ? argc - 1 : argc, argc > 1 ? argv + 1 : argv);
-	(void)fprintf(stderr, "edgegpu: unknown command '%s'\n\n", verb);
-	usage(stderr);
+	}
+	for (int v = 0; v < CLI_VERB_COUNT; v++) {
+		if (strcmp(verb, cli_verbs[v].name) != 0)
+			continue;
+		/* -h or --help anywhere: the verb's usage, on stdout, and nothing else. */
+		for (int i = 2; i < argc; i++)
+			if (is_help(argv[i])) {
+				cli_help(stdout, (enum cli_verb)v);
+				return 0;
+			}
+		return verb_fns[v](argc > 1 ? argc - 1 : argc, argc > 1 ? argv + 1 : argv);
+	}
+	(void)fprintf(stderr, "edgegpu: unknown command '%s' (see 'edgegpu --help')\n", verb);
 	return 2;
 }

@@ -1,9 +1,15 @@
 #pragma once
 
 /*
- * Structured logging: one logfmt line per event on stderr.
+ * Structured logging: one line per event on stderr, logfmt (the default) or JSON (log_line_format,
+ * edgegpu.logFormat), with the same fields in both:
  *
  *   ts=2026-01-05T10:00:00.123Z level=warn module=kubelet msg="register failed, retrying" err=...
+ *   {"ts":"2026-01-05T10:00:00.123Z","level":"warn","module":"kubelet","msg":"register ...",...}
+ *
+ * In JSON every value is a string: the key=value tail is read back from its logfmt form (a
+ * quoted value unquoted), and strings are escaped as RFC 8259 asks, a byte that is not part of
+ * valid UTF-8 becoming U+FFFD.
  *
  * The message is a fixed, greppable string; variable parts go in the printf-style key=value
  * tail. The level is checked before any argument is evaluated.
@@ -32,8 +38,22 @@ enum log_level {
 	X(LOG_LEVEL_ERROR, "error")
 /* clang-format on */
 
-/* Written by the loop (SIGHUP), read by every thread: atomic. */
+enum log_format {
+	LOG_FORMAT_LOGFMT,
+	LOG_FORMAT_JSON,
+	LOG_FORMAT_COUNT,
+};
+
+/* The format names, X(format, name) each, for the config (edgegpu.logFormat). */
+/* clang-format off */
+#define LOG_FORMAT_NAMES(X)			\
+	X(LOG_FORMAT_LOGFMT, "logfmt")		\
+	X(LOG_FORMAT_JSON, "json")
+/* clang-format on */
+
+/* Written by the loop (start, SIGHUP), read by every thread: atomic. */
 extern _Atomic enum log_level log_max_level;
+extern _Atomic enum log_format log_line_format;
 
 /*
  * Writes one line. @module may be NULL. @fmt formats the key=value tail and may be NULL.

@@ -43,13 +43,14 @@ int config_args_take(struct config_args *a, int argc, char **argv, int *i, char 
 	}
 	if (!config_flag_lookup(name, &is_bool))
 		return fail(reterr, -EINVAL,
-			    strdup_printf("unknown flag '--%s' (see 'edgegpu --help' and "
-					  "docs/config.md)",
-					  name));
+			    strdup_printf("unknown flag '--%s' (see 'edgegpu %s%s--help')", name,
+					  a->verb ? a->verb : "", a->verb ? " " : ""));
 	if (!value && !is_bool) {
 		if (*i + 1 >= argc)
 			return fail(reterr, -EINVAL,
-				    strdup_printf("flag '--%s' needs a value", name));
+				    strdup_printf(
+					    "flag '--%s' needs a value (see 'edgegpu %s%s--help')",
+					    name, a->verb ? a->verb : "", a->verb ? " " : ""));
 		value = argv[++*i];
 	}
 	if (a->n_flags == ELEMENTSOF(a->flags))

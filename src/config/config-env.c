@@ -116,3 +116,84 @@ int config_set_flag(struct config *c, const char *name, const char *value, struc
 	r = config_set_field(&x, f, &tmp, &s);
 	return config_commit(&x, c, &tmp, r);
 }
+
+/* The value's form for --help: the field's own word, or one from its kind and values. */
+static const char *value_form(const struct field *f, char *buf, size_t size)
+{
+	const struct enum_value *v;
+	size_t n = 0;
+
+	if (f->value)
+		return f->value;
+	switch (f->kind) {
+	case K_BOOL:
+	case K_UNSUP_BOOL:
+		return "BOOL";
+	case K_DURATION:
+	case K_UNSUP_DURATION:
+		return "DURATION";
+	case K_U32:
+	case K_U64:
+		return "N";
+	case K_UNSUP_EMPTY_LIST:
+		return "LIST";
+	case K_ENUM:
+	case K_DLS:
+		buf[0] = 0;
+		for (v = f->arg; v->name && n < size; v++)
+			if (!v->refuse)
+				n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? "|" : "",
+						      v->name);
+		if (f->kind == K_DLS && n < size)
+			(void)snprintf(buf + n, size - n, "[,...]");
+		return buf;
+	default:
+		return "STRING";
+	}
+}
+
+static int flags_foreach(const struct field *fields, char *path, size_t plen, config_flag_fn *fn,
+			 void *userdata)
+{
+	char vbuf[256];
+	int r;
+
+	for (const struct field *f = fields; f->kind != K_END; f++) {
+		size_t n = plen;
+
+		if (f->key)
+			n += (size_t)snprintf(path + plen, KEY_MAX - plen, "%s%s", plen ? "." : "",
+					      f->key);
+		if (n >= KEY_MAX)
+			return -ENAMETOOLONG;
+		if (is_section(f)) {
+			r = flags_foreach(f->arg, path, n, fn, userdata);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		if (!f->flag[0] && !f->env[0])
+			continue;
+		r = fn(
+			&(struct config_flag_info){
+				.flag = { f->flag[0], f->flag[1] },
+				.env = { f->env[0], f->env[1] },
+				.key = f->key ? path : NULL,
+				.value = value_form(f, vbuf, sizeof(vbuf)),
+				.help = f->help ? f->help : "",
+				.is_bool = f->kind == K_BOOL || f->kind == K_UNSUP_BOOL,
+			},
+			userdata);
+		if (r < 0)
+			return r;
+		path[plen] = 0;
+	}
+	return 0;
+}
+
+int config_flags_foreach(config_flag_fn *fn, void *userdata)
+{
+	char path[KEY_MAX] = "";
+
+	return flags_foreach(config_root_fields, path, 0, fn, userdata);
+}

@@ -94,6 +94,13 @@ struct field {
 	const char *flag[2];
 	const char *env[2];
 	unsigned flags;
+	/*
+	 * For --help and the man page (config_flags_foreach()), on every field with a flag or an
+	 * environment name: one line saying what it sets, and the value's name for a string
+	 * ("PATH", "ADDR"; NULL: derived from the kind).
+	 */
+	const char *help;
+	const char *value;
 };
 
 static inline bool is_section(const struct field *f)

@@ -24,6 +24,7 @@ int config_init(struct config *c)
 		.device_list_strategy = CONFIG_DLS_ENVVAR,
 		.device_id_strategy = CONFIG_DEVICE_ID_UUID,
 		.log_level = LOG_LEVEL_INFO,
+		.log_format = LOG_FORMAT_LOGFMT,
 		.rediscover_interval = 60 * USEC_PER_SEC,
 		.health = { .poll_interval = 5 * USEC_PER_SEC,
 			    .event_poll_interval = 60 * USEC_PER_SEC,

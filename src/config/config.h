@@ -268,6 +268,7 @@ struct config {
 
 	/* edgegpu: */
 	enum log_level log_level;   /* info */
+	enum log_format log_format; /* logfmt */
 	char *device_plugin_path;   /* /var/lib/kubelet/device-plugins */
 	char *kubelet_socket;	    /* NULL until validated: <device_plugin_path>/kubelet.sock;
 	                                 "": do not register (NVIDIA's --kubelet-socket "") */
@@ -383,6 +384,30 @@ int config_set_flag(struct config *c, const char *name, const char *value,
 bool config_flag_lookup(const char *name, bool *ret_is_bool);
 
 /*
+ * A setting that has a command-line flag or an environment name, as `edgegpu --help` and the
+ * man page show it. Every string lives as long as the program, except @key and @value, which
+ * live until the callback returns.
+ */
+struct config_flag_info {
+	const char *flag[2]; /* without the dashes; either or both may be NULL */
+	const char *env[2];  /* the first one set wins; either or both may be NULL */
+	const char *key;     /* the dotted key in the file; NULL for --config-file */
+	const char *value;   /* the value's form: "BOOL", "DURATION", "N", "uuid|index", "PATH" */
+	const char *help;    /* one line, no final period */
+	bool is_bool;	     /* the flag may stand alone (true) or take =BOOL */
+};
+
+typedef int config_flag_fn(const struct config_flag_info *info, void *userdata);
+
+/*
+ * Calls @fn for every setting with a flag or an environment name, in the schema's order (the
+ * file's layout, --config-file last). Stops at the first negative return of @fn and returns
+ * it; 0 otherwise. What --help, the man page and the tests that compare them walk, so that no
+ * list of flags is written twice.
+ */
+int config_flags_foreach(config_flag_fn *fn, void *userdata);
+
+/*
  * Cross-checks the settings (time-slicing resources that name no resource, a GPU listed both for
  * time-slicing and for sharing.memory, clashing resource names, ...) and fills in the derived
  * defaults (dev root = driver root, kubelet socket under the device-plugin path). Refuses a
@@ -419,6 +444,7 @@ int config_build(struct config *c, char *const *envp, const struct config_flag *
 #define CONFIG_ARGS_MAX_FLAGS	   64
 #define CONFIG_ARGS_MAX_POSITIONAL 4
 struct config_args {
+	const char *verb; /* for the errors' "see 'edgegpu VERB --help'"; NULL: edgegpu --help */
 	struct config_flag flags[CONFIG_ARGS_MAX_FLAGS];
 	size_t n_flags;
 	const char *positional[CONFIG_ARGS_MAX_POSITIONAL];

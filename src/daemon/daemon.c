@@ -813,6 +813,8 @@ static void reload(struct daemon *d, const char *why)
 	r = config_init(&nc);
 	if (r >= 0)
 		r = config_build(&nc, d->envp, d->flags, d->n_flags, &dg);
+	if (r >= 0)
+		log_line_format = nc.log_format;
 	log_diag(&dg, false);
 	config_diag_release(&dg);
 	if (r < 0) {
@@ -891,6 +893,8 @@ int daemon_run(char *const *envp, const struct config_flag *flags, size_t n_flag
 	r = config_init(&d.cfg);
 	if (r >= 0)
 		r = config_build(&d.cfg, envp, flags, n_flags, &dg);
+	if (r >= 0) /* the config's own warnings already in the format it asks for */
+		log_line_format = d.cfg.log_format;
 	log_diag(&dg, true);
 	config_diag_release(&dg);
 	if (r < 0) {

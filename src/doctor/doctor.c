@@ -18,28 +18,26 @@
 
 extern char **environ;
 
-static void usage(FILE *f)
-{
-	(void)fputs(
-		"usage: edgegpu doctor [--json] [--cuda-version X.Y] [--image REF] [--host-root DIR]\n"
-		"                      [--timeout-ms N] [FLAGS]\n"
-		"\n"
-		"Checks the layers a GPU pod needs, in order: the driver, the container runtime, the\n"
-		"device plugin and the compatibility of a CUDA version or an image with them; says for\n"
-		"each check pass, warn, fail or skip, the evidence and the fix (docs/doctor.md,\n"
-		"docs/troubleshooting.md). Exit status 0 when no check failed, 1 when one did, 2 for a\n"
-		"usage error.\n"
-		"\n"
-		"  --json               one JSON document (docs/doctor.schema.json) instead of text\n"
-		"  --cuda-version X.Y   the CUDA version your pods are built for: can this driver run it?\n"
-		"  --image REF          an image in the local store: is it built for this node?\n"
-		"  --host-root DIR      read the host's files under DIR (the node's / mounted in a pod)\n"
-		"  --timeout-ms N       bound on one NVML call or socket exchange (5000)\n"
-		"\n"
-		"FLAGS are the daemon's config flags ('edgegpu --help', docs/config.md): the doctor sees\n"
-		"the config the daemon would.\n",
-		f);
-}
+/* In the order doctor_main() reads them into val[]; the switch (--json) last. */
+enum {
+	OPT_CUDA_VERSION,
+	OPT_IMAGE,
+	OPT_HOST_ROOT,
+	OPT_TIMEOUT_MS,
+	OPT_N_VALUED
+};
+
+const struct doctor_option doctor_options[] = {
+	[OPT_CUDA_VERSION] = { "cuda-version", "X.Y",
+			       "the CUDA version your pods are built for: can this driver run it?" },
+	[OPT_IMAGE] = { "image", "REF", "an image in the local store: is it built for this node?" },
+	[OPT_HOST_ROOT] = { "host-root", "DIR",
+			    "read the host's files under DIR (the node's / mounted in a pod)" },
+	[OPT_TIMEOUT_MS] = { "timeout-ms", "N",
+			     "bound on one NVML call or socket exchange, in ms (5000)" },
+	{ "json", NULL, "one JSON document (docs/doctor.schema.json) instead of text" },
+	{ NULL },
+};
 
 int doctor_run(const struct doctor_opts *o)
 {
@@ -68,18 +66,15 @@ int doctor_run(const struct doctor_opts *o)
 }
 
 /*
- * The arguments left after the doctor's own options: --help (the doctor's usage; returns -1),
- * --json, and config flags into @a. Returns 0, or 2 (a usage error, said on stderr).
+ * The arguments left after the doctor's own options: --json, and config flags into @a. Returns
+ * 0, or 2 (a usage error, said on stderr). --help is cli.c's (the doctor's usage is generated
+ * there from doctor_options[]).
  */
 static int parse_rest(int argc, char **argv, struct config_args *a, bool *json)
 {
 	for (int i = 1; i < argc; i++) {
 		char *err = NULL;
 
-		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-			usage(stdout);
-			return -1;
-		}
 		if (strcmp(argv[i], "--json") == 0) {
 			*json = true;
 			continue;
@@ -100,10 +95,9 @@ static int parse_rest(int argc, char **argv, struct config_args *a, bool *json)
  */
 int doctor_main(int argc, char **argv)
 {
-	static const char *const own[] = { "cuda-version", "image", "host-root", "timeout-ms" };
-	const char *val[ELEMENTSOF(own)] = { NULL };
+	const char *val[OPT_N_VALUED] = { NULL };
 	char **rest = calloc((size_t)argc + 1, sizeof(*rest));
-	struct config_args a = { 0 };
+	struct config_args a = { .verb = "doctor" };
 	struct config c = { 0 };
 	struct doctor_opts o = { .host_root = "/", .timeout_ms = 5000 };
 	unsigned major, minor;
@@ -115,35 +109,43 @@ int doctor_main(int argc, char **argv)
 	}
 	rest[n_rest++] = argv[0];
 	for (int i = 1; i < argc; i++) {
-		size_t k = ELEMENTSOF(own);
+		size_t k = OPT_N_VALUED;
+		const char *name;
 
-		for (size_t j = 0; j < ELEMENTSOF(own) && k == ELEMENTSOF(own); j++) {
-			size_t len = strlen(own[j]);
+		for (size_t j = 0; j < OPT_N_VALUED && k == OPT_N_VALUED; j++) {
+			size_t len = strlen(doctor_options[j].name);
 
 			if (strncmp(argv[i], "--", 2) == 0 &&
-			    strncmp(argv[i] + 2, own[j], len) == 0 &&
+			    strncmp(argv[i] + 2, doctor_options[j].name, len) == 0 &&
 			    (argv[i][2 + len] == 0 || argv[i][2 + len] == '='))
 				k = j;
 		}
-		if (k == ELEMENTSOF(own)) {
+		if (k == OPT_N_VALUED) {
 			rest[n_rest++] = argv[i];
 			continue;
 		}
-		if (argv[i][2 + strlen(own[k])] == '=') {
-			val[k] = argv[i] + 3 + strlen(own[k]);
+		name = doctor_options[k].name;
+		if (argv[i][2 + strlen(name)] == '=') {
+			val[k] = argv[i] + 3 + strlen(name);
 		} else if (i + 1 < argc) {
 			val[k] = argv[++i];
 		} else {
-			(void)fprintf(stderr, "edgegpu: flag '--%s' needs a value\n", own[k]);
+			(void)fprintf(
+				stderr,
+				"edgegpu: flag '--%s' needs a value (see 'edgegpu doctor --help')\n",
+				name);
 			goto out;
 		}
 		if (!*val[k]) {
-			(void)fprintf(stderr, "edgegpu: flag '--%s' needs a value\n", own[k]);
+			(void)fprintf(
+				stderr,
+				"edgegpu: flag '--%s' needs a value (see 'edgegpu doctor --help')\n",
+				name);
 			goto out;
 		}
 	}
-	o.cuda_version = val[0];
-	o.image = val[1];
+	o.cuda_version = val[OPT_CUDA_VERSION];
+	o.image = val[OPT_IMAGE];
 	if (o.cuda_version && doctor_cuda_parse(o.cuda_version, &major, &minor) < 0) {
 		(void)fprintf(stderr,
 			      "edgegpu: --cuda-version wants MAJOR.MINOR (e.g. 12.4), not '%s'\n",
@@ -163,19 +165,18 @@ int doctor_main(int argc, char **argv)
 		}
 		free(norm);
 	}
-	if (val[2])
-		o.host_root = val[2];
-	if (val[3] && (safe_atou(val[3], &o.timeout_ms) < 0 || o.timeout_ms == 0)) {
+	if (val[OPT_HOST_ROOT])
+		o.host_root = val[OPT_HOST_ROOT];
+	if (val[OPT_TIMEOUT_MS] &&
+	    (safe_atou(val[OPT_TIMEOUT_MS], &o.timeout_ms) < 0 || o.timeout_ms == 0)) {
 		(void)fprintf(stderr,
 			      "edgegpu: --timeout-ms wants a positive number of ms, not '%s'\n",
-			      val[3]);
+			      val[OPT_TIMEOUT_MS]);
 		goto out;
 	}
 	r = parse_rest(n_rest, rest, &a, &o.json);
-	if (r != 0) {
-		r = r < 0 ? 0 : r; /* --help: usage said, success */
+	if (r != 0)
 		goto out;
-	}
 	if (a.n_positional) {
 		(void)fprintf(stderr, "edgegpu: unexpected argument '%s'\n", a.positional[0]);
 		r = 2;

@@ -17,3 +17,16 @@
  * invalid), 2 for a usage error (said on stderr). The caller's thread.
  */
 int doctor_main(int argc, char **argv);
+
+/*
+ * The doctor's own options, for its parser and for `edgegpu doctor --help` and the man page
+ * (cli-help.c), so the two cannot differ: name (no dashes), the value's form (NULL: a switch) and
+ * one line of help. Ends with a NULL name.
+ */
+struct doctor_option {
+	const char *name;
+	const char *value;
+	const char *help;
+};
+
+extern const struct doctor_option doctor_options[];

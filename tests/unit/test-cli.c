@@ -13,7 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli-int.h"
 #include "cli.h"
+#include "config.h"
+#include "doctor.h"
 #include "file-read.h"
 #include "file-writer.h"
 #include "unit-fs.h"
@@ -102,12 +105,30 @@ static void run_release(struct run *r)
 static void test_version(void **state)
 {
 	struct run r = run_cli("version", NULL);
-	char *want = strdup_printf("edgegpu %s\n", EDGEGPU_VERSION);
+	char *want = strdup_printf("edgegpu %s\nrevision: %s\nbuild date: %s\n", EDGEGPU_VERSION,
+				   EDGEGPU_REVISION, EDGEGPU_BUILD_DATE);
 
 	assert_int_equal(r.rc, 0);
 	assert_string_equal(r.out, want);
 	assert_string_equal(r.err, "");
 	free(want);
+	run_release(&r);
+
+	r = run_cli("version", "--json", NULL);
+	want = strdup_printf("{\"version\":\"%s\",\"revision\":\"%s\",\"buildDate\":\"%s\"}\n",
+			     EDGEGPU_VERSION, EDGEGPU_REVISION, EDGEGPU_BUILD_DATE);
+	assert_int_equal(r.rc, 0);
+	assert_string_equal(r.out, want);
+	free(want);
+	run_release(&r);
+
+	/* version takes no config flag and no argument. */
+	r = run_cli("version", "--log-level=debug", NULL);
+	assert_int_equal(r.rc, 2);
+	assert_non_null(strstr(r.err, "see 'edgegpu version --help'"));
+	run_release(&r);
+	r = run_cli("version", "x", NULL);
+	assert_int_equal(r.rc, 2);
 	run_release(&r);
 
 	r = run_cli("--version", NULL);
@@ -182,7 +203,8 @@ static void test_check_config_bad(void **state)
 	/* No file, or two. */
 	r = run_cli("check-config", NULL);
 	assert_int_equal(r.rc, 2);
-	assert_non_null(strstr(r.err, "usage: edgegpu check-config FILE"));
+	assert_non_null(
+		strstr(r.err, "check-config takes one FILE (see 'edgegpu check-config --help')"));
 	run_release(&r);
 	r = run_cli("check-config", file, file, NULL);
 	assert_int_equal(r.rc, 2);
@@ -194,14 +216,14 @@ static void test_unknown_command_and_flag(void **state)
 	struct run r = run_cli("frobnicate", NULL);
 
 	assert_int_equal(r.rc, 2);
-	assert_non_null(strstr(r.err, "unknown command 'frobnicate'"));
-	assert_non_null(strstr(r.err, "usage: edgegpu"));
+	assert_non_null(strstr(r.err, "unknown command 'frobnicate' (see 'edgegpu --help')"));
 	assert_string_equal(r.out, "");
 	run_release(&r);
 
 	r = run_cli("discover", "--frobnicate", NULL);
 	assert_int_equal(r.rc, 2);
-	assert_non_null(strstr(r.err, "unknown flag '--frobnicate'"));
+	assert_non_null(
+		strstr(r.err, "unknown flag '--frobnicate' (see 'edgegpu discover --help')"));
 	run_release(&r);
 
 	r = run_cli("check-config", "--no-such-flag=1", "x.yaml", NULL);
@@ -635,6 +657,252 @@ static void test_discover_jetson(void **state)
 	run_release(&r);
 }
 
+/* --- --help and the man page against the tables the parsers read --- */
+
+static const char *const config_verbs[] = { "serve", "discover", "check-config", "labels",
+					    "doctor" };
+
+struct want {
+	const char *text;
+	const char *verb;
+	bool roff; /* the text is the man page: '-' is written "\-" */
+	unsigned n_flags;
+};
+
+static void assert_has(const struct want *w, const char *what, const char *name)
+{
+	char buf[256];
+	size_t o = 0;
+
+	for (const char *p = what; *p && o + 3 < sizeof(buf); p++) {
+		if (w->roff && *p == '-')
+			buf[o++] = '\\';
+		buf[o++] = *p;
+	}
+	buf[o] = 0;
+	if (!strstr(w->text, buf))
+		fail_msg("%s: %s of %s missing", w->verb, buf, name);
+}
+
+static int check_listed(const struct config_flag_info *fi, void *userdata)
+{
+	struct want *w = userdata;
+	const char *name = fi->flag[0] ? fi->flag[0] : fi->env[0];
+	char flag[128];
+
+	for (int i = 0; i < 2; i++) {
+		if (fi->flag[i]) {
+			/* the doctor's own --host-root stands where the config's would be */
+			if (strcmp(w->verb, "doctor") == 0 && strcmp(fi->flag[i], "host-root") == 0)
+				continue;
+			(void)snprintf(flag, sizeof(flag), "--%s", fi->flag[i]);
+			assert_has(w, flag, name);
+			w->n_flags++;
+		}
+		if (fi->env[i])
+			assert_has(w, fi->env[i], name);
+	}
+	if (fi->key)
+		assert_has(w, fi->key, name);
+	assert_true(fi->help[0] != 0);
+	assert_has(w, fi->help, name);
+	return 0;
+}
+
+static int count_flags(const struct config_flag_info *fi, void *userdata)
+{
+	unsigned *n = userdata;
+
+	*n += !!fi->flag[0] + !!fi->flag[1];
+	return 0;
+}
+
+/* Every setting with a flag or a variable is in each verb's --help: flags, variables, key. */
+static void test_help_lists_every_flag(void **state)
+{
+	unsigned n_table = 0;
+
+	assert_int_equal(config_flags_foreach(count_flags, &n_table), 0);
+	/* the 10 of the old hand-written list and the ones it left out */
+	assert_true(n_table > 40);
+	for (size_t v = 0; v <= ELEMENTSOF(config_verbs); v++) {
+		const char *verb = v < ELEMENTSOF(config_verbs) ? config_verbs[v] : NULL;
+		struct run r = verb ? run_cli(verb, "--help", NULL) : run_cli("--help", NULL);
+		struct want w = { .text = r.out, .verb = verb ? verb : "edgegpu" };
+
+		assert_int_equal(r.rc, 0);
+		assert_string_equal(r.err, "");
+		assert_int_equal(config_flags_foreach(check_listed, &w), 0);
+		assert_int_equal(w.n_flags, n_table - (verb && strcmp(verb, "doctor") == 0));
+		assert_non_null(strstr(r.out, "--metrics-address ADDR"));
+		assert_non_null(strstr(r.out, "--host-proc DIR"));
+		assert_non_null(strstr(r.out, "--container-driver-root PATH"));
+		assert_non_null(strstr(r.out, "--log-format logfmt|json"));
+		run_release(&r);
+	}
+	/* The doctor's own options, and its usage only. */
+	struct run r = run_cli("doctor", "-h", NULL);
+
+	assert_int_equal(r.rc, 0);
+	for (const struct doctor_option *o = doctor_options; o->name; o++) {
+		char flag[64];
+
+		(void)snprintf(flag, sizeof(flag), "--%s", o->name);
+		assert_non_null(strstr(r.out, flag));
+		assert_non_null(strstr(r.out, o->help));
+	}
+	assert_null(strstr(r.out, "edgegpu discover"));
+	run_release(&r);
+	/* help COMMAND is COMMAND --help. */
+	r = run_cli("help", "labels", NULL);
+	struct run r2 = run_cli("labels", "--help", NULL);
+
+	assert_int_equal(r.rc, 0);
+	assert_string_equal(r.out, r2.out);
+	run_release(&r);
+	run_release(&r2);
+}
+
+/*
+ * Every --name in @text (a verb's --help, or the man page with @roff) is taken by the parser of
+ * @verb: as a config flag (check-config parses it; whatever the value, the answer is never
+ * "unknown flag", which is exit status 2), or as one of the verb's own options.
+ */
+static void check_accepted(const char *verb, const char *text, bool roff)
+{
+	const char *dash = roff ? "\\-\\-" : "--";
+	unsigned n = 0;
+
+	for (const char *p = strstr(text, dash); p; p = strstr(p, dash)) {
+		char name[128];
+		size_t o = 0;
+		bool own = false;
+
+		p += strlen(dash);
+		while (o + 1 < sizeof(name) &&
+		       (islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-' ||
+			(roff && p[0] == '\\' && p[1] == '-'))) {
+			if (*p != '\\')
+				name[o++] = *p;
+			p++;
+		}
+		name[o] = 0;
+		if (!o)
+			continue;
+		n++;
+		if (strcmp(name, "help") == 0)
+			continue;
+		for (const struct doctor_option *d = doctor_options; d->name; d++)
+			own |= strcmp(d->name, name) == 0 && (!verb || strcmp(verb, "doctor") == 0);
+		for (const struct cli_option *c = cli_options; c->name; c++)
+			for (int v = 0; v < CLI_VERB_COUNT; v++)
+				own |= (c->verbs & CLI_VERB_BIT(v)) && strcmp(c->name, name) == 0 &&
+				       (!verb || strcmp(verb, cli_verbs[v].name) == 0);
+		if (own)
+			continue;
+		char arg[160];
+
+		(void)snprintf(arg, sizeof(arg), "--%s=zz", name);
+		struct run r = run_cli("check-config", "/dev/null", arg, NULL);
+
+		if (r.rc == 2 || strstr(r.err, "unknown flag"))
+			fail_msg("%s: '--%s' is listed but not accepted: %s",
+				 verb ? verb : "edgegpu", name, r.err);
+		run_release(&r);
+	}
+	assert_true(n > 40);
+}
+
+static void test_help_flags_are_accepted(void **state)
+{
+	for (size_t v = 0; v <= ELEMENTSOF(config_verbs); v++) {
+		const char *verb = v < ELEMENTSOF(config_verbs) ? config_verbs[v] : NULL;
+		struct run r = verb ? run_cli(verb, "--help", NULL) : run_cli("--help", NULL);
+
+		check_accepted(verb, r.out, false);
+		run_release(&r);
+	}
+}
+
+/* The man page: every section, every setting of the table, and nothing the parser refuses. */
+static void test_man_page(void **state)
+{
+	static const char *const sections[] = { "NAME",	    "SYNOPSIS",	   "DESCRIPTION",
+						"COMMANDS", "OPTIONS",	   "ENVIRONMENT",
+						"FILES",    "EXIT STATUS", "SEE ALSO" };
+	struct run r = run_cli("help", "--man", NULL);
+	struct want w = { .verb = "man", .roff = true };
+	unsigned n_table = 0;
+	const char *at = NULL;
+
+	assert_int_equal(r.rc, 0);
+	assert_string_equal(r.err, "");
+	assert_true(strncmp(r.out, ".TH EDGEGPU 8 ", 14) == 0);
+	for (size_t i = 0; i < ELEMENTSOF(sections); i++) {
+		char sh[64];
+		const char *p;
+
+		(void)snprintf(sh, sizeof(sh), "\n.SH %s\n", sections[i]);
+		p = strstr(r.out, sh);
+		if (!p)
+			fail_msg("no section %s", sections[i]);
+		assert_true(p > at); /* in this order */
+		at = p;
+	}
+	/* No line starts with a quote or a dot that is not a request: roff would eat it. */
+	for (const char *p = r.out; p; p = strchr(p + 1, '\n'))
+		assert_false(p[1] == '\'');
+	w.text = r.out;
+	assert_int_equal(config_flags_foreach(check_listed, &w), 0);
+	assert_int_equal(config_flags_foreach(count_flags, &n_table), 0);
+	assert_int_equal(w.n_flags, n_table);
+	check_accepted(NULL, r.out, true);
+	run_release(&r);
+}
+
+/* docs/config.md names every flag and every variable of the table, in backquotes. */
+static int check_documented(const struct config_flag_info *fi, void *userdata)
+{
+	const char *doc = userdata;
+	char want[128];
+
+	for (int i = 0; i < 2; i++) {
+		if (fi->flag[i]) {
+			(void)snprintf(want, sizeof(want), "`--%s`", fi->flag[i]);
+			if (!strstr(doc, want))
+				fail_msg("docs/config.md: %s missing", want);
+		}
+		if (fi->env[i]) {
+			(void)snprintf(want, sizeof(want), "`%s`", fi->env[i]);
+			if (!strstr(doc, want))
+				fail_msg("docs/config.md: %s missing", want);
+		}
+	}
+	if (fi->key) {
+		/* a row's key, whole or as the last parts under a section's table */
+		const char *last = strrchr(fi->key, '.');
+
+		(void)snprintf(want, sizeof(want), "`%s`", fi->key);
+		if (!strstr(doc, want)) {
+			(void)snprintf(want, sizeof(want), "`%s`", last ? last + 1 : fi->key);
+			if (!strstr(doc, want))
+				fail_msg("docs/config.md: key %s missing", fi->key);
+		}
+	}
+	return 0;
+}
+
+static void test_docs_config(void **state)
+{
+	char *doc = NULL;
+	size_t len;
+
+	assert_int_equal(read_file(CONFIG_FIXTURES "/../../../docs/config.md", 1 << 20, &doc, &len),
+			 0);
+	assert_int_equal(config_flags_foreach(check_documented, doc), 0);
+	free(doc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -647,6 +915,10 @@ int main(void)
 		cmocka_unit_test(test_discover_jetson),
 		cmocka_unit_test(test_labels),
 		cmocka_unit_test(test_doctor_usage),
+		cmocka_unit_test(test_help_lists_every_flag),
+		cmocka_unit_test(test_help_flags_are_accepted),
+		cmocka_unit_test(test_man_page),
+		cmocka_unit_test(test_docs_config),
 	};
 
 	/* A clean environment: no CONFIG_FILE or NVML_LIB from outside changes the verbs. */
