@@ -1,5 +1,7 @@
-# Thin wrapper around meson. `make demo` and `make check` install missing Debian packages
-# first (scripts/deps), so both work on a fresh Debian 12 machine.
+# Thin wrapper around meson. `make` (`make all`) installs only what the build needs
+# (`scripts/deps --build`: compiler, meson, the -dev libraries), never a test tool; `make demo`,
+# `make check` and `make bench` install the tests' packages too (`scripts/deps`), so each works
+# on a fresh Debian 12 machine.
 BUILD   ?= build
 MESON   ?= meson
 SETUP   ?=
@@ -9,11 +11,14 @@ WERROR  ?= $(if $(CI),-Dwerror=true,)
 all: $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
+# The tests' packages. A build directory set up before them (by `make`) is set up again, so
+# meson finds what it left out then (cmocka, Go: the unit tests, the emulator and the peers).
 deps:
-	@scripts/deps --check >/dev/null 2>&1 || scripts/deps
+	@scripts/deps --check >/dev/null 2>&1 || { scripts/deps && \
+		if [ -f $(BUILD)/build.ninja ]; then $(MESON) setup --reconfigure $(BUILD); fi; }
 
 $(BUILD)/build.ninja:
-	@scripts/deps --check >/dev/null 2>&1 || scripts/deps
+	@scripts/deps --build --check >/dev/null 2>&1 || scripts/deps --build
 	$(MESON) setup $(BUILD) $(WERROR) $(SETUP)
 
 demo: deps $(BUILD)/build.ninja

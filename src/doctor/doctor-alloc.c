@@ -389,7 +389,8 @@ void doctor_plugin_allocations(struct doctor *dr, const char *host_path, const c
 	if (!dial && open_r == -ENOENT) {
 		if (streq(doctor_facts(dr)->layout, "kubeedge")) {
 			ch = doctor_add(dr, "plugin.allocations", DOCTOR_SKIP,
-					"KubeEdge's EdgeCore serves no pod-resources API");
+					"no pod-resources socket: edgecore serves one only with "
+					"its KubeletPodResources feature gate on");
 			doctor_evidence(ch, "%s: missing", host_path);
 			return;
 		}

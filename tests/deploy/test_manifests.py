@@ -44,8 +44,28 @@ DEPS = os.path.join(SRC, "build-deps")
 OPENAPI = os.path.join(DEPS, "k8s-openapi")
 CRD = os.path.join(DEPS, "k8s-crd")
 CRD_MODELS = os.path.join(CRD, "node_modules", "@kubernetes-models", "prometheus-operator")
+# The same npm lock's kubernetes-models (a dependency of the above): the validators of the
+# kinds Debian's OpenAPI copy lacks (networking.k8s.io/v1 NetworkPolicy).
+K8S_MODELS = os.path.join(CRD, "node_modules", "kubernetes-models")
+NODE_KINDS = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): (
+        CRD_MODELS, "ComGithubPrometheusOperatorPrometheusOperatorPkgApisMonitoringV1ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"): (
+        CRD_MODELS, "ComGithubPrometheusOperatorPrometheusOperatorPkgApisMonitoringV1PrometheusRule"),
+    ("networking.k8s.io/v1", "NetworkPolicy"): (K8S_MODELS, "IoK8sApiNetworkingV1NetworkPolicy"),
+}
 OVERLAYS = ["time-slicing", "gpumem", "jetson", "metrics", "k3s", "no-nvidia-runtime",
-            "backstop"]
+            "backstop", "kubeedge", "microk8s"]
+# The components, each rendered on top of the base in a kustomization of the test's own
+# ("components"), and the one overlay that uses one.
+COMPONENTS = ["tolerations", "networkpolicy", "pod-log-dirs"]
+MICROK8S_KUBELET = "/var/snap/microk8s/common/var/lib/kubelet"
+# components/tolerations: what it adds to the base's nvidia.com/gpu toleration.
+EDGE_TOLERATIONS = [
+    {"key": "node-role.kubernetes.io/edge", "operator": "Exists"},
+    {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
+    {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
+]
 NAMESPACE = "kube-system"
 IMAGE = "ghcr.io/edgegpu/edgegpu"
 FLAGS = [
@@ -62,7 +82,6 @@ MOUNTS = {
     "/var/run/cdi": ("hostPath", "/var/run/cdi", False),
     "/etc/kubernetes/node-feature-discovery/features.d": (
         "hostPath", "/etc/kubernetes/node-feature-discovery/features.d", False),
-    "/var/log/pods": ("hostPath", "/var/log/pods", True),
     "/var/log/containers": ("hostPath", "/var/log/containers", True),
     "/host/proc": ("hostPath", "/proc", True),
     "/driver-root/usr": ("hostPath", "/usr", True),
@@ -132,8 +151,9 @@ def need_tools():
     for p in ("api/v1.json", "apis/apps/v1.json", "SOURCE"):
         if not os.path.isfile(os.path.join(OPENAPI, p)):
             skip(f"{OPENAPI}/{p} is missing: run scripts/k8s-tools")
-    if not os.path.isdir(CRD_MODELS):
-        skip(f"{CRD_MODELS} is missing: run scripts/k8s-tools")
+    for d in (CRD_MODELS, K8S_MODELS):
+        if not os.path.isdir(d):
+            skip(f"{d} is missing: run scripts/k8s-tools")
     for t in ("node", "yamllint"):
         if not shutil.which(t):
             skip(f"{t} is not installed (scripts/deps)")
@@ -209,11 +229,9 @@ class K8sSchemas:
 NODE_VALIDATE = r"""
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
-const dir = process.argv[1];
 const items = JSON.parse(readFileSync(0, "utf8"));
 const out = [];
-for (const o of items) {
-  const f = `${dir}/_schemas/ComGithubPrometheusOperatorPrometheusOperatorPkgApisMonitoringV1${o.kind}.js`;
+for (const [f, o] of items) {
   const { validate } = await import(pathToFileURL(f).href);
   out.push(validate(o) ? [] :
     validate.errors.map((e) => `${e.instancePath.slice(1).replaceAll("/", ".") || "(top)"}: ` +
@@ -255,7 +273,8 @@ class CrdSchemas:
         files = glob.glob(os.path.join(CRD_MODELS, "monitoring.coreos.com", "v1", "*.d.ts")) + \
             glob.glob(os.path.join(nm, "@kubernetes-models", "apimachinery", "**", "*.d.ts"),
                       recursive=True) + \
-            glob.glob(os.path.join(nm, "kubernetes-models", "v1", "*.d.ts"))
+            glob.glob(os.path.join(nm, "kubernetes-models", "v1", "*.d.ts")) + \
+            glob.glob(os.path.join(K8S_MODELS, "networking.k8s.io", "v1", "*.d.ts"))
         for p in files:
             with open(p) as f:
                 text = f.read()
@@ -266,7 +285,8 @@ class CrdSchemas:
             members = parse_members(cm.group(2))
             members.pop("constructor", None)
             self.classes[am.group(1)] = members
-            if os.path.dirname(p).endswith(os.path.join("monitoring.coreos.com", "v1")):
+            if os.path.dirname(p).endswith(os.path.join("monitoring.coreos.com", "v1")) or \
+                    os.path.dirname(p).endswith(os.path.join("networking.k8s.io", "v1")):
                 self.classes["kind:" + cm.group(1)] = members
 
     def unknown_fields(self, value, typ, path, out):
@@ -293,8 +313,11 @@ class CrdSchemas:
                 self.unknown_fields(v, members[k], p, out)
 
     def validate_many(self, objs):
-        rc, out, err = run(["node", "--input-type=module", "-e", NODE_VALIDATE, CRD_MODELS],
-                           input=json.dumps(objs))
+        items = [[os.path.join(NODE_KINDS[(o["apiVersion"], o["kind"])][0], "_schemas",
+                               NODE_KINDS[(o["apiVersion"], o["kind"])][1] + ".js"), o]
+                 for o in objs]
+        rc, out, err = run(["node", "--input-type=module", "-e", NODE_VALIDATE],
+                           input=json.dumps(items))
         if rc != 0:
             fail(f"node validator: {err.strip()}")
             return [["the validator did not run"] for _ in objs]
@@ -312,8 +335,7 @@ def validate_all(k8s, crd, docs, where):
             errs = k8s.validate(d)
             if errs:
                 bad[i] = errs
-        elif d.get("apiVersion") == "monitoring.coreos.com/v1" and \
-                d.get("kind") in ("ServiceMonitor", "PrometheusRule"):
+        elif (d.get("apiVersion"), d.get("kind")) in NODE_KINDS:
             custom.append(i)
         else:
             bad[i] = [f"no schema for {d.get('apiVersion')} {d.get('kind')}"]
@@ -374,7 +396,7 @@ def daemonset_checks(docs, overlay):
         return g.get("path") == path and g.get("port") in ("metrics", 9400)
 
     def mount_ok(path):
-        kind, src, ro = MOUNTS[path]
+        kind, src, ro = mounts_of(overlay)[path]
         m = mounts.get(path)
         if not m or bool(m.get("readOnly")) != ro or m.get("subPath") or m.get("subPathExpr"):
             return False
@@ -401,9 +423,10 @@ def daemonset_checks(docs, overlay):
          pod.get("serviceAccountName") == "edgegpu" and
          pod.get("automountServiceAccountToken") is False and
          sa.get("automountServiceAccountToken") is False),
-        ("RollingUpdate maxUnavailable 1 maxSurge 0",
+        ("RollingUpdate maxUnavailable a percentage of at most 25%, maxSurge 0",
          ru.get("type") == "RollingUpdate" and
-         ru.get("rollingUpdate", {}).get("maxUnavailable") == 1 and
+         bool(re.fullmatch(r"([1-9]|1[0-9]|2[0-5])%",
+                           str(ru.get("rollingUpdate", {}).get("maxUnavailable")))) and
          ru.get("rollingUpdate", {}).get("maxSurge") == 0),
         ("terminationGracePeriodSeconds set, at most 30",
          isinstance(pod.get("terminationGracePeriodSeconds"), int) and
@@ -426,6 +449,12 @@ def daemonset_checks(docs, overlay):
          ports.get("metrics", {}).get("containerPort") == 9400 and
          ports.get("metrics", {}).get("protocol", "TCP") == "TCP"),
         ("livenessProbe /healthz on metrics", probe("livenessProbe", "/healthz")),
+        # /healthz, never /readyz (a slow kubelet registration must not restart the pod), and
+        # long enough for the metrics port's retries (1 s doubling to 30 s: 121 s to the 8th)
+        ("startupProbe /healthz on metrics, allowing at least 120 s",
+         probe("startupProbe", "/healthz") and
+         c["startupProbe"].get("periodSeconds", 10) *
+         c["startupProbe"].get("failureThreshold", 3) >= 120),
         ("readinessProbe /readyz on metrics", probe("readinessProbe", "/readyz")),
         ("small requests and a memory limit",
          "cpu" in res.get("requests", {}) and "memory" in res.get("requests", {}) and
@@ -448,8 +477,7 @@ def daemonset_checks(docs, overlay):
         checks.append(("allowPrivilegeEscalation false, not privileged",
                        sc.get("allowPrivilegeEscalation") is False and
                        sc.get("privileged") is False))
-    for path in MOUNTS:
-        kind, src, ro = MOUNTS[path]
+    for path, (kind, src, ro) in mounts_of(overlay).items():
         checks.append((f"mount {path} <- {kind} {src} {'ro' if ro else 'rw'}", mount_ok(path)))
     if overlay == "jetson":
         checks += jetson_mount_checks(mounts, vols)
@@ -458,6 +486,13 @@ def daemonset_checks(docs, overlay):
          mounts.get("/var/run/cdi", {}).get("mountPropagation") == "HostToContainer"),
         ("no subPath mounts (a subPath never sees a ConfigMap update)",
          not any(m.get("subPath") or m.get("subPathExpr") for m in mounts.values())),
+        ("/var/log/pods (every pod's logs) mounted only with components/pod-log-dirs",
+         ("/var/log/pods" in mounts) == (overlay == "components") and
+         not any(v.get("hostPath", {}).get("path", "").rstrip("/") in ("/var/log", "/var")
+                 for v in vols.values())),
+        ("tolerations: the edge taints only with components/tolerations",
+         all((t in pod.get("tolerations", [])) == (overlay in ("kubeedge", "components"))
+             for t in EDGE_TOLERATIONS)),
         ("every mount has a volume, every volume a mount",
          {m.get("name") for m in mounts.values()} == set(vols)),
         ("--config-file is config.yaml in the ConfigMap's mount",
@@ -471,6 +506,19 @@ def daemonset_checks(docs, overlay):
          all(d.get("metadata", {}).get("namespace") == NAMESPACE for d in docs)),
     ]
     return checks
+
+
+def mounts_of(overlay):
+    """The mounts every render must have: the base's, with microk8s's kubelet directory and
+    the pod-log-dirs component's /var/log/pods."""
+    m = dict(MOUNTS)
+    if overlay == "microk8s":
+        for p in ("/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources"):
+            kind, src, ro = m[p]
+            m[p] = (kind, MICROK8S_KUBELET + src[len("/var/lib/kubelet"):], ro)
+    if overlay == "components":
+        m["/var/log/pods"] = ("hostPath", "/var/log/pods", True)
+    return m
 
 
 def jetson_mount_checks(mounts, vols):
@@ -560,6 +608,8 @@ def check_overlay_specifics(overlay, docs, eff):
     want = ["ConfigMap", "DaemonSet", "ServiceAccount"]
     if overlay == "metrics":
         want += ["PrometheusRule", "Service", "ServiceMonitor"]
+    if overlay == "components":
+        want += ["NetworkPolicy"]
     if kinds != sorted(want):
         fail(f"{overlay}: objects {kinds}, expected {sorted(want)}")
     if eff is None:
@@ -594,6 +644,13 @@ def check_overlay_specifics(overlay, docs, eff):
         if got != ("/host", "auto"):
             fail(f"jetson: edgegpu.hostRoot, flags.deviceDiscoveryStrategy are {got}, "
                  "expected ('/host', 'auto') (the mounts are under /host)")
+    if overlay == "components":
+        bad = networkpolicy_checks(docs)
+        for b in bad:
+            fail(f"components: NetworkPolicy: {b}")
+        if not bad:
+            print("ok   components: the NetworkPolicy admits only the monitoring namespace, "
+                  "on the metrics port", flush=True)
     if overlay == "metrics":
         svc = one(docs, "Service", "edgegpu-metrics") or {}
         sm = one(docs, "ServiceMonitor", "edgegpu") or {}
@@ -616,6 +673,52 @@ def check_overlay_specifics(overlay, docs, eff):
         with open(os.path.join(DEPLOY, "prometheus", "prometheusrule.yaml")) as f:
             if yaml.safe_load(f)["spec"] != pr.get("spec"):
                 fail("metrics: the PrometheusRule is not deployments/prometheus's")
+
+
+def networkpolicy_checks(docs):
+    """What components/networkpolicy must hold; the names of those that do not."""
+    np = one(docs, "NetworkPolicy", "edgegpu-metrics") or {}
+    ds = one(docs, "DaemonSet", "edgegpu") or {}
+    tpl = ds.get("spec", {}).get("template", {})
+    labels = tpl.get("metadata", {}).get("labels", {})
+    ports = {p.get("name"): p for c in tpl.get("spec", {}).get("containers", [])
+             for p in c.get("ports", [])}
+    spec = np.get("spec", {})
+    sel = spec.get("podSelector", {})
+    rules = spec.get("ingress", [])
+    rule = rules[0] if len(rules) == 1 else {}
+    peers = rule.get("from", [])
+    nports = rule.get("ports", [])
+    checks = [
+        ("selects the edgegpu pods (matchLabels only, each a pod label)",
+         bool(sel.get("matchLabels")) and not sel.get("matchExpressions") and
+         all(labels.get(k) == v for k, v in sel["matchLabels"].items())),
+        ("policyTypes [Ingress] (egress untouched)", spec.get("policyTypes") == ["Ingress"]),
+        ("one ingress rule, one peer: the namespace named monitoring, by its name label",
+         len(rules) == 1 and len(peers) == 1 and set(peers[0]) == {"namespaceSelector"} and
+         peers[0]["namespaceSelector"] == {
+             "matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}),
+        ("on the pod's metrics port only, TCP",
+         len(nports) == 1 and nports[0].get("protocol", "TCP") == "TCP" and
+         (nports[0].get("port") == "metrics" and "metrics" in ports or
+          nports[0].get("port") == ports.get("metrics", {}).get("containerPort"))),
+        ("in the DaemonSet's namespace",
+         np.get("metadata", {}).get("namespace") == ds.get("metadata", {}).get("namespace")),
+    ]
+    return [name for name, ok in checks if not ok]
+
+
+def render_components(kubectl, tmp):
+    """The base with every component, in a kustomization of the test's own."""
+    d = os.path.join(tmp, "components")
+    os.makedirs(d)
+    with open(os.path.join(d, "kustomization.yaml"), "w") as f:
+        yaml.safe_dump({
+            "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+            "resources": [os.path.relpath(os.path.join(DEPLOY, "base"), d)],
+            "components": [os.path.relpath(os.path.join(DEPLOY, "components", c), d)
+                           for c in COMPONENTS]}, f)
+    return render(kubectl, d)
 
 
 def image_arches():
@@ -676,7 +779,7 @@ def check_examples(k8s, crd):
 
 # --- the checks fail when they should ---
 
-def check_can_fail(k8s, crd, edgegpu, base, metrics, jetson, tmp):
+def check_can_fail(k8s, crd, edgegpu, base, metrics, jetson, components, tmp):
     before = len(failures)
     ds = copy.deepcopy(one(base, "DaemonSet", "edgegpu"))
     c = ds["spec"]["template"]["spec"]["containers"][0]
@@ -716,10 +819,41 @@ def check_can_fail(k8s, crd, edgegpu, base, metrics, jetson, tmp):
     del pod["containers"][0]["securityContext"]["seccompProfile"]
     pod["containers"][0]["volumeMounts"][-1]["subPath"] = "config.yaml"
     pod["containers"][0]["args"].remove("--host-proc=/host/proc")
+    d["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] = 1
+    pod["containers"][0]["startupProbe"]["httpGet"]["path"] = "/readyz"
+    pod["containers"][0]["volumeMounts"].append(
+        {"name": "pod-logs", "mountPath": "/var/log/pods", "readOnly": True})
+    pod["volumes"].append({"name": "pod-logs", "hostPath": {"path": "/var/log/pods"}})
     bad = check_daemonset(broken, "base", report=False)
-    for want in ("toleration", "seccompProfile", "subPath", "args"):
+    for want in ("toleration", "seccompProfile", "subPath", "args", "maxUnavailable",
+                 "startupProbe", "/var/log/pods"):
         if not any(want in b for b in bad):
             fail(f"the DaemonSet checks miss a dropped requirement ({want}): {bad}")
+
+    broken = copy.deepcopy(one(base, "DaemonSet", "edgegpu"))
+    broken["spec"]["template"]["spec"]["containers"][0]["startupProbe"]["failureThreshold"] = 3
+    if not any("startupProbe" in b for b in check_daemonset([broken], "base", report=False)):
+        fail("the DaemonSet checks pass a startupProbe that gives up after 30 s")
+
+    broken = copy.deepcopy(one(components, "NetworkPolicy", "edgegpu-metrics"))
+    broken["spec"]["ingress"][0]["form"] = []                 # unknown field
+    broken["spec"]["ingress"][0]["ports"][0]["protocl"] = "TCP"   # unknown, nested
+    broken["spec"]["podSelector"]["matchLabels"] = "edgegpu"  # wrong type
+    errs = " | ".join(crd.validate_many([broken])[0])
+    for want in ("form", "protocl", "matchLabels"):
+        if want not in errs:
+            fail(f"a broken NetworkPolicy: no error for {want}: {errs}")
+    for change, want in (
+            (lambda n: n["spec"]["ingress"][0]["from"][0]["namespaceSelector"]["matchLabels"]
+             .update({"kubernetes.io/metadata.name": "default"}), "monitoring"),
+            (lambda n: n["spec"]["ingress"][0].pop("ports"), "metrics port"),
+            (lambda n: n["spec"]["podSelector"]["matchLabels"].update(
+                {"app.kubernetes.io/name": "other"}), "selects"),
+            (lambda n: n["spec"]["ingress"][0]["from"].append({"podSelector": {}}), "one peer")):
+        docs = copy.deepcopy(components)
+        change(one(docs, "NetworkPolicy", "edgegpu-metrics"))
+        if not any(want in b for b in networkpolicy_checks(docs)):
+            fail(f"the NetworkPolicy checks miss a broken policy ({want})")
 
     broken = copy.deepcopy(jetson)
     pod = one(broken, "DaemonSet", "edgegpu")["spec"]["template"]["spec"]
@@ -764,6 +898,7 @@ def main():
     for o in OVERLAYS:
         renders[o] = render(kubectl, os.path.join(DEPLOY, "overlays", o))
     with tempfile.TemporaryDirectory(prefix="test-manifests-") as tmp:
+        renders["components"] = render_components(kubectl, tmp)
         for name, docs in renders.items():
             if not docs:
                 continue
@@ -778,9 +913,10 @@ def main():
         else:
             print("ok   yamllint --strict deployments/", flush=True)
         check_multiarch(renders)
-        if renders["base"] and renders["metrics"] and renders["jetson"]:
+        if renders["base"] and renders["metrics"] and renders["jetson"] and \
+                renders["components"]:
             check_can_fail(k8s, crd, edgegpu, renders["base"], renders["metrics"],
-                           renders["jetson"], tmp)
+                           renders["jetson"], renders["components"], tmp)
     if failures:
         print(f"{len(failures)} check(s) failed", flush=True)
         sys.exit(1)

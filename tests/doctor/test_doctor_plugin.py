@@ -440,6 +440,25 @@ class DoctorPlugin(unittest.TestCase):
         self.assertEqual(checks["plugin.dir"]["status"], "fail")
         self.assertIn("not a directory", checks["plugin.dir"]["summary"])
 
+    def test_host_root_kubeedge_without_pod_resources(self):
+        """A KubeEdge node (edgecore.yaml) whose edgecore serves no pod-resources socket:
+        skipped, and the summary names the feature gate that turns the socket on, not a
+        missing API."""
+        root = tempfile.mkdtemp(prefix="doctor-plugin-")
+        self.addCleanup(shutil.rmtree, root, True)
+        os.makedirs(os.path.join(root, "var/lib/kubelet/device-plugins"))
+        os.makedirs(os.path.join(root, "etc/kubeedge/config"))
+        with open(os.path.join(root, "etc/kubeedge/config/edgecore.yaml"), "w") as f:
+            f.write("apiVersion: edgecore.config.kubeedge.io/v1alpha2\nkind: EdgeCore\n"
+                    "modules:\n  edged:\n    enable: true\n")
+        rc, checks, doc = run_doctor(["--metrics-address", ""], host_root=root)
+        a = checks["plugin.allocations"]
+        self.assertEqual(a["status"], "skip", a)
+        self.assertEqual(a["summary"], "no pod-resources socket: edgecore serves one only with "
+                         "its KubeletPodResources feature gate on")
+        self.assertIn("/var/lib/kubelet/pod-resources/kubelet.sock: missing", a["evidence"])
+        self.assertNotIn("fix", a)
+
     def test_host_root_microk8s_kubelet_dir(self):
         """No /var/lib/kubelet, a live kubelet (the emulator) under MicroK8s's root dir: the
         doctor finds it there with the default paths, and says so."""
