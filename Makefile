@@ -49,5 +49,11 @@ format:
 tidy: $(BUILD)/build.ninja
 	scripts/tidy $(BUILD)
 
+# The release artifacts of HEAD into $(OUT) (scripts/release, docs/release.md); as root.
+OUT ?= dist
+.PHONY: release
+release: deps
+	scripts/release $(OUT)
+
 clean:
 	rm -rf $(BUILD)

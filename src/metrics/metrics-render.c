@@ -770,11 +770,14 @@ static void render_self(struct metrics *m, struct prom *p)
 	bool ready;
 
 	prom_labels_push(&l, "version", EDGEGPU_VERSION);
+	prom_labels_push(&l, "revision", EDGEGPU_REVISION);
+	prom_labels_push(&l, "build_date", EDGEGPU_BUILD_DATE);
 	prom_labels_push(&l, "driver_version", m->driver_version);
 	prom_labels_push(&l, "nvml_version", m->nvml_version);
 	prom_labels_push(&l, "cuda_driver_version", m->cuda_version);
-	prom_family(p, "edgegpu_build_info", PROM_GAUGE,
-		    "edgegpu's version and the driver it found, as labels.");
+	prom_family(
+		p, "edgegpu_build_info", PROM_GAUGE,
+		"edgegpu's version, git revision and build date, and the driver it found, as labels.");
 	prom_sample(p, NULL, &l, 1);
 	m->why.len = 0;
 	ready = m->src.ready(&m->why, m->userdata);

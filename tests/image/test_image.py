@@ -8,7 +8,9 @@ Run by tests/image/run, which names everything in the environment:
 
 For each arch (arm64 through qemu binfmt): the image as stored (only our files, the config's
 platform, the CUDA interposer at /usr/lib/edgegpu/libedgegpu-cuda.so: a shared object of the
-arch with the glibc floor), then the image loaded into Docker with skopeo and run as a DaemonSet would run it:
+arch with the glibc floor, edgegpu's LICENSE, NOTICE and licenses/ under /usr/share/doc/edgegpu/
+as in the source tree, the OCI labels version, revision and created as scripts/version says),
+then the image loaded into Docker with skopeo and run as a DaemonSet would run it:
 read-only root, every capability dropped, no-new-privileges, the device-plugins directory
 bind-mounted and the fake NVML mounted under the driver root, where edgegpu's own search
 (--container-driver-root, default /driver-root) finds it. The emulator on the host sees the
@@ -56,6 +58,27 @@ GLIBC_FLOOR = os.path.join(TOP, "tests", "interposer", "check-glibc-floor")
 OBJDUMP = {"amd64": "objdump", "arm64": "aarch64-linux-gnu-objdump"}
 # What NVIDIA's libnvidia-ml.so.1 needs beyond libc (scripts/image).
 NVML_NEEDS = ("libdl.so.2", "libpthread.so.0", "librt.so.1", "libm.so.6")
+# Our license and the third-party notices, as in the source tree (scripts/image).
+DOC = "usr/share/doc/edgegpu"
+
+
+def license_files():
+    """{image path: content} of LICENSE, NOTICE and licenses/** from the source tree."""
+    want = {}
+    for f in ("LICENSE", "NOTICE"):
+        with open(os.path.join(TOP, f), "rb") as fh:
+            want[f"{DOC}/{f}"] = fh.read()
+    for d, _, fs in os.walk(os.path.join(TOP, "licenses")):
+        for f in fs:
+            p = os.path.join(d, f)
+            with open(p, "rb") as fh:
+                want[f"{DOC}/{os.path.relpath(p, TOP)}"] = fh.read()
+    return want
+
+
+def version(*args):
+    return subprocess.run([os.path.join(TOP, "scripts", "version"), *args], capture_output=True,
+                          text=True, check=True).stdout.strip()
 GRACE_S = 10
 
 
@@ -188,8 +211,12 @@ class ImageContents(unittest.TestCase):
         self.assertEqual(cfg["config"]["Entrypoint"], ["/usr/bin/edgegpu"])
         self.assertEqual(cfg["config"]["Cmd"], ["serve"])
         labels = cfg["config"].get("Labels", {})
-        for k in ("title", "version", "revision", "created", "licenses"):
+        for k in ("title", "version", "revision", "created", "licenses", "source"):
             self.assertTrue(labels.get(f"org.opencontainers.image.{k}"), f"label {k} missing: {labels}")
+        self.assertEqual(labels["org.opencontainers.image.version"], version())
+        self.assertEqual(labels["org.opencontainers.image.revision"], version("--revision"))
+        self.assertEqual(labels["org.opencontainers.image.created"], version("--date"))
+        self.assertEqual(labels["org.opencontainers.image.licenses"], "Apache-2.0")
         files = layer_files(self.layout, man)
         regular = {p: d for p, (t, d) in files.items() if t == "file"}
         self.assertEqual([p for p, (t, _) in files.items() if t == "other"], [], "links or devices")
@@ -211,6 +238,14 @@ class ImageContents(unittest.TestCase):
                 p = os.path.dirname(p)
                 ancestors.add(p)
         self.assertEqual(dirs - ancestors - {""}, set(), "directories holding none of our files")
+        # The license files, byte for byte; nothing else under the doc directory.
+        docs = {p: d for p, d in regular.items() if p.startswith(DOC + "/")}
+        want = license_files()
+        self.assertIn(f"{DOC}/licenses/libmicrohttpd/LGPL-2.1", want)
+        self.assertEqual(sorted(docs), sorted(want))
+        for p in want:
+            self.assertTrue(docs[p] == want[p], f"{p} differs from the source tree's")
+        regular = {p: d for p, d in regular.items() if p not in docs}
         # The files' own view: each is an ELF of this arch, the loader sits at the binary's
         # PT_INTERP path, every DT_NEEDED (ours and NVML's, transitively) is in the image.
         for p, data in regular.items():

@@ -20,6 +20,7 @@
 #include "resource.h"
 #include "unit-fs.h"
 #include "unit.h"
+#include "version.h"
 
 #define UUID0 "GPU-00000000-1111-2222-3333-444444444440"
 #define UUID1 "GPU-00000001-1111-2222-3333-444444444441"
@@ -339,6 +340,11 @@ static void test_pods_and_processes(void **state)
 	assert_int_equal(count_lines(e, "# TYPE edgegpu_pod_gpu_memory_used_bytes "), 1);
 	assert_int_equal(count_lines(e, "# TYPE process_resident_memory_bytes "), 1);
 	assert_true(value(e, "edgegpu_build_info{") == 1);
+	/* the binary's version, git revision and build date (scripts/version), as labels */
+	assert_non_null(strstr((const char *)e->out.data,
+			       "edgegpu_build_info{version=\"" EDGEGPU_VERSION
+			       "\",revision=\"" EDGEGPU_REVISION
+			       "\",build_date=\"" EDGEGPU_BUILD_DATE "\","));
 	assert_true(value(e, "edgegpu_ready ") == 1);
 }
 
