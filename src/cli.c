@@ -112,6 +112,18 @@ static int build_config(const struct cli_args *a, struct config *c)
 	return r;
 }
 
+/* @j's document and a newline on stdout; its error, or -EIO when stdout refuses it. */
+static int write_json(const struct json_writer *j)
+{
+	int r = j->r;
+
+	if (r == 0)
+		r = buf_append(j->b, "\n", 1);
+	if (r == 0 && fwrite(j->b->data, 1, j->b->len, stdout) != j->b->len)
+		r = -EIO;
+	return r;
+}
+
 static int verb_version(int argc, char **argv)
 {
 	struct cli_args a = { 0 };
@@ -137,11 +149,7 @@ static int verb_version(int argc, char **argv)
 	json_key(&j, "buildDate");
 	json_string(&j, EDGEGPU_BUILD_DATE);
 	json_object_close(&j);
-	r = j.r;
-	if (r == 0)
-		r = buf_append(&out, "\n", 1);
-	if (r == 0 && fwrite(out.data, 1, out.len, stdout) != out.len)
-		r = -EIO;
+	r = write_json(&j);
 	if (r < 0) {
 		(void)fprintf(stderr, "edgegpu: %s\n", strerror(-r));
 		r = 1;
@@ -344,11 +352,7 @@ static int discover_json(const struct gpu_info *info, struct resource *const *re
 	}
 	json_array_close(&j);
 	json_object_close(&j);
-	r = j.r;
-	if (r == 0)
-		r = buf_append(&out, "\n", 1);
-	if (r == 0 && fwrite(out.data, 1, out.len, stdout) != out.len)
-		r = -EIO;
+	r = write_json(&j);
 	buf_release(&out);
 	return r;
 }
