@@ -405,6 +405,29 @@ class Run:
 class RunAmd64(Run, unittest.TestCase):
     arch = "amd64"
 
+    def test_doctor_from_the_image(self):
+        """The README's other route to the doctor: the image with the host's / read-only at
+        /host, --host-root /host, on the host's network, as the quick start writes it, less
+        --privileged (which the README asks for NVML's /dev/nvidiactl, and which this machine's
+        runc cannot grant: "unable to apply caps"). Every layer is checked; on this GPU-less
+        machine the driver check fails with its fix and the exit status is 1 (0 only when
+        nothing failed)."""
+        r = subprocess.run([DOCKER, "-H", env("DOCKER_HOST"), "run", "--rm",
+                            "--network", "host", "-v", "/:/host:ro", self.tag,
+                            "doctor", "--host-root", "/host"],
+                           capture_output=True, text=True, timeout=120)
+        out = r.stdout
+        for layer in ("[driver]", "[runtime]", "[plugin]", "[compat]"):
+            self.assertIn(layer, out, f"doctor from the image: no {layer}\n{out[-2000:]}{r.stderr[-1000:]}")
+        if r.returncode == 0:
+            self.assertIn("0 fail", out)
+            return
+        self.assertEqual(r.returncode, 1, f"{out[-2000:]}{r.stderr[-1000:]}")
+        self.assertRegex(out, r"(?m)^fail\s+driver\.nvml: ")
+        self.assertIn("fix: ", out)
+        # It looked for the host's driver under /host, not in the image.
+        self.assertIn("tried /host/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", out)
+
 
 class RunArm64(Run, unittest.TestCase):
     arch = "arm64"
