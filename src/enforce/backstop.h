@@ -97,9 +97,11 @@ bool backstop_over(uint64_t used, uint64_t limit, unsigned tolerance_percent);
 
 /*
  * backstop-host.c (reads the host, unlike the rest): whether this process is in the host's PID
- * namespace, the one where NVML's PIDs are ours to signal: /proc/self/ns/pid and
- * <@host_proc>/1/ns/pid name the same namespace (device and inode). Returns 1 yes, 0 no, or
- * -errno when it cannot be told (a missing or unreadable link); *@why (a static string) says
+ * namespace, the one where NVML's PIDs are ours to signal: <@host_proc>/self/status has one
+ * number on its NSpid line (readable without capabilities), else, on a kernel without NSpid,
+ * /proc/self/ns/pid and <@host_proc>/1/ns/pid name the same namespace (device and inode).
+ * Returns 1 yes, 0 no, or -errno when it cannot be told (a missing or unreadable file or
+ * link); *@why (a static string) says
  * why not, for 0 and < 0. The daemon and doctor ask it; any thread.
  */
 int backstop_host_pid(const char *host_proc, const char **why);

@@ -466,9 +466,10 @@ def daemonset_checks(docs, overlay):
         ("readOnlyRootFilesystem", sc.get("readOnlyRootFilesystem") is True),
         ("seccompProfile RuntimeDefault",
          sc.get("seccompProfile", {}).get("type") == "RuntimeDefault"),
-        ("every capability dropped, none added",
+        # The backstop signals GPU processes of any user: KILL, and nothing else, back.
+        ("every capability dropped, none added (but KILL in the backstop overlay)",
          sc.get("capabilities", {}).get("drop") == ["ALL"] and
-         not sc.get("capabilities", {}).get("add")),
+         (sc.get("capabilities", {}).get("add") or []) == (["KILL"] if overlay == "backstop" else [])),
     ]
     if privileged:
         checks.append(("privileged, no allowPrivilegeEscalation (no-nvidia-runtime)",

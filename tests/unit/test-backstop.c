@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "backstop.h"
+#include "unit-fs.h"
 #include "unit.h"
 
 #define MIB ((uint64_t)1 << 20)
@@ -253,6 +254,49 @@ static void test_bounded_and_hostile(void **state)
 	free(keys);
 }
 
+/* <dir>/self/status with @status as its text. */
+static void write_status(const char *dir, const char *status)
+{
+	char path[512];
+	FILE *f;
+
+	unit_make_path(dir, "/self/");
+	(void)snprintf(path, sizeof(path), "%s/self/status", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(fputs(status, f) >= 0, 1);
+	assert_int_equal(fclose(f), 0);
+}
+
+/*
+ * The host PID namespace test reads NSpid from <host_proc>/self/status, which a root process
+ * without capabilities can read, where the host's /proc/1/ns/pid is refused to it (PID 1 holds
+ * capabilities): one number is the procfs's own namespace, two a namespace nested in it. With
+ * no NSpid line it falls back to the namespace links, here missing: an error that says so.
+ */
+static void test_host_pid_namespace(void **state)
+{
+	char dir[256];
+	const char *why = NULL;
+
+	(void)state;
+	unit_tmpdir("edgegpu-backstop", dir, sizeof(dir));
+	write_status(dir, "Name:\tedgegpu\nTgid:\t4242\nNSpid:\t4242\nNSpgid:\t4242\n");
+	assert_int_equal(backstop_host_pid(dir, &why), 1);
+	write_status(dir, "Name:\tedgegpu\nNSpid:\t4242 \t7\nNSpgid:\t4242\t7\n");
+	assert_int_equal(backstop_host_pid(dir, &why), 0);
+	assert_non_null(strstr(why, "hostPID: false"));
+	write_status(dir, "Name:\tedgegpu\nNSpid:\t4242");
+	assert_int_equal(backstop_host_pid(dir, &why), 1);
+	write_status(dir, "Name:\tedgegpu\nTgid:\t4242\n");
+	why = NULL;
+	assert_int_equal(backstop_host_pid(dir, &why), -ENOENT);
+	assert_non_null(strstr(why, "/proc/1/ns/pid"));
+	unit_rm_tree(dir);
+	/* This process, in its own /proc: the procfs of its own namespace. */
+	assert_int_equal(backstop_host_pid("/proc", &why), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -266,6 +310,7 @@ int main(void)
 		cmocka_unit_test(test_no_limit_never_chosen),
 		cmocka_unit_test(test_only_processes_given),
 		cmocka_unit_test(test_bounded_and_hostile),
+		cmocka_unit_test(test_host_pid_namespace),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
