@@ -27,7 +27,7 @@ static int nspid_single(const char *proc)
 	int r;
 
 	(void)snprintf(path, sizeof(path), "%s/self/status", proc);
-	r = read_file(path, 64 * 1024, &text, NULL);
+	r = read_file(path, (size_t)64 * 1024, &text, NULL);
 	if (r < 0)
 		return r;
 	l = strstr(text, "\nNSpid:");
