@@ -17,30 +17,28 @@
 	"flag > environment > config file > default;\n  the keys are the config file's, docs/config.md"
 
 const struct cli_verb_info cli_verbs[CLI_VERB_COUNT] = {
-	[CLI_SERVE] = { "serve", "[FLAGS]", "run the device plugin (the default command)",
+	[CLI_SERVE] = { "serve", "", "run the device plugin (the default command)",
 			"Runs the device plugin: discovers the GPUs, registers their resources with "
 			"the kubelet, serves Allocate, metrics, health and node labels, and applies "
 			"a changed config on SIGHUP or when the config file changes.\n",
 			true },
-	[CLI_DISCOVER] = { "discover", "[--json] [FLAGS]",
+	[CLI_DISCOVER] = { "discover", "",
 			   "print the driver, the GPUs and the resources the plugin would serve",
 			   "Discovers the GPUs as the daemon would and prints the driver, each GPU "
 			   "and the resources the config makes of them; --json prints one JSON "
 			   "object instead.\n",
 			   true },
-	[CLI_CHECK_CONFIG] = { "check-config", "FILE [FLAGS]",
+	[CLI_CHECK_CONFIG] = { "check-config", "FILE",
 			       "check a config file and print the effective config",
 			       "Reads FILE as the config file, applies the environment and the "
 			       "flags, checks the result and prints it as YAML; exit status 1 and "
 			       "the errors (file, line, column, key) when it is invalid.\n",
 			       true },
-	[CLI_LABELS] = { "labels", "[FLAGS]", "print the node labels for the GPUs found",
+	[CLI_LABELS] = { "labels", "", "print the node labels for the GPUs found",
 			 "Prints the node labels the daemon writes for Node Feature Discovery "
 			 "(GPU Feature Discovery's names and values) for the GPUs found.\n",
 			 true },
-	[CLI_DOCTOR] = { "doctor",
-			 "[--json] [--cuda-version X.Y] [--image REF] [--host-root DIR] "
-			 "[--timeout-ms N] [FLAGS]",
+	[CLI_DOCTOR] = { "doctor", "",
 			 "diagnose the node: driver, container runtime, device plugin",
 			 "Checks the layers a GPU pod needs, in order: the driver, the container "
 			 "runtime, the device plugin and the compatibility of a CUDA version or an "
@@ -48,7 +46,7 @@ const struct cli_verb_info cli_verbs[CLI_VERB_COUNT] = {
 			 "evidence and the fix (docs/doctor.md, docs/troubleshooting.md). Exit "
 			 "status 0 when no check failed, 1 when one did, 2 for a usage error.\n",
 			 true },
-	[CLI_VERSION] = { "version", "[--json]", "print the version, revision and build date",
+	[CLI_VERSION] = { "version", "", "print the version, revision and build date",
 			  "Prints the version, the git revision and the build date, one per line, "
 			  "or one JSON object with --json.\n",
 			  false },
@@ -127,10 +125,61 @@ static void help_config_flags(FILE *f, const char *skip)
 	(void)config_flags_foreach(help_flag, &h);
 }
 
+/* The verbs of the @verbs bits, ", " between them, into @buf. */
+static void verb_names(unsigned verbs, char *buf, size_t size)
+{
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (int v = 0; v < CLI_VERB_COUNT && n < size; v++)
+		if (verbs & CLI_VERB_BIT(v))
+			n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "",
+					      cli_verbs[v].name);
+}
+
+/* "[--NAME]" or "[--NAME VALUE]" after @buf's @n bytes, unless the operands already name it. */
+static size_t synopsis_option(char *buf, size_t size, size_t n, enum cli_verb v, const char *name,
+			      const char *value)
+{
+	char opt[64];
+
+	(void)snprintf(opt, sizeof(opt), "--%s", name);
+	if (n >= size || strstr(cli_verbs[v].operands, opt))
+		return n;
+	return n + (size_t)snprintf(buf + n, size - n, " [%s%s%s]", opt, value ? " " : "",
+				    value ? value : "");
+}
+
+/*
+ * @v's synopsis, from the tables the parser reads: the switches, the options with a value, the
+ * operands, and [FLAGS] when it takes the config flags ("[serve]" for the default verb).
+ */
+static void synopsis(enum cli_verb v, char *buf, size_t size)
+{
+	size_t n =
+		(size_t)snprintf(buf, size, "%s", v == CLI_SERVE ? "[serve]" : cli_verbs[v].name);
+
+	for (int with_value = 0; with_value < 2; with_value++) {
+		for (const struct cli_option *o = cli_options; o->name; o++)
+			if ((o->verbs & CLI_VERB_BIT(v)) && !o->value == !with_value)
+				n = synopsis_option(buf, size, n, v, o->name, o->value);
+		for (const struct doctor_option *o = doctor_options; v == CLI_DOCTOR && o->name;
+		     o++)
+			if (!o->value == !with_value)
+				n = synopsis_option(buf, size, n, v, o->name, o->value);
+	}
+	if (n < size && cli_verbs[v].operands[0])
+		n += (size_t)snprintf(buf + n, size - n, " %s", cli_verbs[v].operands);
+	if (n < size && cli_verbs[v].config_flags)
+		(void)snprintf(buf + n, size - n, " [FLAGS]");
+}
+
 static void help_synopsis(FILE *f, const char *lead, enum cli_verb v)
 {
-	(void)fprintf(f, "%sedgegpu %s%s%s\n", lead, v == CLI_SERVE ? "[serve]" : cli_verbs[v].name,
-		      cli_verbs[v].synopsis[0] ? " " : "", cli_verbs[v].synopsis);
+	char s[256];
+
+	synopsis(v, s, sizeof(s));
+	(void)fprintf(f, "%sedgegpu %s\n", lead, s);
 }
 
 /* @s folded into lines of at most 90 columns (a longer word stands alone). */
@@ -200,14 +249,10 @@ void cli_help(FILE *f, enum cli_verb verb)
 		(void)fprintf(f, "  %-14s %s\n", cli_verbs[v].name, cli_verbs[v].brief);
 	(void)fputs("\nCommand options ('edgegpu COMMAND --help' says more):\n", f);
 	for (const struct cli_option *o = cli_options; o->name; o++) {
-		char help[256];
-		size_t n = 0;
+		char verbs[128], help[256];
 
-		for (int v = 0; v < CLI_VERB_COUNT; v++)
-			if (o->verbs & CLI_VERB_BIT(v))
-				n += (size_t)snprintf(help + n, sizeof(help) - n, "%s%s",
-						      n ? ", " : "", cli_verbs[v].name);
-		(void)snprintf(help + n, sizeof(help) - n, ": %s", o->help);
+		verb_names(o->verbs, verbs, sizeof(verbs));
+		(void)snprintf(help, sizeof(help), "%s: %s", verbs, o->help);
 		help_option(f, o->name, o->value, help);
 	}
 	for (const struct doctor_option *o = doctor_options; o->name; o++) {
@@ -335,17 +380,21 @@ void cli_man(FILE *f)
 	(void)fputs(".SH NAME\nedgegpu \\- Kubernetes device plugin for edge GPUs\n.SH SYNOPSIS\n",
 		    f);
 	for (int v = 0; v < CLI_VERB_COUNT; v++) {
+		char syn[256];
+		size_t w;
+
+		synopsis((enum cli_verb)v, syn, sizeof(syn));
+		w = strcspn(syn, " ");
 		(void)fputs(v ? ".br\n" : "", f);
 		(void)fputs(".B edgegpu\n", f);
-		if (v == CLI_SERVE)
+		if (v == CLI_SERVE) {
 			(void)fputs("[\\fBserve\\fR]", f);
-		else {
+		} else {
 			(void)fputs("\\fB", f);
 			man_text(f, cli_verbs[v].name);
 			(void)fputs("\\fR", f);
 		}
-		(void)fputs(cli_verbs[v].synopsis[0] ? " " : "", f);
-		man_text(f, cli_verbs[v].synopsis);
+		man_text(f, syn + w);
 		(void)fputs("\n", f);
 	}
 	(void)fputs(".SH DESCRIPTION\n", f);
@@ -370,12 +419,8 @@ void cli_man(FILE *f)
 	(void)fputs(".SH OPTIONS\n.SS Command options\n", f);
 	for (const struct cli_option *o = cli_options; o->name; o++) {
 		char verbs[128];
-		size_t n = 0;
 
-		for (int v = 0; v < CLI_VERB_COUNT; v++)
-			if (o->verbs & CLI_VERB_BIT(v))
-				n += (size_t)snprintf(verbs + n, sizeof(verbs) - n, "%s%s",
-						      n ? ", " : "", cli_verbs[v].name);
+		verb_names(o->verbs, verbs, sizeof(verbs));
 		man_option(f, o->name, o->value, o->help, verbs);
 	}
 	for (const struct doctor_option *o = doctor_options; o->name; o++)

@@ -25,7 +25,7 @@ enum cli_verb {
 
 struct cli_verb_info {
 	const char *name;
-	const char *synopsis; /* after "edgegpu NAME" */
+	const char *operands; /* after the options in the synopsis: "FILE", or "" */
 	const char *brief;    /* one line, for the list of commands */
 	const char *about;    /* a paragraph, lines ending in '\n' */
 	bool config_flags;    /* takes the config flags */
