@@ -628,14 +628,7 @@ static void test_real(void **state)
 	struct gpu_event ev;
 	int r;
 
-	r = gpu_backend_open(&o, &e->b, &e->err);
-	if (r < 0)
-		print_error("open: %d %s\n", r, e->err ? e->err : "");
-	assert_int_equal(r, 0);
-	r = e->b->ops->discover(e->b, &e->info, &e->err);
-	if (r < 0)
-		print_error("discover: %d %s\n", r, e->err ? e->err : "");
-	assert_int_equal(r, 0);
+	discover_ok(e, gpu_backend_open(&o, &e->b, &e->err));
 	print_message("driver %s, CUDA %d, NVML %s, %u GPUs, %u skipped\n", e->info.driver_version,
 		      e->info.cuda_driver_version, e->info.lib_version, e->info.n_devices,
 		      e->info.n_skipped);

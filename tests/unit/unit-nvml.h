@@ -36,5 +36,7 @@ int open_kind(struct env *e, enum gpu_backend_kind kind, const char *lib, const 
 int open_fake(struct env *e, const char *lib, const char *fixture);
 /* open_fake() and a discovery into e->info, both asserted to succeed. */
 void open_discover(struct env *e, const char *lib, const char *fixture);
+/* @open_r, an open's result, asserted 0 (with e->err printed), then discover_ok()'s discovery. */
+void discover_ok(struct env *e, int open_r);
 /* One control command to the fake, asserted to succeed. */
 void ctl(const char *cmd);
