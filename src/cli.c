@@ -520,6 +520,8 @@ static int (*const verb_fns[CLI_VERB_COUNT])(int argc, char **argv) = {
 int cli_main(int argc, char **argv)
 {
 	const char *verb = argc > 1 ? argv[1] : "serve";
+	bool flags_only = argc > 1 && strncmp(verb, "--", 2) == 0; /* serve's flags, no verb */
+	int v = CLI_SERVE;
 
 	if (argc > 1 && is_help(verb)) {
 		cli_help(stdout, CLI_VERB_COUNT);
@@ -527,25 +529,23 @@ int cli_main(int argc, char **argv)
 	}
 	if (argc > 1 && strcmp(verb, "--version") == 0)
 		return verb_version(1, argv);
-	if (argc > 1 && strncmp(verb, "--", 2) == 0) {
-		for (int i = 1; i < argc; i++)
-			if (is_help(argv[i])) {
-				cli_help(stdout, CLI_SERVE);
-				return 0;
-			}
+	if (!flags_only) {
+		for (v = 0; v < CLI_VERB_COUNT && strcmp(verb, cli_verbs[v].name) != 0; v++)
+			;
+		if (v == CLI_VERB_COUNT) {
+			(void)fprintf(stderr,
+				      "edgegpu: unknown command '%s' (see 'edgegpu --help')\n",
+				      verb);
+			return 2;
+		}
+	}
+	/* -h or --help anywhere: the verb's usage, on stdout, and nothing else. */
+	for (int i = flags_only ? 1 : 2; i < argc; i++)
+		if (is_help(argv[i])) {
+			cli_help(stdout, (enum cli_verb)v);
+			return 0;
+		}
+	if (flags_only)
 		return verb_serve(argc, argv);
-	}
-	for (int v = 0; v < CLI_VERB_COUNT; v++) {
-		if (strcmp(verb, cli_verbs[v].name) != 0)
-			continue;
-		/* -h or --help anywhere: the verb's usage, on stdout, and nothing else. */
-		for (int i = 2; i < argc; i++)
-			if (is_help(argv[i])) {
-				cli_help(stdout, (enum cli_verb)v);
-				return 0;
-			}
-		return verb_fns[v](argc > 1 ? argc - 1 : argc, argc > 1 ? argv + 1 : argv);
-	}
-	(void)fprintf(stderr, "edgegpu: unknown command '%s' (see 'edgegpu --help')\n", verb);
-	return 2;
+	return verb_fns[v](argc > 1 ? argc - 1 : argc, argc > 1 ? argv + 1 : argv);
 }
