@@ -125,18 +125,12 @@ int doctor_main(int argc, char **argv)
 			continue;
 		}
 		name = doctor_options[k].name;
-		if (argv[i][2 + strlen(name)] == '=') {
+		val[k] = NULL;
+		if (argv[i][2 + strlen(name)] == '=')
 			val[k] = argv[i] + 3 + strlen(name);
-		} else if (i + 1 < argc) {
+		else if (i + 1 < argc)
 			val[k] = argv[++i];
-		} else {
-			(void)fprintf(
-				stderr,
-				"edgegpu: flag '--%s' needs a value (see 'edgegpu doctor --help')\n",
-				name);
-			goto out;
-		}
-		if (!*val[k]) {
+		if (!val[k] || !*val[k]) { /* the last argument, or --NAME= */
 			(void)fprintf(
 				stderr,
 				"edgegpu: flag '--%s' needs a value (see 'edgegpu doctor --help')\n",
