@@ -37,6 +37,7 @@ import sys
 import time
 
 from emulator import Emulator, EmulatorError, mono_us  # noqa: E402 (bench/run sets the path)
+from procstat import cpu_ms, ctx_switches, pss_kib, status_field  # noqa: E402
 
 NS_DIR = "/var/lib/kubelet/device-plugins"  # pluginapi.DevicePluginPath, fixed in NVIDIA's plugin
 SHORT = os.environ.get("BENCH_SHORT") == "1"
@@ -122,47 +123,6 @@ def detect_kind(binary):
     if name.startswith("edgegpu") and run_flag(binary, "version").startswith("edgegpu "):
         return "edgegpu"
     return "generic"
-
-
-def status_field(pid, key):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no {key} in /proc/{pid}/status")
-
-
-def pss_kib(pid):
-    with open(f"/proc/{pid}/smaps_rollup") as f:
-        for line in f:
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    raise RuntimeError("no Pss")
-
-
-def cpu_ms(pid):
-    """CPU of every thread, from schedstat (ns)."""
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except FileNotFoundError:
-            pass
-    return total / 1e6
-
-
-def ctx_switches(pid):
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/status") as f:
-                for line in f:
-                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
-                        total += int(line.split()[1])
-        except FileNotFoundError:
-            pass
-    return total
 
 
 def fake_control(path, line):
