@@ -277,6 +277,17 @@ static void test_doctor_usage(void **state)
 	assert_non_null(strstr(r.err, "flag '--host-root' needs a value"));
 	run_release(&r);
 
+	/* An empty value, and a repeated option whose second copy has none, are refused too. */
+	r = run_cli("doctor", "--image=", NULL);
+	assert_int_equal(r.rc, 2);
+	assert_non_null(
+		strstr(r.err, "flag '--image' needs a value (see 'edgegpu doctor --help')"));
+	run_release(&r);
+	r = run_cli("doctor", "--cuda-version", "12.4", "--cuda-version", NULL);
+	assert_int_equal(r.rc, 2);
+	assert_non_null(strstr(r.err, "flag '--cuda-version' needs a value"));
+	run_release(&r);
+
 	r = run_cli("doctor", "--json", "--frobnicate", NULL);
 	assert_int_equal(r.rc, 2);
 	assert_non_null(strstr(r.err, "unknown flag '--frobnicate'"));
