@@ -16,11 +16,17 @@ void daemon_labels_update(struct daemon *d)
 	struct buf b = { 0 };
 	const char *sysfs = getenv("EDGEGPU_SYSFS_ROOT"); /* tests: a fake /sys */
 
-	if (!d->labels || !(d->info.n_devices + d->info.n_mig_devices))
+	/*
+	 * Not before a discovery has succeeded (d->ctx.info is set then): nothing is known yet, and
+	 * the file of the last run stays until its expiry. After one, a node without GPUs gets a
+	 * file without labels, as GFD's loses its GPU labels at its next pass: kept, the old
+	 * labels would be refreshed, and so never expire, on a node that lost its GPUs.
+	 */
+	if (!d->labels || !d->ctx.info)
 		return;
 	if (labels_build(&d->info, &d->cfg, sysfs && *sysfs ? sysfs : "/sys",
 			 daemon_enforce_mode(d), &b) < 0 ||
-	    labels_writer_set(d->labels, (const char *)b.data, b.len) < 0)
+	    labels_writer_set(d->labels, b.data ? (const char *)b.data : "", b.len) < 0)
 		log_warn("node labels: out of memory", NULL);
 	buf_release(&b);
 }

@@ -701,7 +701,7 @@ int labels_writer_set(struct labels_writer *w, const char *lines, size_t len)
 	 * failed one waits for its retry, which writes these.)
 	 */
 	if (w->have_submitted && w->want.len == w->submitted.len &&
-	    memcmp(w->want.data, w->submitted.data, w->want.len) == 0 &&
+	    (!w->want.len || memcmp(w->want.data, w->submitted.data, w->want.len) == 0) &&
 	    (w->submitted_ok || file_writer_busy(w->fw)))
 		return 0;
 	backoff_reset(&w->backoff);

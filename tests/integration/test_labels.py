@@ -6,6 +6,7 @@ The values are GFD's (k8s-device-plugin internal/lm), docs/metrics.md "Node labe
 GFD"."""
 
 import os
+import signal
 import time
 
 from common import NodeTest, main, wait_until
@@ -85,6 +86,27 @@ class GfdLabels(NodeTest):
             "nvidia.com/gpu.sharing-strategy": "none",
             "nvidia.com/mig.capable": "true",
         })
+
+    def test_gpus_gone_labels_go(self):
+        # The GPUs go (a rediscovery finds none): the GPU labels leave the file at once, as
+        # they leave GFD's at its next pass, and are not kept alive by the expiry refresh.
+        n, d = self.up("two-gpus.conf", config=FAST)
+        self.labels(n)
+        self.assertEqual(n.nvml.load("zero-gpus.conf"), "gpus=0")
+        since = d.mark()
+        d.send_signal(signal.SIGHUP)
+        d.wait_log("no devices found, retrying", since=since, timeout=10)
+
+        def gone():
+            with open(n.labels_file) as f:
+                text = f.read()
+            lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+            return text if not lines and "# +expiry-time=" in text else None
+        wait_until(gone, 10, "the labels file without labels")
+        # And back with the GPUs.
+        self.assertEqual(n.nvml.load("two-gpus.conf"), "gpus=2")
+        d.send_signal(signal.SIGHUP)
+        self.assertEqual(self.labels(n)["nvidia.com/gpu.count"], "1")
 
     def test_no_timestamp(self):
         # GFD's flags.gfd.noTimestamp in the config file, then its environment variable.
