@@ -484,7 +484,8 @@ struct labels_writer {
 	bool have_submitted;
 	bool submitted_ok; /* and it is in the file */
 	bool warned;	/* a failure or a stuck write was logged at warn since the last success */
-	bool timestamp; /* each write carries nvidia.com/gfd.timestamp */
+	bool timestamp; /* each write carries nvidia.com/gfd.timestamp=<stamp> */
+	time_t stamp;	/* when it was turned on */
 	struct backoff backoff; /* its max: at most the refresh interval */
 	uint64_t writes;
 };
@@ -603,6 +604,7 @@ uint64_t labels_writer_writes(const struct labels_writer *w)
 void labels_writer_set_timestamp(struct labels_writer *w, bool on)
 {
 	w->timestamp = on;
+	w->stamp = time(NULL);
 }
 
 int labels_add_timestamp(const char *lines, size_t len, time_t when, struct buf *out)
@@ -648,7 +650,7 @@ static int compose(const struct labels_writer *w, const struct buf *lines, struc
 		r = buf_printf(out, "# +expiry-time=%s\n", when);
 	}
 	if (r == 0 && w->timestamp && lines->len)
-		r = labels_add_timestamp((const char *)lines->data, lines->len, time(NULL), out);
+		r = labels_add_timestamp((const char *)lines->data, lines->len, w->stamp, out);
 	else if (r == 0 && lines->len)
 		r = buf_append(out, lines->data, lines->len);
 	return r;

@@ -124,10 +124,11 @@ int labels_writer_new(struct loop *l, const char *path, usec_t expiry,
 int labels_writer_set(struct labels_writer *w, const char *lines, size_t len) WARN_UNUSED;
 
 /*
- * Whether each write from now on carries nvidia.com/gfd.timestamp, the time of that write
- * (off at first): the file's lines then change at every write (a label change, and every
- * @expiry/2), as GFD's change at each of its passes. What labels_writer_set() compares to
- * decide whether to write stays the lines without it.
+ * Whether each write from now on carries nvidia.com/gfd.timestamp (off at first), whose value
+ * is the time of this call, the same at every write: GFD's is the time it started labelling
+ * (its start, or its restart on SIGHUP), not of each pass, so the node's label changes only
+ * then. What labels_writer_set() compares to decide whether to write stays the lines without
+ * it.
  */
 void labels_writer_set_timestamp(struct labels_writer *w, bool on);
 

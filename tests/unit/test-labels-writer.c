@@ -401,8 +401,8 @@ static void test_writer_size_limit(void **state)
 }
 
 /*
- * GFD's timestamp, when asked: the time of each write, at its sorted place; the same lines
- * still start no write; off again, the file is the lines alone.
+ * GFD's timestamp, when asked: the time it was asked, at its sorted place, the same at every
+ * write; the same lines still start no write; off again, the file is the lines alone.
  */
 static void test_writer_timestamp(void **state)
 {
@@ -428,12 +428,25 @@ static void test_writer_timestamp(void **state)
 	free(s);
 	assert_int_equal(labels_writer_set(w, lines_a, strlen(lines_a)), 0);
 	assert_int_equal(labels_writer_writes(w), 1);
-	labels_writer_set_timestamp(w, false);
+	/*
+	 * New lines, a second or more later: the same timestamp, as GFD's, which is the time it
+	 * started labelling, not of each pass (its label would change at each refresh).
+	 */
+	while (time(NULL) <= (time_t)t)
+		(void)usleep(10 * 1000);
 	assert_int_equal(labels_writer_set(w, lines_b, strlen(lines_b)), 0);
 	wait_writes(&f, w, 2);
 	s = slurp(f.path);
+	p = strstr(s, "Z\nnvidia.com/gfd.timestamp=");
+	assert_non_null(p);
+	assert_int_equal(strtoll(p + strlen("Z\nnvidia.com/gfd.timestamp="), NULL, 10), t);
+	free(s);
+	labels_writer_set_timestamp(w, false);
+	assert_int_equal(labels_writer_set(w, lines_a, strlen(lines_a)), 0);
+	wait_writes(&f, w, 3);
+	s = slurp(f.path);
 	assert_null(strstr(s, "gfd.timestamp"));
-	assert_string_equal(strstr(s, "nvidia.com/"), lines_b);
+	assert_string_equal(strstr(s, "nvidia.com/"), lines_a);
 	free(s);
 	labels_writer_free(w);
 	wfix_release(&f);
