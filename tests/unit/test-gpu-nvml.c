@@ -162,6 +162,21 @@ static void test_mig_skipped(void **state)
 	assert_int_equal(e->b->ops->probe(e->b, 1), -EINVAL);
 }
 
+/* <sysfs>/bus/pci/devices/@id/class holding @text. */
+static void write_class(const struct env *e, const char *id, const char *text)
+{
+	char rel[128], path[512];
+	FILE *f;
+
+	(void)snprintf(rel, sizeof(rel), "/bus/pci/devices/%s/class", id);
+	unit_make_path(e->sysfs, rel);
+	(void)snprintf(path, sizeof(path), "%s%s", e->sysfs, rel);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	(void)fputs(text, f);
+	(void)fclose(f);
+}
+
 /*
  * What GFD's labels need from discovery: MIG capability (nvmlDeviceGetMigMode answering),
  * the PCI class (nvmlDeviceGetPciInfoExt), and the MIG-enabled GPUs it leaves out, described.
@@ -224,6 +239,22 @@ static void test_gfd_fields(void **state)
 	/* Neither answers: unknown (0). */
 	open_discover(e, FAKE_NVML_OLD_LIB, "two-gpus.conf");
 	assert_int_equal(e->info.devices[0].pci_class, 0);
+	gpu_info_release(&e->info);
+	gpu_backend_close(e->b);
+	e->b = NULL;
+	/* A class file with junk, or past 24 bits: unknown, never a class made of part of it. */
+	write_class(e, "0000:17:00.0", "0x030000junk\n");
+	write_class(e, "0000:ca:00.0", "0x3030200\n");
+	open_discover(e, FAKE_NVML_OLD_LIB, "two-gpus.conf");
+	assert_int_equal(e->info.devices[0].pci_class, 0);
+	assert_int_equal(e->info.devices[1].pci_class, 0);
+	gpu_info_release(&e->info);
+	gpu_backend_close(e->b);
+	e->b = NULL;
+	/* And the kernel's own form, read as it is. */
+	write_class(e, "0000:17:00.0", "0x030000\n");
+	open_discover(e, FAKE_NVML_OLD_LIB, "two-gpus.conf");
+	assert_int_equal(e->info.devices[0].pci_class, 0x030000);
 }
 
 static void test_lib_missing(void **state)
