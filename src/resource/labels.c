@@ -378,8 +378,9 @@ void labels_product(const struct gpu_info *info, const struct config *cfg, char 
 /*
  * GFD's gpu.mode: "graphics" when every GPU is a VGA controller (PCI class 0x030000),
  * "compute" when every one is a 3D controller (0x030200), else (mixed, another class, one
- * unknown) "unknown". A Tegra iGPU has no PCI class and counts as a 3D controller: it runs
- * CUDA, where GFD, finding no PCI device, says unknown.
+ * unknown) "unknown". A Tegra iGPU counts as a 3D controller: it runs CUDA, where GFD,
+ * finding no PCI device, says unknown. It is no PCI device, so what discovery read at the
+ * address NVML gives it (nothing, or another device there) is not its class.
  */
 static const char *gpu_mode(const struct gpu_info *info, unsigned n)
 {
@@ -387,7 +388,7 @@ static const char *gpu_mode(const struct gpu_info *info, unsigned n)
 
 	for (unsigned i = 0; i < n; i++) {
 		const struct gpu_device *g = gfd_gpu(info, i);
-		uint32_t c = g->pci_class ? g->pci_class : g->integrated ? PCI_CLASS_3D : 0;
+		uint32_t c = g->integrated ? PCI_CLASS_3D : g->pci_class;
 
 		if (i == 0)
 			first = c;

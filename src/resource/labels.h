@@ -45,8 +45,9 @@ struct loop;
  *   nvidia.com/gpu.machine        <sysfs_root>/class/dmi/id/product_name (@sysfs_root NULL:
  *                                 "/sys"), spaces to '-', "unknown" when unreadable
  *   nvidia.com/gpu.mode          GFD's rule over every GPU's PCI class: graphics (all VGA
- *                                 controllers), compute (all 3D controllers; a Tegra iGPU, with
- *                                 no class, counts as one), else unknown
+ *                                 controllers), compute (all 3D controllers; a Tegra iGPU counts
+ *                                 as one, whatever was read at its NVML PCI address), else
+ *                                 unknown
  *   nvidia.com/mig.capable       true when any GPU is (gpu_device.mig_capable)
  *   nvidia.com/mps.capable=false
  *   (no nvidia.com/mig.strategy: GFD writes none under the "none" strategy, edgegpu's only one)

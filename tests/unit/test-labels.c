@@ -746,6 +746,18 @@ static void test_mode(void **state)
 	l = build(&info, &c, NULL);
 	expect_label(l, "nvidia.com/gpu.mode", "unknown");
 	free(l);
+	/*
+	 * A Tegra iGPU beside a discrete card counts as a 3D controller whatever class is read at
+	 * the PCI address NVML gives it (no PCI device of its own: what sits there, if anything,
+	 * is another device, such as an NVMe drive, 0x010802).
+	 */
+	devs[0].pci_class = devs[1].pci_class = 0x030200;
+	devs[1].integrated = true;
+	devs[1].pci_class = 0x010802;
+	l = build(&info, &c, NULL);
+	expect_label(l, "nvidia.com/gpu.mode", "compute");
+	free(l);
+	devs[1].integrated = false;
 	/* A MIG-enabled GPU discovery left out counts too (GFD sees every GPU). */
 	devs[1].pci_class = 0x030200;
 	mig.pci_class = 0x030000;
