@@ -44,8 +44,9 @@ void daemon_labels_start(struct daemon *d)
 		return;
 	}
 	/*
-	 * nvidia.com/gfd.timestamp: now, at every write, as GFD's is its start. A change of the
-	 * switch on reload makes a new writer, and so a new time (daemon_labels_reload()).
+	 * nvidia.com/gfd.timestamp: the time of this start, the same at every write, as GFD's is
+	 * its own start. A change of the switch on reload makes a new writer, and so a new time
+	 * (daemon_labels_reload()).
 	 */
 	labels_writer_set_timestamp(d->labels, !d->cfg.labels.no_timestamp);
 	daemon_labels_update(d);
