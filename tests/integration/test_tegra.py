@@ -199,11 +199,13 @@ class PerBoard(TegraTest):
             if major >= 35:
                 self.assertTrue([p for p in paths if p.startswith("/dev/nvgpu/igpu0/")], paths)
             if b.expect["soc"] == "tegra264":
-                minor = 1 if b.dgpus else 0
-                self.assertIn(f"/dev/nvidia{minor}", paths)
+                ng = b.nvml_igpu()
+                self.assertIn(f"/dev/nvidia{ng['minor'] if ng else 0}", paths)
                 self.assertIn("/dev/nvidiactl", paths)
-            if b.dgpus:
-                self.assertNotIn("/dev/nvidia0", paths, "the discrete card's node in the iGPU's")
+            for g in (b.nvml or {}).get("gpus", []):
+                if g["name"] != b.igpu.get("nvml_name"):  # a discrete card, served or in MIG mode
+                    self.assertNotIn(f"/dev/nvidia{g['minor']}", paths,
+                                     "the discrete card's node in the iGPU's")
         for g in b.dgpus:
             r = c.allocate([g["id"]])
             self.assertEqual(r.code, "OK", r)
@@ -309,7 +311,9 @@ class PerBoard(TegraTest):
                          str(sum(gfd_sanitise(x) == lab["nvidia.com/gpu.product"]
                                  for x in names)))
         self.assertEqual(lab["nvidia.com/gpu.mode"], "compute")
-        self.assertEqual(lab["nvidia.com/mig.capable"], "false")
+        # a card in MIG mode is not served, but GFD counts it as MIG-capable
+        self.assertEqual(lab["nvidia.com/mig.capable"],
+                         "true" if b.expect["mig_gpus"] else "false")
         ours = {k: v for k, v in lab.items() if not k.startswith("nvidia.com/")}
         if not b.igpu:
             self.assertEqual(lab["nvidia.com/gpu.product"], gfd_sanitise(b.dgpus[0]["name"]))
@@ -355,6 +359,9 @@ class PerBoard(TegraTest):
 
     def test_thor_dgpu(self):
         self.run_board("thor-dgpu")
+
+    def test_thor_with_a_mig_card(self):
+        self.run_board("thor-mig-card")
 
     def test_arm64_server(self):
         self.run_board("arm64-server")

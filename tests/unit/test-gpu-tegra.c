@@ -372,6 +372,22 @@ static void test_thor_dgpu(void **state)
 	assert_int_equal(e->b->ops->distance(e->b, 1, 1), 0);
 }
 
+/* A card in MIG mode beside Thor's iGPU: left out of service, kept for GFD's labels. */
+static void test_thor_mig_card(void **state)
+{
+	struct env *e = *state;
+
+	open_discover(e, "thor-mig-card", true);
+	assert_int_equal(e->info.n_devices, 1);
+	assert_true(igpu(e)->integrated);
+	assert_int_equal(e->info.n_skipped, 1);
+	assert_non_null(strstr(e->info.skipped[0], "MIG"));
+	assert_int_equal(e->info.n_mig_devices, 1);
+	assert_string_equal(e->info.mig_devices[0].uuid,
+			    "GPU-6b000000-0000-4000-8000-000000000006");
+	assert_true(e->info.mig_devices[0].mig_capable);
+}
+
 static void test_arm64_server(void **state)
 {
 	struct env *e = *state;
@@ -700,6 +716,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_orin_nano_r36_nvml, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_agx_thor_r38, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_thor_dgpu, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_thor_mig_card, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_arm64_server, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kinds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_carve_out_and_id, setup, teardown),

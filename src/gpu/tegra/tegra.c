@@ -344,11 +344,19 @@ static void igpu_device(struct tegra_backend *t, const struct gpu_board *board,
 	}
 }
 
-/* Moves @src's skipped messages to the end of @dst's. Returns 0 or -ENOMEM. */
+/*
+ * Moves what NVML's discovery left out into @dst: its skipped messages, to the end of @dst's,
+ * and its MIG-enabled GPUs, which GFD's labels count (@dst has none of its own). Returns 0 or
+ * -ENOMEM; the GPUs are @dst's either way.
+ */
 static int take_skipped(struct gpu_info *dst, struct gpu_info *src)
 {
 	char **s;
 
+	dst->mig_devices = src->mig_devices;
+	dst->n_mig_devices = src->n_mig_devices;
+	src->mig_devices = NULL;
+	src->n_mig_devices = 0;
 	if (!src->n_skipped)
 		return 0;
 	s = reallocarray(dst->skipped, dst->n_skipped + src->n_skipped, sizeof(*s));
