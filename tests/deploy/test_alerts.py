@@ -9,9 +9,10 @@ A Prometheus loads deployments/prometheus/edgegpu-rules.yaml and scrapes fixture
   naming the GPU and the node, and its runbook_url; /api/v1/alerts shows it;
 - the fixture's PodOverGPUMemSlice candidate (ml/infer-a uses 3 GiB of a 4 GiB slice) and the
   other rules stay silent: no alert other than GPUCriticalXid goes pending;
-- edgegpu restarts (the exposition loses its XID series, as a restarted daemon has forgotten
-  them): once Prometheus has marked the series stale, GPUCriticalXid still fires, the same
-  alert (its activeAt unchanged).
+- edgegpu restarts in a new pod (another target: another instance; the old target goes down),
+  and the new daemon has forgotten the XID (no series for it): once Prometheus has marked the
+  old series stale, GPUCriticalXid still fires, the same alert (its activeAt unchanged); when
+  the new pod sees XID 79 again, it is still that one alert, not a second.
 
 Then a GPU-less node for real: the real daemon ($EDGEGPU) with the shipped ConfigMap
 (deployments/base/config.yaml) on a node without the NVML library, scraped by a real
@@ -81,19 +82,30 @@ def evaluated_since(prom, since):
     return groups
 
 
+def with_xid79_at(text, t):
+    """The fixture with XID 79's last time set to `t` (Unix seconds)."""
+    text, n = re.subn(r'^(edgegpu_xid_last_timestamp_seconds\{[^}]*xid="79"\}) \d+$',
+                      rf"\g<1> {t}", text, flags=re.M)
+    assert n == 1, "the fixture has no XID 79 timestamp"
+    return text
+
+
+def xid_alerts(prom):
+    return [a for a in prom.alerts() if a["labels"]["alertname"] == "GPUCriticalXid"]
+
+
 def main():
     if not os.access(PROMETHEUS, os.X_OK):
         print(f"SKIP: {PROMETHEUS} not installed (apt-get install prometheus)")
         return 77
     with open(FIXTURE) as f:
-        text = f.read()
-    now = int(time.time())
-    text, n = re.subn(r'^(edgegpu_xid_last_timestamp_seconds\{[^}]*xid="79"\}) \d+$',
-                      rf"\g<1> {now}", text, flags=re.M)
-    assert n == 1, "the fixture has no XID 79 timestamp"
-    expo = Exposition(text)
+        fixture = f.read()
+    text = with_xid79_at(fixture, int(time.time()))
+    # The edgegpu pod, and the one that replaces it (another pod IP, so another instance): it
+    # serves nothing until the restart.
+    expo, successor = Exposition(text), Exposition("")
     try:
-        target = {"targets": [expo.addr], "labels": {"node": NODE}}
+        target = {"targets": [expo.addr, successor.addr], "labels": {"node": NODE}}
         with Prometheus({"edgegpu": target}, rule_files=[RULES]) as prom:
             prom.wait_target_up("edgegpu")
             got = prom.wait_for('ALERTS{alertname="GPUCriticalXid", alertstate="firing"}',
@@ -107,6 +119,7 @@ def main():
             assert names == ["GPUCriticalXid"], f"unexpected alerts: {alerts}"
             xid = alerts[0]
             assert xid["state"] == "firing" and xid["labels"]["severity"] == "critical", xid
+            assert "instance" not in xid["labels"], xid
             assert xid["annotations"]["summary"] == \
                 f"GPU 1 on {NODE} reported critical XID 79", xid["annotations"]
             assert xid["annotations"]["runbook_url"].endswith(
@@ -118,21 +131,37 @@ def main():
                    for r in g["rules"] if r["health"] != "ok"]
             assert not bad, f"rules failing on the fixture: {bad}"
 
-            # edgegpu restarts and has forgotten the XID: its series leaves the scrape.
-            expo.body = without_family(text, "edgegpu_xid_last_timestamp_seconds").encode()
+            # edgegpu restarts in a new pod: the old one is gone (its target down, its series
+            # stale) and the new one has forgotten the XID (no series for it).
+            expo.close()
+            successor.body = without_family(text, "edgegpu_xid_last_timestamp_seconds").encode()
+            prom.wait_for(f'up{{instance="{expo.addr}"}} == 0', timeout=30)
+            prom.wait_for(f'DCGM_FI_DEV_GPU_TEMP{{instance="{successor.addr}"}}', timeout=30)
             prom.wait_for("edgegpu_xid_last_timestamp_seconds", lambda res: res == [],
                           timeout=30)
             # Evaluated again after the series went stale: still the one firing alert.
             evaluated_since(prom, time.time())
-            after = [a for a in prom.alerts() if a["labels"]["alertname"] == "GPUCriticalXid"]
+            after = xid_alerts(prom)
             assert len(after) == 1 and after[0]["state"] == "firing" and \
                 after[0]["activeAt"] == xid["activeAt"], \
                 f"GPUCriticalXid after the restart: {after}, before: {xid}"
+
+            # The same XID again, seen by the new pod: the same alert, not a second one.
+            successor.body = with_xid79_at(fixture, int(time.time())).encode()
+            prom.wait_for(f'edgegpu_xid_last_timestamp_seconds{{instance="{successor.addr}"}}',
+                          timeout=30)
+            evaluated_since(prom, time.time())
+            again = xid_alerts(prom)
+            assert len(again) == 1 and again[0]["state"] == "firing" and \
+                again[0]["activeAt"] == xid["activeAt"], \
+                f"GPUCriticalXid once the new pod saw XID 79 again: {again}, before: {xid}"
     finally:
         expo.close()
+        successor.close()
     gpuless_node()
-    print("ok: rules load and evaluate in a real Prometheus; only GPUCriticalXid fires; "
-          "EdgegpuNoGPU fires on a real daemon without NVML")
+    print("ok: rules load and evaluate in a real Prometheus; only GPUCriticalXid fires, and "
+          "outlives a restart in a new pod as one alert; EdgegpuNoGPU fires on a real daemon "
+          "without NVML")
     return 0
 
 
