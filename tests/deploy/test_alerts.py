@@ -23,6 +23,10 @@ that node picked: the node variable lists it, and its Ready, Process RSS and GPU
 panels return data, and only those (the GPU panels and Sample age, the age of GPU samples,
 have none: the node has no GPU).
 
+Then, with the fake NVML (tests/fakes/nvml), two more real daemons under one Prometheus: one
+whose NVML finds no GPU (EdgegpuNoGPU fires, state no-gpu) and a healthy one with two GPUs
+(EdgegpuNoGPU never fires for it, not even pending).
+
 Exits 77 (skipped) when Debian's prometheus package is not installed.
 """
 
@@ -50,6 +54,7 @@ BASE_CONFIG = os.path.join(SRC, "deployments", "base", "config.yaml")
 # The node names the targets carry (the ServiceMonitor relabels the pod's node into `node`).
 NODE = "edge-1"
 GPULESS_NODE = "edge-nogpu"
+EMPTY_NODE = "edge-empty"
 
 
 def n_rules():
@@ -159,10 +164,66 @@ def main():
         expo.close()
         successor.close()
     gpuless_node()
+    if os.environ.get("FAKE_NVML") and os.environ.get("KUBELET_EMULATOR"):
+        nvml_nodes()
+    else:
+        print("note: no fake NVML built: the no-GPU and healthy daemons are not run")
     print("ok: rules load and evaluate in a real Prometheus; only GPUCriticalXid fires, and "
-          "outlives a restart in a new pod as one alert; EdgegpuNoGPU fires on a real daemon "
-          "without NVML")
+          "outlives a restart in a new pod as one alert; EdgegpuNoGPU fires on real daemons "
+          "without NVML and without GPUs, not on a healthy one")
     return 0
+
+
+def rules_nogpu_now(tmp):
+    """The shipped rules, less EdgegpuNoGPU's `for:`, written into `tmp`; their path."""
+    with open(RULES) as f:
+        rules = yaml.safe_load(f)
+    now = [r for g in rules["groups"] for r in g["rules"] if r.get("alert") == "EdgegpuNoGPU"]
+    assert len(now) == 1, "the rules have no EdgegpuNoGPU"
+    now[0]["for"] = "0s"
+    path = os.path.join(tmp, "rules.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(rules, f)
+    return path
+
+
+def nvml_nodes():
+    """Two real daemons on the fake NVML, scraped by one real Prometheus with the shipped rules
+    (EdgegpuNoGPU's `for:` 0s): a node whose NVML finds no GPU (zero-gpus.conf) and a healthy
+    one (two-gpus.conf, registered with the kubelet). EdgegpuNoGPU fires for the first, with
+    state no-gpu, and never for the healthy one, not even pending."""
+    from edgegpu import Node  # needs $FAKE_NVML and $KUBELET_EMULATOR
+    tmp = tempfile.mkdtemp(prefix="edgegpu-alerts-")
+    try:
+        rules_now = rules_nogpu_now(tmp)
+        with Node(fixture="zero-gpus.conf") as empty, Node(fixture="two-gpus.conf") as healthy:
+            de = empty.start_daemon(config=BASE_CONFIG, wait_control=False)
+            dh = healthy.start_daemon(config=BASE_CONFIG)
+            healthy.wait_register()
+            targets = {
+                "edgegpu-empty": {"targets": [f"127.0.0.1:{de.metrics_port()}"],
+                                  "labels": {"node": EMPTY_NODE}},
+                "edgegpu-healthy": {"targets": [f"127.0.0.1:{dh.metrics_port()}"],
+                                    "labels": {"node": NODE}},
+            }
+            with Prometheus(targets, rule_files=[rules_now]) as prom:
+                prom.wait_target_up("edgegpu-empty")
+                prom.wait_target_up("edgegpu-healthy")
+                prom.wait_for('ALERTS{alertname="EdgegpuNoGPU", alertstate="firing"}',
+                              timeout=30)
+                prom.wait_for(f'edgegpu_gpu_discovery_state{{node="{NODE}", state="gpus"}} == 1',
+                              timeout=30)
+                # Every rule evaluated on both nodes' data: still only the empty node.
+                evaluated_since(prom, time.time())
+                got = [(a["labels"]["state"], a["labels"]["node"], a["state"])
+                       for a in prom.alerts() if a["labels"]["alertname"] == "EdgegpuNoGPU"]
+                assert got == [("no-gpu", EMPTY_NODE, "firing")], got
+                a = [a for a in prom.alerts() if a["labels"]["alertname"] == "EdgegpuNoGPU"][0]
+                assert "NVML finds no GPU" in a["annotations"]["description"], a["annotations"]
+            for d in (de, dh):
+                assert d.alive(), d.tail()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def gpuless_node():
@@ -172,15 +233,7 @@ def gpuless_node():
     tmp = tempfile.mkdtemp(prefix="edgegpu-alerts-")
     daemon = None
     try:
-        with open(RULES) as f:
-            rules = yaml.safe_load(f)
-        now = [r for g in rules["groups"] for r in g["rules"]
-               if r.get("alert") == "EdgegpuNoGPU"]
-        assert len(now) == 1, "the rules have no EdgegpuNoGPU"
-        now[0]["for"] = "0s"
-        rules_now = os.path.join(tmp, "rules.yaml")
-        with open(rules_now, "w") as f:
-            yaml.safe_dump(rules, f)
+        rules_now = rules_nogpu_now(tmp)
         config = os.path.join(tmp, "config.yaml")
         shutil.copyfile(BASE_CONFIG, config)
         dp = os.path.join(tmp, "device-plugins")
