@@ -86,7 +86,11 @@ int metrics_set_gpus(struct metrics *m, const struct gpu_info *info)
 		const struct gpu_device *d = &info->devices[i];
 		char node[24];
 
-		(void)snprintf(g[i].index, sizeof(g[i].index), "%u", i);
+		/*
+		 * NVML's index, as DCGM-exporter's GPU id and nvidia-smi number the GPU, not its
+		 * place among the served ones: a skipped MIG GPU before it would shift it.
+		 */
+		(void)snprintf(g[i].index, sizeof(g[i].index), "%u", d->index);
 		(void)snprintf(g[i].uuid, sizeof(g[i].uuid), "%s", d->uuid);
 		(void)snprintf(g[i].pci, sizeof(g[i].pci), "%s", d->pci_bus_id);
 		/*
@@ -96,7 +100,7 @@ int metrics_set_gpus(struct metrics *m, const struct gpu_info *info)
 		 */
 		(void)snprintf(node, sizeof(node), "nvidia%u", d->minor);
 		if (!d->integrated || has_node(d, node))
-			(void)snprintf(g[i].device, sizeof(g[i].device), "nvidia%u", i);
+			(void)snprintf(g[i].device, sizeof(g[i].device), "nvidia%u", d->index);
 		(void)snprintf(g[i].model, sizeof(g[i].model), "%s", d->name);
 		g[i].mem_total = d->mem_total;
 	}

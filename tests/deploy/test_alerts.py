@@ -9,9 +9,10 @@ A Prometheus loads deployments/prometheus/edgegpu-rules.yaml and scrapes fixture
   naming the GPU and the node, and its runbook_url; /api/v1/alerts shows it;
 - the fixture's PodOverGPUMemSlice candidate (ml/infer-a uses 3 GiB of a 4 GiB slice) and the
   other rules stay silent: no alert other than GPUCriticalXid goes pending;
-- edgegpu restarts (the exposition loses its XID series, as a restarted daemon has forgotten
-  them): once Prometheus has marked the series stale, GPUCriticalXid still fires, the same
-  alert (its activeAt unchanged).
+- edgegpu restarts in a new pod (another target: another instance; the old target goes down),
+  and the new daemon has forgotten the XID (no series for it): once Prometheus has marked the
+  old series stale, GPUCriticalXid still fires, the same alert (its activeAt unchanged); when
+  the new pod sees XID 79 again, it is still that one alert, not a second.
 
 Then a GPU-less node for real: the real daemon ($EDGEGPU) with the shipped ConfigMap
 (deployments/base/config.yaml) on a node without the NVML library, scraped by a real
@@ -21,6 +22,10 @@ cover it): EdgegpuNoGPU fires with state no-library, the node, and its annotatio
 that node picked: the node variable lists it, and its Ready, Process RSS and GPU-discovery
 panels return data, and only those (the GPU panels and Sample age, the age of GPU samples,
 have none: the node has no GPU).
+
+Then, with the fake NVML (tests/fakes/nvml), two more real daemons under one Prometheus: one
+whose NVML finds no GPU (EdgegpuNoGPU fires, state no-gpu) and a healthy one with two GPUs
+(EdgegpuNoGPU never fires for it, not even pending).
 
 Exits 77 (skipped) when Debian's prometheus package is not installed.
 """
@@ -49,6 +54,7 @@ BASE_CONFIG = os.path.join(SRC, "deployments", "base", "config.yaml")
 # The node names the targets carry (the ServiceMonitor relabels the pod's node into `node`).
 NODE = "edge-1"
 GPULESS_NODE = "edge-nogpu"
+EMPTY_NODE = "edge-empty"
 
 
 def n_rules():
@@ -81,19 +87,30 @@ def evaluated_since(prom, since):
     return groups
 
 
+def with_xid79_at(text, t):
+    """The fixture with XID 79's last time set to `t` (Unix seconds)."""
+    text, n = re.subn(r'^(edgegpu_xid_last_timestamp_seconds\{[^}]*xid="79"\}) \d+$',
+                      rf"\g<1> {t}", text, flags=re.M)
+    assert n == 1, "the fixture has no XID 79 timestamp"
+    return text
+
+
+def xid_alerts(prom):
+    return [a for a in prom.alerts() if a["labels"]["alertname"] == "GPUCriticalXid"]
+
+
 def main():
     if not os.access(PROMETHEUS, os.X_OK):
         print(f"SKIP: {PROMETHEUS} not installed (apt-get install prometheus)")
         return 77
     with open(FIXTURE) as f:
-        text = f.read()
-    now = int(time.time())
-    text, n = re.subn(r'^(edgegpu_xid_last_timestamp_seconds\{[^}]*xid="79"\}) \d+$',
-                      rf"\g<1> {now}", text, flags=re.M)
-    assert n == 1, "the fixture has no XID 79 timestamp"
-    expo = Exposition(text)
+        fixture = f.read()
+    text = with_xid79_at(fixture, int(time.time()))
+    # The edgegpu pod, and the one that replaces it (another pod IP, so another instance): it
+    # serves nothing until the restart.
+    expo, successor = Exposition(text), Exposition("")
     try:
-        target = {"targets": [expo.addr], "labels": {"node": NODE}}
+        target = {"targets": [expo.addr, successor.addr], "labels": {"node": NODE}}
         with Prometheus({"edgegpu": target}, rule_files=[RULES]) as prom:
             prom.wait_target_up("edgegpu")
             got = prom.wait_for('ALERTS{alertname="GPUCriticalXid", alertstate="firing"}',
@@ -107,6 +124,7 @@ def main():
             assert names == ["GPUCriticalXid"], f"unexpected alerts: {alerts}"
             xid = alerts[0]
             assert xid["state"] == "firing" and xid["labels"]["severity"] == "critical", xid
+            assert "instance" not in xid["labels"], xid
             assert xid["annotations"]["summary"] == \
                 f"GPU 1 on {NODE} reported critical XID 79", xid["annotations"]
             assert xid["annotations"]["runbook_url"].endswith(
@@ -118,22 +136,94 @@ def main():
                    for r in g["rules"] if r["health"] != "ok"]
             assert not bad, f"rules failing on the fixture: {bad}"
 
-            # edgegpu restarts and has forgotten the XID: its series leaves the scrape.
-            expo.body = without_family(text, "edgegpu_xid_last_timestamp_seconds").encode()
+            # edgegpu restarts in a new pod: the old one is gone (its target down, its series
+            # stale) and the new one has forgotten the XID (no series for it).
+            expo.close()
+            successor.body = without_family(text, "edgegpu_xid_last_timestamp_seconds").encode()
+            prom.wait_for(f'up{{instance="{expo.addr}"}} == 0', timeout=30)
+            prom.wait_for(f'DCGM_FI_DEV_GPU_TEMP{{instance="{successor.addr}"}}', timeout=30)
             prom.wait_for("edgegpu_xid_last_timestamp_seconds", lambda res: res == [],
                           timeout=30)
             # Evaluated again after the series went stale: still the one firing alert.
             evaluated_since(prom, time.time())
-            after = [a for a in prom.alerts() if a["labels"]["alertname"] == "GPUCriticalXid"]
+            after = xid_alerts(prom)
             assert len(after) == 1 and after[0]["state"] == "firing" and \
                 after[0]["activeAt"] == xid["activeAt"], \
                 f"GPUCriticalXid after the restart: {after}, before: {xid}"
+
+            # The same XID again, seen by the new pod: the same alert, not a second one.
+            successor.body = with_xid79_at(fixture, int(time.time())).encode()
+            prom.wait_for(f'edgegpu_xid_last_timestamp_seconds{{instance="{successor.addr}"}}',
+                          timeout=30)
+            evaluated_since(prom, time.time())
+            again = xid_alerts(prom)
+            assert len(again) == 1 and again[0]["state"] == "firing" and \
+                again[0]["activeAt"] == xid["activeAt"], \
+                f"GPUCriticalXid once the new pod saw XID 79 again: {again}, before: {xid}"
     finally:
         expo.close()
+        successor.close()
     gpuless_node()
-    print("ok: rules load and evaluate in a real Prometheus; only GPUCriticalXid fires; "
-          "EdgegpuNoGPU fires on a real daemon without NVML")
+    if os.environ.get("FAKE_NVML") and os.environ.get("KUBELET_EMULATOR"):
+        nvml_nodes()
+    else:
+        print("note: no fake NVML built: the no-GPU and healthy daemons are not run")
+    print("ok: rules load and evaluate in a real Prometheus; only GPUCriticalXid fires, and "
+          "outlives a restart in a new pod as one alert; EdgegpuNoGPU fires on real daemons "
+          "without NVML and without GPUs, not on a healthy one")
     return 0
+
+
+def rules_nogpu_now(tmp):
+    """The shipped rules, less EdgegpuNoGPU's `for:`, written into `tmp`; their path."""
+    with open(RULES) as f:
+        rules = yaml.safe_load(f)
+    now = [r for g in rules["groups"] for r in g["rules"] if r.get("alert") == "EdgegpuNoGPU"]
+    assert len(now) == 1, "the rules have no EdgegpuNoGPU"
+    now[0]["for"] = "0s"
+    path = os.path.join(tmp, "rules.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(rules, f)
+    return path
+
+
+def nvml_nodes():
+    """Two real daemons on the fake NVML, scraped by one real Prometheus with the shipped rules
+    (EdgegpuNoGPU's `for:` 0s): a node whose NVML finds no GPU (zero-gpus.conf) and a healthy
+    one (two-gpus.conf, registered with the kubelet). EdgegpuNoGPU fires for the first, with
+    state no-gpu, and never for the healthy one, not even pending."""
+    from edgegpu import Node  # needs $FAKE_NVML and $KUBELET_EMULATOR
+    tmp = tempfile.mkdtemp(prefix="edgegpu-alerts-")
+    try:
+        rules_now = rules_nogpu_now(tmp)
+        with Node(fixture="zero-gpus.conf") as empty, Node(fixture="two-gpus.conf") as healthy:
+            de = empty.start_daemon(config=BASE_CONFIG, wait_control=False)
+            dh = healthy.start_daemon(config=BASE_CONFIG)
+            healthy.wait_register()
+            targets = {
+                "edgegpu-empty": {"targets": [f"127.0.0.1:{de.metrics_port()}"],
+                                  "labels": {"node": EMPTY_NODE}},
+                "edgegpu-healthy": {"targets": [f"127.0.0.1:{dh.metrics_port()}"],
+                                    "labels": {"node": NODE}},
+            }
+            with Prometheus(targets, rule_files=[rules_now]) as prom:
+                prom.wait_target_up("edgegpu-empty")
+                prom.wait_target_up("edgegpu-healthy")
+                prom.wait_for('ALERTS{alertname="EdgegpuNoGPU", alertstate="firing"}',
+                              timeout=30)
+                prom.wait_for(f'edgegpu_gpu_discovery_state{{node="{NODE}", state="gpus"}} == 1',
+                              timeout=30)
+                # Every rule evaluated on both nodes' data: still only the empty node.
+                evaluated_since(prom, time.time())
+                got = [(a["labels"]["state"], a["labels"]["node"], a["state"])
+                       for a in prom.alerts() if a["labels"]["alertname"] == "EdgegpuNoGPU"]
+                assert got == [("no-gpu", EMPTY_NODE, "firing")], got
+                a = [a for a in prom.alerts() if a["labels"]["alertname"] == "EdgegpuNoGPU"][0]
+                assert "NVML finds no GPU" in a["annotations"]["description"], a["annotations"]
+            for d in (de, dh):
+                assert d.alive(), d.tail()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def gpuless_node():
@@ -143,15 +233,7 @@ def gpuless_node():
     tmp = tempfile.mkdtemp(prefix="edgegpu-alerts-")
     daemon = None
     try:
-        with open(RULES) as f:
-            rules = yaml.safe_load(f)
-        now = [r for g in rules["groups"] for r in g["rules"]
-               if r.get("alert") == "EdgegpuNoGPU"]
-        assert len(now) == 1, "the rules have no EdgegpuNoGPU"
-        now[0]["for"] = "0s"
-        rules_now = os.path.join(tmp, "rules.yaml")
-        with open(rules_now, "w") as f:
-            yaml.safe_dump(rules, f)
+        rules_now = rules_nogpu_now(tmp)
         config = os.path.join(tmp, "config.yaml")
         shutil.copyfile(BASE_CONFIG, config)
         dp = os.path.join(tmp, "device-plugins")

@@ -151,32 +151,62 @@ def check_unit_tests(alerts):
 
 
 def github_anchor(heading):
-    """The anchor GitHub gives a Markdown heading: lower case, punctuation other than `-` and
-    `_` dropped, spaces as `-` (repeats get -1, -2, ...: counted by the caller)."""
-    a = heading.strip().lower()
+    """The anchor GitHub gives a Markdown heading: its text as rendered (a link's text, not its
+    target; code and emphasis marks dropped), lower case, punctuation other than `-` and `_`
+    dropped, each space a `-` (repeats get -1, -2, ...: counted by the caller)."""
+    a = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip()).lower()
     a = re.sub(r"[^\w\- ]", "", a)
     return a.replace(" ", "-")
 
 
+def sections_of(lines):
+    """(every anchor of a Markdown page, {anchor: title} of its "Alerts" chapter). Lines in
+    fenced code blocks are not headings (a shell comment is not a section)."""
+    anchors, alerts, chapter, seen, fence = set(), {}, None, {}, None
+    for line in lines:
+        f = re.match(r"^ {0,3}(`{3,}|~{3,})", line)
+        if f:
+            if fence is None:
+                fence = f.group(1)
+            elif f.group(1)[0] == fence[0] and len(f.group(1)) >= len(fence):
+                fence = None
+            continue
+        if fence is not None:
+            continue
+        m = re.match(r"^(#{1,6}) (.+?)(?:\s+#+)?\s*$", line)
+        if not m:
+            continue
+        a = github_anchor(m.group(2))
+        n = seen.get(a, 0)
+        seen[a] = n + 1
+        if n:
+            a = f"{a}-{n}"
+        anchors.add(a)
+        if len(m.group(1)) == 2:
+            chapter = m.group(2)
+        elif len(m.group(1)) == 3 and chapter == "Alerts":
+            alerts[a] = m.group(2)
+    return anchors, alerts
+
+
+def check_anchor_rules():
+    """sections_of() on a page whose anchors GitHub is known to make."""
+    page = ["# Title", "## The driver", "```sh", "# not a heading", "## nor this", "```",
+            "## Alerts", "### GPUCriticalXid", "### `EdgegpuNoGPU` ##", "### The driver",
+            "~~~", "### Fake", "~~~", "### See [the docs](other.md#x): now!"]
+    anchors, alerts = sections_of(page)
+    want = {"title", "the-driver", "alerts", "gpucriticalxid", "edgegpunogpu", "the-driver-1",
+            "see-the-docs-now"}
+    if anchors != want:
+        fail(f"anchors of the sample page: {sorted(anchors)}, want {sorted(want)}")
+    if set(alerts) != want - {"title", "the-driver", "alerts"}:
+        fail(f"Alerts sections of the sample page: {alerts}")
+
+
 def doc_sections():
     """(every anchor of docs/troubleshooting.md, {anchor: title} of the Alerts chapter)."""
-    anchors, alerts, chapter, seen = set(), {}, None, {}
     with open(TROUBLESHOOTING) as f:
-        for line in f:
-            m = re.match(r"^(#{1,6}) (.+?)\s*$", line)
-            if not m:
-                continue
-            a = github_anchor(m.group(2))
-            n = seen.get(a, 0)
-            seen[a] = n + 1
-            if n:
-                a = f"{a}-{n}"
-            anchors.add(a)
-            if len(m.group(1)) == 2:
-                chapter = m.group(2)
-            elif len(m.group(1)) == 3 and chapter == "Alerts":
-                alerts[a] = m.group(2)
-    return anchors, alerts
+        return sections_of(f.read().splitlines())
 
 
 def check_runbooks(rules):
@@ -240,6 +270,7 @@ def main():
     check_identical(rules, pr)
     alerts = check_rule_shape(rules)
     check_unit_tests(alerts)
+    check_anchor_rules()
     check_runbooks(rules)
     check_no_gpu_states(rules)
     if failures:

@@ -94,6 +94,19 @@ class Endpoints(NodeTest):
         lab, _ = one(expo, "DCGM_FI_DEV_XID_ERRORS", UUID=TWO[0])
         self.assertEqual((lab["err_code"], lab["err_msg"]), ("0", "No Error"))
 
+    def test_gpu_and_device_are_nvml_indexes_when_a_mig_gpu_is_skipped(self):
+        """GPU 0 has MIG on and is not served: GPU 1 keeps NVML's index in `gpu` and `device`,
+        as DCGM-exporter (its GPU id) and nvidia-smi number it, not its place among the
+        served GPUs."""
+        n, d = self.up("mig.conf", config=FAST, healthy=1)
+        uuid = uuids("mig.conf")[1]
+        expo = d.scrape()
+        for fam in ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_XID_ERRORS"):
+            lab, _ = one(expo, fam, UUID=uuid)
+            self.assertEqual((lab["gpu"], lab["device"]), ("1", "nvidia1"), fam)
+        self.assertEqual(one(expo, "edgegpu_gpu_healthy", UUID=uuid)[0]["gpu"], "1")
+        self.assertEqual(samples(expo, "DCGM_FI_DEV_GPU_TEMP", gpu="0"), [])
+
     def test_a_scraping_loop_is_throttled(self):
         cfg = "version: v1\nedgegpu:\n  metrics:\n    maxConnections: 4\n"
         n, d = self.up("two-gpus.conf", config=cfg)
