@@ -89,6 +89,28 @@ static void test_counters_with_and_without(void **state)
 	assert_true(fabs(s.mem_temp_c - 51) < 1e-9);
 }
 
+/*
+ * The memory temperature in each of nvmlValueType_t's types (NVML 12 added SIGNED_INT and
+ * UNSIGNED_SHORT): read alike, never left out for its type.
+ */
+static void test_counters_value_types(void **state)
+{
+	static const char *const types[] = { "double", "uint", "ulong", "ull",
+					     "sll",    "int",  "ushort" };
+	struct env *e = *state;
+	struct gpu_sample s;
+	char cmd[128];
+
+	open_discover(e, FAKE_NVML_LIB, "counters.conf");
+	for (size_t i = 0; i < ELEMENTSOF(types); i++) {
+		(void)snprintf(cmd, sizeof(cmd), "set 0 memory_temperature_type %s", types[i]);
+		ctl(cmd);
+		sample(e, 0, &s);
+		if (!(fabs(s.mem_temp_c - 47) < 1e-9))
+			fail_msg("memory temperature as %s: %g, want 47", types[i], s.mem_temp_c);
+	}
+}
+
 /* Each function answering NOT_SUPPORTED leaves its counters out, and only those. */
 static void test_counters_not_supported(void **state)
 {
@@ -173,6 +195,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_counters_with_and_without, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_counters_value_types, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counters_not_supported, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counters_old_driver, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counters_failures, setup, teardown),

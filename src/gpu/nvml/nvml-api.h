@@ -289,13 +289,18 @@ struct nvml_memory_v2 {
 /* nvmlMemory_v2: NVML_STRUCT_VERSION(Memory, 2), the size with the version in the top byte */
 #define NVML_MEMORY_V2_VERSION ((unsigned)(sizeof(struct nvml_memory_v2) | (2U << 24)))
 
-/* nvmlValueType_t */
+/*
+ * nvmlValueType_t. SINT and USHORT (siVal, usVal) came with NVML 12 drivers, after the ABI
+ * test's nvml.h: a driver may answer a field with them, so the reader takes every type.
+ */
 enum nvml_value_type {
 	NVML_VALUE_DOUBLE = 0,
 	NVML_VALUE_UINT = 1,
 	NVML_VALUE_ULONG = 2,
 	NVML_VALUE_ULL = 3,
 	NVML_VALUE_SLL = 4,
+	NVML_VALUE_SINT = 5,   /* NVML_VALUE_TYPE_SIGNED_INT */
+	NVML_VALUE_USHORT = 6, /* NVML_VALUE_TYPE_UNSIGNED_SHORT */
 };
 
 /* nvmlValue_t */
@@ -305,6 +310,8 @@ union nvml_value {
 	unsigned long ul;
 	unsigned long long ull;
 	long long sll;
+	int si;
+	unsigned short us;
 };
 
 /* nvmlFieldValue_t: one field of nvmlDeviceGetFieldValues, its own return code in ret */

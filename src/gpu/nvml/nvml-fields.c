@@ -12,7 +12,10 @@
 #include "nvml-int.h"
 #include "util.h"
 
-/* A field's value as an unsigned 64-bit number; false when the field did not answer. */
+/*
+ * A field's value as an unsigned 64-bit number; false when the field did not answer, or
+ * answered a negative number or a type NVML did not have when this was written.
+ */
 static bool field_u64(const struct nvml_field_value *v, uint64_t *ret)
 {
 	if (v->ret != NVML_RET_SUCCESS)
@@ -31,6 +34,14 @@ static bool field_u64(const struct nvml_field_value *v, uint64_t *ret)
 		if (v->value.sll < 0)
 			return false;
 		*ret = (uint64_t)v->value.sll;
+		return true;
+	case NVML_VALUE_SINT:
+		if (v->value.si < 0)
+			return false;
+		*ret = (uint64_t)v->value.si;
+		return true;
+	case NVML_VALUE_USHORT:
+		*ret = v->value.us;
 		return true;
 	case NVML_VALUE_DOUBLE:
 		if (!(v->value.d >= 0) || v->value.d >= 0x1p64)

@@ -23,6 +23,43 @@ NVML_API_FUNCTIONS(FAKE_DECLARE, NVML_OWN_TYPE)
 void fake_counters_defaults(struct fake_gpu *g)
 {
 	g->mem_temp = -1; /* GDDR boards (the A2 the defaults describe) have no memory sensor */
+	g->mem_temp_type = NVML_VALUE_UINT;
+}
+
+/* nvmlValueType_t by a short name, for "memory_temperature_type". */
+static const char *const value_types[] = {
+	[NVML_VALUE_DOUBLE] = "double", [NVML_VALUE_UINT] = "uint", [NVML_VALUE_ULONG] = "ulong",
+	[NVML_VALUE_ULL] = "ull",	[NVML_VALUE_SLL] = "sll",   [NVML_VALUE_SINT] = "int",
+	[NVML_VALUE_USHORT] = "ushort",
+};
+
+/* The memory temperature @c as a field of type @t answers it. */
+static void set_value(struct nvml_field_value *v, enum nvml_value_type t, unsigned c)
+{
+	v->value_type = t;
+	switch (t) {
+	case NVML_VALUE_DOUBLE:
+		v->value.d = c;
+		break;
+	case NVML_VALUE_UINT:
+		v->value.ui = c;
+		break;
+	case NVML_VALUE_ULONG:
+		v->value.ul = c;
+		break;
+	case NVML_VALUE_ULL:
+		v->value.ull = c;
+		break;
+	case NVML_VALUE_SLL:
+		v->value.sll = c;
+		break;
+	case NVML_VALUE_SINT:
+		v->value.si = (int)c;
+		break;
+	case NVML_VALUE_USHORT:
+		v->value.us = (unsigned short)c;
+		break;
+	}
 }
 
 static int parse_u32(const char *s, unsigned *ret)
@@ -69,6 +106,15 @@ int fake_counters_set(struct fake_gpu *g, const char *key, const char *v)
 			return -1;
 		g->mem_temp = (int)c;
 		return 1;
+	}
+	if (!strcmp(key, "memory_temperature_type")) {
+		for (size_t i = 0; i < sizeof(value_types) / sizeof(value_types[0]); i++) {
+			if (!strcmp(v, value_types[i])) {
+				g->mem_temp_type = (enum nvml_value_type)i;
+				return 1;
+			}
+		}
+		return -1;
 	}
 	if (!strcmp(key, "pcie_replay"))
 		return parse_u32(v, &g->pcie_replay) < 0 ? -1 : 1;
@@ -136,8 +182,7 @@ static void field_value(const struct fake_gpu *g, struct nvml_field_value *v, lo
 	case NVML_FI_MEMORY_TEMP:
 		if (g->mem_temp < 0)
 			break;
-		v->value_type = NVML_VALUE_UINT;
-		v->value.ui = (unsigned)g->mem_temp;
+		set_value(v, g->mem_temp_type, (unsigned)g->mem_temp);
 		return;
 	case NVML_FI_NVLINK_LINK_COUNT:
 		if (!g->nvlinks)
