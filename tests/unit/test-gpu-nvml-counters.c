@@ -144,6 +144,31 @@ static void test_counters_not_supported(void **state)
 	assert_true(fake_nvml_count("nvmlDeviceGetMemoryInfo") >= 1);
 }
 
+/*
+ * A GPU in MIG mode: NVML answers NOT_SUPPORTED for the encoder, the decoder and the remapped
+ * rows of the whole GPU, so they are left out, not 0; the rest stays.
+ */
+static void test_counters_mig(void **state)
+{
+	struct env *e = *state;
+	struct gpu_sample s;
+
+	open_discover(e, FAKE_NVML_LIB, "counters.conf");
+	ctl("set 0 mig on");
+	sample(e, 0, &s);
+	assert_true(isnan(s.enc_util));
+	assert_true(isnan(s.dec_util));
+	assert_int_equal(s.remap_corr, UINT64_MAX);
+	assert_int_equal(s.remap_unc, UINT64_MAX);
+	assert_true(isnan(s.remap_failure));
+	assert_true(fabs(s.mem_temp_c - 47) < 1e-9);
+	assert_int_equal(s.pcie_replay, 3);
+	ctl("set 0 mig off");
+	sample(e, 0, &s);
+	assert_true(fabs(s.enc_util - 12) < 1e-9);
+	assert_int_equal(s.remap_corr, 2);
+}
+
 /* A driver without the functions (dlsym finds none): every counter absent, the sample good. */
 static void test_counters_old_driver(void **state)
 {
@@ -197,6 +222,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_counters_with_and_without, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counters_value_types, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counters_not_supported, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_counters_mig, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counters_old_driver, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counters_failures, setup, teardown),
 	};

@@ -240,7 +240,10 @@ enum nvml_return nvmlDeviceGetPcieReplayCounter(struct nvml_device *d, unsigned 
 	return fake_leave(NVML_RET_SUCCESS);
 }
 
-/* Encoder or decoder: percent over a sampling period (NVML's is about a second). */
+/*
+ * Encoder or decoder: percent over a sampling period (NVML's is about a second). NVML does not
+ * answer either for a GPU in MIG mode (NOT_SUPPORTED, as its reference says).
+ */
 static enum nvml_return video_util(enum fake_fn fn, struct nvml_device *d, bool enc, unsigned *util,
 				   unsigned *period_us)
 {
@@ -251,6 +254,8 @@ static enum nvml_return video_util(enum fake_fn fn, struct nvml_device *d, bool 
 		return r;
 	if (!util || !period_us)
 		return fake_leave(NVML_RET_INVALID_ARGUMENT);
+	if (g->mig)
+		return fake_leave(NVML_RET_NOT_SUPPORTED);
 	*util = enc ? g->enc_util : g->dec_util;
 	*period_us = 1000000;
 	return fake_leave(NVML_RET_SUCCESS);
@@ -278,7 +283,8 @@ enum nvml_return nvmlDeviceGetRemappedRows(struct nvml_device *d, unsigned *corr
 		return r;
 	if (!corr || !unc || !pending || !failure)
 		return fake_leave(NVML_RET_INVALID_ARGUMENT);
-	if (!g->remap)
+	/* Nor for a GPU in MIG mode, whose rows NVML does not report while it is on. */
+	if (!g->remap || g->mig)
 		return fake_leave(NVML_RET_NOT_SUPPORTED);
 	*corr = g->remap_corr;
 	*unc = g->remap_unc;
