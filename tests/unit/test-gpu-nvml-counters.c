@@ -169,6 +169,38 @@ static void test_counters_mig(void **state)
 	assert_int_equal(s.remap_corr, 2);
 }
 
+/*
+ * The NVLink total is a counter: a link that stops answering (its fields' own error) must not
+ * make it fall, which Prometheus would read as a reset and rate() as the whole total sent again.
+ * The link counts with its last answer; a link that never answered adds nothing until it does.
+ */
+static void test_counters_nvlink_link_error(void **state)
+{
+	struct env *e = *state;
+	struct gpu_sample s;
+
+	open_discover(e, FAKE_NVML_LIB, "counters.conf");
+	sample(e, 0, &s);
+	assert_int_equal(s.nvlink_bw_total, 18 * 3000);
+	ctl("set 0 nvlink_link_error 5:UNKNOWN");
+	ctl("set 0 nvlink 18:1010:2010");
+	sample(e, 0, &s);
+	/* 17 links at 3020 now, link 5 at its last 3000 (without it: 51340, a fall) */
+	assert_int_equal(s.nvlink_bw_total, 17 * 3020 + 3000);
+	ctl("set 0 nvlink_link_error none");
+	sample(e, 0, &s);
+	assert_int_equal(s.nvlink_bw_total, 18 * 3020);
+
+	/* GPU 1 gains NVLink with link 0 silent from the start: left out of the sum, then in. */
+	ctl("set 1 nvlink_link_error 0:UNKNOWN");
+	ctl("set 1 nvlink 2:5:7");
+	sample(e, 1, &s);
+	assert_int_equal(s.nvlink_bw_total, 12);
+	ctl("set 1 nvlink_link_error 1:UNKNOWN");
+	sample(e, 1, &s);
+	assert_int_equal(s.nvlink_bw_total, 24);
+}
+
 /* A driver without the functions (dlsym finds none): every counter absent, the sample good. */
 static void test_counters_old_driver(void **state)
 {
@@ -223,6 +255,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_counters_value_types, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counters_not_supported, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counters_mig, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_counters_nvlink_link_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counters_old_driver, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counters_failures, setup, teardown),
 	};

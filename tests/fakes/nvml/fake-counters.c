@@ -24,6 +24,7 @@ void fake_counters_defaults(struct fake_gpu *g)
 {
 	g->mem_temp = -1; /* GDDR boards (the A2 the defaults describe) have no memory sensor */
 	g->mem_temp_type = NVML_VALUE_UINT;
+	g->nvlink_err_link = -1;
 }
 
 /* nvmlValueType_t by a short name, for "memory_temperature_type". */
@@ -137,6 +138,28 @@ int fake_counters_set(struct fake_gpu *g, const char *key, const char *v)
 		g->remap_failure = (unsigned)t[3];
 		return 1;
 	}
+	if (!strcmp(key, "nvlink_link_error")) {
+		const char *colon = strchr(v, ':');
+		unsigned long long link;
+		char num[16];
+		int code;
+
+		if (!strcmp(v, "none")) {
+			g->nvlink_err_link = -1;
+			return 1;
+		}
+		if (!colon || (size_t)(colon - v) >= sizeof(num))
+			return -1;
+		memcpy(num, v, (size_t)(colon - v));
+		num[colon - v] = '\0';
+		code = fake_code_lookup(colon + 1);
+		if (fake_parse_ull(num, &link) < 0 || link >= NVML_NVLINK_MAX_LINKS_COUNT ||
+		    code <= 0)
+			return -1;
+		g->nvlink_err_link = (int)link;
+		g->nvlink_err = (enum nvml_return)code;
+		return 1;
+	}
 	if (!strcmp(key, "nvlink")) {
 		if (!strcmp(v, "none")) {
 			g->nvlinks = 0;
@@ -196,6 +219,10 @@ static void field_value(const struct fake_gpu *g, struct nvml_field_value *v, lo
 			break;
 		if (v->scope_id >= g->nvlinks) {
 			v->ret = NVML_RET_INVALID_ARGUMENT;
+			return;
+		}
+		if ((int)v->scope_id == g->nvlink_err_link) {
+			v->ret = g->nvlink_err;
 			return;
 		}
 		v->value_type = NVML_VALUE_ULL;

@@ -107,6 +107,8 @@ struct fake_gpu {
 	unsigned remap_corr, remap_unc, remap_pending, remap_failure;
 	unsigned nvlinks;			 /* "nvlink = LINKS:TX:RX"; 0: no NVLink */
 	unsigned long long nvlink_tx, nvlink_rx; /* KiB per link */
+	int nvlink_err_link;			 /* "nvlink_link_error = LINK:CODE"; -1: none */
+	enum nvml_return nvlink_err;		 /* what that link's throughput fields answer */
 };
 
 struct fake_fail {
