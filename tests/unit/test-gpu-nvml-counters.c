@@ -191,6 +191,19 @@ static void test_counters_nvlink_link_error(void **state)
 	sample(e, 0, &s);
 	assert_int_equal(s.nvlink_bw_total, 18 * 3020);
 
+	/*
+	 * A re-init (the driver reloaded: its counters start again) forgets the last answers: a
+	 * silent link adds nothing from before, so the total does not fall once it answers.
+	 */
+	ctl("set 0 nvlink_link_error 5:UNKNOWN");
+	assert_int_equal(e->b->ops->reinit(e->b, &e->err), 0);
+	ctl("set 0 nvlink 18:10:20");
+	sample(e, 0, &s);
+	assert_int_equal(s.nvlink_bw_total, 17 * 30);
+	ctl("set 0 nvlink_link_error none");
+	sample(e, 0, &s);
+	assert_int_equal(s.nvlink_bw_total, 18 * 30);
+
 	/* GPU 1 gains NVLink with link 0 silent from the start: left out of the sum, then in. */
 	ctl("set 1 nvlink_link_error 0:UNKNOWN");
 	ctl("set 1 nvlink 2:5:7");

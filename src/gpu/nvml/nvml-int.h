@@ -50,7 +50,8 @@ struct nvml_dev {
 	/*
 	 * NVLink (nvml-fields.c): each link's raw TX and RX counters as last answered (link l at
 	 * 2l and 2l + 1), bit i of nvlink_known set once entry i has answered. Under devs_mu;
-	 * forgotten with the table (a new discovery starts them afresh).
+	 * forgotten with the table (a new discovery) and by a re-init (a reloaded driver's
+	 * counters start again).
 	 */
 	unsigned long long nvlink_last[2 * NVML_NVLINK_MAX_LINKS_COUNT];
 	unsigned long long nvlink_known;
