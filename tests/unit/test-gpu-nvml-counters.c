@@ -137,10 +137,11 @@ static void test_counters_not_supported(void **state)
 		assert_int_equal(isnan(s.remap_failure), i == 4);
 		assert_int_equal(s.mem_reserved == UINT64_MAX, i == 5);
 	}
-	/* Without v2, v1: used and free as NVML gives them, reserved in neither (free is still
-	   NVML's figure, not total - used). */
-	assert_int_equal(s.mem_used, 1024 * MIB);
+	/* Without v2, v1 as nvml.h defines it: used counts the reserved memory, free is the
+	   rest (total = free + used). */
+	assert_int_equal(s.mem_used, (1024 + 512) * MIB);
 	assert_int_equal(s.mem_free, (81559 - 1024 - 512) * MIB);
+	assert_int_equal(s.mem_used + s.mem_free, s.mem_total);
 	assert_true(fake_nvml_count("nvmlDeviceGetMemoryInfo") >= 1);
 }
 
@@ -224,6 +225,7 @@ static void test_counters_old_driver(void **state)
 	sample(e, 0, &s);
 	assert_no_counters(&s);
 	assert_int_equal(s.mem_reserved, UINT64_MAX);
+	assert_int_equal(s.mem_used, (1024 + 512) * MIB);
 	assert_int_equal(s.mem_free, (81559 - 1024 - 512) * MIB);
 	assert_int_equal(fake_nvml_count("nvmlDeviceGetFieldValues"), 0);
 }
