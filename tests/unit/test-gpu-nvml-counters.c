@@ -256,6 +256,13 @@ static void test_counters_failures(void **state)
 		assert_true(isnan(s.mem_temp_c) || i != 0);
 		assert_true(s.pcie_replay == UINT64_MAX || i != 1);
 	}
+	/* A driver refusing nvmlMemory_v2's version: v1 answers, no FB_RESERVED. */
+	ctl("fail nvmlDeviceGetMemoryInfo_v2 ARGUMENT_VERSION_MISMATCH");
+	sample(e, 0, &s);
+	assert_int_equal(s.mem_reserved, UINT64_MAX);
+	assert_int_equal(s.mem_used, (1024 + 512) * MIB);
+	assert_int_equal(s.mem_free, (81559 - 1024 - 512) * MIB);
+	ctl("fail nvmlDeviceGetMemoryInfo_v2 off");
 	/* The second NVLink call (the links' counters) failing leaves only the bandwidth out. */
 	ctl("fail nvmlDeviceGetFieldValues NO_PERMISSION 2");
 	sample(e, 0, &s);
