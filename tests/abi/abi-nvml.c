@@ -70,6 +70,9 @@
 #define NVML_REAL_TYPE_pcie_util_counter	     nvmlPcieUtilCounter_t
 #define NVML_REAL_TYPE_memory_v2		     nvmlMemory_v2_t
 #define NVML_REAL_TYPE_field_value		     nvmlFieldValue_t
+#define NVML_REAL_TYPE_gpm_sample		     nvmlGpmSample_t
+#define NVML_REAL_TYPE_gpm_metrics_get		     nvmlGpmMetricsGet_t
+#define NVML_REAL_TYPE_gpm_support		     nvmlGpmSupport_t
 
 /* Each pair of the mapping has the same size and alignment (structs and enums in detail below). */
 #define SAME_MAPPED(t) SAME_TYPE(NVML_OWN_TYPE(t), NVML_REAL_TYPE(t))
@@ -100,6 +103,9 @@ SAME_MAPPED(compute_instance_profile_info);
 SAME_MAPPED(pcie_util_counter);
 SAME_MAPPED(memory_v2);
 SAME_MAPPED(field_value);
+SAME_MAPPED(gpm_sample);
+SAME_MAPPED(gpm_metrics_get);
+SAME_MAPPED(gpm_support);
 _Static_assert(__builtin_types_compatible_p(NVML_OWN_TYPE(architecture),
 					    NVML_REAL_TYPE(architecture)),
 	       "nvmlDeviceArchitecture_t");
@@ -128,16 +134,45 @@ _Static_assert(sizeof(struct nvml_pci_info_ext) == 64 &&
 		       offsetof(struct nvml_pci_info_ext, bus_id) == 32 &&
 		       NVML_PCI_INFO_EXT_V1 == 0x1000040,
 	       "nvmlPciInfoExt_v1_t");
-/* GPM's structs (NVML 12.x, newer than this nvml.h), pinned to nvml.h 12.x's layout on LP64. */
-_Static_assert(sizeof(struct nvml_gpm_metric) == 40 &&
-		       offsetof(struct nvml_gpm_metric, value) == 8 &&
-		       offsetof(struct nvml_gpm_metric, metric_info) == 16,
-	       "nvmlGpmMetric_t");
-_Static_assert(offsetof(struct nvml_gpm_metrics_get, sample1) == 8 &&
-		       offsetof(struct nvml_gpm_metrics_get, metrics) == 24 &&
-		       sizeof(struct nvml_gpm_metrics_get) == 24 + 98 * 40,
-	       "nvmlGpmMetricsGet_t (NVML_GPM_METRIC_MAX 98)");
-_Static_assert(sizeof(struct nvml_gpm_support) == 8, "nvmlGpmSupport_t");
+/*
+ * GPM: listed in NVML_API_FUNCTIONS_NEW, but this nvml.h (11.8) has it already: the functions,
+ * the structs field by field, the versions and the metric ids we read, against NVIDIA's.
+ */
+SAME_PROTOTYPE(nvmlGpmQueryDeviceSupport, NVML_REAL_TYPE(ret),
+	       (NVML_REAL_TYPE(device), NVML_REAL_TYPE(gpm_support) *))
+SAME_PROTOTYPE(nvmlGpmSampleAlloc, NVML_REAL_TYPE(ret), (NVML_REAL_TYPE(gpm_sample) *))
+SAME_PROTOTYPE(nvmlGpmSampleGet, NVML_REAL_TYPE(ret),
+	       (NVML_REAL_TYPE(device), NVML_REAL_TYPE(gpm_sample)))
+SAME_PROTOTYPE(nvmlGpmSampleFree, NVML_REAL_TYPE(ret), (NVML_REAL_TYPE(gpm_sample)))
+SAME_PROTOTYPE(nvmlGpmMetricsGet, NVML_REAL_TYPE(ret), (NVML_REAL_TYPE(gpm_metrics_get) *))
+SAME_TYPE(struct nvml_gpm_metric, nvmlGpmMetric_t);
+SAME_SCALAR_FIELD(struct nvml_gpm_metric, metric_id, nvmlGpmMetric_t, metricId);
+SAME_FIELD(struct nvml_gpm_metric, nvml_return, nvmlGpmMetric_t, nvmlReturn);
+SAME_SCALAR_FIELD(struct nvml_gpm_metric, value, nvmlGpmMetric_t, value);
+SAME_FIELD(struct nvml_gpm_metric, metric_info, nvmlGpmMetric_t, metricInfo);
+SAME_SCALAR_FIELD(struct nvml_gpm_metric, metric_info.short_name, nvmlGpmMetric_t,
+		  metricInfo.shortName);
+SAME_SCALAR_FIELD(struct nvml_gpm_metric, metric_info.long_name, nvmlGpmMetric_t,
+		  metricInfo.longName);
+SAME_SCALAR_FIELD(struct nvml_gpm_metric, metric_info.unit, nvmlGpmMetric_t, metricInfo.unit);
+SAME_TYPE(struct nvml_gpm_metrics_get, nvmlGpmMetricsGet_t);
+SAME_SCALAR_FIELD(struct nvml_gpm_metrics_get, version, nvmlGpmMetricsGet_t, version);
+SAME_SCALAR_FIELD(struct nvml_gpm_metrics_get, num_metrics, nvmlGpmMetricsGet_t, numMetrics);
+SAME_FIELD(struct nvml_gpm_metrics_get, sample1, nvmlGpmMetricsGet_t, sample1);
+SAME_FIELD(struct nvml_gpm_metrics_get, sample2, nvmlGpmMetricsGet_t, sample2);
+SAME_FIELD(struct nvml_gpm_metrics_get, metrics, nvmlGpmMetricsGet_t, metrics);
+SAME_TYPE(struct nvml_gpm_support, nvmlGpmSupport_t);
+SAME_SCALAR_FIELD(struct nvml_gpm_support, version, nvmlGpmSupport_t, version);
+SAME_SCALAR_FIELD(struct nvml_gpm_support, is_supported_device, nvmlGpmSupport_t,
+		  isSupportedDevice);
+SAME(NVML_GPM_METRICS_GET_V1, NVML_GPM_METRICS_GET_VERSION);
+SAME(NVML_GPM_SUPPORT_V1, NVML_GPM_SUPPORT_VERSION);
+SAME(NVML_GPM_ID_MAX, NVML_GPM_METRIC_MAX);
+SAME(NVML_GPM_ID_GRAPHICS_UTIL, NVML_GPM_METRIC_GRAPHICS_UTIL);
+SAME(NVML_GPM_ID_ANY_TENSOR_UTIL, NVML_GPM_METRIC_ANY_TENSOR_UTIL);
+SAME(NVML_GPM_ID_DRAM_BW_UTIL, NVML_GPM_METRIC_DRAM_BW_UTIL);
+SAME(NVML_GPM_ID_PCIE_TX_PER_SEC, NVML_GPM_METRIC_PCIE_TX_PER_SEC);
+SAME(NVML_GPM_ID_PCIE_RX_PER_SEC, NVML_GPM_METRIC_PCIE_RX_PER_SEC);
 
 /* --- enums --- */
 SAME_ENUM(enum nvml_pcie_util_counter, nvmlPcieUtilCounter_t);

@@ -147,6 +147,36 @@ static void test_not_supported_and_lost(void **state)
 	assert_near(s.prof_dram_active, 0.25, 1e-12);
 }
 
+/*
+ * A driver that refuses our struct versions (ARGUMENT_VERSION_MISMATCH, as a later NVML may
+ * for version 1): from the support query, GPM is not used and the PCIe rates come from
+ * nvmlDeviceGetPcieThroughput; from nvmlGpmMetricsGet, the ratios are left out. The sample
+ * stands either way, and no GPM sample leaks.
+ */
+static void test_version_mismatch(void **state)
+{
+	struct env *e = *state;
+	struct gpu_sample s;
+
+	open_gpm(e, FAKE_NVML_LIB);
+	assert_int_equal(fake_nvml_ctlf("fail nvmlGpmMetricsGet ARGUMENT_VERSION_MISMATCH"), 0);
+	sample(e, 0, &s);
+	sample(e, 0, &s);
+	assert_absent(&s);
+	assert_int_equal(ctl_number("gpm_samples"), 1);
+	assert_int_equal(fake_nvml_ctlf("fail nvmlGpmMetricsGet off"), 0);
+	sample(e, 0, &s);
+	assert_near(s.prof_gr_active, 0.625, 1e-12);
+
+	assert_int_equal(fake_nvml_ctlf("fail nvmlGpmQueryDeviceSupport ARGUMENT_VERSION_MISMATCH"),
+			 0);
+	sample(e, 1, &s);
+	assert_true(isnan(s.prof_gr_active));
+	assert_near(s.pcie_tx_bps, 2000 * 1024.0, 1e-6);
+	assert_near(s.pcie_rx_bps, 1000 * 1024.0, 1e-6);
+	assert_int_equal(ctl_number("gpm_samples"), 1);
+}
+
 /* A driver without GPM or PCIe throughput (before R520): every one absent, the sample fine. */
 static void test_old_driver(void **state)
 {
@@ -185,6 +215,7 @@ static void test_hung_call_named(void **state)
 	} calls[] = {
 		{ "nvmlGpmSampleAlloc", 0 },	      { "nvmlGpmSampleGet", 0 },
 		{ "nvmlGpmMetricsGet", 0 },	      { "nvmlGpmSampleFree", 0 },
+		{ "nvmlGpmQueryDeviceSupport", 1 }, /* asked once: GPU 1's first sample */
 		{ "nvmlDeviceGetPcieThroughput", 1 },
 	};
 	struct env *e = *state;
@@ -221,6 +252,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ratios, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_not_supported_and_lost, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_version_mismatch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_old_driver, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hung_call_named, setup, teardown),
 	};

@@ -89,6 +89,28 @@ static void test_counters_with_and_without(void **state)
 	assert_true(fabs(s.mem_temp_c - 51) < 1e-9);
 }
 
+/*
+ * The memory temperature in each of nvmlValueType_t's types (NVML 12 added SIGNED_INT and
+ * UNSIGNED_SHORT): read alike, never left out for its type.
+ */
+static void test_counters_value_types(void **state)
+{
+	static const char *const types[] = { "double", "uint", "ulong", "ull",
+					     "sll",    "int",  "ushort" };
+	struct env *e = *state;
+	struct gpu_sample s;
+	char cmd[128];
+
+	open_discover(e, FAKE_NVML_LIB, "counters.conf");
+	for (size_t i = 0; i < ELEMENTSOF(types); i++) {
+		(void)snprintf(cmd, sizeof(cmd), "set 0 memory_temperature_type %s", types[i]);
+		ctl(cmd);
+		sample(e, 0, &s);
+		if (!(fabs(s.mem_temp_c - 47) < 1e-9))
+			fail_msg("memory temperature as %s: %g, want 47", types[i], s.mem_temp_c);
+	}
+}
+
 /* Each function answering NOT_SUPPORTED leaves its counters out, and only those. */
 static void test_counters_not_supported(void **state)
 {
@@ -115,11 +137,82 @@ static void test_counters_not_supported(void **state)
 		assert_int_equal(isnan(s.remap_failure), i == 4);
 		assert_int_equal(s.mem_reserved == UINT64_MAX, i == 5);
 	}
-	/* Without v2, v1: used and free as NVML gives them, reserved in neither (free is still
-	   NVML's figure, not total - used). */
-	assert_int_equal(s.mem_used, 1024 * MIB);
+	/* Without v2, v1 as nvml.h defines it: used counts the reserved memory, free is the
+	   rest (total = free + used). */
+	assert_int_equal(s.mem_used, (1024 + 512) * MIB);
 	assert_int_equal(s.mem_free, (81559 - 1024 - 512) * MIB);
+	assert_int_equal(s.mem_used + s.mem_free, s.mem_total);
 	assert_true(fake_nvml_count("nvmlDeviceGetMemoryInfo") >= 1);
+}
+
+/*
+ * A GPU in MIG mode: NVML answers NOT_SUPPORTED for the encoder, the decoder and the remapped
+ * rows of the whole GPU, so they are left out, not 0; the rest stays.
+ */
+static void test_counters_mig(void **state)
+{
+	struct env *e = *state;
+	struct gpu_sample s;
+
+	open_discover(e, FAKE_NVML_LIB, "counters.conf");
+	ctl("set 0 mig on");
+	sample(e, 0, &s);
+	assert_true(isnan(s.enc_util));
+	assert_true(isnan(s.dec_util));
+	assert_int_equal(s.remap_corr, UINT64_MAX);
+	assert_int_equal(s.remap_unc, UINT64_MAX);
+	assert_true(isnan(s.remap_failure));
+	assert_true(fabs(s.mem_temp_c - 47) < 1e-9);
+	assert_int_equal(s.pcie_replay, 3);
+	ctl("set 0 mig off");
+	sample(e, 0, &s);
+	assert_true(fabs(s.enc_util - 12) < 1e-9);
+	assert_int_equal(s.remap_corr, 2);
+}
+
+/*
+ * The NVLink total is a counter: a link that stops answering (its fields' own error) must not
+ * make it fall, which Prometheus would read as a reset and rate() as the whole total sent again.
+ * The link counts with its last answer; a link that never answered adds nothing until it does.
+ */
+static void test_counters_nvlink_link_error(void **state)
+{
+	struct env *e = *state;
+	struct gpu_sample s;
+
+	open_discover(e, FAKE_NVML_LIB, "counters.conf");
+	sample(e, 0, &s);
+	assert_int_equal(s.nvlink_bw_total, 18 * 3000);
+	ctl("set 0 nvlink_link_error 5:UNKNOWN");
+	ctl("set 0 nvlink 18:1010:2010");
+	sample(e, 0, &s);
+	/* 17 links at 3020 now, link 5 at its last 3000 (without it: 51340, a fall) */
+	assert_int_equal(s.nvlink_bw_total, 17 * 3020 + 3000);
+	ctl("set 0 nvlink_link_error none");
+	sample(e, 0, &s);
+	assert_int_equal(s.nvlink_bw_total, 18 * 3020);
+
+	/*
+	 * A re-init (the driver reloaded: its counters start again) forgets the last answers: a
+	 * silent link adds nothing from before, so the total does not fall once it answers.
+	 */
+	ctl("set 0 nvlink_link_error 5:UNKNOWN");
+	assert_int_equal(e->b->ops->reinit(e->b, &e->err), 0);
+	ctl("set 0 nvlink 18:10:20");
+	sample(e, 0, &s);
+	assert_int_equal(s.nvlink_bw_total, 17 * 30);
+	ctl("set 0 nvlink_link_error none");
+	sample(e, 0, &s);
+	assert_int_equal(s.nvlink_bw_total, 18 * 30);
+
+	/* GPU 1 gains NVLink with link 0 silent from the start: left out of the sum, then in. */
+	ctl("set 1 nvlink_link_error 0:UNKNOWN");
+	ctl("set 1 nvlink 2:5:7");
+	sample(e, 1, &s);
+	assert_int_equal(s.nvlink_bw_total, 12);
+	ctl("set 1 nvlink_link_error 1:UNKNOWN");
+	sample(e, 1, &s);
+	assert_int_equal(s.nvlink_bw_total, 24);
 }
 
 /* A driver without the functions (dlsym finds none): every counter absent, the sample good. */
@@ -132,6 +225,7 @@ static void test_counters_old_driver(void **state)
 	sample(e, 0, &s);
 	assert_no_counters(&s);
 	assert_int_equal(s.mem_reserved, UINT64_MAX);
+	assert_int_equal(s.mem_used, (1024 + 512) * MIB);
 	assert_int_equal(s.mem_free, (81559 - 1024 - 512) * MIB);
 	assert_int_equal(fake_nvml_count("nvmlDeviceGetFieldValues"), 0);
 }
@@ -162,6 +256,13 @@ static void test_counters_failures(void **state)
 		assert_true(isnan(s.mem_temp_c) || i != 0);
 		assert_true(s.pcie_replay == UINT64_MAX || i != 1);
 	}
+	/* A driver refusing nvmlMemory_v2's version: v1 answers, no FB_RESERVED. */
+	ctl("fail nvmlDeviceGetMemoryInfo_v2 ARGUMENT_VERSION_MISMATCH");
+	sample(e, 0, &s);
+	assert_int_equal(s.mem_reserved, UINT64_MAX);
+	assert_int_equal(s.mem_used, (1024 + 512) * MIB);
+	assert_int_equal(s.mem_free, (81559 - 1024 - 512) * MIB);
+	ctl("fail nvmlDeviceGetMemoryInfo_v2 off");
 	/* The second NVLink call (the links' counters) failing leaves only the bandwidth out. */
 	ctl("fail nvmlDeviceGetFieldValues NO_PERMISSION 2");
 	sample(e, 0, &s);
@@ -173,7 +274,10 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_counters_with_and_without, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_counters_value_types, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counters_not_supported, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_counters_mig, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_counters_nvlink_link_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counters_old_driver, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counters_failures, setup, teardown),
 	};

@@ -650,8 +650,11 @@ static int nvml_reinit(struct gpu_backend *b, char **reterr)
 	if (n->initialised)
 		(void)NVC(n, nvmlShutdown)();
 	n->initialised = false;
-	for (unsigned i = 0; i < n->n_devs; i++)
+	/* A driver reload restarts the NVLink counters: last answers from before would mix in. */
+	for (unsigned i = 0; i < n->n_devs; i++) {
 		n->devs[i].handle = NULL;
+		n->devs[i].nvlink_known = 0;
+	}
 	r = nvml_init(n, reterr);
 	if (r < 0)
 		return r;

@@ -241,8 +241,8 @@ enum nvml_pcie_util_counter {
 /*
  * GPU Performance Monitoring (GPM, NVML 12.x drivers, Hopper and later): nvmlGpmSample_t,
  * nvmlGpmMetricId_t (the ids edgegpu reads), nvmlGpmMetric_t, nvmlGpmMetricsGet_t and
- * nvmlGpmSupport_t, under our own names. Newer than the header the ABI test has: the layout is NVIDIA's nvml.h
- * 12.x's (metrics[] sized by NVML_GPM_METRIC_MAX, 98 there), unverified by tests/abi.
+ * nvmlGpmSupport_t, under our own names. metrics[] is sized by NVML_GPM_METRIC_MAX (98), which
+ * version 1 of nvmlGpmMetricsGet_t implies; tests/abi checks all of it against nvml.h.
  */
 struct nvml_gpm_sample;		       /* opaque: nvmlGpmSample_t is a pointer to it */
 #define NVML_GPM_ID_GRAPHICS_UTIL   1  /* percent of time the graphics engine was busy */
@@ -289,13 +289,18 @@ struct nvml_memory_v2 {
 /* nvmlMemory_v2: NVML_STRUCT_VERSION(Memory, 2), the size with the version in the top byte */
 #define NVML_MEMORY_V2_VERSION ((unsigned)(sizeof(struct nvml_memory_v2) | (2U << 24)))
 
-/* nvmlValueType_t */
+/*
+ * nvmlValueType_t. SINT and USHORT (siVal, usVal) came with NVML 12 drivers, after the ABI
+ * test's nvml.h: a driver may answer a field with them, so the reader takes every type.
+ */
 enum nvml_value_type {
 	NVML_VALUE_DOUBLE = 0,
 	NVML_VALUE_UINT = 1,
 	NVML_VALUE_ULONG = 2,
 	NVML_VALUE_ULL = 3,
 	NVML_VALUE_SLL = 4,
+	NVML_VALUE_SINT = 5,   /* NVML_VALUE_TYPE_SIGNED_INT */
+	NVML_VALUE_USHORT = 6, /* NVML_VALUE_TYPE_UNSIGNED_SHORT */
 };
 
 /* nvmlValue_t */
@@ -305,6 +310,8 @@ union nvml_value {
 	unsigned long ul;
 	unsigned long long ull;
 	long long sll;
+	int si;
+	unsigned short us;
 };
 
 /* nvmlFieldValue_t: one field of nvmlDeviceGetFieldValues, its own return code in ret */
@@ -496,9 +503,10 @@ struct nvml_compute_instance_profile_info {
 	   (T(device), unsigned *, unsigned *, unsigned *, unsigned *))
 
 /*
- * Functions newer than the ABI test's nvml.h (all optional): their prototypes follow NVIDIA's
- * NVML API reference, not checked by tests/abi. Except nvmlDeviceGetPcieThroughput, which that
- * header has: tests/abi checks it on its own (listed here to leave the list above as it was).
+ * Optional functions, some newer than the ABI test's nvml.h: the memory limits and
+ * nvmlDeviceGetPciInfoExt follow NVIDIA's NVML API reference, unchecked by tests/abi. That
+ * header has the GPM functions and nvmlDeviceGetPcieThroughput: tests/abi checks those one by
+ * one (listed here to leave the list above as it was).
  */
 #define NVML_API_FUNCTIONS_NEW(FN, T)                                                 \
 	FN(nvmlDeviceGetMemoryLimits_v1, T(ret), (T(device), T(get_memory_limits) *)) \

@@ -7,12 +7,16 @@
  * under its own name.
  */
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "nvml-int.h"
 #include "util.h"
 
-/* A field's value as an unsigned 64-bit number; false when the field did not answer. */
+/*
+ * A field's value as an unsigned 64-bit number; false when the field did not answer, or
+ * answered a negative number or a type NVML did not have when this was written.
+ */
 static bool field_u64(const struct nvml_field_value *v, uint64_t *ret)
 {
 	if (v->ret != NVML_RET_SUCCESS)
@@ -32,6 +36,14 @@ static bool field_u64(const struct nvml_field_value *v, uint64_t *ret)
 			return false;
 		*ret = (uint64_t)v->value.sll;
 		return true;
+	case NVML_VALUE_SINT:
+		if (v->value.si < 0)
+			return false;
+		*ret = (uint64_t)v->value.si;
+		return true;
+	case NVML_VALUE_USHORT:
+		*ret = v->value.us;
+		return true;
 	case NVML_VALUE_DOUBLE:
 		if (!(v->value.d >= 0) || v->value.d >= 0x1p64)
 			return false;
@@ -41,18 +53,24 @@ static bool field_u64(const struct nvml_field_value *v, uint64_t *ret)
 	return false;
 }
 
+_Static_assert(2 * NVML_NVLINK_MAX_LINKS_COUNT <= 64,
+	       "struct nvml_dev.nvlink_known has a bit each");
+
 /*
  * NVLink bandwidth as DCGM counts DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL: the raw throughput
  * counters (KiB, transmitted and received, NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX/RX) summed over
- * the GPU's links. Links that do not answer (down, not trained) add nothing; no answer at all
- * leaves the total absent.
+ * the GPU's links. The total is a Prometheus counter, and a fall reads as a reset (rate() would
+ * count all of it again), so a counter that does not answer this time (its field's own error)
+ * adds what it answered last; one that never answered adds nothing. No answer at all, or a sum
+ * past 64 bits, leaves the total absent.
  */
-static void sample_nvlink(struct nvml_backend *n, struct nvml_device *h, unsigned links,
-			  struct gpu_sample *s, enum nvml_return *worst)
+static void sample_nvlink(struct nvml_backend *n, unsigned gpu, struct nvml_device *h,
+			  unsigned links, struct gpu_sample *s, enum nvml_return *worst)
 {
 	struct nvml_field_value fv[2 * NVML_NVLINK_MAX_LINKS_COUNT] = { 0 };
 	uint64_t sum = 0, v;
-	bool any = false;
+	bool any = false, wrapped = false;
+	struct nvml_dev *d;
 	enum nvml_return r;
 
 	links = MIN(links, (unsigned)NVML_NVLINK_MAX_LINKS_COUNT);
@@ -69,13 +87,25 @@ static void sample_nvlink(struct nvml_backend *n, struct nvml_device *h, unsigne
 		nvml_note_failure(r, worst);
 		return;
 	}
+	/* Held for the arithmetic only: a sample left hung in the library may finish beside us. */
+	(void)pthread_mutex_lock(&n->devs_mu);
+	d = gpu < n->n_devs ? &n->devs[gpu] : NULL;
 	for (unsigned i = 0; i < 2 * links; i++) {
 		if (field_u64(&fv[i], &v)) {
-			sum += v;
-			any = true;
+			if (d) {
+				d->nvlink_last[i] = v;
+				d->nvlink_known |= 1ULL << i;
+			}
+		} else if (d && (d->nvlink_known & (1ULL << i))) {
+			v = d->nvlink_last[i];
+		} else {
+			continue;
 		}
+		wrapped |= __builtin_add_overflow(sum, v, &sum);
+		any = true;
 	}
-	if (any)
+	(void)pthread_mutex_unlock(&n->devs_mu);
+	if (any && !wrapped && sum != UINT64_MAX)
 		s->nvlink_bw_total = sum;
 }
 
@@ -84,8 +114,8 @@ static void sample_nvlink(struct nvml_backend *n, struct nvml_device *h, unsigne
  * without NVLink answers NOT_SUPPORTED for it, or 0), a second one for the links' counters
  * only where there are links.
  */
-static void sample_fields(struct nvml_backend *n, struct nvml_device *h, struct gpu_sample *s,
-			  enum nvml_return *worst)
+static void sample_fields(struct nvml_backend *n, unsigned gpu, struct nvml_device *h,
+			  struct gpu_sample *s, enum nvml_return *worst)
 {
 	struct nvml_field_value fv[2] = {
 		{ .field_id = NVML_FI_MEMORY_TEMP },
@@ -104,7 +134,7 @@ static void sample_fields(struct nvml_backend *n, struct nvml_device *h, struct 
 	if (field_u64(&fv[0], &v))
 		s->mem_temp_c = (double)v;
 	if (field_u64(&fv[1], &v) && v > 0)
-		sample_nvlink(n, h, (unsigned)MIN(v, (uint64_t)UINT32_MAX), s, worst);
+		sample_nvlink(n, gpu, h, (unsigned)MIN(v, (uint64_t)UINT32_MAX), s, worst);
 }
 
 /* Video engines: percent over NVML's own sampling period (which is not kept). */
@@ -128,13 +158,13 @@ static void sample_video(struct nvml_backend *n, struct nvml_device *h, struct g
 	}
 }
 
-void nvml_sample_counters(struct nvml_backend *n, struct nvml_device *h, struct gpu_sample *s,
-			  enum nvml_return *worst)
+void nvml_sample_counters(struct nvml_backend *n, unsigned gpu, struct nvml_device *h,
+			  struct gpu_sample *s, enum nvml_return *worst)
 {
 	enum nvml_return r;
 	unsigned v;
 
-	sample_fields(n, h, s, worst);
+	sample_fields(n, gpu, h, s, worst);
 	if (n->f.nvmlDeviceGetPcieReplayCounter) {
 		r = NVC(n, nvmlDeviceGetPcieReplayCounter)(h, &v);
 		if (r == NVML_RET_SUCCESS)

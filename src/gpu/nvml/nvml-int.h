@@ -47,6 +47,14 @@ struct nvml_dev {
 	 */
 	_Atomic int gpm;
 	_Atomic(struct nvml_gpm_sample *) gpm_prev;
+	/*
+	 * NVLink (nvml-fields.c): each link's raw TX and RX counters as last answered (link l at
+	 * 2l and 2l + 1), bit i of nvlink_known set once entry i has answered. Under devs_mu;
+	 * forgotten with the table (a new discovery) and by a re-init (a reloaded driver's
+	 * counters start again).
+	 */
+	unsigned long long nvlink_last[2 * NVML_NVLINK_MAX_LINKS_COUNT];
+	unsigned long long nvlink_known;
 };
 
 /*
@@ -157,13 +165,14 @@ void nvml_gpm_sample(struct nvml_backend *n, unsigned gpu, struct nvml_device *h
 void nvml_gpm_release(struct nvml_backend *n, struct nvml_dev *devs, unsigned n_devs);
 
 /*
- * DCGM-exporter's other default counters into @s (nvml-fields.c): memory temperature, NVLink
- * bandwidth, PCIe replays, encoder/decoder utilisation, remapped rows; what the GPU or the
- * driver lacks stays NaN / UINT64_MAX. A failure worse than NOT_SUPPORTED goes to *@worst if
- * it is still SUCCESS. On the sampling thread, as nvml_sample().
+ * DCGM-exporter's other default counters of GPU @gpu (handle @h) into @s (nvml-fields.c):
+ * memory temperature, NVLink bandwidth, PCIe replays, encoder/decoder utilisation, remapped
+ * rows; what the GPU or the driver lacks stays NaN / UINT64_MAX. A failure worse than
+ * NOT_SUPPORTED goes to *@worst if it is still SUCCESS. On the sampling thread, as
+ * nvml_sample().
  */
-void nvml_sample_counters(struct nvml_backend *n, struct nvml_device *h, struct gpu_sample *s,
-			  enum nvml_return *worst);
+void nvml_sample_counters(struct nvml_backend *n, unsigned gpu, struct nvml_device *h,
+			  struct gpu_sample *s, enum nvml_return *worst);
 
 /*
  * What a container needs for an NVML GPU: the control nodes /dev/nvidiactl, nvidia-uvm,

@@ -217,7 +217,7 @@ int nvml_sample(struct gpu_backend *b, unsigned gpu, struct gpu_sample *ret)
 		s.clock_reasons =
 			get_ull(NVC(n, nvmlDeviceGetCurrentClocksThrottleReasons), h, &worst);
 	nvml_gpm_sample(n, gpu, h, &s, &worst);
-	nvml_sample_counters(n, h, &s, &worst);
+	nvml_sample_counters(n, gpu, h, &s, &worst);
 	sample_procs(n, h, &s, &worst);
 	/* A lost GPU or a changed driver is an error; a missing metric is only NaN. */
 	if (worst == NVML_RET_GPU_IS_LOST || nvml_driver_gone(worst))

@@ -417,10 +417,14 @@ enum nvml_return nvmlDeviceGetMemoryInfo(struct nvml_device *d, struct nvml_memo
 		return r;
 	if (!m)
 		return leave(NVML_RET_INVALID_ARGUMENT);
+	/*
+	 * nvml.h's contract for v1: used is what is allocated plus what the driver reserves, and
+	 * total is free + used (only v2 gives the reserved part on its own).
+	 */
 	m->total = g->mem_total;
 	m->used = MIN(g->mem_used, g->mem_total);
-	/* what the driver reserves is neither used nor free (nvml-mock's v1 answers so too) */
-	m->free = g->mem_total - m->used - MIN(g->mem_reserved, g->mem_total - m->used);
+	m->used += MIN(g->mem_reserved, g->mem_total - m->used);
+	m->free = g->mem_total - m->used;
 	return leave(NVML_RET_SUCCESS);
 }
 

@@ -23,6 +23,44 @@ NVML_API_FUNCTIONS(FAKE_DECLARE, NVML_OWN_TYPE)
 void fake_counters_defaults(struct fake_gpu *g)
 {
 	g->mem_temp = -1; /* GDDR boards (the A2 the defaults describe) have no memory sensor */
+	g->mem_temp_type = NVML_VALUE_UINT;
+	g->nvlink_err_link = -1;
+}
+
+/* nvmlValueType_t by a short name, for "memory_temperature_type". */
+static const char *const value_types[] = {
+	[NVML_VALUE_DOUBLE] = "double", [NVML_VALUE_UINT] = "uint", [NVML_VALUE_ULONG] = "ulong",
+	[NVML_VALUE_ULL] = "ull",	[NVML_VALUE_SLL] = "sll",   [NVML_VALUE_SINT] = "int",
+	[NVML_VALUE_USHORT] = "ushort",
+};
+
+/* The memory temperature @c as a field of type @t answers it. */
+static void set_value(struct nvml_field_value *v, enum nvml_value_type t, unsigned c)
+{
+	v->value_type = t;
+	switch (t) {
+	case NVML_VALUE_DOUBLE:
+		v->value.d = c;
+		break;
+	case NVML_VALUE_UINT:
+		v->value.ui = c;
+		break;
+	case NVML_VALUE_ULONG:
+		v->value.ul = c;
+		break;
+	case NVML_VALUE_ULL:
+		v->value.ull = c;
+		break;
+	case NVML_VALUE_SLL:
+		v->value.sll = c;
+		break;
+	case NVML_VALUE_SINT:
+		v->value.si = (int)c;
+		break;
+	case NVML_VALUE_USHORT:
+		v->value.us = (unsigned short)c;
+		break;
+	}
 }
 
 static int parse_u32(const char *s, unsigned *ret)
@@ -70,6 +108,15 @@ int fake_counters_set(struct fake_gpu *g, const char *key, const char *v)
 		g->mem_temp = (int)c;
 		return 1;
 	}
+	if (!strcmp(key, "memory_temperature_type")) {
+		for (size_t i = 0; i < sizeof(value_types) / sizeof(value_types[0]); i++) {
+			if (!strcmp(v, value_types[i])) {
+				g->mem_temp_type = (enum nvml_value_type)i;
+				return 1;
+			}
+		}
+		return -1;
+	}
 	if (!strcmp(key, "pcie_replay"))
 		return parse_u32(v, &g->pcie_replay) < 0 ? -1 : 1;
 	if (!strcmp(key, "enc_util"))
@@ -89,6 +136,28 @@ int fake_counters_set(struct fake_gpu *g, const char *key, const char *v)
 		g->remap_unc = (unsigned)t[1];
 		g->remap_pending = (unsigned)t[2];
 		g->remap_failure = (unsigned)t[3];
+		return 1;
+	}
+	if (!strcmp(key, "nvlink_link_error")) {
+		const char *colon = strchr(v, ':');
+		unsigned long long link;
+		char num[16];
+		int code;
+
+		if (!strcmp(v, "none")) {
+			g->nvlink_err_link = -1;
+			return 1;
+		}
+		if (!colon || (size_t)(colon - v) >= sizeof(num))
+			return -1;
+		memcpy(num, v, (size_t)(colon - v));
+		num[colon - v] = '\0';
+		code = fake_code_lookup(colon + 1);
+		if (fake_parse_ull(num, &link) < 0 || link >= NVML_NVLINK_MAX_LINKS_COUNT ||
+		    code <= 0)
+			return -1;
+		g->nvlink_err_link = (int)link;
+		g->nvlink_err = (enum nvml_return)code;
 		return 1;
 	}
 	if (!strcmp(key, "nvlink")) {
@@ -136,8 +205,7 @@ static void field_value(const struct fake_gpu *g, struct nvml_field_value *v, lo
 	case NVML_FI_MEMORY_TEMP:
 		if (g->mem_temp < 0)
 			break;
-		v->value_type = NVML_VALUE_UINT;
-		v->value.ui = (unsigned)g->mem_temp;
+		set_value(v, g->mem_temp_type, (unsigned)g->mem_temp);
 		return;
 	case NVML_FI_NVLINK_LINK_COUNT:
 		if (!g->nvlinks)
@@ -151,6 +219,10 @@ static void field_value(const struct fake_gpu *g, struct nvml_field_value *v, lo
 			break;
 		if (v->scope_id >= g->nvlinks) {
 			v->ret = NVML_RET_INVALID_ARGUMENT;
+			return;
+		}
+		if ((int)v->scope_id == g->nvlink_err_link) {
+			v->ret = g->nvlink_err;
 			return;
 		}
 		v->value_type = NVML_VALUE_ULL;
@@ -195,7 +267,10 @@ enum nvml_return nvmlDeviceGetPcieReplayCounter(struct nvml_device *d, unsigned 
 	return fake_leave(NVML_RET_SUCCESS);
 }
 
-/* Encoder or decoder: percent over a sampling period (NVML's is about a second). */
+/*
+ * Encoder or decoder: percent over a sampling period (NVML's is about a second). NVML does not
+ * answer either for a GPU in MIG mode (NOT_SUPPORTED, as its reference says).
+ */
 static enum nvml_return video_util(enum fake_fn fn, struct nvml_device *d, bool enc, unsigned *util,
 				   unsigned *period_us)
 {
@@ -206,6 +281,8 @@ static enum nvml_return video_util(enum fake_fn fn, struct nvml_device *d, bool 
 		return r;
 	if (!util || !period_us)
 		return fake_leave(NVML_RET_INVALID_ARGUMENT);
+	if (g->mig)
+		return fake_leave(NVML_RET_NOT_SUPPORTED);
 	*util = enc ? g->enc_util : g->dec_util;
 	*period_us = 1000000;
 	return fake_leave(NVML_RET_SUCCESS);
@@ -233,7 +310,8 @@ enum nvml_return nvmlDeviceGetRemappedRows(struct nvml_device *d, unsigned *corr
 		return r;
 	if (!corr || !unc || !pending || !failure)
 		return fake_leave(NVML_RET_INVALID_ARGUMENT);
-	if (!g->remap)
+	/* Nor for a GPU in MIG mode, whose rows NVML does not report while it is on. */
+	if (!g->remap || g->mig)
 		return fake_leave(NVML_RET_NOT_SUPPORTED);
 	*corr = g->remap_corr;
 	*unc = g->remap_unc;

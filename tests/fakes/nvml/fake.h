@@ -99,13 +99,16 @@ struct fake_gpu {
 	uint64_t not_supported[FAKE_FN_WORDS];
 	struct fake_gpm gpm;
 	/* DCGM-exporter's other counters (fake-counters.c) */
-	unsigned long long mem_reserved; /* "memory_reserved": v2's reserved, out of v1's free */
-	int mem_temp;			 /* "memory_temperature", C; -1: field NOT_SUPPORTED */
+	unsigned long long mem_reserved;    /* "memory_reserved": v2's reserved, out of v1's free */
+	int mem_temp;			    /* "memory_temperature", C; -1: field NOT_SUPPORTED */
+	enum nvml_value_type mem_temp_type; /* "memory_temperature_type": how the field answers */
 	unsigned pcie_replay, enc_util, dec_util;
 	bool remap; /* "remapped_rows" given; else NOT_SUPPORTED */
 	unsigned remap_corr, remap_unc, remap_pending, remap_failure;
 	unsigned nvlinks;			 /* "nvlink = LINKS:TX:RX"; 0: no NVLink */
 	unsigned long long nvlink_tx, nvlink_rx; /* KiB per link */
+	int nvlink_err_link;			 /* "nvlink_link_error = LINK:CODE"; -1: none */
+	enum nvml_return nvlink_err;		 /* what that link's throughput fields answer */
 };
 
 struct fake_fail {
