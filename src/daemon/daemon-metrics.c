@@ -215,7 +215,11 @@ static void collect_plugins(struct daemon *d, struct prom *p)
 		const struct resource *r = plugin_resource(dp->plugin);
 
 		for (unsigned s = 0; !dp->stopping && s < r->n_gpus; s++) {
-			(void)snprintf(gpu, sizeof(gpu), "%u", r->gpus[s].gpu);
+			unsigned g = r->gpus[s].gpu; /* its place among the served GPUs */
+
+			/* NVML's index, as the GPU families' gpu label (metrics_set_gpus()) */
+			(void)snprintf(gpu, sizeof(gpu), "%u",
+				       g < d->info.n_devices ? d->info.devices[g].index : g);
 			l = (struct prom_labels){ 0 };
 			prom_labels_push(&l, "resource", r->name);
 			prom_labels_push(&l, "gpu", gpu);

@@ -105,6 +105,7 @@ class Endpoints(NodeTest):
             lab, _ = one(expo, fam, UUID=uuid)
             self.assertEqual((lab["gpu"], lab["device"]), ("1", "nvidia1"), fam)
         self.assertEqual(one(expo, "edgegpu_gpu_healthy", UUID=uuid)[0]["gpu"], "1")
+        self.assertEqual(one(expo, "edgegpu_device_healthy", UUID=uuid)[0]["gpu"], "1")
         self.assertEqual(samples(expo, "DCGM_FI_DEV_GPU_TEMP", gpu="0"), [])
 
     def test_a_scraping_loop_is_throttled(self):
