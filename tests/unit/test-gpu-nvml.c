@@ -206,9 +206,7 @@ static void test_gfd_fields(void **state)
 	assert_string_equal(m->name, "NVIDIA H100 80GB HBM3");
 	assert_int_equal(m->cc_major, 9);
 	assert_int_equal(m->mem_total, 81559ULL << 20);
-	gpu_info_release(&e->info);
-	gpu_backend_close(e->b);
-	e->b = NULL;
+	close_backend(e);
 
 	/* GeForce: VGA controllers, MIG mode NOT_SUPPORTED (not capable), nothing left out. */
 	open_discover(e, FAKE_NVML_LIB, "geforce.conf");
@@ -221,9 +219,7 @@ static void test_gfd_fields(void **state)
 		assert_string_equal(e->info.devices[i].arch, "ada-lovelace");
 	}
 	assert_int_equal(fake_nvml_count("nvmlDeviceGetPciInfoExt"), 2);
-	gpu_info_release(&e->info);
-	gpu_backend_close(e->b);
-	e->b = NULL;
+	close_backend(e);
 
 	/*
 	 * An old driver: no nvmlDeviceGetPciInfoExt, the class from sysfs (the fake writes it for
@@ -233,24 +229,18 @@ static void test_gfd_fields(void **state)
 	assert_int_equal(e->info.n_devices, 2);
 	assert_int_equal(e->info.devices[1].pci_class, 0x030000);
 	assert_false(e->info.devices[1].mig_capable);
-	gpu_info_release(&e->info);
-	gpu_backend_close(e->b);
-	e->b = NULL;
+	close_backend(e);
 	/* Neither answers: unknown (0). */
 	open_discover(e, FAKE_NVML_OLD_LIB, "two-gpus.conf");
 	assert_int_equal(e->info.devices[0].pci_class, 0);
-	gpu_info_release(&e->info);
-	gpu_backend_close(e->b);
-	e->b = NULL;
+	close_backend(e);
 	/* A class file with junk, or past 24 bits: unknown, never a class made of part of it. */
 	write_class(e, "0000:17:00.0", "0x030000junk\n");
 	write_class(e, "0000:ca:00.0", "0x3030200\n");
 	open_discover(e, FAKE_NVML_OLD_LIB, "two-gpus.conf");
 	assert_int_equal(e->info.devices[0].pci_class, 0);
 	assert_int_equal(e->info.devices[1].pci_class, 0);
-	gpu_info_release(&e->info);
-	gpu_backend_close(e->b);
-	e->b = NULL;
+	close_backend(e);
 	/* And the kernel's own form, read as it is. */
 	write_class(e, "0000:17:00.0", "0x030000\n");
 	open_discover(e, FAKE_NVML_OLD_LIB, "two-gpus.conf");
@@ -907,9 +897,7 @@ static void test_mem_limits(void **state)
 	(void)dlclose(dl);
 
 	/* A library before CUDA 13.4 lacks the function: unknown, not unsupported. */
-	gpu_info_release(&e->info);
-	gpu_backend_close(e->b);
-	e->b = NULL;
+	close_backend(e);
 	open_discover(e, FAKE_NVML_OLD_LIB, "memory-limits.conf");
 	assert_int_equal(e->info.devices[0].mem_limits, GPU_MEM_LIMITS_UNKNOWN);
 }

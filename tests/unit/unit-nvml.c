@@ -26,12 +26,18 @@ int setup(void **state)
 	return 0;
 }
 
+void close_backend(struct env *e)
+{
+	gpu_info_release(&e->info);
+	gpu_backend_close(e->b);
+	e->b = NULL;
+}
+
 int teardown(void **state)
 {
 	struct env *e = *state;
 
-	gpu_info_release(&e->info);
-	gpu_backend_close(e->b);
+	close_backend(e);
 	free(e->err);
 	unit_rm_tree(e->dir);
 	free(e);

@@ -26,6 +26,8 @@ struct env {
 int setup(void **state);
 /* cmocka fixture: closes the backend and removes what setup() made. */
 int teardown(void **state);
+/* Releases e->info and closes e->b (NULL after), for a test that opens another backend. */
+void close_backend(struct env *e);
 
 /*
  * Opens @lib as a backend of @kind with the fixture @fixture (a file in
