@@ -257,15 +257,7 @@ static void test_bounded_and_hostile(void **state)
 /* <dir>/self/status with @status as its text. */
 static void write_status(const char *dir, const char *status)
 {
-	char path[512];
-	FILE *f;
-
-	unit_make_path(dir, "/self/");
-	(void)snprintf(path, sizeof(path), "%s/self/status", dir);
-	f = fopen(path, "w");
-	assert_non_null(f);
-	assert_int_equal(fputs(status, f) >= 0, 1);
-	assert_int_equal(fclose(f), 0);
+	unit_write_at(dir, "/self/status", status, strlen(status));
 }
 
 /*

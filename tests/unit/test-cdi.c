@@ -425,20 +425,6 @@ static void test_other_backend(void **state)
 #define CSV_DIR "/etc/nvidia-container-runtime/host-files-for-container.d"
 #define TEGRA	"/usr/lib/aarch64-linux-gnu/tegra"
 
-/* Writes @text as <base><rel> (parents made by unit_make_path()). */
-static void write_at(const char *base, const char *rel, const char *text, size_t len)
-{
-	char path[512];
-	FILE *f;
-
-	unit_make_path(base, rel);
-	(void)snprintf(path, sizeof(path), "%s%s", base, rel);
-	f = fopen(path, "we");
-	assert_non_null(f);
-	assert_int_equal(fwrite(text, 1, len, f), len);
-	assert_int_equal(fclose(f), 0);
-}
-
 static void symlink_at(const char *base, const char *rel, const char *target)
 {
 	char path[512];
@@ -540,16 +526,16 @@ static void test_node_globs_and_csv(void **state)
 	symlink_at(r2, "/usr/lib/dangling.so", "/nowhere/libx.so");
 	symlink_at(r2, "/usr/lib/abs.so", TEGRA "/libcuda.so.1.1"); /* resolved in the root */
 	symlink_at(r2, "/usr/lib/out.so", outside); /* there outside the root only */
-	write_at(r2, CSV_DIR "/devices.csv", devices_csv, sizeof(devices_csv) - 1);
-	write_at(r2, CSV_DIR "/drivers.csv", drivers_csv, sizeof(drivers_csv) - 1);
-	write_at(r2, CSV_DIR "/l4t.csv", l4t_csv, sizeof(l4t_csv) - 1);
-	write_at(r2, CSV_DIR "/.csv", "lib, /usr/lib/hidden.so\n", 24);
-	write_at(r2, CSV_DIR "/notes.txt", "lib, /usr/lib/hidden.so\n", 24);
-	write_at(r2, CSV_DIR "/devices.csv.bak", "lib, /usr/lib/hidden.so\n", 24);
+	unit_write_at(r2, CSV_DIR "/devices.csv", devices_csv, sizeof(devices_csv) - 1);
+	unit_write_at(r2, CSV_DIR "/drivers.csv", drivers_csv, sizeof(drivers_csv) - 1);
+	unit_write_at(r2, CSV_DIR "/l4t.csv", l4t_csv, sizeof(l4t_csv) - 1);
+	unit_write_at(r2, CSV_DIR "/.csv", "lib, /usr/lib/hidden.so\n", 24);
+	unit_write_at(r2, CSV_DIR "/notes.txt", "lib, /usr/lib/hidden.so\n", 24);
+	unit_write_at(r2, CSV_DIR "/devices.csv.bak", "lib, /usr/lib/hidden.so\n", 24);
 	unit_make_path(r2, CSV_DIR "/dir.csv/");
 	while (huge.len <= MOUNT_SPECS_FILE_MAX)
 		assert_int_equal(buf_append(&huge, "lib, /usr/lib/hidden.so\n", 24), 0);
-	write_at(r2, CSV_DIR "/huge.csv", (const char *)huge.data, huge.len);
+	unit_write_at(r2, CSV_DIR "/huge.csv", (const char *)huge.data, huge.len);
 	buf_release(&huge);
 
 	want = expand(
@@ -638,7 +624,7 @@ static void test_csv_oom(void **state)
 	unit_make_path(r2, "/dev/nvhost-ctrl");
 	unit_make_path(r2, "/dev/nvhost-gpu");
 	unit_make_path(r2, TEGRA "/libcuda.so.1.1");
-	write_at(r2, CSV_DIR "/drivers.csv", csv, sizeof(csv) - 1);
+	unit_write_at(r2, CSV_DIR "/drivers.csv", csv, sizeof(csv) - 1);
 	for (n = 0;; n++) {
 		struct buf out = { 0 };
 		int r;
@@ -1178,10 +1164,10 @@ static void test_memlimit_hook(void **state)
 
 	/* The binary's scan: found, absent, across a 1 MiB seam, missing, a directory. */
 	memset(filler, 'x', sizeof(filler));
-	write_at(root, "/usr/bin/nvidia-cdi-hook", "\0update-ldcache\0apply-cuda-memory-limits\0",
-		 42);
+	unit_write_at(root, "/usr/bin/nvidia-cdi-hook",
+		      "\0update-ldcache\0apply-cuda-memory-limits\0", 42);
 	assert_int_equal(cdi_hook_has_memory_limits(root, CDI_MEMLIMIT_HOOK_PATH), 1);
-	write_at(root, "/usr/bin/old-hook", "\0update-ldcache\0create-symlinks\0", 32);
+	unit_write_at(root, "/usr/bin/old-hook", "\0update-ldcache\0create-symlinks\0", 32);
 	assert_int_equal(cdi_hook_has_memory_limits(root, "/usr/bin/old-hook"), 0);
 	{
 		char path[256];

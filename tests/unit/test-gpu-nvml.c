@@ -165,16 +165,10 @@ static void test_mig_skipped(void **state)
 /* <sysfs>/bus/pci/devices/@id/class holding @text. */
 static void write_class(const struct env *e, const char *id, const char *text)
 {
-	char rel[128], path[512];
-	FILE *f;
+	char rel[128];
 
 	(void)snprintf(rel, sizeof(rel), "/bus/pci/devices/%s/class", id);
-	unit_make_path(e->sysfs, rel);
-	(void)snprintf(path, sizeof(path), "%s%s", e->sysfs, rel);
-	f = fopen(path, "w");
-	assert_non_null(f);
-	(void)fputs(text, f);
-	(void)fclose(f);
+	unit_write_at(e->sysfs, rel, text, strlen(text));
 }
 
 /*

@@ -53,6 +53,25 @@ void unit_make_path(const char *base, const char *rel)
 	}
 }
 
+void unit_write_at(const char *base, const char *rel, const char *text, size_t len)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	unit_make_path(base, rel);
+	(void)snprintf(path, sizeof(path), "%s%s", base, rel);
+	fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	assert_true(fd >= 0);
+	for (size_t off = 0; off < len;) {
+		ssize_t w = write(fd, text + off, len - off);
+
+		assert_true(w > 0 || (w < 0 && errno == EINTR));
+		if (w > 0)
+			off += (size_t)w;
+	}
+	assert_int_equal(close(fd), 0);
+}
+
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	return remove(path);

@@ -27,6 +27,12 @@ char *unit_tmpdir_dup(const char *prefix);
 void unit_make_path(const char *base, const char *rel);
 
 /*
+ * Writes @len bytes of @text as the whole of <base><rel>, made with unit_make_path() first
+ * (parents too; an existing file is truncated). @rel starts with '/'.
+ */
+void unit_write_at(const char *base, const char *rel, const char *text, size_t len);
+
+/*
  * Removes @path and, for a directory, everything under it, links not followed (like rm -rf,
  * without a shell). A @path that does not exist is nothing to do.
  */
