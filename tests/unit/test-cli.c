@@ -102,6 +102,16 @@ static void run_release(struct run *r)
 	free(r->err);
 }
 
+/* The command line run_cli() gets, refused as a usage error (exit 2) with @want in stderr. */
+#define expect_refused(want, ...)                           \
+	do {                                                \
+		struct run r_ = run_cli(__VA_ARGS__, NULL); \
+                                                            \
+		assert_int_equal(r_.rc, 2);                 \
+		assert_non_null(strstr(r_.err, want));      \
+		run_release(&r_);                           \
+	} while (0)
+
 static void test_version(void **state)
 {
 	struct run r = run_cli("version", NULL);
@@ -123,10 +133,7 @@ static void test_version(void **state)
 	run_release(&r);
 
 	/* version takes no config flag and no argument. */
-	r = run_cli("version", "--log-level=debug", NULL);
-	assert_int_equal(r.rc, 2);
-	assert_non_null(strstr(r.err, "see 'edgegpu version --help'"));
-	run_release(&r);
+	expect_refused("see 'edgegpu version --help'", "version", "--log-level=debug");
 	r = run_cli("version", "x", NULL);
 	assert_int_equal(r.rc, 2);
 	run_release(&r);
@@ -201,11 +208,8 @@ static void test_check_config_bad(void **state)
 	run_release(&r);
 
 	/* No file, or two. */
-	r = run_cli("check-config", NULL);
-	assert_int_equal(r.rc, 2);
-	assert_non_null(
-		strstr(r.err, "check-config takes one FILE (see 'edgegpu check-config --help')"));
-	run_release(&r);
+	expect_refused("check-config takes one FILE (see 'edgegpu check-config --help')",
+		       "check-config");
 	r = run_cli("check-config", file, file, NULL);
 	assert_int_equal(r.rc, 2);
 	run_release(&r);
@@ -220,27 +224,16 @@ static void test_unknown_command_and_flag(void **state)
 	assert_string_equal(r.out, "");
 	run_release(&r);
 
-	r = run_cli("discover", "--frobnicate", NULL);
-	assert_int_equal(r.rc, 2);
-	assert_non_null(
-		strstr(r.err, "unknown flag '--frobnicate' (see 'edgegpu discover --help')"));
-	run_release(&r);
+	expect_refused("unknown flag '--frobnicate' (see 'edgegpu discover --help')", "discover",
+		       "--frobnicate");
 
-	r = run_cli("check-config", "--no-such-flag=1", "x.yaml", NULL);
-	assert_int_equal(r.rc, 2);
-	assert_non_null(strstr(r.err, "unknown flag '--no-such-flag'"));
-	run_release(&r);
+	expect_refused("unknown flag '--no-such-flag'", "check-config", "--no-such-flag=1",
+		       "x.yaml");
 
 	/* --json belongs to discover only. */
-	r = run_cli("check-config", "--json", "x.yaml", NULL);
-	assert_int_equal(r.rc, 2);
-	assert_non_null(strstr(r.err, "--json"));
-	run_release(&r);
+	expect_refused("--json", "check-config", "--json", "x.yaml");
 
-	r = run_cli("discover", "--nvml-lib", NULL);
-	assert_int_equal(r.rc, 2);
-	assert_non_null(strstr(r.err, "needs a value"));
-	run_release(&r);
+	expect_refused("needs a value", "discover", "--nvml-lib");
 }
 
 /* The doctor parses its own command line (src/doctor): its usage, not the global one. */
@@ -262,46 +255,24 @@ static void test_doctor_usage(void **state)
 	assert_string_equal(r.out, "");
 	run_release(&r);
 
-	r = run_cli("doctor", "--image", "Not A Ref", NULL);
-	assert_int_equal(r.rc, 2);
-	assert_non_null(strstr(r.err, "--image wants an image reference"));
-	run_release(&r);
+	expect_refused("--image wants an image reference", "doctor", "--image", "Not A Ref");
 
-	r = run_cli("doctor", "--timeout-ms=0", NULL);
-	assert_int_equal(r.rc, 2);
-	assert_non_null(strstr(r.err, "--timeout-ms wants a positive number"));
-	run_release(&r);
+	expect_refused("--timeout-ms wants a positive number", "doctor", "--timeout-ms=0");
 
-	r = run_cli("doctor", "--host-root", NULL);
-	assert_int_equal(r.rc, 2);
-	assert_non_null(strstr(r.err, "flag '--host-root' needs a value"));
-	run_release(&r);
+	expect_refused("flag '--host-root' needs a value", "doctor", "--host-root");
 
 	/* An empty value, and a repeated option whose second copy has none, are refused too. */
-	r = run_cli("doctor", "--image=", NULL);
-	assert_int_equal(r.rc, 2);
-	assert_non_null(
-		strstr(r.err, "flag '--image' needs a value (see 'edgegpu doctor --help')"));
-	run_release(&r);
-	r = run_cli("doctor", "--cuda-version", "12.4", "--cuda-version", NULL);
-	assert_int_equal(r.rc, 2);
-	assert_non_null(strstr(r.err, "flag '--cuda-version' needs a value"));
-	run_release(&r);
+	expect_refused("flag '--image' needs a value (see 'edgegpu doctor --help')", "doctor",
+		       "--image=");
+	expect_refused("flag '--cuda-version' needs a value", "doctor", "--cuda-version", "12.4",
+		       "--cuda-version");
 
-	r = run_cli("doctor", "--json", "--frobnicate", NULL);
-	assert_int_equal(r.rc, 2);
-	assert_non_null(strstr(r.err, "unknown flag '--frobnicate'"));
-	run_release(&r);
+	expect_refused("unknown flag '--frobnicate'", "doctor", "--json", "--frobnicate");
 
-	r = run_cli("doctor", "--device-plugin-path", NULL);
-	assert_int_equal(r.rc, 2);
-	assert_non_null(strstr(r.err, "flag '--device-plugin-path' needs a value"));
-	run_release(&r);
+	expect_refused("flag '--device-plugin-path' needs a value", "doctor",
+		       "--device-plugin-path");
 
-	r = run_cli("doctor", "extra", NULL);
-	assert_int_equal(r.rc, 2);
-	assert_non_null(strstr(r.err, "unexpected argument 'extra'"));
-	run_release(&r);
+	expect_refused("unexpected argument 'extra'", "doctor", "extra");
 }
 
 /*
@@ -624,10 +595,7 @@ static void test_labels(void **state)
 	assert_string_equal(r.out, "");
 	assert_non_null(strstr(r.err, "/nonexistent/libnvidia-ml.so.1"));
 	run_release(&r);
-	r = run_cli("labels", "extra", NULL);
-	assert_int_equal(r.rc, 2);
-	assert_non_null(strstr(r.err, "unexpected argument 'extra'"));
-	run_release(&r);
+	expect_refused("unexpected argument 'extra'", "labels", "extra");
 	r = run_cli("--help", NULL);
 	assert_non_null(strstr(r.out, "edgegpu labels"));
 	run_release(&r);
