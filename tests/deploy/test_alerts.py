@@ -99,6 +99,15 @@ def xid_alerts(prom):
     return [a for a in prom.alerts() if a["labels"]["alertname"] == "GPUCriticalXid"]
 
 
+def assert_still_the_xid_alert(prom, xid, when):
+    """After a fresh evaluation, GPUCriticalXid is exactly the firing alert `xid` (the same
+    activeAt): not resolved and not a second one. `when` names the moment in the message."""
+    evaluated_since(prom, time.time())
+    now = xid_alerts(prom)
+    assert len(now) == 1 and now[0]["state"] == "firing" and \
+        now[0]["activeAt"] == xid["activeAt"], f"GPUCriticalXid {when}: {now}, before: {xid}"
+
+
 def main():
     if not os.access(PROMETHEUS, os.X_OK):
         print(f"SKIP: {PROMETHEUS} not installed (apt-get install prometheus)")
@@ -145,21 +154,13 @@ def main():
             prom.wait_for("edgegpu_xid_last_timestamp_seconds", lambda res: res == [],
                           timeout=30)
             # Evaluated again after the series went stale: still the one firing alert.
-            evaluated_since(prom, time.time())
-            after = xid_alerts(prom)
-            assert len(after) == 1 and after[0]["state"] == "firing" and \
-                after[0]["activeAt"] == xid["activeAt"], \
-                f"GPUCriticalXid after the restart: {after}, before: {xid}"
+            assert_still_the_xid_alert(prom, xid, "after the restart")
 
             # The same XID again, seen by the new pod: the same alert, not a second one.
             successor.body = with_xid79_at(fixture, int(time.time())).encode()
             prom.wait_for(f'edgegpu_xid_last_timestamp_seconds{{instance="{successor.addr}"}}',
                           timeout=30)
-            evaluated_since(prom, time.time())
-            again = xid_alerts(prom)
-            assert len(again) == 1 and again[0]["state"] == "firing" and \
-                again[0]["activeAt"] == xid["activeAt"], \
-                f"GPUCriticalXid once the new pod saw XID 79 again: {again}, before: {xid}"
+            assert_still_the_xid_alert(prom, xid, "once the new pod saw XID 79 again")
     finally:
         expo.close()
         successor.close()
